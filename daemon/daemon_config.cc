@@ -1,0 +1,93 @@
+#include "daemon/daemon_config.h"
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/units.h"
+
+namespace gdr {
+namespace {
+
+absl::StatusOr<uint64_t> SizeFlag(const std::string& flag, const std::string& text) {
+  absl::StatusOr<uint64_t> v = ParseSize(text);
+  if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", v.status().message()));
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
+  DaemonConfig cfg;
+  CLI::App app{"gdrstored: serves one-sided RDMA transfers between a simulated store and "
+               "clients' (GPU) memory over gRPC"};
+  app.set_config("--config", "", "config file (TOML/INI: key = value, keys as the long flags)");
+  std::vector<std::string> volumes;
+  std::string max_op = "256MiB", chunk = "1MiB", max_bytes = "4GiB", log_level = "info";
+  int64_t connect_ms = 3000, op_timeout_ms = 30000, idle_s = 60, drain_ms = 10000;
+  app.add_option("--listen", cfg.listen, "gRPC listen address HOST:PORT (port 0 = ephemeral)")
+      ->capture_default_str();
+  app.add_option("--port-file", cfg.port_file, "write the bound gRPC port to this file once serving");
+  app.add_option("--volume", volumes, "volume NAME=SIZE, repeatable (default vol0=256MiB)");
+  app.add_option("--max-op-size", max_op, "largest extent of one op")->capture_default_str();
+  app.add_option("--chunk-size", chunk, "transfers are split into chunks of this size")
+      ->capture_default_str();
+  app.add_option("--max-inflight-per-stream", cfg.limits.max_inflight_per_stream,
+                 "ops in flight on one Stream call")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--max-inflight-ops", cfg.limits.max_inflight_ops, "ops in flight, daemon-wide")
+      ->capture_default_str()->check(CLI::Range(1u, 1u << 24));
+  app.add_option("--max-inflight-bytes", max_bytes, "bytes in flight, daemon-wide")
+      ->capture_default_str();
+  app.add_option("--tcp-max-links", cfg.tcp.max_links, "tcp initiator pool size (all clients)")
+      ->capture_default_str()->check(CLI::Range(1u, 4096u));
+  app.add_option("--tcp-links-per-target", cfg.tcp.links_per_target,
+                 "tcp links to one client target")->capture_default_str()->check(CLI::Range(1u, 64u));
+  app.add_option("--tcp-connect-timeout-ms", connect_ms, "connect timeout to a client target")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{600000}));
+  app.add_option("--op-timeout-ms", op_timeout_ms,
+                 "a link with work but no answer for this long fails its ops")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{3600000}));
+  app.add_option("--tcp-idle-timeout-s", idle_s, "idle tcp links are closed after this")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{86400}));
+  app.add_option("--drain-timeout-ms", drain_ms,
+                 "on SIGTERM, wait this long for in-flight RPCs before cancelling them")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{600000}));
+  app.add_option("--log-level", log_level, "debug, info, warning, error")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return absl::CancelledError(app.help());
+  } catch (const CLI::CallForAllHelp& e) {
+    return absl::CancelledError(app.help());
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  if (volumes.empty()) volumes.push_back("vol0=256MiB");
+  for (const std::string& v : volumes) {
+    absl::StatusOr<VolumeSpec> spec = ParseVolumeSpec(v);
+    if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--volume: ", spec.status().message()));
+    cfg.volumes.push_back(*spec);
+  }
+  GDR_ASSIGN_OR_RETURN(cfg.limits.max_op_bytes, SizeFlag("max-op-size", max_op));
+  GDR_ASSIGN_OR_RETURN(cfg.tcp.chunk_bytes, SizeFlag("chunk-size", chunk));
+  GDR_ASSIGN_OR_RETURN(cfg.limits.max_inflight_bytes, SizeFlag("max-inflight-bytes", max_bytes));
+  if (cfg.limits.max_op_bytes == 0) return absl::InvalidArgumentError("--max-op-size must be > 0");
+  if (cfg.limits.max_inflight_bytes == 0) {
+    return absl::InvalidArgumentError("--max-inflight-bytes must be > 0");
+  }
+  if (cfg.tcp.chunk_bytes < 4096 || cfg.tcp.chunk_bytes > (64u << 20)) {
+    return absl::InvalidArgumentError("--chunk-size must be between 4KiB and 64MiB");
+  }
+  cfg.limits.chunk_bytes = cfg.tcp.chunk_bytes;
+  cfg.limits.max_links = cfg.tcp.max_links;
+  cfg.tcp.link.connect_timeout = absl::Milliseconds(connect_ms);
+  cfg.tcp.op_timeout = absl::Milliseconds(op_timeout_ms);
+  cfg.tcp.idle_timeout = absl::Seconds(idle_s);
+  cfg.drain_timeout = absl::Milliseconds(drain_ms);
+  absl::StatusOr<LogLevel> level = ParseLogLevel(log_level);
+  if (!level.ok()) return absl::InvalidArgumentError(absl::StrCat("--log-level: ", level.status().message()));
+  cfg.log_level = *level;
+  return cfg;
+}
+
+}  // namespace gdr

@@ -1,0 +1,32 @@
+// gdrstored's settings: flags, an optional config file (same keys as the long flags, TOML/INI
+// `key = value`), and the checks that turn them into the structures the daemon runs on.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/log.h"
+#include "daemon/store.h"
+#include "daemon/store_service.h"
+#include "daemon/tcp_initiator.h"
+
+namespace gdr {
+
+struct DaemonConfig {
+  std::string listen = "127.0.0.1:50051";
+  std::string port_file;  // when set, the bound port is written here once serving
+  std::vector<VolumeSpec> volumes;
+  ServiceLimits limits;
+  TcpInitiatorOptions tcp;
+  absl::Duration drain_timeout = absl::Seconds(10);
+  LogLevel log_level = LogLevel::kInfo;
+};
+
+// Parses argv (and the file named by --config). On --help returns a status of code
+// kCancelled whose message is the help text; on bad input INVALID_ARGUMENT naming the flag.
+absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv);
+
+}  // namespace gdr

@@ -1,0 +1,118 @@
+// gdrstored entry point: parse settings, build the store, the tcp initiator pool and the gRPC
+// server, serve until SIGTERM/SIGINT, then drain and exit 0.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/units.h"
+#include "daemon/daemon_config.h"
+#include "daemon/store.h"
+#include "daemon/store_service.h"
+#include "daemon/tcp_initiator.h"
+
+namespace {
+
+int Fatal(const absl::Status& status) {
+  std::fprintf(stderr, "gdrstored: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+int Run(int argc, char** argv) {
+  // Signals are taken synchronously by the main thread; every thread created later inherits
+  // the mask, so no handler ever runs inside gRPC or a transport thread.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<gdr::DaemonConfig> cfg = gdr::ParseDaemonConfig(argc, argv);
+  if (!cfg.ok()) {
+    if (absl::IsCancelled(cfg.status())) {
+      std::cout << cfg.status().message();
+      return 0;
+    }
+    return Fatal(cfg.status());
+  }
+  gdr::SetLogTag("gdrstored");
+  gdr::SetLogLevel(cfg->log_level);
+
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<std::unique_ptr<gdr::Store>> store = gdr::Store::Create(cfg->volumes);
+  if (!store.ok()) return Fatal(store.status());
+  for (const auto& [name, v] : (*store)->volumes()) {
+    GDR_LOG(kInfo) << "volume " << name << ": " << gdr::FormatSize(v->size()) << " (memory)";
+  }
+  GDR_LOG(kInfo) << "store ready in " << absl::FormatDuration(absl::Now() - t0);
+
+  absl::StatusOr<std::unique_ptr<gdr::TcpInitiator>> tcp = gdr::TcpInitiator::Create(cfg->tcp);
+  if (!tcp.ok()) return Fatal(tcp.status());
+
+  gdr::OfferedTransports offered;
+  gdr::StoreService service(store->get(), tcp->get(), cfg->limits, offered);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(cfg->listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(1 << 20);  // control messages only; data never rides gRPC
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    return Fatal(absl::UnavailableError(
+        absl::StrCat("cannot listen on ", cfg->listen, " (address in use or not local?)")));
+  }
+  server->GetHealthCheckService()->SetServingStatus(true);
+  GDR_LOG(kInfo) << "gdrstored " << GDR_VERSION << " serving gdrstore.v1 on " << cfg->listen
+                 << " (port " << port << "), transports: tcp";
+  if (!cfg->port_file.empty()) {
+    // Write-then-rename so a reader never sees a partial number.
+    const std::string tmp = cfg->port_file + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << port << "\n";
+    }
+    if (std::rename(tmp.c_str(), cfg->port_file.c_str()) != 0) {
+      GDR_LOG(kError) << "cannot write port file " << cfg->port_file;
+    }
+  }
+
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      GDR_LOG(kWarning) << "SIGHUP: live reload is not supported by this version; ignoring";
+      continue;
+    }
+    GDR_LOG(kInfo) << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ": draining ("
+                   << service.inflight_ops() << " ops in flight, " << service.open_streams()
+                   << " streams open, up to " << absl::FormatDuration(cfg->drain_timeout) << ")";
+    break;
+  }
+  server->GetHealthCheckService()->SetServingStatus(false);
+  service.StartDrain();
+  // Stops accepting calls, lets running ones finish until the deadline, then cancels the rest.
+  server->Shutdown(std::chrono::system_clock::now() +
+                   absl::ToChronoMilliseconds(cfg->drain_timeout));
+  server->Wait();
+  // Anything a cancelled call left on the links fails now; the links close.
+  (*tcp)->Shutdown();
+  GDR_LOG(kInfo) << "stopped cleanly";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Run(argc, argv); }

@@ -1,0 +1,253 @@
+#include "daemon/store_service.h"
+
+#include <deque>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+
+namespace gdr {
+
+namespace v1 = gdrstore::v1;
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+StoreService::StoreService(const Store* store, Initiator* initiator, ServiceLimits limits,
+                           OfferedTransports offered)
+    : store_(store),
+      initiator_(initiator),
+      limits_(limits),
+      offered_(offered),
+      limiter_(limits.max_inflight_ops, limits.max_inflight_bytes) {}
+
+absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent,
+                                   const v1::RemoteBuffer* buffer, Done done) {
+  if (draining_.load(std::memory_order_relaxed)) {
+    return absl::UnavailableError("daemon is shutting down; no new ops are accepted");
+  }
+  absl::StatusOr<TransferOp> op =
+      ValidateOp(direction, extent, buffer, *store_, limits_.max_op_bytes, offered_);
+  if (!op.ok()) return op.status();
+  InflightLimiter::Permit permit;
+  if (absl::Status s = limiter_.TryAcquire(op->length, &permit); !s.ok()) return s;
+  const int64_t start = absl::GetCurrentTimeNanos();
+  auto shared_permit = std::make_shared<InflightLimiter::Permit>(std::move(permit));
+  return initiator_->Submit(*op, [done = std::move(done), start, shared_permit](absl::Status s) {
+    shared_permit->Release();
+    done(std::move(s), static_cast<uint64_t>(absl::GetCurrentTimeNanos() - start));
+  });
+}
+
+grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx,
+                                                Direction direction, const v1::Extent* extent,
+                                                const v1::RemoteBuffer* buffer,
+                                                v1::OpResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const uint64_t length = extent ? extent->length() : 0;
+  absl::Status s = StartOp(direction, extent, buffer,
+                           [reactor, response, length](absl::Status st, uint64_t ns) {
+                             if (st.ok()) {
+                               response->set_bytes(length);
+                               response->set_service_ns(ns);
+                             }
+                             reactor->Finish(ToGrpcStatus(st));
+                           });
+  if (!s.ok()) reactor->Finish(ToGrpcStatus(s));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* StoreService::Write(grpc::CallbackServerContext* ctx,
+                                              const v1::WriteRequest* request,
+                                              v1::OpResponse* response) {
+  return UnaryOp(ctx, Direction::kStoreToClient,
+                 request->has_extent() ? &request->extent() : nullptr,
+                 request->has_buffer() ? &request->buffer() : nullptr, response);
+}
+
+grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
+                                             const v1::ReadRequest* request,
+                                             v1::OpResponse* response) {
+  return UnaryOp(ctx, Direction::kClientToStore,
+                 request->has_extent() ? &request->extent() : nullptr,
+                 request->has_buffer() ? &request->buffer() : nullptr, response);
+}
+
+// One Stream call. Reads requests back to back (never waiting for completions), answers each
+// op when it completes, keeps exactly one write outstanding, and finishes once the client has
+// closed its side and every op is answered. Lives until OnDone.
+class StoreService::OpStream final
+    : public grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse> {
+ public:
+  explicit OpStream(StoreService* service) : service_(service) {
+    service_->streams_.fetch_add(1);
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      absl::MutexLock lock(&mu_);
+      reads_done_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    HandleRequest();
+    StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    queue_.pop_front();
+    writing_ = false;
+    if (!ok) {
+      // The client is gone: nothing more can be delivered.
+      broken_ = true;
+      queue_.clear();
+    }
+    WriteNextLocked();
+    MaybeFinishLocked();
+  }
+
+  void OnDone() override {
+    service_->streams_.fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  void HandleRequest() {
+    const uint64_t id = request_.id();
+    Direction direction = Direction::kStoreToClient;
+    const v1::Extent* extent = nullptr;
+    const v1::RemoteBuffer* buffer = nullptr;
+    switch (request_.op_case()) {
+      case v1::StreamRequest::kWrite:
+        direction = Direction::kStoreToClient;
+        if (request_.write().has_extent()) extent = &request_.write().extent();
+        if (request_.write().has_buffer()) buffer = &request_.write().buffer();
+        break;
+      case v1::StreamRequest::kRead:
+        direction = Direction::kClientToStore;
+        if (request_.read().has_extent()) extent = &request_.read().extent();
+        if (request_.read().has_buffer()) buffer = &request_.read().buffer();
+        break;
+      case v1::StreamRequest::OP_NOT_SET:
+        Answer(id, absl::InvalidArgumentError("stream request has no op (set write or read)"), 0, 0);
+        return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (inflight_ids_.size() >= service_->limits_.max_inflight_per_stream) {
+        PushLocked(id, absl::ResourceExhaustedError(absl::StrCat(
+                           "stream has ", inflight_ids_.size(),
+                           " ops in flight (max_inflight_per_stream); wait for answers")), 0, 0);
+        return;
+      }
+      if (!inflight_ids_.insert(id).second) {
+        PushLocked(id, absl::InvalidArgumentError(absl::StrCat(
+                           "stream op id ", id, " is already in flight on this stream")), 0, 0);
+        return;
+      }
+    }
+    const uint64_t length = extent ? extent->length() : 0;
+    absl::Status s = service_->StartOp(direction, extent, buffer,
+                                       [this, id, length](absl::Status st, uint64_t ns) {
+                                         Answer(id, st, st.ok() ? length : 0, ns, true);
+                                       });
+    if (!s.ok()) Answer(id, s, 0, 0, true);
+  }
+
+  void Answer(uint64_t id, const absl::Status& status, uint64_t bytes, uint64_t ns,
+              bool was_inflight = false) {
+    absl::MutexLock lock(&mu_);
+    if (was_inflight) inflight_ids_.erase(id);
+    PushLocked(id, status, bytes, ns);
+    MaybeFinishLocked();
+  }
+
+  void PushLocked(uint64_t id, const absl::Status& status, uint64_t bytes, uint64_t ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (broken_) return;
+    v1::StreamResponse& r = queue_.emplace_back();
+    r.set_id(id);
+    r.set_code(static_cast<int32_t>(status.code()));
+    if (!status.ok()) r.set_message(std::string(status.message()));
+    r.set_bytes(bytes);
+    r.set_service_ns(ns);
+    WriteNextLocked();
+  }
+
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || broken_ || queue_.empty()) return;
+    writing_ = true;
+    // More answers are queued behind this one: let gRPC coalesce them into fewer frames.
+    grpc::WriteOptions options;
+    if (queue_.size() > 1) options.set_buffer_hint();
+    StartWrite(&queue_.front(), options);
+  }
+
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || !reads_done_ || !inflight_ids_.empty() || writing_) return;
+    finished_ = true;
+    Finish(grpc::Status::OK);
+  }
+
+  StoreService* service_;
+  v1::StreamRequest request_;  // touched only by the read callbacks, which never overlap
+  absl::Mutex mu_;
+  std::deque<v1::StreamResponse> queue_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint64_t> inflight_ids_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* StoreService::Stream(
+    grpc::CallbackServerContext* ctx) {
+  return new OpStream(this);
+}
+
+grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx,
+                                                const v1::GetInfoRequest* request,
+                                                v1::GetInfoResponse* response) {
+  response->set_version(GDR_VERSION);
+  auto add = [&](v1::Transport t, bool available, const char* detail) {
+    auto* ti = response->add_transports();
+    ti->set_transport(t);
+    ti->set_available(available);
+    ti->set_detail(detail);
+  };
+  add(v1::TRANSPORT_TCP, offered_.tcp, offered_.tcp ? "software one-sided emulation over TCP" : "disabled by configuration");
+  add(v1::TRANSPORT_RC, offered_.rc, offered_.rc ? "" : "not built yet: needs the verbs core");
+  add(v1::TRANSPORT_DC, offered_.dc, offered_.dc ? "" : "not built yet: needs an mlx5 DC-capable device");
+  for (const auto& [name, volume] : store_->volumes()) {
+    auto* vi = response->add_volumes();
+    vi->set_name(name);
+    vi->set_size(volume->size());
+    vi->set_backing("memory");
+  }
+  auto* l = response->mutable_limits();
+  l->set_max_op_bytes(limits_.max_op_bytes);
+  l->set_max_inflight_per_stream(limits_.max_inflight_per_stream);
+  l->set_max_inflight_ops(limits_.max_inflight_ops);
+  l->set_max_inflight_bytes(limits_.max_inflight_bytes);
+  l->set_chunk_bytes(limits_.chunk_bytes);
+  l->set_max_links(limits_.max_links);
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* StoreService::Ping(grpc::CallbackServerContext* ctx,
+                                             const v1::PingRequest* request,
+                                             v1::PingResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace gdr

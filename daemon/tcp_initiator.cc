@@ -1,0 +1,177 @@
+#include "daemon/tcp_initiator.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+
+namespace gdr {
+
+absl::StatusOr<std::unique_ptr<TcpInitiator>> TcpInitiator::Create(TcpInitiatorOptions options) {
+  if (options.max_links == 0) return absl::InvalidArgumentError("max_links must be >= 1");
+  if (options.links_per_target == 0) {
+    return absl::InvalidArgumentError("links_per_target must be >= 1");
+  }
+  if (options.chunk_bytes < 4096 || options.chunk_bytes > tcpwire::kMaxPayload) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk size ", options.chunk_bytes,
+                                                   " must be in 4096..", tcpwire::kMaxPayload));
+  }
+  options.link.max_chunk_bytes = static_cast<uint32_t>(options.chunk_bytes);
+  return std::unique_ptr<TcpInitiator>(new TcpInitiator(options));
+}
+
+TcpInitiator::TcpInitiator(TcpInitiatorOptions options) : options_(options) {
+  housekeeper_ = std::thread([this] { Housekeeping(); });
+}
+
+TcpInitiator::~TcpInitiator() { Shutdown(); }
+
+void TcpInitiator::Shutdown() {
+  std::vector<std::shared_ptr<TcpLink>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!shutdown_) {
+      shutdown_ = true;
+      stop_.Notify();
+    }
+    for (auto& [key, vec] : links_)
+      for (auto& l : vec) all.push_back(std::move(l));
+    links_.clear();
+    total_links_ = 0;
+    for (auto& l : graveyard_) all.push_back(std::move(l));
+    graveyard_.clear();
+  }
+  for (auto& l : all) l->Fail(absl::CancelledError("daemon is shutting down"));
+  all.clear();  // joins link threads
+  if (housekeeper_.joinable() && housekeeper_.get_id() != std::this_thread::get_id()) {
+    housekeeper_.join();
+  }
+}
+
+TcpInitiatorStats TcpInitiator::stats() const {
+  absl::MutexLock lock(&mu_);
+  return {total_links_, static_cast<uint32_t>(links_.size())};
+}
+
+void TcpInitiator::ReapDeadLocked() {
+  for (auto it = links_.begin(); it != links_.end();) {
+    auto& vec = it->second;
+    for (auto l = vec.begin(); l != vec.end();) {
+      if ((*l)->dead()) {
+        graveyard_.push_back(std::move(*l));
+        l = vec.erase(l);
+        --total_links_;
+      } else {
+        ++l;
+      }
+    }
+    it = vec.empty() ? links_.erase(it) : std::next(it);
+  }
+}
+
+std::shared_ptr<TcpLink> TcpInitiator::OpenLinkLocked(const TcpDestination& dest) {
+  if (total_links_ >= options_.max_links) {
+    // Evict the longest-idle link of another destination.
+    std::shared_ptr<TcpLink>* victim = nullptr;
+    absl::Time oldest = absl::InfiniteFuture();
+    for (auto& [key, vec] : links_) {
+      for (auto& l : vec) {
+        if (l->outstanding_bytes() != 0 || l->destination() == dest) continue;
+        const absl::Time t = l->last_activity();
+        if (t < oldest) {
+          oldest = t;
+          victim = &l;
+        }
+      }
+    }
+    if (victim == nullptr) return nullptr;
+    (*victim)->Fail(absl::CancelledError("idle link evicted for another destination"));
+    ReapDeadLocked();
+  }
+  auto link = std::make_shared<TcpLink>(dest, options_.link);
+  links_[dest.Key()].push_back(link);
+  ++total_links_;
+  return link;
+}
+
+absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
+  const uint64_t chunk = options_.chunk_bytes;
+  const uint64_t nchunks = (op.length + chunk - 1) / chunk;
+  const auto opcode = op.direction == Direction::kStoreToClient ? tcpwire::Opcode::kWriteReq
+                                                                : tcpwire::Opcode::kReadReq;
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return absl::CancelledError("daemon is shutting down");
+  auto& existing = links_[op.tcp.Key()];
+  std::erase_if(existing, [this](const std::shared_ptr<TcpLink>& l) {
+    if (!l->dead()) return false;
+    graveyard_.push_back(l);
+    --total_links_;
+    return true;
+  });
+  // Decide the links first so that a refusal leaves nothing half-submitted.
+  std::vector<std::pair<std::shared_ptr<TcpLink>, std::vector<Chunk>>> plan;
+  std::vector<uint64_t> load;
+  for (auto& l : links_[op.tcp.Key()]) {
+    plan.push_back({l, {}});
+    load.push_back(l->outstanding_bytes());
+  }
+  auto state = std::make_shared<OpState>(static_cast<uint32_t>(nchunks), std::move(done));
+  for (uint64_t i = 0; i < nchunks; ++i) {
+    size_t best = 0;
+    for (size_t j = 1; j < load.size(); ++j)
+      if (load[j] < load[best]) best = j;
+    const bool want_more = load.empty() || (load[best] > 0 && plan.size() < options_.links_per_target);
+    if (want_more) {
+      if (auto link = OpenLinkLocked(op.tcp)) {
+        plan.push_back({std::move(link), {}});
+        load.push_back(0);
+        best = plan.size() - 1;
+      } else if (plan.empty()) {
+        if (links_[op.tcp.Key()].empty()) links_.erase(op.tcp.Key());
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "tcp initiator pool is full: all ", options_.max_links,
+            " links are busy with other clients; retry later"));
+      }
+    }
+    Chunk c;
+    c.opcode = opcode;
+    c.local = op.local + i * chunk;
+    c.length = static_cast<uint32_t>(std::min(chunk, op.length - i * chunk));
+    c.remote_address = op.remote_address + i * chunk;
+    c.rkey = op.rkey;
+    c.op = state;
+    load[best] += c.length;
+    plan[best].second.push_back(std::move(c));
+  }
+  for (auto& [link, chunks] : plan)
+    if (!chunks.empty()) link->Enqueue(std::move(chunks));
+  return absl::OkStatus();
+}
+
+void TcpInitiator::Housekeeping() {
+  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    std::vector<std::shared_ptr<TcpLink>> reap;
+    std::vector<std::shared_ptr<TcpLink>> live;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto& [key, vec] : links_)
+        for (auto& l : vec) live.push_back(l);
+    }
+    const absl::Time now = absl::Now();
+    for (auto& l : live) {
+      l->CheckStall(now, options_.op_timeout);
+      if (l->outstanding_bytes() == 0 && now - l->last_activity() > options_.idle_timeout) {
+        l->Fail(absl::CancelledError("idle link closed"));
+      }
+    }
+    live.clear();
+    {
+      absl::MutexLock lock(&mu_);
+      ReapDeadLocked();
+      reap.swap(graveyard_);
+    }
+    reap.clear();  // joins the dead links' threads outside the lock
+  }
+}
+
+}  // namespace gdr

@@ -1,0 +1,66 @@
+// The tcp transport's initiator pool: the stand-in for a DCI pool. Links (connections) to client
+// targets are reused per destination and capped in total; an op is split into chunks spread
+// over its destination's links and pipelined. A housekeeping thread fails stalled links, closes
+// idle ones and reaps dead ones, so a vanished client never leaks a socket or a thread.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "daemon/initiator.h"
+#include "daemon/tcp_link.h"
+
+namespace gdr {
+
+struct TcpInitiatorOptions {
+  uint32_t max_links = 64;          // links in total, all destinations
+  uint32_t links_per_target = 2;    // links to one destination
+  uint64_t chunk_bytes = 1 << 20;   // split size; <= tcpwire::kMaxPayload
+  absl::Duration op_timeout = absl::Seconds(30);     // no response for this long: link fails
+  absl::Duration idle_timeout = absl::Seconds(60);   // idle links are closed after this
+  TcpLinkOptions link;
+};
+
+struct TcpInitiatorStats {
+  uint32_t links = 0;
+  uint32_t destinations = 0;
+};
+
+class TcpInitiator final : public Initiator {
+ public:
+  // INVALID_ARGUMENT on an option out of range.
+  static absl::StatusOr<std::unique_ptr<TcpInitiator>> Create(TcpInitiatorOptions options);
+  ~TcpInitiator() override;
+
+  // RESOURCE_EXHAUSTED when the destination has no link and none can be opened (pool full of
+  // busy links); CANCELLED after Shutdown.
+  absl::Status Submit(const TransferOp& op, OpDone done) override;
+  void Shutdown() override;
+  TcpInitiatorStats stats() const;
+
+ private:
+  explicit TcpInitiator(TcpInitiatorOptions options);
+  void Housekeeping();
+  // Opens a link to `dest` if the pool allows, evicting an idle link of another destination.
+  std::shared_ptr<TcpLink> OpenLinkLocked(const TcpDestination& dest)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReapDeadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const TcpInitiatorOptions options_;
+  mutable absl::Mutex mu_;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, std::vector<std::shared_ptr<TcpLink>>> links_ ABSL_GUARDED_BY(mu_);
+  uint32_t total_links_ ABSL_GUARDED_BY(mu_) = 0;
+  // Links out of the pool whose threads still need joining (done outside mu_).
+  std::vector<std::shared_ptr<TcpLink>> graveyard_ ABSL_GUARDED_BY(mu_);
+  absl::Notification stop_;
+  std::thread housekeeper_;
+};
+
+}  // namespace gdr

@@ -1,0 +1,220 @@
+#include "daemon/tcp_link.h"
+
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <array>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+
+namespace gdr {
+
+void OpState::ChunkDone(const absl::Status& status) {
+  if (!status.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (status_.ok()) status_ = status;
+  }
+  if (remaining_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  absl::Status final_status;
+  {
+    absl::MutexLock lock(&mu_);
+    final_status = status_;
+  }
+  OpDone done = std::move(done_);
+  done(std::move(final_status));
+}
+
+TcpLink::TcpLink(TcpDestination dest, TcpLinkOptions options)
+    : dest_(std::move(dest)), options_(options) {
+  {
+    absl::MutexLock lock(&mu_);
+    last_progress_ = absl::Now();
+  }
+  sender_ = std::thread([this] { SendLoop(); });
+}
+
+TcpLink::~TcpLink() {
+  Fail(absl::CancelledError(absl::StrCat("tcp link to ", dest_.Key(), " closed")));
+  if (sender_.joinable()) sender_.join();
+  if (receiver_.joinable()) receiver_.join();
+}
+
+absl::Time TcpLink::last_activity() const {
+  absl::MutexLock lock(&mu_);
+  return last_progress_;
+}
+
+void TcpLink::Enqueue(std::vector<Chunk> chunks) {
+  absl::Status failed;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_) {
+      failed = error_;
+    } else {
+      if (pending_.empty() && inflight_.empty()) last_progress_ = absl::Now();
+      for (Chunk& c : chunks) {
+        c.tag = next_tag_++;
+        outstanding_.fetch_add(c.length, std::memory_order_relaxed);
+        pending_.push_back(std::move(c));
+      }
+      cv_.Signal();
+      return;
+    }
+  }
+  for (Chunk& c : chunks) c.op->ChunkDone(failed);
+}
+
+void TcpLink::Complete(Chunk& chunk, const absl::Status& status) {
+  outstanding_.fetch_sub(chunk.length, std::memory_order_relaxed);
+  chunk.op->ChunkDone(status);
+}
+
+void TcpLink::Fail(const absl::Status& status) {
+  std::deque<Chunk> pending, inflight;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return;
+    closing_ = true;
+    error_ = status;
+    dead_.store(true, std::memory_order_release);
+    pending.swap(pending_);
+    inflight.swap(inflight_);
+    // Wake both threads; the fd itself is closed only after they are joined.
+    if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
+    cv_.SignalAll();
+  }
+  if (!absl::IsCancelled(status) && (!pending.empty() || !inflight.empty())) {
+    GDR_LOG_EVERY_N_SEC(kWarning, 1) << "tcp link to " << dest_.Key() << " failed with "
+                                     << inflight.size() + pending.size()
+                                     << " chunks outstanding: " << status;
+  }
+  for (Chunk& c : inflight) Complete(c, status);
+  for (Chunk& c : pending) Complete(c, status);
+}
+
+void TcpLink::CheckStall(absl::Time now, absl::Duration timeout) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_ || (pending_.empty() && inflight_.empty())) return;
+    if (now - last_progress_ < timeout) return;
+  }
+  Fail(absl::DeadlineExceededError(absl::StrCat("tcp target ", dest_.Key(),
+                                                " did not answer within ",
+                                                absl::FormatDuration(timeout))));
+}
+
+void TcpLink::SendLoop() {
+  absl::StatusOr<ScopedFd> fd = ConnectTcp(dest_.host, dest_.port, options_.connect_timeout);
+  if (!fd.ok()) {
+    Fail(fd.status());
+    return;
+  }
+  SetSocketBuffers(fd->get(), options_.socket_buffer_bytes);
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return;  // failed or destroyed while connecting; *fd closes here
+    fd_ = std::move(*fd);
+    raw_fd_ = fd_.get();
+  }
+  receiver_ = std::thread([this] { ReceiveLoop(); });
+
+  // Requests are batched into one sendmsg: headers and write payloads side by side.
+  constexpr size_t kMaxBatch = 32;
+  std::array<std::array<std::byte, tcpwire::kHeaderSize>, kMaxBatch> headers;
+  std::array<struct iovec, 2 * kMaxBatch> iov;
+  for (;;) {
+    size_t n = 0;
+    int iovcnt = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      while (!closing_ && pending_.empty()) cv_.Wait(&mu_);
+      if (closing_) return;
+      while (n < kMaxBatch && !pending_.empty()) {
+        Chunk& c = pending_.front();
+        tcpwire::Header h;
+        h.opcode = c.opcode;
+        h.rkey = c.rkey;
+        h.length = c.length;
+        h.address = c.remote_address;
+        h.tag = c.tag;
+        tcpwire::Encode(h, headers[n]);
+        iov[iovcnt++] = {headers[n].data(), tcpwire::kHeaderSize};
+        if (c.opcode == tcpwire::Opcode::kWriteReq) iov[iovcnt++] = {c.local, c.length};
+        // In flight before it is on the wire, so the receiver always finds it.
+        inflight_.push_back(std::move(c));
+        pending_.pop_front();
+        ++n;
+      }
+    }
+    absl::Status s = WriteFullV(raw_fd_, iov.data(), iovcnt);
+    if (!s.ok()) {
+      Fail(absl::UnavailableError(absl::StrCat("tcp link to ", dest_.Key(), " lost: ",
+                                               s.message())));
+      return;
+    }
+  }
+}
+
+void TcpLink::ReceiveLoop() {
+  BufferedReader reader(raw_fd_);
+  for (;;) {
+    absl::Status s = ReceiveOne(reader);
+    if (!s.ok()) {
+      Fail(s);
+      return;
+    }
+  }
+}
+
+absl::Status TcpLink::ReceiveOne(BufferedReader& reader) {
+  std::array<std::byte, tcpwire::kHeaderSize> raw;
+  absl::Status s = reader.Read(raw.data(), raw.size());
+  if (!s.ok()) {
+    return absl::UnavailableError(absl::StrCat("tcp link to ", dest_.Key(), " lost: ",
+                                               s.message()));
+  }
+  absl::StatusOr<tcpwire::Header> h = tcpwire::Decode(raw, options_.max_chunk_bytes);
+  if (!h.ok()) {
+    return absl::UnavailableError(absl::StrCat("tcp target ", dest_.Key(),
+                                               " sent a bad frame: ", h.status().message()));
+  }
+  Chunk chunk;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return error_;
+    if (inflight_.empty()) {
+      return absl::UnavailableError(
+          absl::StrCat("tcp target ", dest_.Key(), " answered a request that was never sent"));
+    }
+    const Chunk& head = inflight_.front();
+    const auto want = head.opcode == tcpwire::Opcode::kWriteReq ? tcpwire::Opcode::kWriteAck
+                                                               : tcpwire::Opcode::kReadData;
+    if (h->tag != head.tag || h->opcode != want || h->length != head.length) {
+      return absl::UnavailableError(absl::StrCat(
+          "tcp target ", dest_.Key(), " answered out of order (tag ", h->tag, ", expected ",
+          head.tag, ")"));
+    }
+    chunk = std::move(inflight_.front());
+    inflight_.pop_front();
+    last_progress_ = absl::Now();
+  }
+  // The chunk is ours now: a concurrent Fail no longer sees it.
+  if (h->status != tcpwire::TargetStatus::kOk) {
+    Complete(chunk, tcpwire::TargetStatusToStatus(*h));
+    return absl::OkStatus();
+  }
+  if (h->opcode == tcpwire::Opcode::kReadData) {
+    s = reader.Read(chunk.local, chunk.length);
+    if (!s.ok()) {
+      absl::Status lost = absl::UnavailableError(
+          absl::StrCat("tcp link to ", dest_.Key(), " lost mid-payload: ", s.message()));
+      Complete(chunk, lost);
+      return lost;
+    }
+  }
+  Complete(chunk, absl::OkStatus());
+  return absl::OkStatus();
+}
+
+}  // namespace gdr

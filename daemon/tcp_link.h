@@ -1,0 +1,104 @@
+// One tcp connection from the daemon to a client's target: the tcp transport's stand-in for a
+// QP. A sender thread connects, then writes request frames in order; a receiver thread matches
+// each response to the oldest outstanding request (targets answer in order). Many chunks are
+// in flight at once; the socket buffers give back-pressure.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/socket.h"
+#include "common/tcp_frame.h"
+#include "daemon/initiator.h"
+#include "daemon/transfer_op.h"
+
+namespace gdr {
+
+// Completion state shared by the chunks of one op; the first failure wins.
+class OpState {
+ public:
+  OpState(uint32_t chunks, OpDone done) : remaining_(chunks), done_(std::move(done)) {}
+  // Thread-safe; runs `done` when the last chunk reports.
+  void ChunkDone(const absl::Status& status);
+
+ private:
+  std::atomic<uint32_t> remaining_;
+  absl::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  OpDone done_;
+};
+
+struct Chunk {
+  tcpwire::Opcode opcode = tcpwire::Opcode::kWriteReq;
+  std::byte* local = nullptr;
+  uint32_t length = 0;
+  uint64_t remote_address = 0;
+  uint32_t rkey = 0;
+  std::shared_ptr<OpState> op;
+  uint64_t tag = 0;  // assigned by the link
+};
+
+struct TcpLinkOptions {
+  absl::Duration connect_timeout = absl::Seconds(3);
+  uint32_t max_chunk_bytes = 1 << 20;
+  int socket_buffer_bytes = 4 << 20;
+};
+
+class TcpLink {
+ public:
+  // Starts the link's threads; connecting happens on them, so this never blocks on the network.
+  TcpLink(TcpDestination dest, TcpLinkOptions options);
+  // Fails what is left with CANCELLED and joins the threads.
+  ~TcpLink();
+  TcpLink(const TcpLink&) = delete;
+  TcpLink& operator=(const TcpLink&) = delete;
+
+  // Queues chunks for sending. On a dead link they fail at once with the link's error.
+  void Enqueue(std::vector<Chunk> chunks);
+
+  // Fails every queued and in-flight chunk with `status` and closes the socket. Idempotent.
+  void Fail(const absl::Status& status);
+
+  // Fails the link with DEADLINE_EXCEEDED when it has had work but no response for `timeout`.
+  void CheckStall(absl::Time now, absl::Duration timeout);
+
+  bool dead() const { return dead_.load(std::memory_order_acquire); }
+  uint64_t outstanding_bytes() const { return outstanding_.load(std::memory_order_relaxed); }
+  absl::Time last_activity() const;
+  const TcpDestination& destination() const { return dest_; }
+
+ private:
+  void SendLoop();
+  void ReceiveLoop();
+  absl::Status ReceiveOne(BufferedReader& reader);
+  void Complete(Chunk& chunk, const absl::Status& status);
+
+  const TcpDestination dest_;
+  const TcpLinkOptions options_;
+  std::atomic<bool> dead_{false};
+  std::atomic<uint64_t> outstanding_{0};
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  ScopedFd fd_ ABSL_GUARDED_BY(mu_);
+  int raw_fd_ = -1;  // set once by the sender thread after connect, read by the receiver
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_tag_ ABSL_GUARDED_BY(mu_) = 1;
+  std::deque<Chunk> pending_ ABSL_GUARDED_BY(mu_);
+  std::deque<Chunk> inflight_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_progress_ ABSL_GUARDED_BY(mu_);
+
+  std::thread receiver_;  // started by the sender thread, joined after it
+  std::thread sender_;
+};
+
+}  // namespace gdr

@@ -1,0 +1,98 @@
+#include "daemon/transfer_op.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/units.h"
+#include "daemon/store.h"
+
+namespace gdr {
+
+std::string TcpDestination::Key() const {
+  if (absl::StrContains(host, ':')) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::Extent* extent,
+                                      const gdrstore::v1::RemoteBuffer* buffer, const Store& store,
+                                      uint64_t max_op_bytes, const OfferedTransports& offered) {
+  if (extent == nullptr) return absl::InvalidArgumentError("request has no extent");
+  if (buffer == nullptr) return absl::InvalidArgumentError("request has no buffer");
+  if (extent->length() == 0) return absl::InvalidArgumentError("extent.length is 0");
+  if (extent->length() > max_op_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "extent.length ", extent->length(), " is above the daemon's max op size of ",
+        max_op_bytes, " bytes (", FormatSize(max_op_bytes), "); split the transfer"));
+  }
+  const Volume* volume = store.Find(extent->volume());
+  if (volume == nullptr) {
+    std::string known;
+    for (const auto& [name, v] : store.volumes()) absl::StrAppend(&known, known.empty() ? "" : ", ", name);
+    // Quote only a printable, bounded prefix of what the client sent.
+    std::string shown = extent->volume().substr(0, 64);
+    for (char& c : shown)
+      if (c < 0x20 || c > 0x7e) c = '?';
+    return absl::NotFoundError(
+        absl::StrCat("volume '", shown, "' does not exist (volumes: ", known, ")"));
+  }
+  if (extent->offset() > volume->size() || extent->length() > volume->size() - extent->offset()) {
+    return absl::OutOfRangeError(absl::StrCat("extent [", extent->offset(), ", +",
+                                              extent->length(), ") is past the end of volume '",
+                                              volume->name(), "' (", volume->size(), " bytes)"));
+  }
+  if (buffer->length() != extent->length()) {
+    return absl::InvalidArgumentError(absl::StrCat("buffer.length ", buffer->length(),
+                                                   " differs from extent.length ",
+                                                   extent->length()));
+  }
+  if (buffer->rkey() == 0) return absl::InvalidArgumentError("buffer.rkey is 0");
+  if (buffer->address() > UINT64_MAX - buffer->length()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("buffer [0x%x, +%u) wraps the address space", buffer->address(),
+                        buffer->length()));
+  }
+  TransferOp op;
+  op.direction = direction;
+  op.volume = volume->name();
+  op.offset = extent->offset();
+  op.local = volume->data() + extent->offset();
+  op.length = extent->length();
+  op.remote_address = buffer->address();
+  op.rkey = buffer->rkey();
+  using RB = gdrstore::v1::RemoteBuffer;
+  switch (buffer->endpoint_case()) {
+    case RB::kTcp: {
+      if (!offered.tcp) return absl::UnimplementedError("transport tcp is disabled on this daemon");
+      const auto& tcp = buffer->tcp();
+      if (tcp.host().empty() || tcp.host().size() > 255 ||
+          tcp.host().find('\0') != std::string::npos) {
+        return absl::InvalidArgumentError("buffer.tcp.host must be 1..255 bytes");
+      }
+      if (tcp.port() == 0 || tcp.port() > 65535) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("buffer.tcp.port ", tcp.port(), " is not in 1..65535"));
+      }
+      op.tcp.host = tcp.host();
+      op.tcp.port = static_cast<uint16_t>(tcp.port());
+      return op;
+    }
+    case RB::kRc:
+      if (!offered.rc) {
+        return absl::UnimplementedError(
+            "transport rc is not offered by this daemon (no RDMA device; see GetInfo)");
+      }
+      return absl::UnimplementedError("transport rc is not implemented yet");
+    case RB::kDc:
+      if (!offered.dc) {
+        return absl::UnimplementedError(
+            "transport dc is not offered by this daemon (no mlx5 DC-capable device; see GetInfo)");
+      }
+      return absl::UnimplementedError("transport dc is not implemented yet");
+    case RB::ENDPOINT_NOT_SET:
+      return absl::InvalidArgumentError(
+          "buffer has no endpoint (or one this daemon does not know): set dc, rc or tcp");
+  }
+  return absl::InvalidArgumentError("buffer endpoint kind is unknown");
+}
+
+}  // namespace gdr

@@ -1,0 +1,53 @@
+// A validated data op as the transports see it: which way bytes move, the store memory, and
+// where the client's registered memory is. Built only by ValidateOp, so every field has been
+// range-checked against the store and the daemon's limits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gdrstore/v1/gdrstore.pb.h"
+
+namespace gdr {
+
+class Store;
+
+enum class Direction {
+  kStoreToClient,  // RPC Write: daemon writes store bytes into the client's buffer
+  kClientToStore,  // RPC Read: daemon reads the client's buffer into the store
+};
+
+struct TcpDestination {
+  std::string host;
+  uint16_t port = 0;
+  std::string Key() const;  // "host:port", bracketed for IPv6
+  bool operator==(const TcpDestination&) const = default;
+};
+
+struct TransferOp {
+  Direction direction = Direction::kStoreToClient;
+  std::string volume;
+  uint64_t offset = 0;
+  std::byte* local = nullptr;  // store memory at `offset`; valid for the daemon's life
+  uint64_t length = 0;
+  uint64_t remote_address = 0;
+  uint32_t rkey = 0;
+  TcpDestination tcp;
+};
+
+// Which transports this daemon serves; requests naming another answer UNIMPLEMENTED.
+struct OfferedTransports {
+  bool tcp = true;
+  bool rc = false;
+  bool dc = false;
+};
+
+// Checks one request against the store and limits (see the status table in gdrstore.proto).
+// `extent` / `buffer` are nullptr when the request did not set them.
+absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::Extent* extent,
+                                      const gdrstore::v1::RemoteBuffer* buffer, const Store& store,
+                                      uint64_t max_op_bytes, const OfferedTransports& offered);
+
+}  // namespace gdr
