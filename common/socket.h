@@ -79,6 +79,8 @@ class BufferedReader {
   absl::Status Read(void* dst, size_t n);
   // Reads and drops n bytes.
   absl::Status Skip(size_t n);
+  // True when bytes already received are waiting in the buffer.
+  bool HasBuffered() const { return begin_ != end_; }
 
  private:
   absl::Status Fill();

@@ -1,0 +1,123 @@
+#include "client/gdrctl/bench.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "absl/strings/str_format.h"
+
+namespace gdrctl {
+
+using gdrstore::OpKind;
+using Clock = std::chrono::steady_clock;
+
+absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOptions& o) {
+  if (o.size == 0) return absl::InvalidArgumentError("size must be > 0");
+  if (o.qd == 0) return absl::InvalidArgumentError("qd must be >= 1");
+  if (o.iterations == 0) return absl::InvalidArgumentError("iterations must be >= 1");
+  const uint64_t slots = std::min<uint64_t>(o.qd, o.iterations);
+  auto buffer = client.AllocateBuffer(slots * o.size);
+  if (!buffer.ok()) return buffer.status();
+  const uint64_t positions = o.span >= o.size ? o.span / o.size : 1;
+
+  std::unique_ptr<gdrstore::OpStream> stream;
+  if (!o.unary) {
+    auto s = client.OpenStream();
+    if (!s.ok()) return s.status();
+    stream = std::move(*s);
+  }
+
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t submitted = 0, completed = 0, inflight = 0;
+  absl::Status first_error;
+  std::vector<uint64_t> latency_ns(o.iterations);
+  const Clock::time_point t0 = Clock::now();
+
+  // Submits op `i` into buffer slot `slot`; the completion reuses the slot for the next op.
+  std::function<void(uint64_t, uint64_t)> submit = [&](uint64_t i, uint64_t slot) {
+    gdrstore::Extent extent{o.volume, o.offset + (i % positions) * o.size, o.size};
+    const Clock::time_point start = Clock::now();
+    auto done = [&, i, slot, start](absl::StatusOr<gdrstore::OpResult> r) {
+      latency_ns[i] =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+      uint64_t next = UINT64_MAX;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++completed;
+        --inflight;
+        if (!r.ok() && first_error.ok()) first_error = r.status();
+        if (first_error.ok() && submitted < o.iterations) {
+          next = submitted++;
+          ++inflight;
+        }
+        if (inflight == 0) cv.notify_all();
+      }
+      if (next != UINT64_MAX) submit(next, slot);
+    };
+    if (stream) {
+      stream->Submit(o.kind, extent, **buffer, slot * o.size, std::move(done));
+    } else {
+      client.SubmitAsync(o.kind, extent, **buffer, slot * o.size, std::move(done));
+    }
+  };
+
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    submitted = slots;
+    inflight = slots;
+  }
+  for (uint64_t s = 0; s < slots; ++s) submit(s, s);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    while (inflight != 0) {
+      cv.wait_for(lock, std::chrono::seconds(1));
+      if (o.progress && inflight != 0) {
+        const uint64_t done = completed;
+        const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+        lock.unlock();
+        o.progress(done, secs);
+        lock.lock();
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (stream) {
+    absl::Status s = stream->Close();
+    if (first_error.ok() && !s.ok()) first_error = s;
+  }
+  if (!first_error.ok()) return first_error;
+
+  BenchResult r;
+  r.ops = o.iterations;
+  r.bytes = o.iterations * o.size;
+  r.seconds = seconds;
+  r.gbps = static_cast<double>(r.bytes) / seconds / 1e9;
+  r.ops_per_sec = static_cast<double>(r.ops) / seconds;
+  std::vector<uint64_t> sorted = latency_ns;
+  std::sort(sorted.begin(), sorted.end());
+  auto pct = [&](double p) {
+    size_t idx = static_cast<size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5);
+    return static_cast<double>(sorted[idx]) / 1e3;
+  };
+  r.p50_us = pct(0.50);
+  r.p99_us = pct(0.99);
+  r.max_us = static_cast<double>(sorted.back()) / 1e3;
+  double sum = 0;
+  for (uint64_t v : sorted) sum += static_cast<double>(v);
+  r.mean_us = sum / static_cast<double>(sorted.size()) / 1e3;
+  return r;
+}
+
+std::string BenchResultJson(const BenchOptions& o, const BenchResult& r) {
+  return absl::StrFormat(
+      "{\"op\":\"%s\",\"transport\":\"tcp\",\"rpc\":\"%s\",\"size\":%u,\"qd\":%u,\"ops\":%u,"
+      "\"bytes\":%u,\"seconds\":%.6f,\"gbps\":%.4f,\"ops_per_sec\":%.1f,\"lat_us\":{\"p50\":%.1f,"
+      "\"p99\":%.1f,\"max\":%.1f,\"mean\":%.1f}}",
+      o.kind == OpKind::kWrite ? "write" : "read", o.unary ? "unary" : "stream", o.size, o.qd,
+      r.ops, r.bytes, r.seconds, r.gbps, r.ops_per_sec, r.p50_us, r.p99_us, r.max_us, r.mean_us);
+}
+
+}  // namespace gdrctl

@@ -1,0 +1,42 @@
+// The op loop behind `gdrctl bench` and bench/: keeps `qd` ops in flight (Stream RPC or unary)
+// until `iterations` have completed, recording each op's latency.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gdrstore/client.h"
+
+namespace gdrctl {
+
+struct BenchOptions {
+  gdrstore::OpKind kind = gdrstore::OpKind::kWrite;
+  std::string volume = "vol0";
+  uint64_t offset = 0;        // first extent's offset
+  uint64_t span = 0;          // extents cycle through [offset, offset+span); 0 = one extent
+  uint64_t size = 4096;
+  uint64_t iterations = 1000;
+  uint32_t qd = 1;
+  bool unary = false;
+  // Called about once a second with ops done so far (for a progress line); may be empty.
+  std::function<void(uint64_t done, double seconds)> progress;
+};
+
+struct BenchResult {
+  uint64_t ops = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;
+  double gbps = 0;          // 1e9 bytes per second
+  double ops_per_sec = 0;
+  double p50_us = 0, p99_us = 0, max_us = 0, mean_us = 0;
+};
+
+// Runs the loop on `client`; the first failed op stops it and is returned.
+absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOptions& options);
+
+std::string BenchResultJson(const BenchOptions& o, const BenchResult& r);
+
+}  // namespace gdrctl

@@ -1,0 +1,326 @@
+// gdrctl: the command-line client of gdrstored. info, write, read (with pattern verification)
+// and bench. Exit codes: 0 ok, 1 the op or RPC failed, 2 bad usage, 3 verification mismatch.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/gdrctl/bench.h"
+#include "common/pattern.h"
+#include "common/units.h"
+#include "gdrstore/client.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitMismatch = 3;
+
+struct Common {
+  std::string address = "127.0.0.1";
+  uint16_t port = 50051;
+  std::string daemon;  // HOST:PORT, wins over -a/-p
+  std::string target_host;
+  int64_t timeout_ms = 120000;
+  bool json = false;
+};
+
+struct OpArgs {
+  std::string volume = "vol0";
+  uint64_t offset = 0;
+  std::string size = "4KiB";
+  uint64_t buffer_offset = 0;
+  bool verify = false;
+  uint64_t salt = 0;
+};
+
+int Fail(int code, const std::string& what) {
+  std::fprintf(stderr, "gdrctl: %s\n", what.c_str());
+  return code;
+}
+
+int Fail(const absl::Status& s, const std::string& context) {
+  return Fail(kExitFailed, absl::StrCat(context, ": ", absl::StatusCodeToString(s.code()), ": ",
+                                        s.message()));
+}
+
+absl::StatusOr<std::unique_ptr<gdrstore::Client>> Connect(const Common& c) {
+  gdrstore::ClientOptions o;
+  o.daemon_address = c.daemon.empty() ? absl::StrCat(c.address, ":", c.port) : c.daemon;
+  o.target_host = c.target_host;
+  o.rpc_timeout = std::chrono::milliseconds(c.timeout_ms);
+  return gdrstore::Client::Connect(o);
+}
+
+std::string TransportName(gdrstore::v1::Transport t) {
+  switch (t) {
+    case gdrstore::v1::TRANSPORT_DC: return "dc";
+    case gdrstore::v1::TRANSPORT_RC: return "rc";
+    case gdrstore::v1::TRANSPORT_TCP: return "tcp";
+    default: return "unknown";
+  }
+}
+
+int CmdInfo(const Common& c) {
+  auto client = Connect(c);
+  if (!client.ok()) return Fail(client.status(), "connect");
+  auto info = (*client)->GetInfo(std::chrono::milliseconds(c.timeout_ms));
+  if (!info.ok()) return Fail(info.status(), "GetInfo");
+  if (c.json) {
+    std::string out = absl::StrCat("{\"version\":\"", info->version(), "\",\"transports\":[");
+    for (int i = 0; i < info->transports_size(); ++i) {
+      const auto& t = info->transports(i);
+      absl::StrAppend(&out, i ? "," : "", "{\"name\":\"", TransportName(t.transport()),
+                      "\",\"available\":", t.available() ? "true" : "false", "}");
+    }
+    absl::StrAppend(&out, "],\"volumes\":[");
+    for (int i = 0; i < info->volumes_size(); ++i) {
+      absl::StrAppend(&out, i ? "," : "", "{\"name\":\"", info->volumes(i).name(),
+                      "\",\"size\":", info->volumes(i).size(), "}");
+    }
+    const auto& l = info->limits();
+    absl::StrAppend(&out, "],\"limits\":{\"max_op_bytes\":", l.max_op_bytes(),
+                    ",\"max_inflight_per_stream\":", l.max_inflight_per_stream(),
+                    ",\"max_inflight_ops\":", l.max_inflight_ops(),
+                    ",\"max_inflight_bytes\":", l.max_inflight_bytes(),
+                    ",\"chunk_bytes\":", l.chunk_bytes(), ",\"max_links\":", l.max_links(), "}}");
+    std::cout << out << "\n";
+    return kExitOk;
+  }
+  std::cout << "gdrstored " << info->version() << "\n";
+  std::cout << "transports:\n";
+  for (const auto& t : info->transports()) {
+    std::cout << absl::StrFormat("  %-4s %-13s %s\n", TransportName(t.transport()),
+                                 t.available() ? "available" : "unavailable", t.detail());
+  }
+  std::cout << "volumes:\n";
+  for (const auto& v : info->volumes()) {
+    std::cout << absl::StrFormat("  %-16s %14u bytes (%s, %s)\n", v.name(), v.size(),
+                                 gdr::FormatSize(v.size()), v.backing());
+  }
+  const auto& l = info->limits();
+  std::cout << "limits:\n"
+            << "  max op size         " << gdr::FormatSize(l.max_op_bytes()) << "\n"
+            << "  chunk size          " << gdr::FormatSize(l.chunk_bytes()) << "\n"
+            << "  in flight / stream  " << l.max_inflight_per_stream() << " ops\n"
+            << "  in flight / daemon  " << l.max_inflight_ops() << " ops, "
+            << gdr::FormatSize(l.max_inflight_bytes()) << "\n"
+            << "  tcp links           " << l.max_links() << "\n";
+  std::cout << "client tcp target:  " << (*client)->target_host() << ":"
+            << (*client)->target_port() << "\n";
+  return kExitOk;
+}
+
+std::string MismatchText(const std::byte* data, uint64_t seed, uint64_t offset, size_t at) {
+  return absl::StrFormat("verify failed at volume offset %u: got 0x%02x, want 0x%02x",
+                         offset + at, static_cast<unsigned>(data[at]),
+                         static_cast<unsigned>(gdr::PatternByte(seed, offset + at)));
+}
+
+// write: store -> buffer. --verify checks the buffer against the volume's pattern (valid while
+// the extent holds the initial fill, or what a `read --salt N` put there: pass the same salt).
+int CmdWrite(const Common& c, const OpArgs& a) {
+  auto size = gdr::ParseSize(a.size);
+  if (!size.ok()) return Fail(kExitUsage, std::string(size.status().message()));
+  auto client = Connect(c);
+  if (!client.ok()) return Fail(client.status(), "connect");
+  auto buffer = (*client)->AllocateBuffer(*size + a.buffer_offset);
+  if (!buffer.ok()) return Fail(buffer.status(), "allocate");
+  gdrstore::Extent extent{a.volume, a.offset, *size};
+  auto r = (*client)->Write(extent, **buffer, a.buffer_offset);
+  if (!r.ok()) return Fail(r.status(), "write");
+  std::string verdict;
+  if (a.verify) {
+    const uint64_t seed = gdr::PatternSeed(a.volume, a.salt);
+    std::span<const std::byte> got((*buffer)->data() + a.buffer_offset, *size);
+    if (auto bad = gdr::PatternMismatch(seed, a.offset, got)) {
+      return Fail(kExitMismatch, MismatchText(got.data(), seed, a.offset, *bad));
+    }
+    verdict = ", verified";
+  }
+  if (c.json) {
+    std::cout << absl::StrFormat(
+        "{\"op\":\"write\",\"volume\":\"%s\",\"offset\":%u,\"bytes\":%u,\"service_us\":%.1f,"
+        "\"verified\":%s}\n",
+        a.volume, a.offset, r->bytes, r->service_ns / 1e3, a.verify ? "true" : "false");
+  } else {
+    std::cout << absl::StrFormat("write %s@%u +%u -> buffer: ok, %u bytes in %.1f us%s\n",
+                                 a.volume, a.offset, *size, r->bytes, r->service_ns / 1e3,
+                                 verdict);
+  }
+  return kExitOk;
+}
+
+// read: buffer -> store. The buffer holds the pattern of (volume, salt). --verify proves the
+// bytes reached the store: it first stores a different (random-salted) pattern and reads it
+// back with a Write, then stores the requested pattern and reads that back too.
+int CmdRead(const Common& c, const OpArgs& a) {
+  auto size = gdr::ParseSize(a.size);
+  if (!size.ok()) return Fail(kExitUsage, std::string(size.status().message()));
+  auto client = Connect(c);
+  if (!client.ok()) return Fail(client.status(), "connect");
+  auto src = (*client)->AllocateBuffer(*size + a.buffer_offset);
+  if (!src.ok()) return Fail(src.status(), "allocate");
+  gdrstore::Extent extent{a.volume, a.offset, *size};
+  std::span<std::byte> payload((*src)->data() + a.buffer_offset, *size);
+
+  std::vector<uint64_t> salts;
+  if (a.verify) {
+    std::random_device rd;
+    uint64_t probe = 0;
+    while (probe == 0 || probe == a.salt) probe = (uint64_t{rd()} << 32) | rd();
+    salts.push_back(probe);
+  }
+  salts.push_back(a.salt);
+  absl::StatusOr<gdrstore::OpResult> r;
+  std::unique_ptr<gdrstore::Buffer> check;
+  for (uint64_t salt : salts) {
+    const uint64_t seed = gdr::PatternSeed(a.volume, salt);
+    gdr::PatternFill(seed, a.offset, payload);
+    r = (*client)->Read(extent, **src, a.buffer_offset);
+    if (!r.ok()) return Fail(r.status(), "read");
+    if (!a.verify) break;
+    if (!check) {
+      auto b = (*client)->AllocateBuffer(*size);
+      if (!b.ok()) return Fail(b.status(), "allocate");
+      check = std::move(*b);
+    }
+    std::memset(check->data(), 0, *size);
+    auto back = (*client)->Write(extent, *check);
+    if (!back.ok()) return Fail(back.status(), "verify (write back)");
+    std::span<const std::byte> got(check->data(), *size);
+    if (auto bad = gdr::PatternMismatch(seed, a.offset, got)) {
+      return Fail(kExitMismatch, MismatchText(got.data(), seed, a.offset, *bad));
+    }
+  }
+  if (c.json) {
+    std::cout << absl::StrFormat(
+        "{\"op\":\"read\",\"volume\":\"%s\",\"offset\":%u,\"bytes\":%u,\"service_us\":%.1f,"
+        "\"verified\":%s}\n",
+        a.volume, a.offset, r->bytes, r->service_ns / 1e3, a.verify ? "true" : "false");
+  } else {
+    std::cout << absl::StrFormat("read buffer -> %s@%u +%u: ok, %u bytes in %.1f us%s\n",
+                                 a.volume, a.offset, *size, r->bytes, r->service_ns / 1e3,
+                                 a.verify ? ", verified" : "");
+  }
+  return kExitOk;
+}
+
+int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& size_text,
+             const std::string& type, const std::string& span_text, bool quiet) {
+  auto size = gdr::ParseSize(size_text);
+  if (!size.ok()) return Fail(kExitUsage, std::string(size.status().message()));
+  o.size = *size;
+  if (type == "write" || type == "0") {
+    o.kind = gdrstore::OpKind::kWrite;
+  } else if (type == "read" || type == "1") {
+    o.kind = gdrstore::OpKind::kRead;
+  } else {
+    return Fail(kExitUsage, absl::StrCat("-t must be write|read|0|1, not '", type, "'"));
+  }
+  auto client = Connect(c);
+  if (!client.ok()) return Fail(client.status(), "connect");
+  if (span_text.empty()) {
+    // Default: cycle through up to 256 MiB of the volume, within its size.
+    auto info = (*client)->GetInfo(std::chrono::milliseconds(c.timeout_ms));
+    if (!info.ok()) return Fail(info.status(), "GetInfo");
+    uint64_t vol_size = 0;
+    for (const auto& v : info->volumes())
+      if (v.name() == o.volume) vol_size = v.size();
+    if (vol_size == 0) return Fail(kExitFailed, absl::StrCat("no volume '", o.volume, "' on the daemon"));
+    o.span = vol_size > o.offset ? std::min<uint64_t>(vol_size - o.offset, 256ull << 20) : 0;
+  } else {
+    auto span = gdr::ParseSize(span_text);
+    if (!span.ok()) return Fail(kExitUsage, std::string(span.status().message()));
+    o.span = *span;
+  }
+  if (!quiet) {
+    o.progress = [&o](uint64_t done, double secs) {
+      std::fprintf(stderr, "\r%llu/%llu ops, %.1f s, %.3f GB/s   ",
+                   static_cast<unsigned long long>(done),
+                   static_cast<unsigned long long>(o.iterations), secs,
+                   secs > 0 ? static_cast<double>(done * o.size) / secs / 1e9 : 0.0);
+    };
+  }
+  auto r = gdrctl::RunBench(**client, o);
+  if (o.progress) std::fprintf(stderr, "\r%*s\r", 60, "");
+  if (!r.ok()) return Fail(r.status(), "bench");
+  if (c.json) {
+    std::cout << gdrctl::BenchResultJson(o, *r) << "\n";
+  } else {
+    std::cout << absl::StrFormat(
+        "%s %s x %u, qd %u over %s: %.3f GB/s, %.0f ops/s, latency us p50 %.1f p99 %.1f max "
+        "%.1f\n",
+        o.kind == gdrstore::OpKind::kWrite ? "write" : "read", gdr::FormatSize(o.size),
+        o.iterations, o.qd, o.unary ? "unary" : "stream", r->gbps, r->ops_per_sec, r->p50_us,
+        r->p99_us, r->max_us);
+  }
+  return kExitOk;
+}
+
+void AddOpArgs(CLI::App* cmd, OpArgs* a) {
+  cmd->add_option("--volume", a->volume, "volume name")->capture_default_str();
+  cmd->add_option("-o,--offset", a->offset, "byte offset in the volume")->capture_default_str();
+  cmd->add_option("-s,--size", a->size, "bytes to move (e.g. 4096, 64KiB, 1MiB)")
+      ->capture_default_str();
+  cmd->add_option("--buffer-offset", a->buffer_offset,
+                  "start this many bytes into the registered buffer (unaligned tests)");
+  cmd->add_option("--salt", a->salt, "pattern variant: 0 is the volume's initial fill");
+  cmd->add_flag("--verify", a->verify, "check the moved bytes against the pattern");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gdrctl: client of gdrstored (one-sided transfers between a store and your memory)"};
+  app.require_subcommand(1);
+  Common c;
+  app.add_option("-a,--address", c.address, "daemon host")->capture_default_str();
+  app.add_option("-p,--port", c.port, "daemon gRPC port")->capture_default_str();
+  app.add_option("--daemon", c.daemon, "daemon HOST:PORT (overrides -a/-p)");
+  app.add_option("--target-host", c.target_host,
+                 "address the daemon uses to reach this client's tcp target (default: automatic)");
+  app.add_option("--timeout-ms", c.timeout_ms, "deadline of each RPC")->capture_default_str();
+  app.add_flag("--json", c.json, "machine-readable output");
+  app.set_version_flag("--version", GDR_VERSION);
+
+  CLI::App* info = app.add_subcommand("info", "daemon version, transports, volumes, limits");
+  OpArgs wa, ra;
+  CLI::App* write = app.add_subcommand("write", "daemon writes store bytes into a buffer here");
+  AddOpArgs(write, &wa);
+  CLI::App* read = app.add_subcommand("read", "daemon reads a buffer here into the store");
+  AddOpArgs(read, &ra);
+
+  gdrctl::BenchOptions bo;
+  std::string bsize = "4KiB", btype = "write", bspan;
+  bool quiet = false;
+  CLI::App* bench = app.add_subcommand("bench", "loop of ops: GB/s and latency percentiles");
+  bench->add_option("-n,--iterations", bo.iterations, "ops to run")->capture_default_str();
+  bench->add_option("-s,--size", bsize, "bytes per op")->capture_default_str();
+  bench->add_option("-t,--type", btype, "write|read (or 0|1)")->capture_default_str();
+  bench->add_option("--qd", bo.qd, "ops in flight")->capture_default_str();
+  bench->add_flag("--unary", bo.unary, "one unary RPC per op instead of the Stream RPC");
+  bench->add_option("--volume", bo.volume, "volume name")->capture_default_str();
+  bench->add_option("-o,--offset", bo.offset, "first offset")->capture_default_str();
+  bench->add_option("--span", bspan, "cycle extents through this many bytes (default: up to 256MiB)");
+  bench->add_flag("-q,--quiet", quiet, "no progress line");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "gdrctl: %s (see gdrctl --help)\n", e.what());
+    return kExitUsage;
+  }
+  if (c.timeout_ms <= 0) return Fail(kExitUsage, "--timeout-ms must be > 0");
+  if (info->parsed()) return CmdInfo(c);
+  if (write->parsed()) return CmdWrite(c, wa);
+  if (read->parsed()) return CmdRead(c, ra);
+  if (bench->parsed()) return CmdBench(c, bo, bsize, btype, bspan, quiet || !isatty(2));
+  return kExitUsage;
+}

@@ -1,0 +1,158 @@
+// libgdrclient: the client side of gdrstored. Connects to a daemon, allocates and registers
+// memory the daemon may access one-sidedly, and issues Write (store -> buffer) and Read
+// (buffer -> store) ops, unary or over a Stream, async or blocking.
+//
+// On the tcp transport the library runs a small target in this process (a listening socket and
+// one thread per daemon link) that owns the registered regions, gives each a random rkey, and
+// checks rkey and bounds on every access before touching memory.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gdrstore/v1/gdrstore.grpc.pb.h"
+#include "gdrstore/v1/gdrstore.pb.h"
+
+namespace gdrstore {
+
+struct ClientOptions {
+  // gdrstored's gRPC address, HOST:PORT.
+  std::string daemon_address = "127.0.0.1:50051";
+  // Address the daemon uses to reach this process's tcp target. Empty: 127.0.0.1 when the
+  // daemon is on loopback, otherwise this host's address on the route to the daemon.
+  std::string target_host;
+  // Port of the tcp target; 0 picks an ephemeral one.
+  uint16_t target_port = 0;
+  // Connections the target accepts at once (daemon links); more are refused.
+  uint32_t max_target_connections = 256;
+  // Deadline of each data RPC; zero means none.
+  std::chrono::milliseconds rpc_timeout{120000};
+};
+
+// A range of the daemon's store.
+struct Extent {
+  std::string volume;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+struct OpResult {
+  uint64_t bytes = 0;       // bytes moved
+  uint64_t service_ns = 0;  // daemon-side time
+};
+
+enum class OpKind {
+  kWrite,  // daemon writes store bytes into the buffer
+  kRead,   // daemon reads the buffer into the store
+};
+
+using OpCallback = std::function<void(absl::StatusOr<OpResult>)>;
+
+class Client;
+class TcpTarget;
+struct Region;
+
+// Registered, page-aligned host memory. Deregistered (and freed, when the library allocated it)
+// on destruction; an access the daemon has in flight at that moment completes against memory
+// that stays mapped until it is done. Not copyable; data() is safe to use from any thread.
+class Buffer {
+ public:
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  std::byte* data() const;
+  size_t size() const;
+  uint32_t rkey() const;
+  // The address the daemon's descriptors name (the RDMA iova).
+  uint64_t address() const;
+
+ private:
+  friend class Client;
+  Buffer(std::shared_ptr<Region> region, std::shared_ptr<TcpTarget> target);
+  std::shared_ptr<Region> region_;
+  std::shared_ptr<TcpTarget> target_;
+};
+
+// Many ops over one Stream RPC. Submit is thread-safe and never blocks; callbacks run on gRPC
+// threads, once per op, in completion order.
+class OpStream {
+ public:
+  ~OpStream();  // Close()
+  OpStream(const OpStream&) = delete;
+  OpStream& operator=(const OpStream&) = delete;
+
+  // INVALID_ARGUMENT (via callback) when [buffer_offset, +extent.length) is outside `buffer`;
+  // FAILED_PRECONDITION after Close or once the stream has failed (the call's status).
+  void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
+              OpCallback done);
+  // Half-closes, waits until every submitted op has been answered; the call's final status.
+  absl::Status Close();
+
+ private:
+  friend class Client;
+  class Reactor;
+  explicit OpStream(std::unique_ptr<Reactor> reactor);
+  std::unique_ptr<Reactor> reactor_;
+};
+
+class Client {
+ public:
+  // Creates the channel and starts the tcp target. Does not contact the daemon (use GetInfo or
+  // Ping to check it). INVALID_ARGUMENT on a bad address, UNAVAILABLE when the target cannot
+  // listen.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  // Stops the target (daemon links see EOF) and the channel. Ops still running fail.
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Page-aligned host memory, zero-filled, registered with a fresh random rkey.
+  absl::StatusOr<std::unique_ptr<Buffer>> AllocateBuffer(size_t bytes);
+
+  // The descriptor a request carries for [offset, offset+length) of `buffer`.
+  // INVALID_ARGUMENT when the range is outside the buffer.
+  absl::StatusOr<v1::RemoteBuffer> Describe(const Buffer& buffer, size_t offset,
+                                            size_t length) const;
+
+  // Async unary op; `done` runs once on a gRPC thread.
+  void SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
+                   OpCallback done);
+  std::future<absl::StatusOr<OpResult>> SubmitAsync(OpKind kind, const Extent& extent,
+                                                    const Buffer& buffer, size_t buffer_offset);
+  // Blocking wrappers.
+  absl::StatusOr<OpResult> Write(const Extent& extent, const Buffer& buffer,
+                                 size_t buffer_offset = 0);
+  absl::StatusOr<OpResult> Read(const Extent& extent, const Buffer& buffer,
+                                size_t buffer_offset = 0);
+
+  absl::StatusOr<std::unique_ptr<OpStream>> OpenStream();
+  absl::StatusOr<v1::GetInfoResponse> GetInfo(std::chrono::milliseconds timeout =
+                                                  std::chrono::milliseconds(10000));
+  absl::Status Ping();
+
+  // For callers that build requests themselves.
+  v1::GdrStore::Stub* stub() const { return stub_.get(); }
+  const std::string& target_host() const;
+  uint16_t target_port() const;
+
+ private:
+  Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel,
+         std::shared_ptr<TcpTarget> target);
+  ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::GdrStore::Stub> stub_;
+  std::shared_ptr<TcpTarget> target_;
+};
+
+// grpc::Status -> absl::Status, same code and message.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+}  // namespace gdrstore

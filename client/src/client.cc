@@ -1,0 +1,381 @@
+#include "gdrstore/client.h"
+
+#include <grpcpp/grpcpp.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/src/tcp_target.h"
+
+namespace gdrstore {
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+namespace {
+
+// Splits "host:port" / "[v6]:port".
+absl::Status SplitHostPort(const std::string& address, std::string* host, uint16_t* port) {
+  std::string port_text;
+  if (!address.empty() && address[0] == '[') {
+    const size_t close = address.find(']');
+    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') {
+      return absl::InvalidArgumentError(absl::StrCat("bad address '", address, "' (want [V6]:PORT)"));
+    }
+    *host = address.substr(1, close - 1);
+    port_text = address.substr(close + 2);
+  } else {
+    const size_t colon = address.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("bad address '", address, "' (want HOST:PORT)"));
+    }
+    *host = address.substr(0, colon);
+    port_text = address.substr(colon + 1);
+  }
+  uint32_t p = 0;
+  if (!absl::SimpleAtoi(port_text, &p) || p == 0 || p > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("bad port in '", address, "'"));
+  }
+  *port = static_cast<uint16_t>(p);
+  return absl::OkStatus();
+}
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
+  if (timeout.count() > 0) ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+}  // namespace
+
+// ---- Buffer ----
+
+Buffer::Buffer(std::shared_ptr<Region> region, std::shared_ptr<TcpTarget> target)
+    : region_(std::move(region)), target_(std::move(target)) {}
+Buffer::~Buffer() { target_->Deregister(region_->rkey); }
+std::byte* Buffer::data() const { return region_->host; }
+size_t Buffer::size() const { return region_->size; }
+uint32_t Buffer::rkey() const { return region_->rkey; }
+uint64_t Buffer::address() const { return region_->base; }
+
+// ---- Client ----
+
+Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel,
+               std::shared_ptr<TcpTarget> target)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      stub_(v1::GdrStore::NewStub(channel_)),
+      target_(std::move(target)) {}
+
+Client::~Client() { target_->Stop(); }
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  std::string daemon_host;
+  uint16_t daemon_port = 0;
+  if (absl::Status s = SplitHostPort(options.daemon_address, &daemon_host, &daemon_port); !s.ok()) {
+    return s;
+  }
+  ClientOptions opts = options;
+  if (opts.target_host.empty()) {
+    if (IsLoopback(daemon_host)) {
+      opts.target_host = "127.0.0.1";
+    } else {
+      absl::StatusOr<std::string> local = gdr::LocalAddressToward(daemon_host, daemon_port);
+      if (!local.ok()) return local.status();
+      opts.target_host = *local;
+    }
+  }
+  absl::StatusOr<std::shared_ptr<TcpTarget>> target =
+      TcpTarget::Start(opts.target_host, opts.target_port, opts.max_target_connections);
+  if (!target.ok()) return target.status();
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  auto channel =
+      grpc::CreateCustomChannel(opts.daemon_address, grpc::InsecureChannelCredentials(), args);
+  return std::unique_ptr<Client>(new Client(std::move(opts), std::move(channel), *target));
+}
+
+const std::string& Client::target_host() const { return options_.target_host; }
+uint16_t Client::target_port() const { return target_->port(); }
+
+absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
+  if (bytes == 0) return absl::InvalidArgumentError("buffer size must be > 0");
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t mapped = (bytes + page - 1) / page * page;
+  void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes: ",
+                                                     strerror(errno)));
+  }
+  auto region = std::make_shared<Region>();
+  region->host = static_cast<std::byte*>(p);
+  region->base = reinterpret_cast<uint64_t>(p);
+  region->size = bytes;
+  region->release = [p, mapped] { ::munmap(p, mapped); };
+  target_->Register(region);
+  return std::unique_ptr<Buffer>(new Buffer(std::move(region), target_));
+}
+
+absl::StatusOr<v1::RemoteBuffer> Client::Describe(const Buffer& buffer, size_t offset,
+                                                  size_t length) const {
+  if (offset > buffer.size() || length > buffer.size() - offset) {
+    return absl::InvalidArgumentError(absl::StrCat("range [", offset, ", +", length,
+                                                   ") is outside the ", buffer.size(),
+                                                   "-byte buffer"));
+  }
+  v1::RemoteBuffer rb;
+  rb.set_address(buffer.address() + offset);
+  rb.set_length(length);
+  rb.set_rkey(buffer.rkey());
+  rb.mutable_tcp()->set_host(options_.target_host);
+  rb.mutable_tcp()->set_port(target_->port());
+  return rb;
+}
+
+namespace {
+
+template <typename Req>
+absl::Status FillRequest(const Client& client, const Extent& extent, const Buffer& buffer,
+                         size_t buffer_offset, Req* req) {
+  absl::StatusOr<v1::RemoteBuffer> rb = client.Describe(buffer, buffer_offset, extent.length);
+  if (!rb.ok()) return rb.status();
+  req->mutable_extent()->set_volume(extent.volume);
+  req->mutable_extent()->set_offset(extent.offset);
+  req->mutable_extent()->set_length(extent.length);
+  *req->mutable_buffer() = std::move(*rb);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer,
+                         size_t buffer_offset, OpCallback done) {
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::WriteRequest write;
+    v1::ReadRequest read;
+    v1::OpResponse response;
+    OpCallback done;
+  };
+  auto* call = new Call();
+  call->done = std::move(done);
+  absl::Status s = kind == OpKind::kWrite
+                       ? FillRequest(*this, extent, buffer, buffer_offset, &call->write)
+                       : FillRequest(*this, extent, buffer, buffer_offset, &call->read);
+  if (!s.ok()) {
+    OpCallback cb = std::move(call->done);
+    delete call;
+    cb(s);
+    return;
+  }
+  SetDeadline(&call->ctx, options_.rpc_timeout);
+  auto on_done = [call](grpc::Status st) {
+    absl::StatusOr<OpResult> result;
+    if (st.ok()) {
+      result = OpResult{call->response.bytes(), call->response.service_ns()};
+    } else {
+      result = FromGrpcStatus(st);
+    }
+    OpCallback cb = std::move(call->done);
+    delete call;
+    cb(std::move(result));
+  };
+  if (kind == OpKind::kWrite) {
+    stub_->async()->Write(&call->ctx, &call->write, &call->response, std::move(on_done));
+  } else {
+    stub_->async()->Read(&call->ctx, &call->read, &call->response, std::move(on_done));
+  }
+}
+
+std::future<absl::StatusOr<OpResult>> Client::SubmitAsync(OpKind kind, const Extent& extent,
+                                                          const Buffer& buffer,
+                                                          size_t buffer_offset) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<OpResult>>>();
+  auto future = promise->get_future();
+  SubmitAsync(kind, extent, buffer, buffer_offset,
+              [promise](absl::StatusOr<OpResult> r) { promise->set_value(std::move(r)); });
+  return future;
+}
+
+absl::StatusOr<OpResult> Client::Write(const Extent& extent, const Buffer& buffer,
+                                       size_t buffer_offset) {
+  return SubmitAsync(OpKind::kWrite, extent, buffer, buffer_offset).get();
+}
+
+absl::StatusOr<OpResult> Client::Read(const Extent& extent, const Buffer& buffer,
+                                      size_t buffer_offset) {
+  return SubmitAsync(OpKind::kRead, extent, buffer, buffer_offset).get();
+}
+
+absl::StatusOr<v1::GetInfoResponse> Client::GetInfo(std::chrono::milliseconds timeout) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, timeout);
+  v1::GetInfoResponse resp;
+  grpc::Status s = stub_->GetInfo(&ctx, v1::GetInfoRequest(), &resp);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return resp;
+}
+
+absl::Status Client::Ping() {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, std::chrono::milliseconds(10000));
+  v1::PingResponse resp;
+  return FromGrpcStatus(stub_->Ping(&ctx, v1::PingRequest(), &resp));
+}
+
+// ---- OpStream ----
+
+class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse> {
+ public:
+  explicit Reactor(Client* client) : client_(client) {
+    client_->stub()->async()->Stream(&ctx_, this);
+    StartRead(&response_);
+    StartCall();
+  }
+
+  void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
+              OpCallback done) {
+    v1::StreamRequest req;
+    absl::Status s = kind == OpKind::kWrite
+                         ? FillRequest(*client_, extent, buffer, buffer_offset, req.mutable_write())
+                         : FillRequest(*client_, extent, buffer, buffer_offset, req.mutable_read());
+    if (!s.ok()) {
+      done(s);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closing_ || done_) {
+        s = absl::FailedPreconditionError(
+            done_ ? absl::StrCat("stream has ended: ", status_.message()) : "stream is closed");
+      } else {
+        const uint64_t id = next_id_++;
+        req.set_id(id);
+        pending_.emplace(id, std::move(done));
+        queue_.push_back(std::move(req));
+        WriteNextLocked();
+        return;
+      }
+    }
+    done(s);
+  }
+
+  absl::Status Close() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!closing_) {
+      closing_ = true;
+      WriteNextLocked();
+    }
+    cv_.wait(lock, [this] { return done_; });
+    return status_;
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    queue_.pop_front();
+    if (!ok) {
+      write_failed_ = true;  // the call is over; OnDone reports why
+      return;
+    }
+    WriteNextLocked();
+  }
+
+  void OnWritesDoneDone(bool ok) override {}
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    OpCallback cb;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = pending_.find(response_.id());
+      if (it != pending_.end()) {
+        cb = std::move(it->second);
+        pending_.erase(it);
+      }
+    }
+    if (cb) {
+      if (response_.code() == 0) {
+        cb(OpResult{response_.bytes(), response_.service_ns()});
+      } else {
+        cb(absl::Status(static_cast<absl::StatusCode>(response_.code()), response_.message()));
+      }
+    }
+    StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status& s) override {
+    absl::flat_hash_map<uint64_t, OpCallback> orphans;
+    absl::Status status = FromGrpcStatus(s);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      orphans.swap(pending_);
+      if (status.ok() && !orphans.empty()) {
+        status = absl::InternalError("stream ended with ops unanswered");
+      }
+    }
+    for (auto& [id, cb] : orphans) {
+      cb(status.ok() ? absl::UnavailableError("stream ended before the op was answered") : status);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = status;
+    done_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  void WriteNextLocked() {
+    if (writing_ || write_failed_) return;
+    if (!queue_.empty()) {
+      writing_ = true;
+      grpc::WriteOptions options;
+      if (queue_.size() > 1) options.set_buffer_hint();
+      StartWrite(&queue_.front(), options);
+    } else if (closing_ && !writes_done_sent_) {
+      writes_done_sent_ = true;
+      StartWritesDone();
+    }
+  }
+
+  Client* client_;
+  grpc::ClientContext ctx_;
+  v1::StreamResponse response_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::StreamRequest> queue_;
+  absl::flat_hash_map<uint64_t, OpCallback> pending_;
+  uint64_t next_id_ = 1;
+  bool writing_ = false;
+  bool write_failed_ = false;
+  bool closing_ = false;
+  bool writes_done_sent_ = false;
+  bool done_ = false;
+  absl::Status status_;
+};
+
+OpStream::OpStream(std::unique_ptr<Reactor> reactor) : reactor_(std::move(reactor)) {}
+OpStream::~OpStream() { (void)reactor_->Close(); }
+
+void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
+                      size_t buffer_offset, OpCallback done) {
+  reactor_->Submit(kind, extent, buffer, buffer_offset, std::move(done));
+}
+
+absl::Status OpStream::Close() { return reactor_->Close(); }
+
+absl::StatusOr<std::unique_ptr<OpStream>> Client::OpenStream() {
+  return std::unique_ptr<OpStream>(new OpStream(std::make_unique<OpStream::Reactor>(this)));
+}
+
+}  // namespace gdrstore

@@ -1,0 +1,210 @@
+#include "client/src/tcp_target.h"
+
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/uio.h>
+
+#include <array>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+
+namespace gdrstore {
+
+namespace wire = gdr::tcpwire;
+
+absl::StatusOr<std::shared_ptr<TcpTarget>> TcpTarget::Start(const std::string& bind_host,
+                                                            uint16_t port,
+                                                            uint32_t max_connections) {
+  std::shared_ptr<TcpTarget> t(new TcpTarget());
+  absl::StatusOr<gdr::ScopedFd> fd = gdr::ListenTcp(bind_host, port, 128, &t->port_);
+  if (!fd.ok()) {
+    return absl::UnavailableError(absl::StrCat("tcp target cannot listen on ", bind_host, ":",
+                                               port, ": ", fd.status().message()));
+  }
+  t->listen_fd_ = std::move(*fd);
+  t->max_connections_ = max_connections;
+  std::random_device rd;
+  t->rng_.seed((uint64_t{rd()} << 32) ^ rd());
+  t->acceptor_ = std::thread([raw = t.get()] { raw->AcceptLoop(); });
+  return t;
+}
+
+TcpTarget::~TcpTarget() { Stop(); }
+
+void TcpTarget::Stop() {
+  std::list<std::unique_ptr<Connection>> conns;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    // shutdown() wakes accept() and every recv(); the fds close after the joins.
+    ::shutdown(listen_fd_.get(), SHUT_RDWR);
+    for (auto& c : connections_) ::shutdown(c->fd.get(), SHUT_RDWR);
+  }
+  if (acceptor_.joinable()) acceptor_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    conns.swap(connections_);
+    for (auto& c : conns) ::shutdown(c->fd.get(), SHUT_RDWR);
+  }
+  for (auto& c : conns)
+    if (c->thread.joinable()) c->thread.join();
+}
+
+void TcpTarget::Register(const std::shared_ptr<Region>& region) {
+  absl::MutexLock lock(&regions_mu_);
+  uint32_t rkey = 0;
+  do {
+    rkey = static_cast<uint32_t>(rng_());
+  } while (rkey == 0 || regions_.contains(rkey));
+  region->rkey = rkey;
+  regions_.emplace(rkey, region);
+}
+
+void TcpTarget::Deregister(uint32_t rkey) {
+  std::shared_ptr<Region> victim;  // released outside the lock
+  absl::MutexLock lock(&regions_mu_);
+  auto it = regions_.find(rkey);
+  if (it == regions_.end()) return;
+  victim = std::move(it->second);
+  regions_.erase(it);
+}
+
+std::shared_ptr<Region> TcpTarget::Lookup(uint32_t rkey) const {
+  absl::ReaderMutexLock lock(&regions_mu_);
+  auto it = regions_.find(rkey);
+  return it == regions_.end() ? nullptr : it->second;
+}
+
+TcpTargetStats TcpTarget::stats() const {
+  TcpTargetStats s;
+  s.refused = refused_.load();
+  s.bad_frames = bad_frames_.load();
+  absl::MutexLock lock(&mu_);
+  for (const auto& c : connections_)
+    if (!c->finished.load()) ++s.connections;
+  return s;
+}
+
+wire::TargetStatus TcpTarget::Check(const Region* region, const wire::Header& h) const {
+  if (region == nullptr) return wire::TargetStatus::kBadRkey;
+  if (h.address < region->base || h.length > region->size ||
+      h.address - region->base > region->size - h.length) {
+    return wire::TargetStatus::kOutOfBounds;
+  }
+  return wire::TargetStatus::kOk;
+}
+
+void TcpTarget::ReapFinishedLocked() {
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if ((*it)->finished.load()) {
+      (*it)->thread.join();
+      it = connections_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void TcpTarget::AcceptLoop() {
+  for (;;) {
+    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      absl::MutexLock lock(&mu_);
+      if (stopped_) return;
+      if (errno == EMFILE || errno == ENFILE) {
+        GDR_LOG_EVERY_N_SEC(kWarning, 5) << "tcp target: accept: " << strerror(errno);
+        mu_.AwaitWithTimeout(absl::Condition(&stopped_), absl::Milliseconds(100));
+        continue;
+      }
+      GDR_LOG(kError) << "tcp target: accept failed: " << strerror(errno);
+      return;
+    }
+    gdr::ScopedFd owned(fd);
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    ReapFinishedLocked();
+    if (connections_.size() >= max_connections_) {
+      GDR_LOG_EVERY_N_SEC(kWarning, 5)
+          << "tcp target: refusing a connection, " << max_connections_ << " already open";
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    gdr::SetSocketBuffers(fd, 4 << 20);
+    auto conn = std::make_unique<Connection>();
+    conn->fd = std::move(owned);
+    Connection* raw = conn.get();
+    connections_.push_back(std::move(conn));
+    raw->thread = std::thread([this, raw] {
+      Serve(raw);
+      raw->finished.store(true);
+    });
+  }
+}
+
+// Serves one daemon link: requests are answered strictly in order. Acks of writes that arrive
+// back to back are sent together once no further request is already buffered.
+void TcpTarget::Serve(Connection* conn) {
+  const int fd = conn->fd.get();
+  gdr::BufferedReader reader(fd);
+  std::vector<std::array<std::byte, wire::kHeaderSize>> acks;
+  acks.reserve(64);
+  auto flush_acks = [&]() -> absl::Status {
+    if (acks.empty()) return absl::OkStatus();
+    std::vector<struct iovec> iov;
+    iov.reserve(acks.size());
+    for (auto& a : acks) iov.push_back({a.data(), a.size()});
+    absl::Status s = gdr::WriteFullV(fd, iov.data(), static_cast<int>(iov.size()));
+    acks.clear();
+    return s;
+  };
+  for (;;) {
+    std::array<std::byte, wire::kHeaderSize> raw;
+    absl::Status s = reader.Read(raw.data(), raw.size());
+    if (!s.ok()) break;  // daemon closed the link
+    absl::StatusOr<wire::Header> req = wire::Decode(raw, wire::kMaxPayload);
+    if (!req.ok() || !wire::IsRequest(req->opcode)) {
+      bad_frames_.fetch_add(1);
+      GDR_LOG_EVERY_N_SEC(kWarning, 1)
+          << "tcp target: dropping a link that sent a bad frame: "
+          << (req.ok() ? "response opcode in a request" : std::string(req.status().message()));
+      break;
+    }
+    std::shared_ptr<Region> region = Lookup(req->rkey);
+    const wire::TargetStatus st = Check(region.get(), *req);
+    if (st != wire::TargetStatus::kOk) refused_.fetch_add(1);
+    wire::Header resp = *req;
+    resp.status = st;
+    if (req->opcode == wire::Opcode::kWriteReq) {
+      resp.opcode = wire::Opcode::kWriteAck;
+      s = st == wire::TargetStatus::kOk
+              ? reader.Read(region->host + (req->address - region->base), req->length)
+              : reader.Skip(req->length);
+      if (!s.ok()) break;
+      wire::Encode(resp, acks.emplace_back());
+      if (acks.size() >= 64 || !reader.HasBuffered()) {
+        if (!flush_acks().ok()) break;
+      }
+    } else {
+      resp.opcode = wire::Opcode::kReadData;
+      if (!flush_acks().ok()) break;
+      std::array<std::byte, wire::kHeaderSize> hdr;
+      wire::Encode(resp, hdr);
+      struct iovec iov[2] = {{hdr.data(), hdr.size()}, {nullptr, 0}};
+      int cnt = 1;
+      if (st == wire::TargetStatus::kOk) {
+        iov[1] = {region->host + (req->address - region->base), req->length};
+        cnt = 2;
+      }
+      if (!gdr::WriteFullV(fd, iov, cnt).ok()) break;
+    }
+  }
+  ::shutdown(fd, SHUT_RDWR);
+}
+
+}  // namespace gdrstore

@@ -1,0 +1,89 @@
+// The tcp transport's target: runs inside the client process, owns the registered regions and
+// serves the daemon's one-sided requests against them. Every request is checked (rkey, bounds)
+// before any byte of client memory is touched; a refused write's payload is drained, not stored.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/socket.h"
+#include "common/tcp_frame.h"
+
+namespace gdrstore {
+
+// One registered region. Memory is released by `release` when the last reference goes, so an
+// access in flight keeps it mapped even after deregistration.
+struct Region {
+  uint64_t base = 0;  // iova (= host address for host memory)
+  size_t size = 0;
+  std::byte* host = nullptr;
+  uint32_t rkey = 0;
+  std::function<void()> release;
+  ~Region() {
+    if (release) release();
+  }
+};
+
+struct TcpTargetStats {
+  uint64_t refused = 0;     // requests answered with an error status
+  uint64_t bad_frames = 0;  // connections dropped for a malformed frame
+  uint32_t connections = 0;
+};
+
+class TcpTarget {
+ public:
+  // Listens on bind_host:port (0 = ephemeral) and starts the accept thread.
+  static absl::StatusOr<std::shared_ptr<TcpTarget>> Start(const std::string& bind_host,
+                                                           uint16_t port,
+                                                           uint32_t max_connections);
+  ~TcpTarget();  // Stop()
+
+  // Closes the listener and every connection, joins all threads. Idempotent.
+  void Stop();
+
+  // Registers `region` under a fresh random nonzero rkey (written into region->rkey).
+  void Register(const std::shared_ptr<Region>& region);
+  void Deregister(uint32_t rkey);
+
+  uint16_t port() const { return port_; }
+  TcpTargetStats stats() const;
+
+ private:
+  struct Connection {
+    gdr::ScopedFd fd;
+    std::thread thread;
+    std::atomic<bool> finished{false};
+  };
+  TcpTarget() = default;
+  void AcceptLoop();
+  void Serve(Connection* conn);
+  std::shared_ptr<Region> Lookup(uint32_t rkey) const;
+  gdr::tcpwire::TargetStatus Check(const Region* region, const gdr::tcpwire::Header& h) const;
+  void ReapFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  gdr::ScopedFd listen_fd_;
+  uint16_t port_ = 0;
+  uint32_t max_connections_ = 0;
+  std::thread acceptor_;
+
+  mutable absl::Mutex regions_mu_;
+  absl::flat_hash_map<uint32_t, std::shared_ptr<Region>> regions_ ABSL_GUARDED_BY(regions_mu_);
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(regions_mu_);
+
+  mutable absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::list<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> bad_frames_{0};
+};
+
+}  // namespace gdrstore
