@@ -58,11 +58,74 @@ void TcpLink::Enqueue(std::vector<Chunk> chunks) {
         outstanding_.fetch_add(c.length, std::memory_order_relaxed);
         pending_.push_back(std::move(c));
       }
-      cv_.Signal();
+      if (!connected_ || sending_ || has_carry_) {
+        cv_.Signal();
+        return;
+      }
+      sending_ = true;
+      BuildBatchLocked();
+    }
+  }
+  if (!failed.ok()) {
+    for (Chunk& c : chunks) c.op->ChunkDone(failed);
+    return;
+  }
+  // Idle link: write from this thread without blocking; leave any remainder to the sender.
+  absl::Status s;
+  while (send_iov_begin_ < send_iov_end_) {
+    struct msghdr msg {};
+    msg.msg_iov = &send_iov_[send_iov_begin_];
+    msg.msg_iovlen = static_cast<size_t>(send_iov_end_ - send_iov_begin_);
+    ssize_t w = ::sendmsg(raw_fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) s = absl::ErrnoToStatus(errno, "sendmsg");
+      break;
+    }
+    size_t left = static_cast<size_t>(w);
+    while (send_iov_begin_ < send_iov_end_ && left >= send_iov_[send_iov_begin_].iov_len) {
+      left -= send_iov_[send_iov_begin_].iov_len;
+      ++send_iov_begin_;
+    }
+    if (send_iov_begin_ < send_iov_end_) {
+      auto& v = send_iov_[send_iov_begin_];
+      v.iov_base = static_cast<char*>(v.iov_base) + left;
+      v.iov_len -= left;
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    sending_ = false;
+    if (s.ok()) {
+      has_carry_ = send_iov_begin_ < send_iov_end_;
+      if (has_carry_ || !pending_.empty()) cv_.Signal();
       return;
     }
   }
-  for (Chunk& c : chunks) c.op->ChunkDone(failed);
+  Fail(absl::UnavailableError(absl::StrCat("tcp link to ", dest_.Key(), " lost: ", s.message())));
+}
+
+void TcpLink::BuildBatchLocked() {
+  size_t n = 0;
+  int iovcnt = 0;
+  while (n < kMaxBatch && !pending_.empty()) {
+    Chunk& c = pending_.front();
+    tcpwire::Header h;
+    h.opcode = c.opcode;
+    h.rkey = c.rkey;
+    h.length = c.length;
+    h.address = c.remote_address;
+    h.tag = c.tag;
+    tcpwire::Encode(h, send_headers_[n]);
+    send_iov_[iovcnt++] = {send_headers_[n].data(), tcpwire::kHeaderSize};
+    if (c.opcode == tcpwire::Opcode::kWriteReq) send_iov_[iovcnt++] = {c.local, c.length};
+    // In flight before it is on the wire, so the receiver always finds it.
+    inflight_.push_back(std::move(c));
+    pending_.pop_front();
+    ++n;
+  }
+  send_iov_begin_ = 0;
+  send_iov_end_ = iovcnt;
 }
 
 void TcpLink::Complete(Chunk& chunk, const absl::Status& status) {
@@ -118,36 +181,23 @@ void TcpLink::SendLoop() {
     raw_fd_ = fd_.get();
   }
   receiver_ = std::thread([this] { ReceiveLoop(); });
-
-  // Requests are batched into one sendmsg: headers and write payloads side by side.
-  constexpr size_t kMaxBatch = 32;
-  std::array<std::array<std::byte, tcpwire::kHeaderSize>, kMaxBatch> headers;
-  std::array<struct iovec, 2 * kMaxBatch> iov;
   for (;;) {
-    size_t n = 0;
-    int iovcnt = 0;
     {
       absl::MutexLock lock(&mu_);
-      while (!closing_ && pending_.empty()) cv_.Wait(&mu_);
+      connected_ = true;
+      while (!closing_ && (sending_ || (!has_carry_ && pending_.empty()))) cv_.Wait(&mu_);
       if (closing_) return;
-      while (n < kMaxBatch && !pending_.empty()) {
-        Chunk& c = pending_.front();
-        tcpwire::Header h;
-        h.opcode = c.opcode;
-        h.rkey = c.rkey;
-        h.length = c.length;
-        h.address = c.remote_address;
-        h.tag = c.tag;
-        tcpwire::Encode(h, headers[n]);
-        iov[iovcnt++] = {headers[n].data(), tcpwire::kHeaderSize};
-        if (c.opcode == tcpwire::Opcode::kWriteReq) iov[iovcnt++] = {c.local, c.length};
-        // In flight before it is on the wire, so the receiver always finds it.
-        inflight_.push_back(std::move(c));
-        pending_.pop_front();
-        ++n;
-      }
+      sending_ = true;
+      if (!has_carry_) BuildBatchLocked();
+      has_carry_ = false;
     }
-    absl::Status s = WriteFullV(raw_fd_, iov.data(), iovcnt);
+    absl::Status s = WriteFullV(raw_fd_, &send_iov_[send_iov_begin_],
+                                send_iov_end_ - send_iov_begin_);
+    send_iov_begin_ = send_iov_end_;
+    {
+      absl::MutexLock lock(&mu_);
+      sending_ = false;
+    }
     if (!s.ok()) {
       Fail(absl::UnavailableError(absl::StrCat("tcp link to ", dest_.Key(), " lost: ",
                                                s.message())));

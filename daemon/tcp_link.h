@@ -1,9 +1,14 @@
 // One tcp connection from the daemon to a client's target: the tcp transport's stand-in for a
-// QP. A sender thread connects, then writes request frames in order; a receiver thread matches
-// each response to the oldest outstanding request (targets answer in order). Many chunks are
-// in flight at once; the socket buffers give back-pressure.
+// QP. Request frames go out in order, written either straight from the submitting thread (when
+// the link is idle, with a non-blocking send, so small ops skip a thread hop) or by the link's
+// sender thread, which also connects and finishes whatever a non-blocking send left over. A
+// receiver thread matches each response to the oldest outstanding request (targets answer in
+// order). Many chunks are in flight at once; the socket buffers give back-pressure.
 #pragma once
 
+#include <sys/uio.h>
+
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -77,6 +82,9 @@ class TcpLink {
 
  private:
   void SendLoop();
+  // Moves up to kMaxBatch pending chunks in flight and lays their frames out in send_iov_.
+  // Caller holds mu_ and the send token (sending_).
+  void BuildBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReceiveLoop();
   absl::Status ReceiveOne(BufferedReader& reader);
   void Complete(Chunk& chunk, const absl::Status& status);
@@ -96,6 +104,17 @@ class TcpLink {
   std::deque<Chunk> pending_ ABSL_GUARDED_BY(mu_);
   std::deque<Chunk> inflight_ ABSL_GUARDED_BY(mu_);
   absl::Time last_progress_ ABSL_GUARDED_BY(mu_);
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  // The send token: whoever sets it (an enqueuing thread or the sender thread) owns the
+  // send_* members below and is the only writer to the socket until it clears it.
+  bool sending_ ABSL_GUARDED_BY(mu_) = false;
+  // A batch whose tail a non-blocking send could not write; the sender thread finishes it.
+  bool has_carry_ ABSL_GUARDED_BY(mu_) = false;
+  static constexpr size_t kMaxBatch = 32;
+  std::array<std::array<std::byte, tcpwire::kHeaderSize>, kMaxBatch> send_headers_;
+  std::array<struct iovec, 2 * kMaxBatch> send_iov_;
+  int send_iov_begin_ = 0;
+  int send_iov_end_ = 0;
 
   std::thread receiver_;  // started by the sender thread, joined after it
   std::thread sender_;
