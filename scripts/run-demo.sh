@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Fresh Debian 12 machine -> running system: install packages, build, run the demo (scripts/demo.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+bash scripts/demo.sh
