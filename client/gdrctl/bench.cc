@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace gdrctl {
@@ -18,8 +19,18 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOption
   if (o.qd == 0) return absl::InvalidArgumentError("qd must be >= 1");
   if (o.iterations == 0) return absl::InvalidArgumentError("iterations must be >= 1");
   const uint64_t slots = std::min<uint64_t>(o.qd, o.iterations);
-  auto buffer = client.AllocateBuffer(slots * o.size);
-  if (!buffer.ok()) return buffer.status();
+  std::unique_ptr<gdrstore::Buffer> owned;
+  const gdrstore::Buffer* buffer = o.buffer;
+  if (buffer == nullptr) {
+    auto allocated = client.AllocateBuffer(slots * o.size);
+    if (!allocated.ok()) return allocated.status();
+    owned = std::move(*allocated);
+    buffer = owned.get();
+  } else if (buffer->size() < slots * o.size) {
+    return absl::InvalidArgumentError(absl::StrCat("buffer of ", buffer->size(),
+                                                   " bytes is smaller than qd * size = ",
+                                                   slots * o.size));
+  }
   const uint64_t positions = o.span >= o.size ? o.span / o.size : 1;
 
   std::unique_ptr<gdrstore::OpStream> stream;
@@ -58,9 +69,9 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOption
       if (next != UINT64_MAX) submit(next, slot);
     };
     if (stream) {
-      stream->Submit(o.kind, extent, **buffer, slot * o.size, std::move(done));
+      stream->Submit(o.kind, extent, *buffer, slot * o.size, std::move(done));
     } else {
-      client.SubmitAsync(o.kind, extent, **buffer, slot * o.size, std::move(done));
+      client.SubmitAsync(o.kind, extent, *buffer, slot * o.size, std::move(done));
     }
   };
 

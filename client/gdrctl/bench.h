@@ -21,6 +21,10 @@ struct BenchOptions {
   uint64_t iterations = 1000;
   uint32_t qd = 1;
   bool unary = false;
+  // Registered memory for the ops (slot i at i*size; needs min(qd, iterations)*size bytes).
+  // Null: RunBench allocates a fresh buffer, so first touches of its pages are timed too.
+  // Not owned; must outlive the call.
+  const gdrstore::Buffer* buffer = nullptr;
   // Called about once a second with ops done so far (for a progress line); may be empty.
   std::function<void(uint64_t done, double seconds)> progress;
 };

@@ -1,0 +1,583 @@
+// gdr_bench: one self-contained benchmark run. Starts a real gdrstored child on loopback,
+// measures the tcp transport and the RPC paths through libgdrclient, and prints each number
+// beside a baseline measured in the same run (raw loopback TCP, an empty Ping RPC, unary RPCs)
+// with the ratio and the aim it is held to. docs/benchmarks.md explains every line.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/gdrctl/bench.h"
+#include "common/socket.h"
+#include "common/status_macros.h"
+#include "common/units.h"
+#include "gdrstore/client.h"
+
+#ifndef GDR_BENCH_DAEMON_PATH
+#define GDR_BENCH_DAEMON_PATH "gdrstored"
+#endif
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kMiB = 1 << 20;
+// The product's socket buffer size on both ends of a tcp link (TcpLinkOptions, TcpTarget).
+constexpr int kProductSocketBuffer = 4 << 20;
+
+struct Settings {
+  std::string daemon = GDR_BENCH_DAEMON_PATH;
+  std::vector<std::string> daemon_flags;  // extra flags for the child, e.g. --chunk-size=4MiB
+  int repeats = 5;
+  int warmup = 1;
+  std::string bw_size_text = "64MiB";
+  uint64_t bw_size = 64 * kMiB;
+  uint64_t bw_ops = 8;            // 64 MiB ops per bandwidth measurement
+  std::vector<uint32_t> bw_qds = {1, 2};
+  uint64_t lat_ops = 2000;        // 4 KiB unary ops / pings per latency measurement
+  uint64_t rate_ops = 20000;      // 4 KiB ops per ops/s measurement
+  uint32_t rate_qd = 32;
+  int64_t ready_timeout_ms = 20000;
+  bool json = false;
+};
+
+absl::Status Errno(const std::string& what) { return absl::ErrnoToStatus(errno, what); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  if (n == 0) return 0;
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double Percentile(std::vector<uint64_t> ns, double p) {
+  std::sort(ns.begin(), ns.end());
+  const size_t idx = static_cast<size_t>(p * static_cast<double>(ns.size() - 1) + 0.5);
+  return static_cast<double>(ns[idx]) / 1e3;
+}
+
+// ---- the daemon child ----
+
+// A gdrstored child process on loopback. Its log goes to a file in a private temp directory
+// (shown when it fails to come up). The destructor stops it with SIGTERM, then SIGKILL.
+class DaemonProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(const Settings& s) {
+    std::unique_ptr<DaemonProcess> d(new DaemonProcess());
+    char dir_template[] = "/tmp/gdr_bench.XXXXXX";
+    if (::mkdtemp(dir_template) == nullptr) return Errno("mkdtemp");
+    d->dir_ = dir_template;
+    d->port_file_ = d->dir_ + "/port";
+    d->log_file_ = d->dir_ + "/gdrstored.log";
+    // Room for qd 2 of the bandwidth size plus the small-op area.
+    const uint64_t volume = std::max<uint64_t>(256 * kMiB, 4 * s.bw_size);
+    std::vector<std::string> args = {s.daemon,
+                                     "--listen=127.0.0.1:0",
+                                     "--port-file=" + d->port_file_,
+                                     absl::StrCat("--volume=vol0=", volume),
+                                     absl::StrCat("--max-op-size=", std::max(s.bw_size, 4096ul)),
+                                     "--log-level=warning"};
+    for (const std::string& f : s.daemon_flags) args.push_back(f);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, d->log_file_.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+    pid_t pid = 0;
+    const int rc = ::posix_spawn(&pid, s.daemon.c_str(), &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+      return absl::ErrnoToStatus(rc, absl::StrCat("cannot start daemon ", s.daemon));
+    }
+    d->pid_ = pid;
+    d->command_ = absl::StrJoin(args, " ");
+    GDR_RETURN_IF_ERROR(d->WaitReady(std::chrono::milliseconds(s.ready_timeout_ms)));
+    return d;
+  }
+
+  ~DaemonProcess() {
+    Stop();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  const std::string& address() const { return address_; }
+  const std::string& command() const { return command_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  DaemonProcess() = default;
+
+  // Polls for the port file, then for a Ping answer, until the deadline. Fails at once when the
+  // child exits.
+  absl::Status WaitReady(std::chrono::milliseconds timeout) {
+    const Clock::time_point deadline = Clock::now() + timeout;
+    std::unique_ptr<gdrstore::Client> probe;
+    for (;;) {
+      int wstatus = 0;
+      if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
+        pid_ = -1;
+        return absl::UnavailableError(
+            absl::StrCat("gdrstored exited during start-up (status ", wstatus, "):\n", LogTail()));
+      }
+      if (address_.empty()) {
+        std::ifstream in(port_file_);
+        int port = 0;
+        if (in >> port && port > 0) address_ = absl::StrCat("127.0.0.1:", port);
+      }
+      if (!address_.empty()) {
+        if (!probe) {
+          gdrstore::ClientOptions o;
+          o.daemon_address = address_;
+          GDR_ASSIGN_OR_RETURN(probe, gdrstore::Client::Connect(o));
+        }
+        if (probe->Ping().ok()) return absl::OkStatus();
+      }
+      if (Clock::now() > deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "gdrstored did not answer Ping within ", timeout.count(), " ms:\n", LogTail()));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll interval
+    }
+  }
+
+  void Stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(15);
+    for (;;) {
+      int wstatus = 0;
+      const pid_t r = ::waitpid(pid_, &wstatus, WNOHANG);
+      if (r == pid_ || (r < 0 && errno != EINTR)) break;
+      if (Clock::now() > deadline) {
+        std::fprintf(stderr, "gdr_bench: gdrstored (pid %d) ignored SIGTERM; killing it\n", pid_);
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &wstatus, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    pid_ = -1;
+  }
+
+  std::string LogTail() const {
+    std::ifstream in(log_file_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    if (text.size() > 4000) text = text.substr(text.size() - 4000);
+    return text;
+  }
+
+  pid_t pid_ = -1;
+  std::string dir_, port_file_, log_file_, address_, command_;
+};
+
+// ---- baselines ----
+
+// Page-aligned anonymous memory with every page touched, so no measurement pays first faults.
+class TouchedMemory {
+ public:
+  explicit TouchedMemory(size_t bytes) : size_(bytes) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    data_ = static_cast<char*>(p);
+    std::memset(data_, 0x5a, bytes);
+  }
+  ~TouchedMemory() {
+    if (data_) ::munmap(data_, size_);
+  }
+  char* data() const { return data_; }
+
+ private:
+  char* data_ = nullptr;
+  size_t size_;
+};
+
+// Raw loopback TCP: a sender thread writes `ops` buffers of `size` bytes into a connected
+// socket, the receiving thread reads them into a buffer of `size` bytes. Same socket options as
+// a tcp link (4 MiB SO_SNDBUF/SO_RCVBUF on both ends, TCP_NODELAY). Returns GB/s (1e9 B/s),
+// timed from the first send to the last byte received.
+absl::StatusOr<double> RawTcpStream(uint64_t size, uint64_t ops, const TouchedMemory& src,
+                                    const TouchedMemory& dst) {
+  uint16_t port = 0;
+  GDR_ASSIGN_OR_RETURN(gdr::ScopedFd listener, gdr::ListenTcp("127.0.0.1", 0, 4, &port));
+  GDR_ASSIGN_OR_RETURN(gdr::ScopedFd out, gdr::ConnectTcp("127.0.0.1", port, absl::Seconds(3)));
+  gdr::ScopedFd in(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!in.valid()) return Errno("accept");
+  int one = 1;
+  ::setsockopt(in.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  gdr::SetSocketBuffers(in.get(), kProductSocketBuffer);
+  gdr::SetSocketBuffers(out.get(), kProductSocketBuffer);
+
+  const Clock::time_point t0 = Clock::now();
+  absl::Status send_status;
+  std::thread sender([&] {
+    for (uint64_t i = 0; i < ops && send_status.ok(); ++i) {
+      send_status = gdr::WriteFull(out.get(), src.data(), size);
+    }
+  });
+  absl::Status recv_status;
+  for (uint64_t i = 0; i < ops && recv_status.ok(); ++i) {
+    recv_status = gdr::ReadFull(in.get(), dst.data(), size);
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!recv_status.ok()) ::shutdown(out.get(), SHUT_RDWR);  // unblock the sender
+  sender.join();
+  GDR_RETURN_IF_ERROR(send_status);
+  GDR_RETURN_IF_ERROR(recv_status);
+  return static_cast<double>(size * ops) / seconds / 1e9;
+}
+
+// `ops` empty Ping RPCs back to back over the callback API, the next issued from the previous
+// one's completion, exactly as RunBench chains unary ops at qd 1. Returns per-call latency, ns.
+absl::StatusOr<std::vector<uint64_t>> PingLoop(gdrstore::Client& client, uint64_t ops) {
+  struct Call {
+    grpc::ClientContext ctx;
+    gdrstore::v1::PingRequest req;
+    gdrstore::v1::PingResponse resp;
+  };
+  std::vector<uint64_t> latency_ns;
+  latency_ns.reserve(ops);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
+  absl::Status error;
+  std::function<void()> issue = [&] {
+    auto* call = new Call();
+    call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    const Clock::time_point start = Clock::now();
+    client.stub()->async()->Ping(&call->ctx, &call->req, &call->resp,
+                                 [&, call, start](grpc::Status st) {
+      latency_ns.push_back(static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()));
+      delete call;
+      if (st.ok() && latency_ns.size() < ops) {
+        issue();
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      if (!st.ok()) error = gdrstore::FromGrpcStatus(st);
+      finished = true;
+      cv.notify_all();
+    });
+  };
+  issue();
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return finished; });
+  if (!error.ok()) return error;
+  return latency_ns;
+}
+
+// ---- the report ----
+
+struct Row {
+  std::string name;       // what the product number is
+  std::string unit;       // "GB/s", "us", "ops/s"
+  std::string baseline;   // what the baseline number is
+  std::string aim;        // ">= 0.85"
+  double aim_ratio = 0;
+  bool higher_is_better = true;
+  std::vector<double> product, base;  // one sample per repeat
+  double product_median() const { return Median(product); }
+  double base_median() const { return Median(base); }
+  double ratio() const { return base_median() == 0 ? 0 : product_median() / base_median(); }
+  bool met() const { return higher_is_better ? ratio() >= aim_ratio : ratio() <= aim_ratio; }
+};
+
+std::string FormatValue(double v, const std::string& unit) {
+  if (unit == "GB/s") return absl::StrFormat("%.3f", v);
+  if (unit == "us") return absl::StrFormat("%.1f", v);
+  return absl::StrFormat("%.0f", v);
+}
+
+std::string Samples(const std::vector<double>& v, const std::string& unit) {
+  std::vector<std::string> parts;
+  for (double x : v) parts.push_back(FormatValue(x, unit));
+  return absl::StrJoin(parts, ",");
+}
+
+std::string MachineCpu() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+std::string JsonEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+void PrintTable(const std::vector<Row>& rows, const Settings& s, const std::string& daemon_cmd) {
+  std::printf("gdr_bench: %d repeats (median shown) after %d warm-up, nproc %u, CPU %s\n",
+              s.repeats, s.warmup, std::thread::hardware_concurrency(), MachineCpu().c_str());
+  std::printf("daemon: %s\n\n", daemon_cmd.c_str());
+  std::printf("%-40s %12s   %-34s %12s %7s  %-7s %s\n", "measurement", "product", "baseline",
+              "baseline", "ratio", "aim", "met");
+  for (const Row& r : rows) {
+    std::printf("%-40s %12s   %-34s %12s %7.2f  %-7s %s\n",
+                absl::StrCat(r.name, " [", r.unit, "]").c_str(),
+                FormatValue(r.product_median(), r.unit).c_str(), r.baseline.c_str(),
+                FormatValue(r.base_median(), r.unit).c_str(), r.ratio(), r.aim.c_str(),
+                r.met() ? "yes" : "NO");
+  }
+  std::printf("\nsamples (product | baseline):\n");
+  for (const Row& r : rows) {
+    std::printf("  %-40s %s | %s\n", r.name.c_str(), Samples(r.product, r.unit).c_str(),
+                Samples(r.base, r.unit).c_str());
+  }
+}
+
+void PrintJson(const std::vector<Row>& rows, const Settings& s, const std::string& daemon_cmd) {
+  std::string out = absl::StrFormat(
+      "{\"repeats\":%d,\"warmup\":%d,\"nproc\":%u,\"cpu\":\"%s\",\"daemon\":\"%s\",\"rows\":[",
+      s.repeats, s.warmup, std::thread::hardware_concurrency(), JsonEscape(MachineCpu()),
+      JsonEscape(daemon_cmd));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    absl::StrAppendFormat(
+        &out,
+        "%s{\"name\":\"%s\",\"unit\":\"%s\",\"product\":%.4f,\"baseline_name\":\"%s\","
+        "\"baseline\":%.4f,\"ratio\":%.4f,\"aim\":\"%s\",\"met\":%s,\"product_samples\":[%s],"
+        "\"baseline_samples\":[%s]}",
+        i ? "," : "", r.name, r.unit, r.product_median(), r.baseline, r.base_median(), r.ratio(),
+        r.aim, r.met() ? "true" : "false", absl::StrJoin(r.product, ","),
+        absl::StrJoin(r.base, ","));
+  }
+  out += "]}\n";
+  std::fputs(out.c_str(), stdout);
+}
+
+// ---- the run ----
+
+class Bench {
+ public:
+  Bench(const Settings& s, gdrstore::Client& client) : s_(s), client_(client) {}
+
+  absl::Status Run(std::vector<Row>* rows) {
+    GDR_RETURN_IF_ERROR(Bandwidth(rows));
+    GDR_RETURN_IF_ERROR(Latency(rows));
+    GDR_RETURN_IF_ERROR(Rate(rows));
+    return absl::OkStatus();
+  }
+
+ private:
+  void Progress(const std::string& what) {
+    if (!s_.json) std::fprintf(stderr, "  ... %s\n", what.c_str());
+  }
+
+  absl::StatusOr<gdrctl::BenchResult> Ops(gdrstore::OpKind kind, uint64_t size, uint64_t offset,
+                                          uint64_t iterations, uint32_t qd, bool unary,
+                                          const gdrstore::Buffer* buffer) {
+    gdrctl::BenchOptions o;
+    o.kind = kind;
+    o.volume = "vol0";
+    o.offset = offset;
+    o.size = size;
+    o.span = size * qd;  // each slot its own extent: concurrent ops never overlap in the store
+    o.iterations = iterations;
+    o.qd = qd;
+    o.unary = unary;
+    o.buffer = buffer;
+    return gdrctl::RunBench(client_, o);
+  }
+
+  // (a) 64 MiB Write/Read over the Stream RPC at each qd vs raw loopback TCP of the same bytes.
+  absl::Status Bandwidth(std::vector<Row>* rows) {
+    const uint32_t max_qd = *std::max_element(s_.bw_qds.begin(), s_.bw_qds.end());
+    GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdrstore::Buffer> buffer,
+                         client_.AllocateBuffer(max_qd * s_.bw_size));
+    std::memset(buffer->data(), 0, buffer->size());  // fault the pages in before timing
+    TouchedMemory src(s_.bw_size), dst(s_.bw_size);
+    if (src.data() == nullptr || dst.data() == nullptr) {
+      return absl::ResourceExhaustedError("cannot allocate the raw TCP baseline buffers");
+    }
+    const std::string size = gdr::FormatSize(s_.bw_size);
+    for (gdrstore::OpKind kind : {gdrstore::OpKind::kWrite, gdrstore::OpKind::kRead}) {
+      const char* verb = kind == gdrstore::OpKind::kWrite ? "Write" : "Read";
+      for (uint32_t qd : s_.bw_qds) {
+        Row row;
+        row.name = absl::StrCat("tcp ", verb, " ", size, " stream qd", qd);
+        row.unit = "GB/s";
+        row.baseline = absl::StrCat("raw loopback TCP, ", size, " writes");
+        row.aim = ">= 0.85";
+        row.aim_ratio = 0.85;
+        Progress(row.name);
+        for (int r = -s_.warmup; r < s_.repeats; ++r) {
+          GDR_ASSIGN_OR_RETURN(double raw, RawTcpStream(s_.bw_size, s_.bw_ops, src, dst));
+          GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult res,
+                               Ops(kind, s_.bw_size, 0, s_.bw_ops, qd, false, buffer.get()));
+          if (r < 0) continue;
+          row.base.push_back(raw);
+          row.product.push_back(res.gbps);
+        }
+        rows->push_back(std::move(row));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // (b) 4 KiB unary Write at qd 1, p50, vs an empty Ping RPC p50 on the same daemon.
+  absl::Status Latency(std::vector<Row>* rows) {
+    GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdrstore::Buffer> buffer, client_.AllocateBuffer(4096));
+    std::memset(buffer->data(), 0, buffer->size());
+    Row row;
+    row.name = "4KiB Write unary qd1 p50";
+    row.unit = "us";
+    row.baseline = "Ping RPC (empty unary) p50";
+    row.aim = "<= 1.5";
+    row.aim_ratio = 1.5;
+    row.higher_is_better = false;
+    Progress(row.name);
+    for (int r = -s_.warmup; r < s_.repeats; ++r) {
+      GDR_ASSIGN_OR_RETURN(std::vector<uint64_t> ping, PingLoop(client_, s_.lat_ops));
+      GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult res,
+                           Ops(gdrstore::OpKind::kWrite, 4096, 0, s_.lat_ops, 1, true,
+                               buffer.get()));
+      if (r < 0) continue;
+      row.base.push_back(Percentile(ping, 0.5));
+      row.product.push_back(res.p50_us);
+    }
+    rows->push_back(std::move(row));
+    return absl::OkStatus();
+  }
+
+  // (c) 4 KiB Write ops/s over one Stream at qd 32 vs unary RPCs at qd 32.
+  absl::Status Rate(std::vector<Row>* rows) {
+    GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdrstore::Buffer> buffer,
+                         client_.AllocateBuffer(uint64_t{s_.rate_qd} * 4096));
+    std::memset(buffer->data(), 0, buffer->size());
+    Row row;
+    row.name = absl::StrCat("4KiB Write stream qd", s_.rate_qd);
+    row.unit = "ops/s";
+    row.baseline = absl::StrCat("4KiB Write unary qd", s_.rate_qd);
+    row.aim = ">= 3.0";
+    row.aim_ratio = 3.0;
+    Progress(row.name);
+    for (int r = -s_.warmup; r < s_.repeats; ++r) {
+      GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult unary,
+                           Ops(gdrstore::OpKind::kWrite, 4096, 0, s_.rate_ops, s_.rate_qd, true,
+                               buffer.get()));
+      GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult stream,
+                           Ops(gdrstore::OpKind::kWrite, 4096, 0, s_.rate_ops, s_.rate_qd, false,
+                               buffer.get()));
+      if (r < 0) continue;
+      row.base.push_back(unary.ops_per_sec);
+      row.product.push_back(stream.ops_per_sec);
+    }
+    rows->push_back(std::move(row));
+    return absl::OkStatus();
+  }
+
+  const Settings& s_;
+  gdrstore::Client& client_;
+};
+
+int Main(int argc, char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);
+  Settings s;
+  CLI::App app{"gdr_bench: starts gdrstored on loopback and measures the tcp transport and the "
+               "RPC paths against baselines taken in the same run"};
+  app.add_option("--daemon", s.daemon, "gdrstored binary to start")->capture_default_str();
+  app.add_option("--daemon-flag", s.daemon_flags,
+                 "extra flag for gdrstored, repeatable (e.g. --daemon-flag=--chunk-size=4MiB)");
+  app.add_option("--repeats", s.repeats, "measured repeats per line; the median is reported")
+      ->capture_default_str()->check(CLI::Range(1, 100));
+  app.add_option("--warmup", s.warmup, "unreported repeats before the measured ones")
+      ->capture_default_str()->check(CLI::Range(0, 100));
+  app.add_option("--bw-size", s.bw_size_text, "op size of the bandwidth lines")
+      ->capture_default_str();
+  app.add_option("--bw-ops", s.bw_ops, "ops per bandwidth measurement")
+      ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  app.add_option("--bw-qd", s.bw_qds, "queue depths of the bandwidth lines")
+      ->capture_default_str()->check(CLI::Range(1u, 8u));
+  app.add_option("--lat-ops", s.lat_ops, "ops per latency measurement")
+      ->capture_default_str()->check(CLI::Range(uint64_t{10}, uint64_t{1} << 24));
+  app.add_option("--rate-ops", s.rate_ops, "ops per ops/s measurement")
+      ->capture_default_str()->check(CLI::Range(uint64_t{100}, uint64_t{1} << 24));
+  app.add_option("--rate-qd", s.rate_qd, "queue depth of the ops/s line")
+      ->capture_default_str()->check(CLI::Range(1u, 1024u));
+  app.add_option("--ready-timeout-ms", s.ready_timeout_ms, "how long to wait for the daemon")
+      ->capture_default_str();
+  app.add_flag("--json", s.json, "print one JSON document instead of the table");
+  CLI11_PARSE(app, argc, argv);
+  absl::StatusOr<uint64_t> bw = gdr::ParseSize(s.bw_size_text);
+  if (!bw.ok() || *bw == 0 || *bw > (1ull << 30)) {
+    std::fprintf(stderr, "gdr_bench: --bw-size must be 1 B .. 1 GiB\n");
+    return 2;
+  }
+  s.bw_size = *bw;
+
+  auto fail = [](const absl::Status& st) {
+    std::fprintf(stderr, "gdr_bench: %s: %s\n", absl::StatusCodeToString(st.code()).c_str(),
+                 std::string(st.message()).c_str());
+    return 1;
+  };
+  if (!s.json) std::fprintf(stderr, "gdr_bench: starting %s\n", s.daemon.c_str());
+  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(s);
+  if (!daemon.ok()) return fail(daemon.status());
+  std::vector<Row> rows;
+  {
+    gdrstore::ClientOptions o;
+    o.daemon_address = (*daemon)->address();
+    absl::StatusOr<std::unique_ptr<gdrstore::Client>> client = gdrstore::Client::Connect(o);
+    if (!client.ok()) return fail(client.status());
+    Bench bench(s, **client);
+    if (absl::Status st = bench.Run(&rows); !st.ok()) return fail(st);
+  }
+  const std::string cmd = (*daemon)->command();
+  daemon->reset();  // stop the daemon before printing: nothing else runs while we report
+  if (s.json) {
+    PrintJson(rows, s, cmd);
+  } else {
+    PrintTable(rows, s, cmd);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Main(argc, argv); }
