@@ -53,7 +53,10 @@ absl::StatusOr<std::unique_ptr<Volume>> Volume::Create(const VolumeSpec& spec) {
   // Fill in parallel slices: a multi-GiB volume should not take seconds to come up.
   const uint64_t seed = PatternSeed(spec.name);
   const unsigned workers = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-  const uint64_t slice = ((spec.size / workers) + 4095) & ~uint64_t{4095};
+  // Round the per-worker share UP before aligning: flooring it left the tail unfilled when
+  // size < workers (slice 0) or when size / workers was already page-aligned.
+  const uint64_t share = spec.size / workers + (spec.size % workers != 0 ? 1 : 0);
+  const uint64_t slice = (share + 4095) & ~uint64_t{4095};
   std::vector<std::thread> threads;
   for (unsigned i = 0; i < workers; ++i) {
     const uint64_t begin = uint64_t{i} * slice;
