@@ -1,0 +1,206 @@
+// Unit tests of gdrstored's flag and config-file parsing (daemon/daemon_config.h).
+#include "daemon/daemon_config.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gdr {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<DaemonConfig> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "gdrstored");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return ParseDaemonConfig(static_cast<int>(args.size()), argv.data());
+}
+
+// A private directory under $TMPDIR, removed with its contents.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "daemon_config_test.XXXXXX");
+    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::filesystem::path p = path_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void ExpectInvalidNaming(const std::vector<std::string>& args, const std::string& flag) {
+  absl::StatusOr<DaemonConfig> cfg = Parse(args);
+  ASSERT_FALSE(cfg.ok()) << ::testing::PrintToString(args);
+  EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument)
+      << ::testing::PrintToString(args) << ": " << cfg.status();
+  EXPECT_THAT(cfg.status().message(), HasSubstr(flag)) << ::testing::PrintToString(args);
+}
+
+TEST(DaemonConfigTest, Defaults) {
+  absl::StatusOr<DaemonConfig> cfg = Parse({});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->listen, "127.0.0.1:50051");
+  EXPECT_EQ(cfg->port_file, "");
+  ASSERT_EQ(cfg->volumes.size(), 1u);
+  EXPECT_EQ(cfg->volumes[0].name, "vol0");
+  EXPECT_EQ(cfg->volumes[0].size, 256ull << 20);
+  EXPECT_EQ(cfg->limits.max_op_bytes, 256ull << 20);
+  EXPECT_EQ(cfg->limits.max_inflight_bytes, 4ull << 30);
+  EXPECT_EQ(cfg->tcp.chunk_bytes, 1u << 20);
+  EXPECT_EQ(cfg->limits.chunk_bytes, 1u << 20);
+  EXPECT_EQ(cfg->limits.max_links, cfg->tcp.max_links);
+  EXPECT_EQ(cfg->tcp.link.connect_timeout, absl::Seconds(3));
+  EXPECT_EQ(cfg->tcp.op_timeout, absl::Seconds(30));
+  EXPECT_EQ(cfg->tcp.idle_timeout, absl::Seconds(60));
+  EXPECT_EQ(cfg->drain_timeout, absl::Seconds(10));
+  EXPECT_EQ(cfg->log_level, LogLevel::kInfo);
+}
+
+TEST(DaemonConfigTest, EveryFlagParses) {
+  absl::StatusOr<DaemonConfig> cfg = Parse({
+      "--listen", "127.0.0.1:0", "--port-file", "/run/gdr.port", "--volume", "a=4k",
+      "--volume", "b=1MiB", "--max-op-size", "64MiB", "--chunk-size", "256KiB",
+      "--max-inflight-per-stream", "17", "--max-inflight-ops", "99", "--max-inflight-bytes",
+      "1GiB", "--tcp-max-links", "5", "--tcp-links-per-target", "3",
+      "--tcp-connect-timeout-ms", "1500", "--op-timeout-ms", "2500", "--tcp-idle-timeout-s",
+      "7", "--drain-timeout-ms", "0", "--log-level", "debug"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->listen, "127.0.0.1:0");
+  EXPECT_EQ(cfg->port_file, "/run/gdr.port");
+  ASSERT_EQ(cfg->volumes.size(), 2u);
+  EXPECT_EQ(cfg->volumes[0].name, "a");
+  EXPECT_EQ(cfg->volumes[0].size, 4096u);
+  EXPECT_EQ(cfg->volumes[1].name, "b");
+  EXPECT_EQ(cfg->volumes[1].size, 1u << 20);
+  EXPECT_EQ(cfg->limits.max_op_bytes, 64ull << 20);
+  EXPECT_EQ(cfg->tcp.chunk_bytes, 256u << 10);
+  EXPECT_EQ(cfg->limits.chunk_bytes, 256u << 10);
+  EXPECT_EQ(cfg->limits.max_inflight_per_stream, 17u);
+  EXPECT_EQ(cfg->limits.max_inflight_ops, 99u);
+  EXPECT_EQ(cfg->limits.max_inflight_bytes, 1ull << 30);
+  EXPECT_EQ(cfg->tcp.max_links, 5u);
+  EXPECT_EQ(cfg->limits.max_links, 5u);
+  EXPECT_EQ(cfg->tcp.links_per_target, 3u);
+  EXPECT_EQ(cfg->tcp.link.connect_timeout, absl::Milliseconds(1500));
+  EXPECT_EQ(cfg->tcp.op_timeout, absl::Milliseconds(2500));
+  EXPECT_EQ(cfg->tcp.idle_timeout, absl::Seconds(7));
+  EXPECT_EQ(cfg->drain_timeout, absl::ZeroDuration());
+  EXPECT_EQ(cfg->log_level, LogLevel::kDebug);
+}
+
+TEST(DaemonConfigTest, ConfigFile) {
+  TempDir dir;
+  const std::string path = dir.Write("gdrstored.conf",
+                                     "# gdrstored test config\n"
+                                     "listen = \"127.0.0.1:7001\"\n"
+                                     "volume = [\"cfgvol=8KiB\", \"other=2MiB\"]\n"
+                                     "max-op-size = \"8MiB\"\n"
+                                     "chunk-size = \"64KiB\"\n"
+                                     "max-inflight-ops = 33\n"
+                                     "tcp-max-links = 9\n"
+                                     "op-timeout-ms = 1234\n"
+                                     "log-level = \"warning\"\n");
+  absl::StatusOr<DaemonConfig> cfg = Parse({"--config", path});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->listen, "127.0.0.1:7001");
+  ASSERT_EQ(cfg->volumes.size(), 2u);
+  EXPECT_EQ(cfg->volumes[0].name, "cfgvol");
+  EXPECT_EQ(cfg->volumes[0].size, 8192u);
+  EXPECT_EQ(cfg->volumes[1].name, "other");
+  EXPECT_EQ(cfg->volumes[1].size, 2u << 20);
+  EXPECT_EQ(cfg->limits.max_op_bytes, 8u << 20);
+  EXPECT_EQ(cfg->tcp.chunk_bytes, 64u << 10);
+  EXPECT_EQ(cfg->limits.max_inflight_ops, 33u);
+  EXPECT_EQ(cfg->tcp.max_links, 9u);
+  EXPECT_EQ(cfg->tcp.op_timeout, absl::Milliseconds(1234));
+  EXPECT_EQ(cfg->log_level, LogLevel::kWarning);
+  // Untouched keys keep their defaults.
+  EXPECT_EQ(cfg->limits.max_inflight_bytes, 4ull << 30);
+}
+
+TEST(DaemonConfigTest, FlagsOverrideTheConfigFile) {
+  TempDir dir;
+  const std::string path = dir.Write("c.conf",
+                                     "listen = \"127.0.0.1:7001\"\n"
+                                     "max-op-size = \"8MiB\"\n");
+  absl::StatusOr<DaemonConfig> cfg = Parse({"--config", path, "--max-op-size", "16MiB"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->listen, "127.0.0.1:7001");
+  EXPECT_EQ(cfg->limits.max_op_bytes, 16u << 20);
+}
+
+TEST(DaemonConfigTest, BadValueInConfigFileNamesTheKey) {
+  TempDir dir;
+  const std::string path = dir.Write("bad.conf", "chunk-size = \"12parsecs\"\n");
+  absl::StatusOr<DaemonConfig> cfg = Parse({"--config", path});
+  EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(cfg.status().message(), HasSubstr("chunk-size"));
+}
+
+TEST(DaemonConfigTest, MissingConfigFileIsInvalidArgument) {
+  TempDir dir;
+  absl::StatusOr<DaemonConfig> cfg = Parse({"--config", "/nonexistent/dir/gdrstored.conf"});
+  EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DaemonConfigTest, BadSizesNameTheFlag) {
+  ExpectInvalidNaming({"--max-op-size", "12parsecs"}, "--max-op-size");
+  ExpectInvalidNaming({"--max-op-size", "0"}, "--max-op-size");
+  ExpectInvalidNaming({"--max-inflight-bytes", "lots"}, "--max-inflight-bytes");
+  ExpectInvalidNaming({"--max-inflight-bytes", "0"}, "--max-inflight-bytes");
+  ExpectInvalidNaming({"--chunk-size", "x"}, "--chunk-size");
+  ExpectInvalidNaming({"--chunk-size", "4095"}, "--chunk-size");
+  ExpectInvalidNaming({"--chunk-size", "65MiB"}, "--chunk-size");
+  ExpectInvalidNaming({"--volume", "bad name=4k"}, "--volume");
+  ExpectInvalidNaming({"--volume", "vol0=0"}, "--volume");
+  ExpectInvalidNaming({"--log-level", "loud"}, "--log-level");
+}
+
+TEST(DaemonConfigTest, ChunkSizeBoundsAreInclusive) {
+  EXPECT_TRUE(Parse({"--chunk-size", "4KiB"}).ok());
+  EXPECT_TRUE(Parse({"--chunk-size", "64MiB"}).ok());
+}
+
+TEST(DaemonConfigTest, OutOfRangeNumbersNameTheFlag) {
+  ExpectInvalidNaming({"--max-inflight-ops", "0"}, "--max-inflight-ops");
+  ExpectInvalidNaming({"--max-inflight-per-stream", "0"}, "--max-inflight-per-stream");
+  ExpectInvalidNaming({"--tcp-max-links", "0"}, "--tcp-max-links");
+  ExpectInvalidNaming({"--tcp-max-links", "4097"}, "--tcp-max-links");
+  ExpectInvalidNaming({"--tcp-links-per-target", "65"}, "--tcp-links-per-target");
+  ExpectInvalidNaming({"--tcp-connect-timeout-ms", "0"}, "--tcp-connect-timeout-ms");
+  ExpectInvalidNaming({"--op-timeout-ms", "0"}, "--op-timeout-ms");
+  ExpectInvalidNaming({"--tcp-idle-timeout-s", "0"}, "--tcp-idle-timeout-s");
+  ExpectInvalidNaming({"--drain-timeout-ms", "-1"}, "--drain-timeout-ms");
+  ExpectInvalidNaming({"--max-inflight-ops", "many"}, "--max-inflight-ops");
+}
+
+TEST(DaemonConfigTest, UnknownFlagIsInvalidArgument) {
+  ExpectInvalidNaming({"--no-such-flag", "1"}, "--no-such-flag");
+}
+
+TEST(DaemonConfigTest, HelpIsCancelledWithTheHelpText) {
+  absl::StatusOr<DaemonConfig> cfg = Parse({"--help"});
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_TRUE(absl::IsCancelled(cfg.status())) << cfg.status();
+  EXPECT_THAT(cfg.status().message(), HasSubstr("--volume"));
+  EXPECT_THAT(cfg.status().message(), HasSubstr("--config"));
+}
+
+}  // namespace
+}  // namespace gdr

@@ -1,0 +1,553 @@
+// Unit tests of the tcp initiator pool (daemon/tcp_initiator.h) over real loopback sockets,
+// against the client library's real tcp target (client/src/tcp_target.h) in this process, and
+// against test-owned sockets that misbehave (refuse, never answer).
+#include "daemon/tcp_initiator.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/src/tcp_target.h"
+#include "common/pattern.h"
+#include "common/socket.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gdr {
+namespace {
+
+using ::gdrstore::Region;
+using ::gdrstore::TcpTarget;
+using ::testing::HasSubstr;
+
+// Bound on waiting for one op: only a hang would reach it; it turns a hang into a failure.
+constexpr auto kHangGuard = std::chrono::seconds(60);
+
+// Completion of one op: counts calls, so "exactly once" and "never" can be checked. Shared with
+// the callback, so a late call after a failed test touches nothing freed.
+class OpWaiter {
+ public:
+  OpWaiter() : state_(std::make_shared<State>()), future_(state_->promise.get_future()) {}
+
+  OpDone Callback() {
+    return [state = state_](absl::Status s) {
+      if (state->calls.fetch_add(1) == 0) state->promise.set_value(std::move(s));
+    };
+  }
+  // The op's final status; INTERNAL "never completed" if it hangs.
+  absl::Status Wait() {
+    if (future_.wait_for(kHangGuard) != std::future_status::ready) {
+      return absl::InternalError("op never completed");
+    }
+    return future_.get();
+  }
+  int calls() const { return state_->calls.load(); }
+
+ private:
+  struct State {
+    std::promise<absl::Status> promise;
+    std::atomic<int> calls{0};
+  };
+  std::shared_ptr<State> state_;
+  std::future<absl::Status> future_;
+};
+
+// Client memory: a region registered with a target, with guard bytes on both sides. The whole
+// buffer starts as a known pattern so any stray write is visible.
+class ClientMemory {
+ public:
+  static constexpr size_t kGuard = 4096;
+  ClientMemory(TcpTarget& target, size_t size, uint64_t salt)
+      : seed_(PatternSeed("client", salt)), buf_(size + 2 * kGuard) {
+    PatternFill(seed_, 0, buf_);
+    region_ = std::make_shared<Region>();
+    region_->host = buf_.data() + kGuard;
+    region_->base = reinterpret_cast<uint64_t>(region_->host);
+    region_->size = size;
+    target.Register(region_);
+  }
+  uint64_t address(size_t off) const { return region_->base + off; }
+  uint32_t rkey() const { return region_->rkey; }
+  size_t size() const { return region_->size; }
+  std::span<const std::byte> span(size_t off, size_t len) const {
+    return {region_->host + off, len};
+  }
+  // Index into the region of the first byte not holding its initial pattern, outside
+  // [skip_off, skip_off + skip_len); also checks the guards. -1 when all intact.
+  int64_t FirstChangedOutside(size_t skip_off = 0, size_t skip_len = 0) const {
+    const size_t a = kGuard + skip_off, b = kGuard + skip_off + skip_len;
+    if (auto m = PatternMismatch(seed_, 0, {buf_.data(), a})) return int64_t(*m) - kGuard;
+    if (auto m = PatternMismatch(seed_, b, {buf_.data() + b, buf_.size() - b}))
+      return int64_t(b + *m) - kGuard;
+    return -1;
+  }
+  uint64_t seed() const { return seed_; }
+
+ private:
+  uint64_t seed_;
+  std::vector<std::byte> buf_;
+  std::shared_ptr<Region> region_;
+};
+
+// Daemon-side memory filled with a pattern.
+class StoreMemory {
+ public:
+  StoreMemory(size_t size, uint64_t salt) : seed_(PatternSeed("store", salt)), buf_(size) {
+    PatternFill(seed_, 0, buf_);
+  }
+  std::byte* at(size_t off) { return buf_.data() + off; }
+  std::span<const std::byte> span(size_t off, size_t len) const { return {buf_.data() + off, len}; }
+  int64_t FirstChangedOutside(size_t skip_off = 0, size_t skip_len = 0) const {
+    if (auto m = PatternMismatch(seed_, 0, {buf_.data(), skip_off})) return int64_t(*m);
+    const size_t b = skip_off + skip_len;
+    if (auto m = PatternMismatch(seed_, b, {buf_.data() + b, buf_.size() - b}))
+      return int64_t(b + *m);
+    return -1;
+  }
+  uint64_t seed() const { return seed_; }
+
+ private:
+  uint64_t seed_;
+  std::vector<std::byte> buf_;
+};
+
+uint32_t WrongRkey(uint32_t rkey) { return rkey == 0xFFFFFFFFu ? 1 : rkey + 1; }
+
+// A loopback port that refuses connections: bound (nobody else can take it) but not listening.
+struct ClosedPort {
+  ClosedPort() {
+    fd = ScopedFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+    port = ntohs(addr.sin_port);
+  }
+  ScopedFd fd;
+  uint16_t port = 0;
+};
+
+// A target that accepts connections and never answers: requests sit in its socket buffer.
+class SilentTarget {
+ public:
+  SilentTarget() {
+    absl::StatusOr<ScopedFd> l = ListenTcp("127.0.0.1", 0, 16, &port_);
+    EXPECT_TRUE(l.ok()) << l.status();
+    listener_ = std::move(*l);
+    acceptor_ = std::thread([this] {
+      for (;;) {
+        int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) return;  // listener shut down
+        absl::MutexLock lock(&mu_);
+        accepted_.emplace_back(fd);
+      }
+    });
+  }
+  ~SilentTarget() {
+    ::shutdown(listener_.get(), SHUT_RDWR);
+    acceptor_.join();
+  }
+  uint16_t port() const { return port_; }
+  size_t accepted() {
+    absl::MutexLock lock(&mu_);
+    return accepted_.size();
+  }
+
+ private:
+  uint16_t port_ = 0;
+  ScopedFd listener_;
+  absl::Mutex mu_;
+  std::vector<ScopedFd> accepted_ ABSL_GUARDED_BY(mu_);
+  std::thread acceptor_;
+};
+
+TransferOp MakeOp(Direction d, std::byte* local, uint64_t length, uint64_t remote, uint32_t rkey,
+                  uint16_t port) {
+  TransferOp op;
+  op.direction = d;
+  op.volume = "vol0";
+  op.local = local;
+  op.length = length;
+  op.remote_address = remote;
+  op.rkey = rkey;
+  op.tcp = {"127.0.0.1", port};
+  return op;
+}
+
+class TcpInitiatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::shared_ptr<TcpTarget>> t = TcpTarget::Start("127.0.0.1", 0, 256);
+    ASSERT_TRUE(t.ok()) << t.status();
+    target_ = *t;
+  }
+  void TearDown() override {
+    // Initiator first: it must not touch target or memory after they go.
+    initiator_.reset();
+    if (target_) target_->Stop();
+  }
+  void StartInitiator(TcpInitiatorOptions options) {
+    initiator_.reset();
+    absl::StatusOr<std::unique_ptr<TcpInitiator>> i = TcpInitiator::Create(options);
+    ASSERT_TRUE(i.ok()) << i.status();
+    initiator_ = std::move(*i);
+  }
+  // Submits and waits; Submit's own refusal is returned as is.
+  absl::Status Run(const TransferOp& op) {
+    OpWaiter w;
+    absl::Status s = initiator_->Submit(op, w.Callback());
+    if (!s.ok()) return s;
+    return w.Wait();
+  }
+
+  std::shared_ptr<TcpTarget> target_;
+  std::unique_ptr<TcpInitiator> initiator_;
+};
+
+TEST(TcpInitiatorCreateTest, RejectsBadOptions) {
+  TcpInitiatorOptions o;
+  o.max_links = 0;
+  EXPECT_EQ(TcpInitiator::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = {};
+  o.links_per_target = 0;
+  EXPECT_EQ(TcpInitiator::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = {};
+  o.chunk_bytes = 4095;
+  EXPECT_EQ(TcpInitiator::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.chunk_bytes = tcpwire::kMaxPayload + 1;
+  EXPECT_EQ(TcpInitiator::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.chunk_bytes = tcpwire::kMaxPayload;
+  EXPECT_TRUE(TcpInitiator::Create(o).ok());
+}
+
+TEST_F(TcpInitiatorTest, MovesBytesBothDirectionsAtEveryChunkSizeAndAlignment) {
+  constexpr size_t kSize = 3 << 20;
+  struct Shape {
+    uint64_t length, store_off, remote_off;
+  };
+  const Shape shapes[] = {{1, 0, 0},           {4095, 3, 7},        {4096, 4096, 4096},
+                          {3 * 4096 + 1, 1, 4097}, {65537, 9, 65535}, {2500001, 5, 11}};
+  uint64_t salt = 0;
+  for (uint64_t chunk : {4096ull, 5000ull, 65536ull, 1ull << 20}) {
+    TcpInitiatorOptions o;
+    o.chunk_bytes = chunk;
+    StartInitiator(o);
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(testing::Message() << "chunk " << chunk << " length " << s.length
+                                      << " store_off " << s.store_off << " remote_off "
+                                      << s.remote_off);
+      {  // Write: store -> client buffer.
+        ClientMemory client(*target_, kSize, ++salt);
+        StoreMemory store(kSize, ++salt);
+        ASSERT_TRUE(Run(MakeOp(Direction::kStoreToClient, store.at(s.store_off), s.length,
+                               client.address(s.remote_off), client.rkey(), target_->port()))
+                        .ok());
+        EXPECT_EQ(PatternMismatch(store.seed(), s.store_off, client.span(s.remote_off, s.length)),
+                  std::nullopt);
+        EXPECT_EQ(client.FirstChangedOutside(s.remote_off, s.length), -1);
+        EXPECT_EQ(store.FirstChangedOutside(), -1);
+        target_->Deregister(client.rkey());
+      }
+      {  // Read: client buffer -> store.
+        ClientMemory client(*target_, kSize, ++salt);
+        StoreMemory store(kSize, ++salt);
+        absl::Status st = Run(MakeOp(Direction::kClientToStore, store.at(s.store_off), s.length,
+                                     client.address(s.remote_off), client.rkey(),
+                                     target_->port()));
+        ASSERT_TRUE(st.ok()) << st;
+        EXPECT_EQ(PatternMismatch(client.seed(), ClientMemory::kGuard + s.remote_off,
+                                  store.span(s.store_off, s.length)),
+                  std::nullopt);
+        EXPECT_EQ(store.FirstChangedOutside(s.store_off, s.length), -1);
+        EXPECT_EQ(client.FirstChangedOutside(), -1);
+        target_->Deregister(client.rkey());
+      }
+    }
+  }
+  EXPECT_EQ(target_->stats().refused, 0u);
+}
+
+TEST_F(TcpInitiatorTest, ManyConcurrentOpsInBothDirections) {
+  TcpInitiatorOptions o;
+  o.chunk_bytes = 8192;
+  o.links_per_target = 3;
+  StartInitiator(o);
+  constexpr int kOps = 400;
+  constexpr size_t kSlot = 32768;
+  ClientMemory client(*target_, kOps * kSlot, 1);
+  StoreMemory store(kOps * kSlot, 2);
+  auto length_of = [](int i) { return uint64_t(i * 7919 % (kSlot - 16)) + 1; };
+  auto store_off = [](int i) { return size_t(i) * kSlot + i % 5; };
+  auto remote_off = [](int i) { return size_t(i) * kSlot + i % 11; };
+  std::vector<OpWaiter> waiters(kOps);
+  std::vector<std::thread> submitters;
+  std::atomic<int> refused{0};
+  for (int t = 0; t < 4; ++t) {
+    submitters.emplace_back([&, t] {
+      for (int i = t; i < kOps; i += 4) {
+        // Even ops write store slot i into client slot i; odd ops read client slot i into
+        // store slot i. Slots are disjoint, so every op's result is checkable.
+        const Direction d = i % 2 == 0 ? Direction::kStoreToClient : Direction::kClientToStore;
+        absl::Status s = initiator_->Submit(
+            MakeOp(d, store.at(store_off(i)), length_of(i), client.address(remote_off(i)),
+                   client.rkey(), target_->port()),
+            waiters[i].Callback());
+        if (!s.ok()) refused.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : submitters) t.join();
+  ASSERT_EQ(refused.load(), 0);
+  for (int i = 0; i < kOps; ++i) {
+    absl::Status s = waiters[i].Wait();
+    ASSERT_TRUE(s.ok()) << "op " << i << ": " << s;
+  }
+  for (int i = 0; i < kOps; ++i) {
+    const uint64_t len = length_of(i);
+    if (i % 2 == 0) {
+      ASSERT_EQ(PatternMismatch(store.seed(), store_off(i), client.span(remote_off(i), len)),
+                std::nullopt)
+          << "op " << i;
+    } else {
+      ASSERT_EQ(PatternMismatch(client.seed(), ClientMemory::kGuard + remote_off(i),
+                                store.span(store_off(i), len)),
+                std::nullopt)
+          << "op " << i;
+    }
+    EXPECT_EQ(waiters[i].calls(), 1) << "op " << i;
+  }
+  const TcpInitiatorStats st = initiator_->stats();
+  EXPECT_LE(st.links, o.links_per_target);
+  EXPECT_EQ(st.destinations, 1u);
+}
+
+TEST_F(TcpInitiatorTest, BadRkeyIsPermissionDeniedAndTouchesNothing) {
+  TcpInitiatorOptions o;
+  o.chunk_bytes = 4096;
+  StartInitiator(o);
+  ClientMemory client(*target_, 1 << 20, 1);
+  StoreMemory store(1 << 20, 2);
+  const uint32_t bad = WrongRkey(client.rkey());
+  // Several chunks, so every one of them must be refused.
+  absl::Status s = Run(MakeOp(Direction::kStoreToClient, store.at(0), 5 * 4096 + 3,
+                              client.address(0), bad, target_->port()));
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(s.message(), HasSubstr("rkey"));
+  EXPECT_EQ(client.FirstChangedOutside(), -1);
+
+  s = Run(MakeOp(Direction::kClientToStore, store.at(0), 5 * 4096 + 3, client.address(0), bad,
+                 target_->port()));
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_EQ(store.FirstChangedOutside(), -1);
+  EXPECT_GE(target_->stats().refused, 2u);
+
+  // A refusal is an answer, not a broken link: the same links still carry good ops.
+  const TcpInitiatorStats before = initiator_->stats();
+  ASSERT_TRUE(Run(MakeOp(Direction::kStoreToClient, store.at(0), 4096, client.address(0),
+                         client.rkey(), target_->port()))
+                  .ok());
+  EXPECT_EQ(PatternMismatch(store.seed(), 0, client.span(0, 4096)), std::nullopt);
+  EXPECT_EQ(initiator_->stats().links, before.links);
+}
+
+TEST_F(TcpInitiatorTest, OutOfRegionIsPermissionDeniedAndTouchesNothing) {
+  StartInitiator({});
+  ClientMemory client(*target_, 64 << 10, 1);
+  StoreMemory store(1 << 20, 2);
+  struct Case {
+    uint64_t address;
+    uint64_t length;
+  } cases[] = {
+      {client.address(client.size() - 100), 101},    // one byte past the end
+      {client.address(0) - 1, 16},                   // one byte before the start
+      {client.address(0), client.size() + 1},        // longer than the region
+      {client.address(client.size()), 1},            // starts at the end
+  };
+  for (const Case& c : cases) {
+    for (Direction d : {Direction::kStoreToClient, Direction::kClientToStore}) {
+      absl::Status s = Run(MakeOp(d, store.at(0), c.length, c.address, client.rkey(),
+                                  target_->port()));
+      EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied)
+          << "address " << c.address << " length " << c.length << ": " << s;
+      EXPECT_EQ(client.FirstChangedOutside(), -1);
+      EXPECT_EQ(store.FirstChangedOutside(), -1);
+    }
+  }
+  // The exact region is fine.
+  EXPECT_TRUE(Run(MakeOp(Direction::kStoreToClient, store.at(0), client.size(), client.address(0),
+                         client.rkey(), target_->port()))
+                  .ok());
+}
+
+TEST_F(TcpInitiatorTest, ClosedPortIsUnavailable) {
+  TcpInitiatorOptions o;
+  o.link.connect_timeout = absl::Seconds(30);  // refusal must not wait for the timeout
+  StartInitiator(o);
+  ClosedPort closed;
+  StoreMemory store(1 << 20, 1);
+  for (Direction d : {Direction::kStoreToClient, Direction::kClientToStore}) {
+    absl::Status s =
+        Run(MakeOp(d, store.at(0), 256 << 10, 0x10000, 7, closed.port));
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(closed.port)));
+  }
+  EXPECT_EQ(store.FirstChangedOutside(), -1);
+  // Dead links are replaced, not counted against the pool forever.
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(Run(MakeOp(Direction::kStoreToClient, store.at(0), 100, 0x10000, 7, closed.port))
+                  .code(),
+              absl::StatusCode::kUnavailable);
+    EXPECT_LE(initiator_->stats().links, o.links_per_target);
+  }
+}
+
+TEST_F(TcpInitiatorTest, SilentTargetIsDeadlineExceeded) {
+  TcpInitiatorOptions o;
+  o.op_timeout = absl::Milliseconds(300);
+  StartInitiator(o);
+  SilentTarget silent;
+  StoreMemory store(4 << 20, 1);
+  for (Direction d : {Direction::kStoreToClient, Direction::kClientToStore}) {
+    // Larger than the socket buffers for writes: the sender is blocked mid-send when it fails.
+    for (uint64_t length : {uint64_t{4096}, uint64_t{4} << 20}) {
+      OpWaiter w;
+      ASSERT_TRUE(initiator_->Submit(MakeOp(d, store.at(0), length, 0x10000, 7, silent.port()),
+                                     w.Callback())
+                      .ok());
+      absl::Status s = w.Wait();
+      EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+      EXPECT_EQ(w.calls(), 1);
+    }
+  }
+  EXPECT_GE(silent.accepted(), 1u);
+  EXPECT_EQ(store.FirstChangedOutside(), -1);
+}
+
+TEST_F(TcpInitiatorTest, LinksAreReusedPerDestination) {
+  TcpInitiatorOptions o;
+  o.chunk_bytes = 4096;
+  o.links_per_target = 2;
+  StartInitiator(o);
+  absl::StatusOr<std::shared_ptr<TcpTarget>> other = TcpTarget::Start("127.0.0.1", 0, 256);
+  ASSERT_TRUE(other.ok()) << other.status();
+  ClientMemory client(*target_, 1 << 20, 1);
+  ClientMemory client2(**other, 1 << 20, 2);
+  StoreMemory store(1 << 20, 3);
+  for (int i = 0; i < 200; ++i) {
+    ClientMemory& c = i % 2 ? client : client2;
+    const uint16_t port = i % 2 ? target_->port() : (*other)->port();
+    const Direction d = i % 3 ? Direction::kStoreToClient : Direction::kClientToStore;
+    ASSERT_TRUE(
+        Run(MakeOp(d, store.at(i * 4096), 3 * 4096, c.address(i * 4096), c.rkey(), port)).ok())
+        << "op " << i;
+    const TcpInitiatorStats st = initiator_->stats();
+    ASSERT_LE(st.links, 2 * o.links_per_target) << "op " << i;
+    ASSERT_LE(st.destinations, 2u);
+  }
+  EXPECT_EQ(initiator_->stats().destinations, 2u);
+  // The targets saw no more connections than links exist.
+  EXPECT_LE(target_->stats().connections, o.links_per_target);
+  EXPECT_LE((*other)->stats().connections, o.links_per_target);
+  initiator_.reset();
+  (*other)->Stop();
+}
+
+TEST_F(TcpInitiatorTest, FullPoolOfBusyLinksIsResourceExhausted) {
+  TcpInitiatorOptions o;
+  o.max_links = 1;
+  StartInitiator(o);
+  SilentTarget silent;
+  ClientMemory client(*target_, 1 << 20, 1);
+  StoreMemory store(1 << 20, 2);
+
+  // The only link is busy toward the silent target (op_timeout is long).
+  OpWaiter busy;
+  ASSERT_TRUE(initiator_->Submit(MakeOp(Direction::kStoreToClient, store.at(0), 4096, 0x10000, 7,
+                                        silent.port()),
+                                 busy.Callback())
+                  .ok());
+  EXPECT_EQ(initiator_->stats().links, 1u);
+
+  OpWaiter refused;
+  absl::Status s = initiator_->Submit(
+      MakeOp(Direction::kStoreToClient, store.at(0), 4096, client.address(0), client.rkey(),
+             target_->port()),
+      refused.Callback());
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_EQ(initiator_->stats().links, 1u);
+  EXPECT_EQ(initiator_->stats().destinations, 1u);
+
+  initiator_->Shutdown();
+  EXPECT_TRUE(absl::IsCancelled(busy.Wait()));
+  // Refused at Submit: its callback never runs, not even at shutdown.
+  EXPECT_EQ(refused.calls(), 0);
+  EXPECT_EQ(client.FirstChangedOutside(), -1);
+}
+
+TEST_F(TcpInitiatorTest, IdleLinkIsEvictedForAnotherDestination) {
+  TcpInitiatorOptions o;
+  o.max_links = 1;
+  StartInitiator(o);
+  absl::StatusOr<std::shared_ptr<TcpTarget>> other = TcpTarget::Start("127.0.0.1", 0, 256);
+  ASSERT_TRUE(other.ok()) << other.status();
+  ClientMemory client(*target_, 1 << 20, 1);
+  ClientMemory client2(**other, 1 << 20, 2);
+  StoreMemory store(1 << 20, 3);
+  for (int i = 0; i < 6; ++i) {
+    ClientMemory& c = i % 2 ? client2 : client;
+    const uint16_t port = i % 2 ? (*other)->port() : target_->port();
+    absl::Status s = Run(MakeOp(Direction::kStoreToClient, store.at(0), 100000, c.address(0),
+                                c.rkey(), port));
+    ASSERT_TRUE(s.ok()) << "op " << i << ": " << s;
+    EXPECT_EQ(initiator_->stats().links, 1u);
+  }
+  EXPECT_EQ(PatternMismatch(store.seed(), 0, client2.span(0, 100000)), std::nullopt);
+  initiator_.reset();
+  (*other)->Stop();
+}
+
+TEST_F(TcpInitiatorTest, ShutdownCancelsQueuedOps) {
+  TcpInitiatorOptions o;
+  o.chunk_bytes = 64 << 10;
+  StartInitiator(o);
+  SilentTarget silent;
+  StoreMemory store(16 << 20, 1);
+  // Enough bytes that most chunks are still queued behind full socket buffers.
+  constexpr int kOps = 8;
+  std::vector<OpWaiter> waiters(kOps);
+  for (int i = 0; i < kOps; ++i) {
+    ASSERT_TRUE(initiator_->Submit(MakeOp(i % 2 ? Direction::kClientToStore
+                                                : Direction::kStoreToClient,
+                                          store.at(i * (2 << 20)), 2 << 20, 0x10000, 7,
+                                          silent.port()),
+                                   waiters[i].Callback())
+                    .ok());
+  }
+  initiator_->Shutdown();
+  for (int i = 0; i < kOps; ++i) {
+    absl::Status s = waiters[i].Wait();
+    EXPECT_TRUE(absl::IsCancelled(s)) << "op " << i << ": " << s;
+    EXPECT_EQ(waiters[i].calls(), 1);
+  }
+  EXPECT_EQ(initiator_->stats().links, 0u);
+
+  OpWaiter late;
+  absl::Status s = initiator_->Submit(
+      MakeOp(Direction::kStoreToClient, store.at(0), 4096, 0x10000, 7, silent.port()),
+      late.Callback());
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  initiator_->Shutdown();  // idempotent
+  EXPECT_EQ(late.calls(), 0);
+}
+
+}  // namespace
+}  // namespace gdr

@@ -1,0 +1,224 @@
+// Unit tests of request validation (daemon/transfer_op.h) against the status table of
+// proto/gdrstore/v1/gdrstore.proto: every malformed field gets its documented code.
+#include "daemon/transfer_op.h"
+
+#include <memory>
+#include <string>
+
+#include "daemon/store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gdr {
+namespace {
+
+using ::testing::HasSubstr;
+namespace pb = gdrstore::v1;
+
+constexpr uint64_t kVolSize = 1 << 20;
+constexpr uint64_t kMaxOp = 256 << 10;
+
+class ValidateOpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Store>> s =
+        Store::Create({{"vol0", kVolSize}, {"small", 4096}});
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(*s);
+    extent_.set_volume("vol0");
+    extent_.set_offset(4096);
+    extent_.set_length(8192);
+    buffer_.set_address(0x7f0000001003ull);
+    buffer_.set_length(8192);
+    buffer_.set_rkey(0x1234);
+    buffer_.mutable_tcp()->set_host("127.0.0.1");
+    buffer_.mutable_tcp()->set_port(40000);
+  }
+
+  absl::StatusOr<TransferOp> Validate(Direction d = Direction::kStoreToClient) {
+    return ValidateOp(d, &extent_, &buffer_, *store_, kMaxOp, offered_);
+  }
+  absl::StatusCode Code() { return Validate().status().code(); }
+
+  std::unique_ptr<Store> store_;
+  pb::Extent extent_;
+  pb::RemoteBuffer buffer_;
+  OfferedTransports offered_;
+};
+
+TEST_F(ValidateOpTest, GoodOpCarriesEveryField) {
+  for (Direction d : {Direction::kStoreToClient, Direction::kClientToStore}) {
+    absl::StatusOr<TransferOp> op = Validate(d);
+    ASSERT_TRUE(op.ok()) << op.status();
+    EXPECT_EQ(op->direction, d);
+    EXPECT_EQ(op->volume, "vol0");
+    EXPECT_EQ(op->offset, 4096u);
+    EXPECT_EQ(op->local, store_->Find("vol0")->data() + 4096);
+    EXPECT_EQ(op->length, 8192u);
+    EXPECT_EQ(op->remote_address, 0x7f0000001003ull);
+    EXPECT_EQ(op->rkey, 0x1234u);
+    EXPECT_EQ(op->tcp.host, "127.0.0.1");
+    EXPECT_EQ(op->tcp.port, 40000);
+  }
+}
+
+TEST_F(ValidateOpTest, MissingExtentOrBuffer) {
+  absl::StatusOr<TransferOp> op =
+      ValidateOp(Direction::kStoreToClient, nullptr, &buffer_, *store_, kMaxOp, offered_);
+  EXPECT_EQ(op.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(op.status().message(), HasSubstr("extent"));
+  op = ValidateOp(Direction::kStoreToClient, &extent_, nullptr, *store_, kMaxOp, offered_);
+  EXPECT_EQ(op.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(op.status().message(), HasSubstr("buffer"));
+}
+
+TEST_F(ValidateOpTest, ZeroLength) {
+  extent_.set_length(0);
+  buffer_.set_length(0);
+  EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ValidateOpTest, LengthAboveMaxOpBytes) {
+  extent_.set_offset(0);
+  extent_.set_length(kMaxOp);
+  buffer_.set_length(kMaxOp);
+  EXPECT_TRUE(Validate().ok());
+  extent_.set_length(kMaxOp + 1);
+  buffer_.set_length(kMaxOp + 1);
+  absl::StatusOr<TransferOp> op = Validate();
+  EXPECT_EQ(op.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(op.status().message(), HasSubstr("256 KiB"));
+}
+
+TEST_F(ValidateOpTest, UnknownVolumeIsNotFound) {
+  extent_.set_volume("vol9");
+  absl::StatusOr<TransferOp> op = Validate();
+  EXPECT_EQ(op.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(op.status().message(), HasSubstr("vol9"));
+  EXPECT_THAT(op.status().message(), HasSubstr("small"));  // lists what exists
+  EXPECT_THAT(op.status().message(), HasSubstr("vol0"));
+}
+
+TEST_F(ValidateOpTest, UnknownVolumeNameIsSanitisedInTheMessage) {
+  extent_.set_volume(std::string("ev\n\x01il") + std::string(200, 'x'));
+  absl::StatusOr<TransferOp> op = Validate();
+  EXPECT_EQ(op.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(op.status().message(), ::testing::Not(HasSubstr("\n")));
+  EXPECT_THAT(op.status().message(), ::testing::Not(HasSubstr(std::string(100, 'x'))));
+  EXPECT_EQ(Validate().status().code(), absl::StatusCode::kNotFound);
+  extent_.set_volume("");
+  EXPECT_EQ(Code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ValidateOpTest, PastTheEndIsOutOfRange) {
+  // Exactly to the end is fine.
+  extent_.set_offset(kVolSize - 8192);
+  EXPECT_TRUE(Validate().ok());
+  extent_.set_offset(kVolSize - 8191);
+  EXPECT_EQ(Code(), absl::StatusCode::kOutOfRange);
+  extent_.set_offset(kVolSize);
+  EXPECT_EQ(Code(), absl::StatusCode::kOutOfRange);
+  extent_.set_offset(kVolSize + 1);
+  EXPECT_EQ(Code(), absl::StatusCode::kOutOfRange);
+  // A small volume: the op fits the limit but not the volume.
+  extent_.set_volume("small");
+  extent_.set_offset(0);
+  EXPECT_EQ(Code(), absl::StatusCode::kOutOfRange);
+  extent_.set_length(4096);
+  buffer_.set_length(4096);
+  EXPECT_TRUE(Validate().ok());
+}
+
+TEST_F(ValidateOpTest, OffsetPlusLengthOverflowIsOutOfRange) {
+  // offset + length wraps to a small number that would pass a naive `offset + length <= size`.
+  for (uint64_t offset : {UINT64_MAX, UINT64_MAX - 8191, UINT64_MAX - 8192 + 100,
+                          UINT64_MAX - kVolSize}) {
+    extent_.set_offset(offset);
+    absl::StatusOr<TransferOp> op = Validate();
+    EXPECT_EQ(op.status().code(), absl::StatusCode::kOutOfRange) << offset;
+  }
+}
+
+TEST_F(ValidateOpTest, BufferLengthMismatch) {
+  buffer_.set_length(8191);
+  EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
+  buffer_.set_length(8193);
+  EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
+  buffer_.set_length(0);
+  EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ValidateOpTest, ZeroRkey) {
+  buffer_.set_rkey(0);
+  absl::StatusOr<TransferOp> op = Validate();
+  EXPECT_EQ(op.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(op.status().message(), HasSubstr("rkey"));
+}
+
+TEST_F(ValidateOpTest, AddressRangeWrappingTheAddressSpace) {
+  buffer_.set_address(UINT64_MAX - 8192);  // last byte at UINT64_MAX - 1: fine
+  EXPECT_TRUE(Validate().ok());
+  buffer_.set_address(UINT64_MAX - 100);
+  EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
+  buffer_.set_address(UINT64_MAX);
+  EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ValidateOpTest, NoEndpoint) {
+  buffer_.clear_endpoint();
+  absl::StatusOr<TransferOp> op = Validate();
+  EXPECT_EQ(op.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(op.status().message(), HasSubstr("endpoint"));
+}
+
+TEST_F(ValidateOpTest, RcAndDcAreUnimplemented) {
+  for (bool offered : {false, true}) {
+    offered_.rc = offered;
+    offered_.dc = offered;
+    buffer_.mutable_rc()->set_connection_id(7);
+    EXPECT_EQ(Code(), absl::StatusCode::kUnimplemented) << "rc offered=" << offered;
+    buffer_.mutable_dc()->set_dct_number(0x123);
+    buffer_.mutable_dc()->set_dc_key(42);
+    EXPECT_EQ(Code(), absl::StatusCode::kUnimplemented) << "dc offered=" << offered;
+  }
+}
+
+TEST_F(ValidateOpTest, TcpDisabledIsUnimplemented) {
+  offered_.tcp = false;
+  EXPECT_EQ(Code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST_F(ValidateOpTest, BadTcpHost) {
+  buffer_.mutable_tcp()->set_host("");
+  EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
+  buffer_.mutable_tcp()->set_host(std::string(256, 'h'));
+  EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
+  buffer_.mutable_tcp()->set_host(std::string("127.0.0.1\0evil", 14));
+  EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
+  buffer_.mutable_tcp()->set_host(std::string(255, 'h'));
+  EXPECT_TRUE(Validate().ok());
+}
+
+TEST_F(ValidateOpTest, BadTcpPort) {
+  for (uint32_t port : {0u, 65536u, 70000u, UINT32_MAX}) {
+    buffer_.mutable_tcp()->set_port(port);
+    absl::StatusOr<TransferOp> op = Validate();
+    EXPECT_EQ(op.status().code(), absl::StatusCode::kInvalidArgument) << port;
+  }
+  for (uint32_t port : {1u, 65535u}) {
+    buffer_.mutable_tcp()->set_port(port);
+    absl::StatusOr<TransferOp> op = Validate();
+    ASSERT_TRUE(op.ok()) << port << ": " << op.status();
+    EXPECT_EQ(op->tcp.port, port);
+  }
+}
+
+TEST(TcpDestinationTest, KeyBracketsIpv6) {
+  EXPECT_EQ((TcpDestination{"127.0.0.1", 5000}).Key(), "127.0.0.1:5000");
+  EXPECT_EQ((TcpDestination{"::1", 5000}).Key(), "[::1]:5000");
+  EXPECT_EQ((TcpDestination{"localhost", 1}).Key(), "localhost:1");
+  EXPECT_NE((TcpDestination{"127.0.0.1", 5000}).Key(), (TcpDestination{"127.0.0.1", 5001}).Key());
+}
+
+}  // namespace
+}  // namespace gdr
