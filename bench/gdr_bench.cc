@@ -67,7 +67,11 @@ struct Settings {
   uint64_t rate_ops = 20000;      // 4 KiB ops per ops/s measurement
   uint32_t rate_qd = 32;
   int64_t ready_timeout_ms = 20000;
+  std::vector<std::string> only;  // subset of {bw, lat, rate}; empty = all
   bool json = false;
+  bool Wants(const std::string& group) const {
+    return only.empty() || std::find(only.begin(), only.end(), group) != only.end();
+  }
 };
 
 absl::Status Errno(const std::string& what) { return absl::ErrnoToStatus(errno, what); }
@@ -398,9 +402,9 @@ class Bench {
   Bench(const Settings& s, gdrstore::Client& client) : s_(s), client_(client) {}
 
   absl::Status Run(std::vector<Row>* rows) {
-    GDR_RETURN_IF_ERROR(Bandwidth(rows));
-    GDR_RETURN_IF_ERROR(Latency(rows));
-    GDR_RETURN_IF_ERROR(Rate(rows));
+    if (s_.Wants("bw")) GDR_RETURN_IF_ERROR(Bandwidth(rows));
+    if (s_.Wants("lat")) GDR_RETURN_IF_ERROR(Latency(rows));
+    if (s_.Wants("rate")) GDR_RETURN_IF_ERROR(Rate(rows));
     return absl::OkStatus();
   }
 
@@ -542,6 +546,8 @@ int Main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1u, 1024u));
   app.add_option("--ready-timeout-ms", s.ready_timeout_ms, "how long to wait for the daemon")
       ->capture_default_str();
+  app.add_option("--only", s.only, "run only these groups: bw (a), lat (b), rate (c)")
+      ->check(CLI::IsMember({"bw", "lat", "rate"}));
   app.add_flag("--json", s.json, "print one JSON document instead of the table");
   CLI11_PARSE(app, argc, argv);
   absl::StatusOr<uint64_t> bw = gdr::ParseSize(s.bw_size_text);
