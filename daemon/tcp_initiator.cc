@@ -158,15 +158,21 @@ void TcpInitiator::Housekeeping() {
         for (auto& l : vec) live.push_back(l);
     }
     const absl::Time now = absl::Now();
-    for (auto& l : live) {
-      l->CheckStall(now, options_.op_timeout);
-      if (l->outstanding_bytes() == 0 && now - l->last_activity() > options_.idle_timeout) {
-        l->Fail(absl::CancelledError("idle link closed"));
-      }
-    }
+    for (auto& l : live) l->CheckStall(now, options_.op_timeout);
     live.clear();
     {
       absl::MutexLock lock(&mu_);
+      // Idle links are closed under mu_: Submit picks a link and enqueues on it under mu_ too,
+      // so a link seen idle here cannot be handed an op before Fail. Checked outside mu_, a
+      // Submit in between had its fresh op fail with CANCELLED "idle link closed". With
+      // nothing outstanding, Fail runs no callbacks, so calling it under mu_ is safe.
+      for (auto& [key, vec] : links_) {
+        for (auto& l : vec) {
+          if (l->outstanding_bytes() == 0 && now - l->last_activity() > options_.idle_timeout) {
+            l->Fail(absl::CancelledError("idle link closed"));
+          }
+        }
+      }
       ReapDeadLocked();
       reap.swap(graveyard_);
     }
