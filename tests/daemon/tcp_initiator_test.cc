@@ -551,3 +551,38 @@ TEST_F(TcpInitiatorTest, ShutdownCancelsQueuedOps) {
 
 }  // namespace
 }  // namespace gdr
+
+namespace gdr {
+namespace {
+
+// Idle closing must never fail an op that was just handed to the link: with an idle timeout far
+// shorter than the housekeeping period, every housekeeping pass races the next Submit.
+TEST_F(TcpInitiatorTest, IdleClosingNeverFailsANewOp) {
+  TcpInitiatorOptions o;
+  o.idle_timeout = absl::Nanoseconds(1);
+  o.links_per_target = 1;
+  StartInitiator(o);
+  ClientMemory client(*target_, 1 << 20, 1);
+  StoreMemory store(1 << 20, 2);
+  // Enough ops from several threads to span many housekeeping passes.
+  std::atomic<int> failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20000 && failed.load() == 0; ++i) {
+        const size_t off = t * 4096 + i % 1000;
+        absl::Status s = Run(MakeOp(Direction::kStoreToClient, store.at(off), 64,
+                                    client.address(off), client.rkey(), target_->port()));
+        if (!s.ok()) {
+          failed.fetch_add(1);
+          ADD_FAILURE() << "thread " << t << " op " << i << ": " << s;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failed.load(), 0);
+}
+
+}  // namespace
+}  // namespace gdr
