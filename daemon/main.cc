@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/units.h"
@@ -103,11 +105,22 @@ int Run(int argc, char** argv) {
   }
   server->GetHealthCheckService()->SetServingStatus(false);
   service.StartDrain();
+  const absl::Time drain_deadline = absl::Now() + cfg->drain_timeout;
+  // Server::Shutdown cancels the calls still running at the deadline, but a callback call only
+  // ends once its reactor finishes, and ours finish when their transport op completes. An op
+  // stuck on a target that never answers would hold Shutdown until the op timeout. So at the
+  // deadline the transport fails everything still on the links (CANCELLED), which finishes
+  // those calls and lets Shutdown return.
+  absl::Notification drained;
+  std::thread canceller([&] {
+    if (!drained.WaitForNotificationWithDeadline(drain_deadline)) (*tcp)->Shutdown();
+  });
   // Stops accepting calls, lets running ones finish until the deadline, then cancels the rest.
-  server->Shutdown(std::chrono::system_clock::now() +
-                   absl::ToChronoMilliseconds(cfg->drain_timeout));
+  server->Shutdown(absl::ToChronoTime(drain_deadline));
   server->Wait();
-  // Anything a cancelled call left on the links fails now; the links close.
+  drained.Notify();
+  canceller.join();
+  // Anything a cancelled call left on the links fails now; the links close. Idempotent.
   (*tcp)->Shutdown();
   GDR_LOG(kInfo) << "stopped cleanly";
   return 0;
