@@ -549,12 +549,6 @@ TEST_F(TcpInitiatorTest, ShutdownCancelsQueuedOps) {
   EXPECT_EQ(late.calls(), 0);
 }
 
-}  // namespace
-}  // namespace gdr
-
-namespace gdr {
-namespace {
-
 // Idle closing must never fail an op that was just handed to the link: with an idle timeout far
 // shorter than the housekeeping period, every housekeeping pass races the next Submit.
 TEST_F(TcpInitiatorTest, IdleClosingNeverFailsANewOp) {
