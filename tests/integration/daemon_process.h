@@ -1,0 +1,138 @@
+// Harness of the integration suite: starts the real gdrstored and gdrctl binaries as child
+// processes (posix_spawn), learns the daemon's ephemeral port from --port-file, waits for it on
+// the gRPC health check, and ends only the processes it started, by PID. Also reads /proc
+// figures (open fds, VmRSS) that the leak tests compare against a baseline.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace gdr::integ {
+
+// A scratch directory under $TMPDIR (or /tmp), removed with its files on destruction.
+class TempDir {
+ public:
+  static absl::StatusOr<std::unique_ptr<TempDir>> Create(const std::string& prefix);
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// One spawned child. The destructor SIGKILLs and reaps it if it is still running, so a failed
+// test never leaves a process behind. Not thread-safe.
+class ChildProcess {
+ public:
+  // Spawns argv[0] (a path) with stdout and stderr redirected to the given files (truncated),
+  // stdin from /dev/null. INTERNAL with the errno text when posix_spawn fails.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::vector<std::string>& argv,
+                                                             const std::string& stdout_path,
+                                                             const std::string& stderr_path);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Sends `sig` to this child only. FAILED_PRECONDITION once it has been reaped.
+  absl::Status Signal(int sig);
+  // Waits up to `timeout` for the child to exit and reaps it; returns the raw wait status
+  // (decode with WIFEXITED etc. or DescribeWaitStatus). DEADLINE_EXCEEDED if still running.
+  absl::StatusOr<int> Wait(absl::Duration timeout);
+  // True until the child has exited (reaps it when it has).
+  bool Running();
+  // The wait status once reaped.
+  bool reaped() const { return reaped_; }
+  int wait_status() const { return wait_status_; }
+
+  const std::string& stdout_path() const { return stdout_path_; }
+  const std::string& stderr_path() const { return stderr_path_; }
+
+ private:
+  ChildProcess(pid_t pid, int pidfd, std::string out, std::string err)
+      : pid_(pid), pidfd_(pidfd), stdout_path_(std::move(out)), stderr_path_(std::move(err)) {}
+  pid_t pid_;
+  int pidfd_;  // -1 when pidfd_open is unavailable
+  bool reaped_ = false;
+  int wait_status_ = 0;
+  std::string stdout_path_;
+  std::string stderr_path_;
+};
+
+// "exited 0", "exited 2", "killed by signal 11 (core dumped)".
+std::string DescribeWaitStatus(int wait_status);
+
+// Whole content of a (small) file; empty when it cannot be read.
+std::string ReadFileOrEmpty(const std::string& path);
+
+// Outcome of a process run to completion.
+struct ProcessResult {
+  int wait_status = 0;
+  int exit_code = -1;  // -1 when it did not exit normally
+  std::string out;
+  std::string err;
+  std::string Describe() const;  // status plus stderr, for failure messages
+};
+
+// Runs argv to completion within `timeout` (then SIGKILLs it and returns DEADLINE_EXCEEDED).
+// Output goes through files in `dir` named after `tag`.
+absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
+                                         const std::string& dir, const std::string& tag,
+                                         absl::Duration timeout);
+
+// Polls `condition` until it holds or `timeout` passes; true when it held. The interval is the
+// granularity of observation, not a synchronisation point.
+bool PollUntil(const std::function<bool()>& condition, absl::Duration timeout,
+               absl::Duration interval = absl::Milliseconds(20));
+
+// grpc.health.v1.Health/Check for the server-wide service (""), hand-serialized. Returns true
+// for SERVING, false for any other serving status; the RPC's status when the call fails.
+absl::StatusOr<bool> HealthCheck(const std::string& address, absl::Duration timeout);
+
+// Open file descriptors of `pid` (entries of /proc/PID/fd).
+absl::StatusOr<int> CountOpenFds(pid_t pid);
+// "fd -> target" lines of /proc/PID/fd, for failure messages.
+std::string DescribeOpenFds(pid_t pid);
+// VmRSS of `pid` in bytes, from /proc/PID/status.
+absl::StatusOr<uint64_t> ResidentBytes(pid_t pid);
+
+// A running gdrstored on 127.0.0.1 with an ephemeral port.
+class DaemonProcess {
+ public:
+  // Spawns GDR_GDRSTORED_BIN with `--listen 127.0.0.1:0 --port-file F` plus `args`, waits for the
+  // port file and then for the health check to report SERVING, all within `ready_timeout`.
+  // When the daemon dies or never gets ready the error carries its stderr.
+  static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
+      const std::vector<std::string>& args, absl::Duration ready_timeout = absl::Seconds(30));
+  ~DaemonProcess();  // SIGKILL if still running (a test that cares calls Terminate first)
+
+  pid_t pid() const { return child_->pid(); }
+  uint16_t port() const { return port_; }
+  std::string address() const;  // "127.0.0.1:PORT"
+  bool Running() { return child_->Running(); }
+  // SIGTERM, then waits up to `timeout`; the raw wait status.
+  absl::StatusOr<int> Terminate(absl::Duration timeout);
+  absl::Status Signal(int sig) { return child_->Signal(sig); }
+  absl::StatusOr<int> Wait(absl::Duration timeout) { return child_->Wait(timeout); }
+  std::string Stderr() const;  // what the daemon logged so far
+  const std::string& dir() const { return dir_->path(); }
+
+ private:
+  DaemonProcess() = default;
+  std::unique_ptr<TempDir> dir_;
+  std::unique_ptr<ChildProcess> child_;
+  uint16_t port_ = 0;
+};
+
+}  // namespace gdr::integ

@@ -1,0 +1,184 @@
+// Case 3: gdrctl end to end against a real daemon: info (plain and --json), verified write and
+// read, exit code 2 with one stderr line for bad usage, exit 1 with a one-line reason when the
+// op fails, exit 3 when verification finds other bytes.
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/integration/silent_listener.h"
+
+namespace gdr::integ {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+constexpr uint64_t kVolumeSize = 64 * kMiB;
+constexpr uint64_t kMaxOp = 4 * kMiB;
+
+// Exactly one line: text without a newline, then one newline.
+bool IsOneLine(const std::string& s) {
+  return !s.empty() && s.back() == '\n' && s.find('\n') == s.size() - 1;
+}
+
+class GdrctlTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto d = DaemonProcess::Start({"--volume", absl::StrCat("vol0=", kVolumeSize), "--volume",
+                                   "aux=1MiB", "--max-op-size", absl::StrCat(kMaxOp)});
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = d->release();
+  }
+  static void TearDownTestSuite() {
+    if (daemon_ == nullptr) return;
+    auto st = daemon_->Terminate(absl::Seconds(30));
+    EXPECT_TRUE(st.ok()) << st.status();
+    if (st.ok()) {
+      EXPECT_EQ(DescribeWaitStatus(*st), "exited 0") << daemon_->Stderr();
+    }
+    delete daemon_;
+    daemon_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(daemon_, nullptr);
+    auto dir = TempDir::Create("gdrctl-e2e");
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = std::move(*dir);
+  }
+
+  // gdrctl --daemon ADDR args...
+  ProcessResult Gdrctl(std::vector<std::string> args, bool with_daemon = true) {
+    std::vector<std::string> argv = {GDR_GDRCTL_BIN};
+    if (with_daemon) {
+      argv.push_back("--daemon");
+      argv.push_back(daemon_->address());
+    }
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunProcess(argv, dir_->path(), absl::StrCat("run", runs_++), absl::Seconds(60));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : ProcessResult{};
+  }
+
+  static DaemonProcess* daemon_;
+  std::unique_ptr<TempDir> dir_;
+  int runs_ = 0;
+};
+DaemonProcess* GdrctlTest::daemon_ = nullptr;
+
+TEST_F(GdrctlTest, InfoListsVolumesAndTransports) {
+  ProcessResult r = Gdrctl({"info"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(absl::StrContains(r.out, "vol0")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat(kVolumeSize))) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "tcp")) << r.out;
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(GdrctlTest, InfoJsonParsesAndNamesTheVolume) {
+  ProcessResult r = Gdrctl({"--json", "info"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  google::protobuf::Struct doc;
+  auto parsed = google::protobuf::util::JsonStringToMessage(r.out, &doc);
+  ASSERT_TRUE(parsed.ok()) << parsed.ToString() << "\n" << r.out;
+  ASSERT_TRUE(doc.fields().contains("volumes")) << r.out;
+  const auto& volumes = doc.fields().at("volumes").list_value();
+  bool found_vol0 = false, found_aux = false;
+  for (const auto& v : volumes.values()) {
+    const auto& f = v.struct_value().fields();
+    if (!f.contains("name") || !f.contains("size")) continue;
+    if (f.at("name").string_value() == "vol0") {
+      found_vol0 = true;
+      EXPECT_EQ(f.at("size").number_value(), static_cast<double>(kVolumeSize));
+    }
+    found_aux |= f.at("name").string_value() == "aux";
+  }
+  EXPECT_TRUE(found_vol0) << r.out;
+  EXPECT_TRUE(found_aux) << r.out;
+  ASSERT_TRUE(doc.fields().contains("limits")) << r.out;
+  EXPECT_EQ(doc.fields().at("limits").struct_value().fields().at("max_op_bytes").number_value(),
+            static_cast<double>(kMaxOp));
+}
+
+TEST_F(GdrctlTest, WriteAndReadVerifyExitZero) {
+  ProcessResult w = Gdrctl({"write", "--volume", "vol0", "-o", "12345", "-s", "1MiB",
+                            "--buffer-offset", "3", "--verify"});
+  ASSERT_EQ(w.exit_code, 0) << w.Describe();
+  EXPECT_TRUE(absl::StrContains(w.out, "verified")) << w.out;
+
+  // A salted pattern stored by read --verify reads back with the same salt...
+  ProcessResult rd = Gdrctl({"read", "--volume", "vol0", "-o", "777777", "-s", "300001",
+                             "--buffer-offset", "5", "--salt", "9", "--verify"});
+  ASSERT_EQ(rd.exit_code, 0) << rd.Describe();
+  EXPECT_TRUE(absl::StrContains(rd.out, "verified")) << rd.out;
+  ProcessResult back = Gdrctl({"--json", "write", "--volume", "vol0", "-o", "777777", "-s",
+                               "300001", "--salt", "9", "--verify"});
+  ASSERT_EQ(back.exit_code, 0) << back.Describe();
+  google::protobuf::Struct doc;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(back.out, &doc).ok()) << back.out;
+  EXPECT_EQ(doc.fields().at("bytes").number_value(), 300001.0);
+  EXPECT_TRUE(doc.fields().at("verified").bool_value());
+
+  // ...and no longer matches the initial fill: exit 3, one line naming the offset.
+  ProcessResult stale =
+      Gdrctl({"write", "--volume", "vol0", "-o", "777777", "-s", "300001", "--verify"});
+  EXPECT_EQ(stale.exit_code, 3) << stale.Describe();
+  EXPECT_TRUE(IsOneLine(stale.err)) << stale.err;
+  EXPECT_TRUE(absl::StrContains(stale.err, "verify failed")) << stale.err;
+}
+
+TEST_F(GdrctlTest, BadUsageExitsTwoWithOneLine) {
+  const std::vector<std::vector<std::string>> cases = {
+      {},
+      {"write", "--bogus-flag"},
+      {"frobnicate"},
+      {"write", "-s", "12XB"},
+      {"read", "-o", "not-a-number"},
+      {"bench", "-t", "sideways"},
+      {"--timeout-ms", "0", "info"},
+  };
+  for (const auto& args : cases) {
+    ProcessResult r = Gdrctl(args);
+    const std::string what = absl::StrCat("gdrctl ", absl::StrJoin(args, " "));
+    EXPECT_EQ(r.exit_code, 2) << what << ": " << r.Describe();
+    EXPECT_TRUE(IsOneLine(r.err)) << what << ": stderr [" << r.err << "]";
+    EXPECT_TRUE(absl::StartsWith(r.err, "gdrctl: ")) << what << ": " << r.err;
+  }
+}
+
+TEST_F(GdrctlTest, OpErrorsExitOneWithOneLineReason) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string code;
+  };
+  const std::vector<Case> cases = {
+      {{"write", "--volume", "nosuch", "-s", "4096"}, "NOT_FOUND"},
+      {{"write", "--volume", "vol0", "-o", absl::StrCat(kVolumeSize - 100), "-s", "4096"},
+       "OUT_OF_RANGE"},
+      {{"read", "--volume", "aux", "-o", "0", "-s", "2MiB"}, "OUT_OF_RANGE"},
+      {{"write", "--volume", "vol0", "-s", absl::StrCat(kMaxOp + 1)}, "INVALID_ARGUMENT"},
+      {{"bench", "--volume", "nosuch", "-n", "10"}, "nosuch"},
+  };
+  for (const Case& c : cases) {
+    ProcessResult r = Gdrctl(c.args);
+    const std::string what = absl::StrCat("gdrctl ", absl::StrJoin(c.args, " "));
+    EXPECT_EQ(r.exit_code, 1) << what << ": " << r.Describe();
+    EXPECT_TRUE(IsOneLine(r.err)) << what << ": stderr [" << r.err << "]";
+    EXPECT_TRUE(absl::StrContains(r.err, c.code)) << what << ": " << r.err;
+  }
+  // No daemon behind the port: a clean failure within the deadline, not a hang.
+  auto closed = ClosedPort::Reserve();
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  ProcessResult r = Gdrctl(
+      {"--daemon", absl::StrCat("127.0.0.1:", (*closed)->port()), "--timeout-ms", "2000", "info"},
+      /*with_daemon=*/false);
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_TRUE(IsOneLine(r.err)) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "UNAVAILABLE") ||
+              absl::StrContains(r.err, "DEADLINE_EXCEEDED"))
+      << r.err;
+}
+
+}  // namespace
+}  // namespace gdr::integ
