@@ -96,6 +96,13 @@ class StoreService::OpStream final
       return;
     }
     HandleRequest();
+    absl::MutexLock lock(&mu_);
+    // A client that sends but does not read its answers must not grow the queue without bound:
+    // stop reading until the answers drain.
+    if (queue_.size() >= QueueCap()) {
+      read_paused_ = true;
+      return;
+    }
     StartRead(&request_);
   }
 
@@ -109,6 +116,10 @@ class StoreService::OpStream final
       queue_.clear();
     }
     WriteNextLocked();
+    if (read_paused_ && (broken_ || queue_.size() < QueueCap() / 2)) {
+      read_paused_ = false;
+      StartRead(&request_);
+    }
     MaybeFinishLocked();
   }
 
@@ -195,6 +206,8 @@ class StoreService::OpStream final
     Finish(grpc::Status::OK);
   }
 
+  size_t QueueCap() const { return 2 * size_t{service_->limits_.max_inflight_per_stream} + 64; }
+
   StoreService* service_;
   v1::StreamRequest request_;  // touched only by the read callbacks, which never overlap
   absl::Mutex mu_;
@@ -204,6 +217,7 @@ class StoreService::OpStream final
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* StoreService::Stream(
