@@ -77,12 +77,16 @@ grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
                  request->has_buffer() ? &request->buffer() : nullptr, response);
 }
 
-// One Stream call. Reads requests back to back (never waiting for completions), answers each
-// op when it completes, keeps exactly one write outstanding, and finishes once the client has
-// closed its side and every op is answered. Lives until OnDone.
+// One Stream call. Reads request messages back to back (never waiting for completions) and
+// starts every op in them; answers accumulate while a write is outstanding and go out together
+// in the next StreamResponse, so under load many answers share one message. Exactly one write
+// is outstanding at a time. Finishes once the client has closed its side and every op is
+// answered. Lives until OnDone.
 class StoreService::OpStream final
     : public grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
+  static constexpr int kMaxOpsPerMessage = 1024;
+
   explicit OpStream(StoreService* service) : service_(service) {
     service_->streams_.fetch_add(1);
     StartRead(&request_);
@@ -95,11 +99,20 @@ class StoreService::OpStream final
       MaybeFinishLocked();
       return;
     }
-    HandleRequest();
+    for (int i = 0; i < request_.ops_size(); ++i) {
+      if (i >= kMaxOpsPerMessage) {
+        Answer(request_.ops(i).id(),
+               absl::InvalidArgumentError(absl::StrCat(
+                   "more than ", kMaxOpsPerMessage, " ops in one StreamRequest; op not started")),
+               0, 0);
+        continue;
+      }
+      HandleOp(request_.ops(i));
+    }
     absl::MutexLock lock(&mu_);
     // A client that sends but does not read its answers must not grow the queue without bound:
     // stop reading until the answers drain.
-    if (queue_.size() >= QueueCap()) {
+    if (unsent_.size() >= QueueCap()) {
       read_paused_ = true;
       return;
     }
@@ -108,15 +121,14 @@ class StoreService::OpStream final
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
-    queue_.pop_front();
     writing_ = false;
     if (!ok) {
       // The client is gone: nothing more can be delivered.
       broken_ = true;
-      queue_.clear();
+      unsent_.clear();
     }
     WriteNextLocked();
-    if (read_paused_ && (broken_ || queue_.size() < QueueCap() / 2)) {
+    if (read_paused_ && (broken_ || unsent_.size() < QueueCap() / 2)) {
       read_paused_ = false;
       StartRead(&request_);
     }
@@ -129,24 +141,24 @@ class StoreService::OpStream final
   }
 
  private:
-  void HandleRequest() {
-    const uint64_t id = request_.id();
+  void HandleOp(const v1::StreamOp& op) {
+    const uint64_t id = op.id();
     Direction direction = Direction::kStoreToClient;
     const v1::Extent* extent = nullptr;
     const v1::RemoteBuffer* buffer = nullptr;
-    switch (request_.op_case()) {
-      case v1::StreamRequest::kWrite:
+    switch (op.op_case()) {
+      case v1::StreamOp::kWrite:
         direction = Direction::kStoreToClient;
-        if (request_.write().has_extent()) extent = &request_.write().extent();
-        if (request_.write().has_buffer()) buffer = &request_.write().buffer();
+        if (op.write().has_extent()) extent = &op.write().extent();
+        if (op.write().has_buffer()) buffer = &op.write().buffer();
         break;
-      case v1::StreamRequest::kRead:
+      case v1::StreamOp::kRead:
         direction = Direction::kClientToStore;
-        if (request_.read().has_extent()) extent = &request_.read().extent();
-        if (request_.read().has_buffer()) buffer = &request_.read().buffer();
+        if (op.read().has_extent()) extent = &op.read().extent();
+        if (op.read().has_buffer()) buffer = &op.read().buffer();
         break;
-      case v1::StreamRequest::OP_NOT_SET:
-        Answer(id, absl::InvalidArgumentError("stream request has no op (set write or read)"), 0, 0);
+      case v1::StreamOp::OP_NOT_SET:
+        Answer(id, absl::InvalidArgumentError("stream op has no write or read set"), 0, 0);
         return;
     }
     {
@@ -182,7 +194,7 @@ class StoreService::OpStream final
   void PushLocked(uint64_t id, const absl::Status& status, uint64_t bytes, uint64_t ns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (broken_) return;
-    v1::StreamResponse& r = queue_.emplace_back();
+    v1::StreamResult& r = unsent_.emplace_back();
     r.set_id(id);
     r.set_code(static_cast<int32_t>(status.code()));
     if (!status.ok()) r.set_message(std::string(status.message()));
@@ -192,16 +204,22 @@ class StoreService::OpStream final
   }
 
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || broken_ || queue_.empty()) return;
+    if (writing_ || broken_ || unsent_.empty()) return;
     writing_ = true;
-    // More answers are queued behind this one: let gRPC coalesce them into fewer frames.
-    grpc::WriteOptions options;
-    if (queue_.size() > 1) options.set_buffer_hint();
-    StartWrite(&queue_.front(), options);
+    out_.Clear();
+    const size_t n = std::min<size_t>(unsent_.size(), kMaxOpsPerMessage);
+    out_.mutable_results()->Reserve(static_cast<int>(n));
+    for (size_t i = 0; i < n; ++i) {
+      *out_.add_results() = std::move(unsent_.front());
+      unsent_.pop_front();
+    }
+    StartWrite(&out_);
   }
 
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || !reads_done_ || !inflight_ids_.empty() || writing_) return;
+    if (finished_ || !reads_done_ || !inflight_ids_.empty() || writing_ || !unsent_.empty()) {
+      return;
+    }
     finished_ = true;
     Finish(grpc::Status::OK);
   }
@@ -211,7 +229,8 @@ class StoreService::OpStream final
   StoreService* service_;
   v1::StreamRequest request_;  // touched only by the read callbacks, which never overlap
   absl::Mutex mu_;
-  std::deque<v1::StreamResponse> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<v1::StreamResult> unsent_ ABSL_GUARDED_BY(mu_);  // answers not yet in a message
+  v1::StreamResponse out_ ABSL_GUARDED_BY(mu_);               // the message being written
   absl::flat_hash_set<uint64_t> inflight_ids_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;

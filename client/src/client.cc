@@ -236,8 +236,13 @@ absl::Status Client::Ping() {
 
 // ---- OpStream ----
 
+// Client side of one Stream call. Submitted ops queue while a write is outstanding and go out
+// together in the next StreamRequest; answers arrive batched too. One write outstanding at a
+// time; callbacks run outside the lock.
 class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
+  static constexpr int kMaxOpsPerMessage = 1024;
+
   explicit Reactor(Client* client) : client_(client) {
     client_->stub()->async()->Stream(&ctx_, this);
     StartRead(&response_);
@@ -246,10 +251,10 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
 
   void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
               OpCallback done) {
-    v1::StreamRequest req;
+    v1::StreamOp op;
     absl::Status s = kind == OpKind::kWrite
-                         ? FillRequest(*client_, extent, buffer, buffer_offset, req.mutable_write())
-                         : FillRequest(*client_, extent, buffer, buffer_offset, req.mutable_read());
+                         ? FillRequest(*client_, extent, buffer, buffer_offset, op.mutable_write())
+                         : FillRequest(*client_, extent, buffer, buffer_offset, op.mutable_read());
     if (!s.ok()) {
       done(s);
       return;
@@ -261,9 +266,9 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
             done_ ? absl::StrCat("stream has ended: ", status_.message()) : "stream is closed");
       } else {
         const uint64_t id = next_id_++;
-        req.set_id(id);
+        op.set_id(id);
         pending_.emplace(id, std::move(done));
-        queue_.push_back(std::move(req));
+        unsent_.push_back(std::move(op));
         WriteNextLocked();
         return;
       }
@@ -284,7 +289,6 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   void OnWriteDone(bool ok) override {
     std::lock_guard<std::mutex> lock(mu_);
     writing_ = false;
-    queue_.pop_front();
     if (!ok) {
       write_failed_ = true;  // the call is over; OnDone reports why
       return;
@@ -296,20 +300,22 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
 
   void OnReadDone(bool ok) override {
     if (!ok) return;  // OnDone follows
-    OpCallback cb;
+    std::vector<std::pair<OpCallback, const v1::StreamResult*>> ready;
+    ready.reserve(static_cast<size_t>(response_.results_size()));
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = pending_.find(response_.id());
-      if (it != pending_.end()) {
-        cb = std::move(it->second);
+      for (const v1::StreamResult& r : response_.results()) {
+        auto it = pending_.find(r.id());
+        if (it == pending_.end()) continue;  // not ours: ignore rather than misattribute
+        ready.emplace_back(std::move(it->second), &r);
         pending_.erase(it);
       }
     }
-    if (cb) {
-      if (response_.code() == 0) {
-        cb(OpResult{response_.bytes(), response_.service_ns()});
+    for (auto& [cb, r] : ready) {
+      if (r->code() == 0) {
+        cb(OpResult{r->bytes(), r->service_ns()});
       } else {
-        cb(absl::Status(static_cast<absl::StatusCode>(response_.code()), response_.message()));
+        cb(absl::Status(static_cast<absl::StatusCode>(r->code()), r->message()));
       }
     }
     StartRead(&response_);
@@ -337,11 +343,16 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
  private:
   void WriteNextLocked() {
     if (writing_ || write_failed_) return;
-    if (!queue_.empty()) {
+    if (!unsent_.empty()) {
       writing_ = true;
-      grpc::WriteOptions options;
-      if (queue_.size() > 1) options.set_buffer_hint();
-      StartWrite(&queue_.front(), options);
+      out_.Clear();
+      const size_t n = std::min<size_t>(unsent_.size(), kMaxOpsPerMessage);
+      out_.mutable_ops()->Reserve(static_cast<int>(n));
+      for (size_t i = 0; i < n; ++i) {
+        *out_.add_ops() = std::move(unsent_.front());
+        unsent_.pop_front();
+      }
+      StartWrite(&out_);
     } else if (closing_ && !writes_done_sent_) {
       writes_done_sent_ = true;
       StartWritesDone();
@@ -353,7 +364,8 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   v1::StreamResponse response_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<v1::StreamRequest> queue_;
+  std::deque<v1::StreamOp> unsent_;  // submitted, not yet in a message
+  v1::StreamRequest out_;            // the message being written
   absl::flat_hash_map<uint64_t, OpCallback> pending_;
   uint64_t next_id_ = 1;
   bool writing_ = false;

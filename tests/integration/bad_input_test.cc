@@ -5,7 +5,9 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -14,6 +16,7 @@
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/silent_listener.h"
+#include "tests/integration/stream_ops.h"
 #include "tests/integration/verified_ops.h"
 
 namespace gdr::integ {
@@ -336,56 +339,57 @@ TEST_F(BadInputTest, StreamAnswersBadOpsPerOpAndContinues) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto rw = bad_->stub()->Stream(&ctx);
   ASSERT_NE(rw, nullptr);
+  RawStream raw(rw.get());
 
   // id 7: an op to a target that never answers, so it stays in flight.
-  v1::StreamRequest hung;
+  v1::StreamOp hung;
   hung.set_id(7);
   *hung.mutable_write()->mutable_extent() = MakeExtent("vol0", 0, 4096);
   *hung.mutable_write()->mutable_buffer() = Describe(4096);
   hung.mutable_write()->mutable_buffer()->mutable_tcp()->set_port((*silent)->port());
-  ASSERT_TRUE(rw->Write(hung));
+  ASSERT_TRUE(raw.Send(hung));
   ASSERT_TRUE((*silent)->WaitForConnections(1, absl::Seconds(10)));
 
   // id 7 again, well-formed: refused as a duplicate of an in-flight id.
-  v1::StreamRequest dup;
+  v1::StreamOp dup;
   dup.set_id(7);
   *dup.mutable_write()->mutable_extent() = MakeExtent("vol0", 0, 4096);
   *dup.mutable_write()->mutable_buffer() = Describe(4096);
-  ASSERT_TRUE(rw->Write(dup));
-  v1::StreamResponse resp;
-  ASSERT_TRUE(rw->Read(&resp));
+  ASSERT_TRUE(raw.Send(dup));
+  v1::StreamResult resp;
+  ASSERT_TRUE(raw.Next(&resp));
   EXPECT_EQ(resp.id(), 7u);
   EXPECT_EQ(resp.code(), grpc::INVALID_ARGUMENT) << resp.message();
   EXPECT_FALSE(resp.message().empty());
   ExpectGoodOpFromOtherClient("duplicate stream id");
 
   // id 8 without an op.
-  v1::StreamRequest empty;
+  v1::StreamOp empty;
   empty.set_id(8);
-  ASSERT_TRUE(rw->Write(empty));
-  ASSERT_TRUE(rw->Read(&resp));
+  ASSERT_TRUE(raw.Send(empty));
+  ASSERT_TRUE(raw.Next(&resp));
   EXPECT_EQ(resp.id(), 8u);
   EXPECT_EQ(resp.code(), grpc::INVALID_ARGUMENT) << resp.message();
   EXPECT_FALSE(resp.message().empty());
   ExpectGoodOpFromOtherClient("op-less stream request");
 
   // id 9 with a bad extent, id 10 well-formed: the stream still moves data.
-  v1::StreamRequest oob;
+  v1::StreamOp oob;
   oob.set_id(9);
   *oob.mutable_read()->mutable_extent() = MakeExtent("vol0", kVolumeSize - 1, 4096);
   *oob.mutable_read()->mutable_buffer() = Describe(4096);
-  ASSERT_TRUE(rw->Write(oob));
-  ASSERT_TRUE(rw->Read(&resp));
+  ASSERT_TRUE(raw.Send(oob));
+  ASSERT_TRUE(raw.Next(&resp));
   EXPECT_EQ(resp.id(), 9u);
   EXPECT_EQ(resp.code(), grpc::OUT_OF_RANGE) << resp.message();
 
   std::memset(bad_buf_->data(), 0, 4096);
-  v1::StreamRequest good;
+  v1::StreamOp good;
   good.set_id(10);
   *good.mutable_write()->mutable_extent() = MakeExtent("vol0", 3 * kMiB + 1, 4096);
   *good.mutable_write()->mutable_buffer() = Describe(4096);
-  ASSERT_TRUE(rw->Write(good));
-  ASSERT_TRUE(rw->Read(&resp));
+  ASSERT_TRUE(raw.Send(good));
+  ASSERT_TRUE(raw.Next(&resp));
   EXPECT_EQ(resp.id(), 10u);
   EXPECT_EQ(resp.code(), 0) << resp.message();
   EXPECT_EQ(resp.bytes(), 4096u);
@@ -397,15 +401,86 @@ TEST_F(BadInputTest, StreamAnswersBadOpsPerOpAndContinues) {
 
   // Releasing the hung target fails id 7 cleanly; then the call ends OK.
   (*silent)->CloseConnections();
-  ASSERT_TRUE(rw->Read(&resp));
+  ASSERT_TRUE(raw.Next(&resp));
   EXPECT_EQ(resp.id(), 7u);
   EXPECT_EQ(resp.code(), grpc::UNAVAILABLE) << resp.message();
   EXPECT_FALSE(resp.message().empty());
   ASSERT_TRUE(rw->WritesDone());
-  EXPECT_FALSE(rw->Read(&resp));
+  EXPECT_FALSE(raw.Next(&resp));
   grpc::Status fin = rw->Finish();
   EXPECT_TRUE(fin.ok()) << fin.error_message();
   ExpectGoodOpFromOtherClient("stream end");
+}
+
+TEST_F(BadInputTest, StreamMessageWithManyOpsAnswersEachOp) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto rw = bad_->stub()->Stream(&ctx);
+  ASSERT_NE(rw, nullptr);
+
+  // One message: a good Write, a length-0 op, an op-less op, a good Write of other bytes.
+  std::memset(bad_buf_->data(), 0, 8192);
+  v1::StreamRequest mixed;
+  auto add_write = [&](uint64_t id, uint64_t offset, uint64_t length, size_t buf_off) {
+    v1::StreamOp& op = *mixed.add_ops();
+    op.set_id(id);
+    *op.mutable_write()->mutable_extent() = MakeExtent("vol0", offset, length);
+    auto rb = bad_->Describe(*bad_buf_, buf_off, length == 0 ? 1 : length);
+    ASSERT_TRUE(rb.ok()) << rb.status();
+    *op.mutable_write()->mutable_buffer() = *rb;
+    op.mutable_write()->mutable_buffer()->set_length(length);
+  };
+  add_write(21, 5 * kMiB + 3, 4096, 0);
+  add_write(22, 0, 0, 0);
+  mixed.add_ops()->set_id(23);
+  add_write(24, 6 * kMiB + 5, 4096, 4096);
+  ASSERT_TRUE(rw->Write(mixed));
+
+  std::map<uint64_t, v1::StreamResult> got;
+  while (got.size() < 4) {
+    v1::StreamResponse resp;
+    ASSERT_TRUE(rw->Read(&resp));
+    for (const auto& r : resp.results()) {
+      EXPECT_TRUE(got.emplace(r.id(), r).second) << "id " << r.id() << " answered twice";
+    }
+  }
+  EXPECT_EQ(got[21].code(), grpc::OK) << got[21].message();
+  EXPECT_EQ(got[22].code(), grpc::INVALID_ARGUMENT) << got[22].message();
+  EXPECT_EQ(got[23].code(), grpc::INVALID_ARGUMENT) << got[23].message();
+  EXPECT_EQ(got[24].code(), grpc::OK) << got[24].message();
+  for (auto [id, offset, buf_off] : {std::tuple<uint64_t, uint64_t, size_t>{21, 5 * kMiB + 3, 0},
+                                     {24, 6 * kMiB + 5, 4096}}) {
+    for (const SaltMap::Piece& p : salts_.Pieces(offset, 4096)) {
+      const std::span<const std::byte> bytes(bad_buf_->data() + buf_off + (p.offset - offset),
+                                             p.length);
+      EXPECT_FALSE(PatternMismatch(PatternSeed("vol0", p.salt), p.offset, bytes).has_value())
+          << "stream op " << id << " moved other bytes";
+    }
+  }
+
+  // Past 1024 ops in one message: every op is still answered exactly once, the extra ones
+  // with INVALID_ARGUMENT naming the cap.
+  v1::StreamRequest big;
+  for (uint64_t id = 1000; id < 1000 + 1030; ++id) big.add_ops()->set_id(id);
+  ASSERT_TRUE(rw->Write(big));
+  std::map<uint64_t, v1::StreamResult> answers;
+  while (answers.size() < 1030) {
+    v1::StreamResponse resp;
+    ASSERT_TRUE(rw->Read(&resp));
+    for (const auto& r : resp.results()) {
+      EXPECT_TRUE(answers.emplace(r.id(), r).second) << "id " << r.id() << " answered twice";
+    }
+  }
+  for (uint64_t id = 1000; id < 1000 + 1030; ++id) {
+    EXPECT_EQ(answers[id].code(), grpc::INVALID_ARGUMENT);
+    if (id >= 1000 + 1024) EXPECT_NE(answers[id].message().find("1024"), std::string::npos);
+  }
+  ASSERT_TRUE(rw->WritesDone());
+  v1::StreamResponse tail;
+  EXPECT_FALSE(rw->Read(&tail));
+  grpc::Status fin = rw->Finish();
+  EXPECT_TRUE(fin.ok()) << fin.error_message();
+  ExpectGoodOpFromOtherClient("batched stream");
 }
 
 }  // namespace

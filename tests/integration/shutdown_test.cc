@@ -56,12 +56,13 @@ TEST(ShutdownTest, SigtermWithOpsInFlightExitsZero) {
     auto rb = (*client)->Describe(**buf, 0, 4096);
     ASSERT_TRUE(rb.ok());
     rb->mutable_tcp()->set_port((*silent)->port());
-    gdrstore::v1::StreamRequest req;
+    gdrstore::v1::StreamRequest msg;
+    gdrstore::v1::StreamOp& req = *msg.add_ops();
     req.set_id(1);
     req.mutable_write()->mutable_extent()->set_volume("vol0");
     req.mutable_write()->mutable_extent()->set_length(4096);
     *req.mutable_write()->mutable_buffer() = *rb;
-    ASSERT_TRUE(hung->Write(req));
+    ASSERT_TRUE(hung->Write(msg));
   }
   ASSERT_TRUE((*silent)->WaitForConnections(1, absl::Seconds(10)));
 
@@ -177,9 +178,11 @@ TEST(ShutdownTest, SigtermWithOpsInFlightExitsZero) {
   // The hung stream op and its call end with a clean status too.
   gdrstore::v1::StreamResponse resp;
   while (hung->Read(&resp)) {
-    EXPECT_EQ(resp.id(), 1u);
-    EXPECT_TRUE(IsCleanShutdownCode(static_cast<absl::StatusCode>(resp.code())))
-        << resp.code() << ": " << resp.message();
+    for (const auto& r : resp.results()) {
+      EXPECT_EQ(r.id(), 1u);
+      EXPECT_TRUE(IsCleanShutdownCode(static_cast<absl::StatusCode>(r.code())))
+          << r.code() << ": " << r.message();
+    }
   }
   grpc::Status fin = hung->Finish();
   EXPECT_TRUE(IsCleanShutdownCode(static_cast<absl::StatusCode>(fin.error_code())))
