@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 
 namespace gdr {
 
@@ -25,22 +26,29 @@ StoreService::StoreService(const Store* store, Initiator* initiator, ServiceLimi
       offered_(offered),
       limiter_(limits.max_inflight_ops, limits.max_inflight_bytes) {}
 
-absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent,
-                                   const v1::RemoteBuffer* buffer, Done done) {
+absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::Extent* extent,
+                                                 const v1::RemoteBuffer* buffer, Done done) {
   if (draining_.load(std::memory_order_relaxed)) {
     return absl::UnavailableError("daemon is shutting down; no new ops are accepted");
   }
-  absl::StatusOr<TransferOp> op =
-      ValidateOp(direction, extent, buffer, *store_, limits_.max_op_bytes, offered_);
-  if (!op.ok()) return op.status();
+  Submission sub;
+  GDR_ASSIGN_OR_RETURN(sub.op, ValidateOp(direction, extent, buffer, *store_,
+                                          limits_.max_op_bytes, offered_));
   InflightLimiter::Permit permit;
-  if (absl::Status s = limiter_.TryAcquire(op->length, &permit); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(limiter_.TryAcquire(sub.op.length, &permit));
   const int64_t start = absl::GetCurrentTimeNanos();
   auto shared_permit = std::make_shared<InflightLimiter::Permit>(std::move(permit));
-  return initiator_->Submit(*op, [done = std::move(done), start, shared_permit](absl::Status s) {
+  sub.done = [done = std::move(done), start, shared_permit](absl::Status s) {
     shared_permit->Release();
     done(std::move(s), static_cast<uint64_t>(absl::GetCurrentTimeNanos() - start));
-  });
+  };
+  return sub;
+}
+
+absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent,
+                                   const v1::RemoteBuffer* buffer, Done done) {
+  GDR_ASSIGN_OR_RETURN(Submission sub, Prepare(direction, extent, buffer, std::move(done)));
+  return initiator_->Submit(sub.op, std::move(sub.done));
 }
 
 grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx,
@@ -99,6 +107,10 @@ class StoreService::OpStream final
       MaybeFinishLocked();
       return;
     }
+    // Every op of the message is validated first and the admitted ones go to the initiator
+    // as one batch, so ops bound for one client leave in one send / one doorbell.
+    batch_.clear();
+    batch_ids_.clear();
     for (int i = 0; i < request_.ops_size(); ++i) {
       if (i >= kMaxOpsPerMessage) {
         Answer(request_.ops(i).id(),
@@ -107,8 +119,13 @@ class StoreService::OpStream final
                0, 0);
         continue;
       }
-      HandleOp(request_.ops(i));
+      PrepareOp(request_.ops(i));
     }
+    service_->initiator_->SubmitBatch(batch_);
+    for (size_t k = 0; k < batch_.size(); ++k) {
+      if (!batch_[k].status.ok()) Answer(batch_ids_[k], batch_[k].status, 0, 0, true);
+    }
+    batch_.clear();  // drops refused ops' callbacks, giving their permits back
     absl::MutexLock lock(&mu_);
     // A client that sends but does not read its answers must not grow the queue without bound:
     // stop reading until the answers drain.
@@ -141,7 +158,8 @@ class StoreService::OpStream final
   }
 
  private:
-  void HandleOp(const v1::StreamOp& op) {
+  // Validates and admits one op into batch_, or answers it at once.
+  void PrepareOp(const v1::StreamOp& op) {
     const uint64_t id = op.id();
     Direction direction = Direction::kStoreToClient;
     const v1::Extent* extent = nullptr;
@@ -176,11 +194,16 @@ class StoreService::OpStream final
       }
     }
     const uint64_t length = extent ? extent->length() : 0;
-    absl::Status s = service_->StartOp(direction, extent, buffer,
-                                       [this, id, length](absl::Status st, uint64_t ns) {
-                                         Answer(id, st, st.ok() ? length : 0, ns, true);
-                                       });
-    if (!s.ok()) Answer(id, s, 0, 0, true);
+    absl::StatusOr<Submission> sub =
+        service_->Prepare(direction, extent, buffer, [this, id, length](absl::Status st, uint64_t ns) {
+          Answer(id, st, st.ok() ? length : 0, ns, true);
+        });
+    if (!sub.ok()) {
+      Answer(id, sub.status(), 0, 0, true);
+      return;
+    }
+    batch_.push_back(*std::move(sub));
+    batch_ids_.push_back(id);
   }
 
   void Answer(uint64_t id, const absl::Status& status, uint64_t bytes, uint64_t ns,
@@ -228,6 +251,8 @@ class StoreService::OpStream final
 
   StoreService* service_;
   v1::StreamRequest request_;  // touched only by the read callbacks, which never overlap
+  std::vector<Submission> batch_;   // likewise: the ops of request_ being submitted
+  std::vector<uint64_t> batch_ids_;
   absl::Mutex mu_;
   std::deque<v1::StreamResult> unsent_ ABSL_GUARDED_BY(mu_);  // answers not yet in a message
   v1::StreamResponse out_ ABSL_GUARDED_BY(mu_);               // the message being written

@@ -56,6 +56,11 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   using Done = std::function<void(absl::Status, uint64_t service_ns)>;
   absl::Status StartOp(Direction direction, const gdrstore::v1::Extent* extent,
                        const gdrstore::v1::RemoteBuffer* buffer, Done done);
+  // The first half of StartOp: validates the request and takes its admission permit. The
+  // returned submission, handed to the initiator, starts the op; dropped unstarted, it gives
+  // the permit back and `done` never runs.
+  absl::StatusOr<Submission> Prepare(Direction direction, const gdrstore::v1::Extent* extent,
+                                     const gdrstore::v1::RemoteBuffer* buffer, Done done);
 
  private:
   class OpStream;

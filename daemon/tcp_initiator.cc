@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 
 namespace gdr {
 
@@ -69,7 +70,17 @@ void TcpInitiator::ReapDeadLocked() {
   }
 }
 
-std::shared_ptr<TcpLink> TcpInitiator::OpenLinkLocked(const TcpDestination& dest) {
+size_t TcpInitiator::Plan::IndexOf(const std::shared_ptr<TcpLink>& link) {
+  for (size_t i = 0; i < links.size(); ++i)
+    if (links[i] == link) return i;
+  links.push_back(link);
+  chunks.emplace_back();
+  bytes.push_back(0);
+  return links.size() - 1;
+}
+
+std::shared_ptr<TcpLink> TcpInitiator::OpenLinkLocked(const TcpDestination& dest,
+                                                      const Plan& plan) {
   if (total_links_ >= options_.max_links) {
     // Evict the longest-idle link of another destination.
     std::shared_ptr<TcpLink>* victim = nullptr;
@@ -77,6 +88,7 @@ std::shared_ptr<TcpLink> TcpInitiator::OpenLinkLocked(const TcpDestination& dest
     for (auto& [key, vec] : links_) {
       for (auto& l : vec) {
         if (l->outstanding_bytes() != 0 || l->destination() == dest) continue;
+        if (std::find(plan.links.begin(), plan.links.end(), l) != plan.links.end()) continue;
         const absl::Time t = l->last_activity();
         if (t < oldest) {
           oldest = t;
@@ -94,45 +106,48 @@ std::shared_ptr<TcpLink> TcpInitiator::OpenLinkLocked(const TcpDestination& dest
   return link;
 }
 
-absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
+absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& plan) {
   const uint64_t chunk = options_.chunk_bytes;
   const uint64_t nchunks = (op.length + chunk - 1) / chunk;
   const auto opcode = op.direction == Direction::kStoreToClient ? tcpwire::Opcode::kWriteReq
                                                                 : tcpwire::Opcode::kReadReq;
-  absl::MutexLock lock(&mu_);
-  if (shutdown_) return absl::CancelledError("daemon is shutting down");
-  auto& existing = links_[op.tcp.Key()];
+  const std::string key = op.tcp.Key();
+  auto& existing = links_[key];
   std::erase_if(existing, [this](const std::shared_ptr<TcpLink>& l) {
     if (!l->dead()) return false;
     graveyard_.push_back(l);
     --total_links_;
     return true;
   });
-  // Decide the links first so that a refusal leaves nothing half-submitted.
-  std::vector<std::pair<std::shared_ptr<TcpLink>, std::vector<Chunk>>> plan;
+  // This destination's links as indices into `plan`, with their load (enqueued + planned).
+  std::vector<size_t> mine;
   std::vector<uint64_t> load;
-  for (auto& l : links_[op.tcp.Key()]) {
-    plan.push_back({l, {}});
-    load.push_back(l->outstanding_bytes());
+  for (auto& l : existing) {
+    const size_t idx = plan.IndexOf(l);
+    mine.push_back(idx);
+    load.push_back(l->outstanding_bytes() + plan.bytes[idx]);
   }
-  auto state = std::make_shared<OpState>(static_cast<uint32_t>(nchunks), std::move(done));
+  std::shared_ptr<OpState> state;
   for (uint64_t i = 0; i < nchunks; ++i) {
     size_t best = 0;
     for (size_t j = 1; j < load.size(); ++j)
       if (load[j] < load[best]) best = j;
-    const bool want_more = load.empty() || (load[best] > 0 && plan.size() < options_.links_per_target);
+    const bool want_more =
+        load.empty() || (load[best] >= chunk && mine.size() < options_.links_per_target);
     if (want_more) {
-      if (auto link = OpenLinkLocked(op.tcp)) {
-        plan.push_back({std::move(link), {}});
+      if (auto link = OpenLinkLocked(op.tcp, plan)) {
+        mine.push_back(plan.IndexOf(link));
         load.push_back(0);
-        best = plan.size() - 1;
-      } else if (plan.empty()) {
-        if (links_[op.tcp.Key()].empty()) links_.erase(op.tcp.Key());
+        best = mine.size() - 1;
+      } else if (mine.empty()) {
+        // Only possible before the first chunk: nothing of this op is planned.
+        if (links_[key].empty()) links_.erase(key);
         return absl::ResourceExhaustedError(absl::StrCat(
             "tcp initiator pool is full: all ", options_.max_links,
             " links are busy with other clients; retry later"));
       }
     }
+    if (state == nullptr) state = std::make_shared<OpState>(static_cast<uint32_t>(nchunks), std::move(done));
     Chunk c;
     c.opcode = opcode;
     c.local = op.local + i * chunk;
@@ -141,11 +156,32 @@ absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
     c.rkey = op.rkey;
     c.op = state;
     load[best] += c.length;
-    plan[best].second.push_back(std::move(c));
+    plan.bytes[mine[best]] += c.length;
+    plan.chunks[mine[best]].push_back(std::move(c));
   }
-  for (auto& [link, chunks] : plan)
-    if (!chunks.empty()) link->Enqueue(std::move(chunks));
   return absl::OkStatus();
+}
+
+absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
+  Plan plan;
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return absl::CancelledError("daemon is shutting down");
+  GDR_RETURN_IF_ERROR(PlanLocked(op, done, plan));
+  for (size_t i = 0; i < plan.links.size(); ++i)
+    if (!plan.chunks[i].empty()) plan.links[i]->Enqueue(std::move(plan.chunks[i]));
+  return absl::OkStatus();
+}
+
+void TcpInitiator::SubmitBatch(std::span<Submission> batch) {
+  Plan plan;
+  absl::MutexLock lock(&mu_);
+  for (Submission& s : batch) {
+    s.status = shutdown_ ? absl::CancelledError("daemon is shutting down")
+                         : PlanLocked(s.op, s.done, plan);
+  }
+  // Enqueued under mu_ like Submit, so housekeeping never sees a planned link as idle.
+  for (size_t i = 0; i < plan.links.size(); ++i)
+    if (!plan.chunks[i].empty()) plan.links[i]->Enqueue(std::move(plan.chunks[i]));
 }
 
 void TcpInitiator::Housekeeping() {

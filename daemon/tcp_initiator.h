@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <span>
 #include <memory>
 #include <string>
 #include <thread>
@@ -41,14 +42,28 @@ class TcpInitiator final : public Initiator {
   // RESOURCE_EXHAUSTED when the destination has no link and none can be opened (pool full of
   // busy links); CANCELLED after Shutdown.
   absl::Status Submit(const TransferOp& op, OpDone done) override;
+  // The ops of a batch bound for one link go out in one send (up to the link's batch size).
+  void SubmitBatch(std::span<Submission> batch) override;
   void Shutdown() override;
   TcpInitiatorStats stats() const;
 
  private:
   explicit TcpInitiator(TcpInitiatorOptions options);
+  // Chunks planned for each link by one Submit/SubmitBatch call, enqueued together at its end.
+  struct Plan {
+    std::vector<std::shared_ptr<TcpLink>> links;
+    std::vector<std::vector<Chunk>> chunks;  // per link
+    std::vector<uint64_t> bytes;             // per link
+    size_t IndexOf(const std::shared_ptr<TcpLink>& link);
+  };
   void Housekeeping();
-  // Opens a link to `dest` if the pool allows, evicting an idle link of another destination.
-  std::shared_ptr<TcpLink> OpenLinkLocked(const TcpDestination& dest)
+  // Splits `op` into chunks over its destination's links (opening links as needed) and adds
+  // them to `plan`. On a non-OK return nothing of `op` is in `plan` and `done` was not taken.
+  absl::Status PlanLocked(const TransferOp& op, OpDone& done, Plan& plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens a link to `dest` if the pool allows, evicting an idle link of another destination
+  // (never one that `plan` has chunks for).
+  std::shared_ptr<TcpLink> OpenLinkLocked(const TcpDestination& dest, const Plan& plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReapDeadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

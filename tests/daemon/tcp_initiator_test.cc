@@ -515,6 +515,101 @@ TEST_F(TcpInitiatorTest, IdleLinkIsEvictedForAnotherDestination) {
   (*other)->Stop();
 }
 
+// A Stream message's ops arrive as one batch: every op moves its bytes, each callback runs
+// exactly once, and the batch reuses links per destination.
+TEST_F(TcpInitiatorTest, SubmitBatchMovesEveryOpOnce) {
+  TcpInitiatorOptions o;
+  o.chunk_bytes = 64 << 10;
+  StartInitiator(o);
+  absl::StatusOr<std::shared_ptr<TcpTarget>> other = TcpTarget::Start("127.0.0.1", 0, 256);
+  ASSERT_TRUE(other.ok()) << other.status();
+  ClientMemory client(*target_, 8 << 20, 1);
+  ClientMemory client2(**other, 8 << 20, 2);
+  StoreMemory store(8 << 20, 3);
+  constexpr int kOps = 96;
+  constexpr uint64_t kSlot = 80 << 10;  // > chunk_bytes: some ops span two chunks
+  std::vector<Submission> batch(kOps);
+  std::vector<OpWaiter> waiters(kOps);
+  for (int i = 0; i < kOps; ++i) {
+    ClientMemory& c = i % 2 ? client2 : client;
+    const uint16_t port = i % 2 ? (*other)->port() : target_->port();
+    const uint64_t len = 1 + (i * 7919) % kSlot;
+    batch[i].op = MakeOp(Direction::kStoreToClient, store.at(i * kSlot), len,
+                         c.address(i * kSlot), c.rkey(), port);
+    batch[i].done = waiters[i].Callback();
+  }
+  initiator_->SubmitBatch(batch);
+  for (int i = 0; i < kOps; ++i) {
+    ASSERT_TRUE(batch[i].status.ok()) << "op " << i << ": " << batch[i].status;
+    ASSERT_TRUE(waiters[i].Wait().ok()) << "op " << i;
+    ClientMemory& c = i % 2 ? client2 : client;
+    const uint64_t len = 1 + (i * 7919) % kSlot;
+    EXPECT_EQ(PatternMismatch(store.seed(), i * kSlot, c.span(i * kSlot, len)), std::nullopt)
+        << "op " << i;
+  }
+  for (auto& w : waiters) EXPECT_EQ(w.calls(), 1);
+  EXPECT_EQ(initiator_->stats().destinations, 2u);
+  EXPECT_LE(initiator_->stats().links, 2 * o.links_per_target);
+  initiator_.reset();
+  (*other)->Stop();
+}
+
+// Planning a batch must never evict a link that an earlier op of the same batch was planned
+// on: with room for one link, the second destination is refused and the first op completes.
+TEST_F(TcpInitiatorTest, SubmitBatchNeverEvictsALinkItPlannedOn) {
+  TcpInitiatorOptions o;
+  o.max_links = 1;
+  StartInitiator(o);
+  absl::StatusOr<std::shared_ptr<TcpTarget>> other = TcpTarget::Start("127.0.0.1", 0, 256);
+  ASSERT_TRUE(other.ok()) << other.status();
+  ClientMemory client(*target_, 1 << 20, 1);
+  ClientMemory client2(**other, 1 << 20, 2);
+  StoreMemory store(1 << 20, 3);
+  std::vector<Submission> batch(2);
+  OpWaiter first, second;
+  batch[0].op = MakeOp(Direction::kStoreToClient, store.at(0), 4096, client.address(0),
+                       client.rkey(), target_->port());
+  batch[0].done = first.Callback();
+  batch[1].op = MakeOp(Direction::kStoreToClient, store.at(0), 4096, client2.address(0),
+                       client2.rkey(), (*other)->port());
+  batch[1].done = second.Callback();
+  initiator_->SubmitBatch(batch);
+  EXPECT_TRUE(batch[0].status.ok()) << batch[0].status;
+  EXPECT_EQ(batch[1].status.code(), absl::StatusCode::kResourceExhausted) << batch[1].status;
+  EXPECT_TRUE(first.Wait().ok());
+  EXPECT_EQ(PatternMismatch(store.seed(), 0, client.span(0, 4096)), std::nullopt);
+  initiator_.reset();
+  EXPECT_EQ(second.calls(), 0);  // refused: never called, not even at shutdown
+  EXPECT_EQ(client2.FirstChangedOutside(), -1);
+  (*other)->Stop();
+}
+
+// Small ops share one link; a destination gets its second link only once the first carries a
+// full chunk, so bulk transfers stripe and small ones do not pay extra thread wake-ups.
+TEST_F(TcpInitiatorTest, SecondLinkOnlyForBulk) {
+  TcpInitiatorOptions o;
+  o.chunk_bytes = 1 << 20;
+  o.links_per_target = 2;
+  StartInitiator(o);
+  ClientMemory client(*target_, 16 << 20, 1);
+  StoreMemory store(16 << 20, 2);
+  std::vector<Submission> batch(32);
+  std::vector<OpWaiter> waiters(32);
+  for (int i = 0; i < 32; ++i) {
+    batch[i].op = MakeOp(Direction::kStoreToClient, store.at(i * 4096), 4096,
+                         client.address(i * 4096), client.rkey(), target_->port());
+    batch[i].done = waiters[i].Callback();
+  }
+  initiator_->SubmitBatch(batch);
+  for (int i = 0; i < 32; ++i) ASSERT_TRUE(waiters[i].Wait().ok()) << "op " << i;
+  EXPECT_EQ(initiator_->stats().links, 1u);
+  ASSERT_TRUE(Run(MakeOp(Direction::kStoreToClient, store.at(0), 8 << 20, client.address(0),
+                         client.rkey(), target_->port()))
+                  .ok());
+  EXPECT_EQ(initiator_->stats().links, 2u);
+  EXPECT_EQ(PatternMismatch(store.seed(), 0, client.span(0, 8 << 20)), std::nullopt);
+}
+
 TEST_F(TcpInitiatorTest, ShutdownCancelsQueuedOps) {
   TcpInitiatorOptions o;
   o.chunk_bytes = 64 << 10;

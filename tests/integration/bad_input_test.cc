@@ -473,7 +473,9 @@ TEST_F(BadInputTest, StreamMessageWithManyOpsAnswersEachOp) {
   }
   for (uint64_t id = 1000; id < 1000 + 1030; ++id) {
     EXPECT_EQ(answers[id].code(), grpc::INVALID_ARGUMENT);
-    if (id >= 1000 + 1024) EXPECT_NE(answers[id].message().find("1024"), std::string::npos);
+    if (id >= 1000 + 1024) {
+      EXPECT_NE(answers[id].message().find("1024"), std::string::npos);
+    }
   }
   ASSERT_TRUE(rw->WritesDone());
   v1::StreamResponse tail;
