@@ -1,5 +1,7 @@
-// gdrctl: the command-line client of gdrstored. info, write, read (with pattern verification)
-// and bench. Exit codes: 0 ok, 1 the op or RPC failed, 2 bad usage, 3 verification mismatch.
+// gdrctl: the command-line client of gdrstored. info, write, read (with pattern verification),
+// bench, and topo (where NICs and GPUs sit on the PCIe tree). write/read/bench take --gpu to use
+// device memory on a GPU named by PCI address or CUDA ordinal. Exit codes: 0 ok, 1 the op or RPC
+// failed, 2 bad usage, 3 verification mismatch.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +13,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_format.h"
 #include "client/gdrctl/bench.h"
+#include "common/cuda/gpu.h"
+#include "common/cuda/gpu_select.h"
+#include "common/topo/pci_topology.h"
 #include "common/pattern.h"
 #include "common/units.h"
 #include "gdrstore/client.h"
@@ -38,7 +43,23 @@ struct OpArgs {
   uint64_t buffer_offset = 0;
   bool verify = false;
   uint64_t salt = 0;
+  std::string gpu;  // empty: host memory
 };
+
+// Host memory, or device memory on args.gpu. Errors name the GPU and what is missing.
+absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> Allocate(gdrstore::Client& client,
+                                                           const std::string& gpu, size_t bytes) {
+  if (gpu.empty()) return client.AllocateBuffer(bytes);
+  return client.AllocateGpuBuffer(gpu, bytes);
+}
+
+// [offset, offset+n) of `buffer` as host bytes (a copy back from the GPU for device memory).
+absl::StatusOr<std::vector<std::byte>> ReadBack(const gdrstore::Buffer& buffer, size_t offset,
+                                                size_t n) {
+  std::vector<std::byte> out(n);
+  if (absl::Status s = buffer.CopyOut(offset, out.data(), n); !s.ok()) return s;
+  return out;
+}
 
 int Fail(int code, const std::string& what) {
   std::fprintf(stderr, "gdrctl: %s\n", what.c_str());
@@ -130,28 +151,35 @@ int CmdWrite(const Common& c, const OpArgs& a) {
   if (!size.ok()) return Fail(kExitUsage, std::string(size.status().message()));
   auto client = Connect(c);
   if (!client.ok()) return Fail(client.status(), "connect");
-  auto buffer = (*client)->AllocateBuffer(*size + a.buffer_offset);
-  if (!buffer.ok()) return Fail(buffer.status(), "allocate");
+  auto buffer = Allocate(**client, a.gpu, *size + a.buffer_offset);
+  if (!buffer.ok()) return Fail(buffer.status(), a.gpu.empty() ? "allocate" : "allocate --gpu");
   gdrstore::Extent extent{a.volume, a.offset, *size};
   auto r = (*client)->Write(extent, **buffer, a.buffer_offset);
   if (!r.ok()) return Fail(r.status(), "write");
   std::string verdict;
   if (a.verify) {
     const uint64_t seed = gdr::PatternSeed(a.volume, a.salt);
-    std::span<const std::byte> got((*buffer)->data() + a.buffer_offset, *size);
-    if (auto bad = gdr::PatternMismatch(seed, a.offset, got)) {
-      return Fail(kExitMismatch, MismatchText(got.data(), seed, a.offset, *bad));
+    // GPU memory is copied back from the device: what is checked is what landed there.
+    auto got = ReadBack(**buffer, a.buffer_offset, *size);
+    if (!got.ok()) return Fail(got.status(), "verify (copy back)");
+    if (auto bad = gdr::PatternMismatch(seed, a.offset, *got)) {
+      return Fail(kExitMismatch, MismatchText(got->data(), seed, a.offset, *bad));
     }
-    verdict = ", verified";
+    verdict = (*buffer)->on_gpu() ? ", verified in GPU memory" : ", verified";
   }
+  const std::string where =
+      (*buffer)->on_gpu()
+          ? absl::StrCat("GPU ", (*buffer)->gpu_ordinal(), " (", (*buffer)->gpu_pci(), ")")
+          : "buffer";
   if (c.json) {
     std::cout << absl::StrFormat(
         "{\"op\":\"write\",\"volume\":\"%s\",\"offset\":%u,\"bytes\":%u,\"service_us\":%.1f,"
-        "\"verified\":%s}\n",
-        a.volume, a.offset, r->bytes, r->service_ns / 1e3, a.verify ? "true" : "false");
+        "\"verified\":%s,\"gpu\":\"%s\"}\n",
+        a.volume, a.offset, r->bytes, r->service_ns / 1e3, a.verify ? "true" : "false",
+        (*buffer)->gpu_pci());
   } else {
-    std::cout << absl::StrFormat("write %s@%u +%u -> buffer: ok, %u bytes in %.1f us%s\n",
-                                 a.volume, a.offset, *size, r->bytes, r->service_ns / 1e3,
+    std::cout << absl::StrFormat("write %s@%u +%u -> %s: ok, %u bytes in %.1f us%s\n",
+                                 a.volume, a.offset, *size, where, r->bytes, r->service_ns / 1e3,
                                  verdict);
   }
   return kExitOk;
@@ -165,10 +193,10 @@ int CmdRead(const Common& c, const OpArgs& a) {
   if (!size.ok()) return Fail(kExitUsage, std::string(size.status().message()));
   auto client = Connect(c);
   if (!client.ok()) return Fail(client.status(), "connect");
-  auto src = (*client)->AllocateBuffer(*size + a.buffer_offset);
-  if (!src.ok()) return Fail(src.status(), "allocate");
+  auto src = Allocate(**client, a.gpu, *size + a.buffer_offset);
+  if (!src.ok()) return Fail(src.status(), a.gpu.empty() ? "allocate" : "allocate --gpu");
   gdrstore::Extent extent{a.volume, a.offset, *size};
-  std::span<std::byte> payload((*src)->data() + a.buffer_offset, *size);
+  std::vector<std::byte> payload(*size);  // the pattern, put into the buffer with CopyIn
 
   std::vector<uint64_t> salts;
   if (a.verify) {
@@ -183,20 +211,27 @@ int CmdRead(const Common& c, const OpArgs& a) {
   for (uint64_t salt : salts) {
     const uint64_t seed = gdr::PatternSeed(a.volume, salt);
     gdr::PatternFill(seed, a.offset, payload);
+    if (absl::Status st = (*src)->CopyIn(a.buffer_offset, payload.data(), *size); !st.ok()) {
+      return Fail(st, "fill buffer");
+    }
     r = (*client)->Read(extent, **src, a.buffer_offset);
     if (!r.ok()) return Fail(r.status(), "read");
     if (!a.verify) break;
     if (!check) {
-      auto b = (*client)->AllocateBuffer(*size);
+      auto b = Allocate(**client, a.gpu, *size);
       if (!b.ok()) return Fail(b.status(), "allocate");
       check = std::move(*b);
     }
-    std::memset(check->data(), 0, *size);
+    std::vector<std::byte> zeros(*size);
+    if (absl::Status st = check->CopyIn(0, zeros.data(), *size); !st.ok()) {
+      return Fail(st, "clear verify buffer");
+    }
     auto back = (*client)->Write(extent, *check);
     if (!back.ok()) return Fail(back.status(), "verify (write back)");
-    std::span<const std::byte> got(check->data(), *size);
-    if (auto bad = gdr::PatternMismatch(seed, a.offset, got)) {
-      return Fail(kExitMismatch, MismatchText(got.data(), seed, a.offset, *bad));
+    auto got = ReadBack(*check, 0, *size);
+    if (!got.ok()) return Fail(got.status(), "verify (copy back)");
+    if (auto bad = gdr::PatternMismatch(seed, a.offset, *got)) {
+      return Fail(kExitMismatch, MismatchText(got->data(), seed, a.offset, *bad));
     }
   }
   if (c.json) {
@@ -205,7 +240,11 @@ int CmdRead(const Common& c, const OpArgs& a) {
         "\"verified\":%s}\n",
         a.volume, a.offset, r->bytes, r->service_ns / 1e3, a.verify ? "true" : "false");
   } else {
-    std::cout << absl::StrFormat("read buffer -> %s@%u +%u: ok, %u bytes in %.1f us%s\n",
+    const std::string where =
+        (*src)->on_gpu()
+            ? absl::StrCat("GPU ", (*src)->gpu_ordinal(), " (", (*src)->gpu_pci(), ")")
+            : "buffer";
+    std::cout << absl::StrFormat("read %s -> %s@%u +%u: ok, %u bytes in %.1f us%s\n", where,
                                  a.volume, a.offset, *size, r->bytes, r->service_ns / 1e3,
                                  a.verify ? ", verified" : "");
   }
@@ -213,7 +252,8 @@ int CmdRead(const Common& c, const OpArgs& a) {
 }
 
 int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& size_text,
-             const std::string& type, const std::string& span_text, bool quiet) {
+             const std::string& type, const std::string& span_text, bool quiet,
+             const std::string& gpu) {
   auto size = gdr::ParseSize(size_text);
   if (!size.ok()) return Fail(kExitUsage, std::string(size.status().message()));
   o.size = *size;
@@ -248,6 +288,14 @@ int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& size_te
                    secs > 0 ? static_cast<double>(done * o.size) / secs / 1e9 : 0.0);
     };
   }
+  std::unique_ptr<gdrstore::Buffer> gpu_buffer;
+  if (!gpu.empty()) {
+    const uint64_t slots = std::max<uint64_t>(1, std::min<uint64_t>(o.qd, o.iterations));
+    auto b = (*client)->AllocateGpuBuffer(gpu, slots * o.size);
+    if (!b.ok()) return Fail(b.status(), "allocate --gpu");
+    gpu_buffer = std::move(*b);
+    o.buffer = gpu_buffer.get();
+  }
   auto r = gdrctl::RunBench(**client, o);
   if (o.progress) std::fprintf(stderr, "\r%*s\r", 60, "");
   if (!r.ok()) return Fail(r.status(), "bench");
@@ -264,6 +312,32 @@ int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& size_te
   return kExitOk;
 }
 
+// topo: NICs and GPUs on the PCIe tree, their relation, and the NIC each GPU should use.
+int CmdTopo(const Common& c, const std::string& sysfs_root) {
+  auto topo = gdr::topo::ReadTopology(sysfs_root);
+  if (!topo.ok()) return Fail(topo.status(), "topo");
+  if (c.json) {
+    std::cout << gdr::topo::TopologyJson(*topo) << "\n";
+    return kExitOk;
+  }
+  std::cout << gdr::topo::FormatTopology(*topo);
+  if (sysfs_root == "/sys") {
+    // CUDA's view, so ordinals can be matched with PCI addresses.
+    auto gpus = gdr::cuda::ListGpus();
+    if (gpus.ok()) {
+      std::cout << "CUDA devices:\n";
+      for (const auto& g : *gpus) {
+        std::cout << absl::StrFormat("  %d  %s  %s, %s, dma-buf %s\n", g.ordinal, g.pci, g.name,
+                                     gdr::FormatSize(g.total_bytes),
+                                     g.dma_buf ? "supported" : "not supported");
+      }
+    } else {
+      std::cout << "CUDA devices: " << gpus.status().message() << "\n";
+    }
+  }
+  return kExitOk;
+}
+
 void AddOpArgs(CLI::App* cmd, OpArgs* a) {
   cmd->add_option("--volume", a->volume, "volume name")->capture_default_str();
   cmd->add_option("-o,--offset", a->offset, "byte offset in the volume")->capture_default_str();
@@ -273,6 +347,9 @@ void AddOpArgs(CLI::App* cmd, OpArgs* a) {
                   "start this many bytes into the registered buffer (unaligned tests)");
   cmd->add_option("--salt", a->salt, "pattern variant: 0 is the volume's initial fill");
   cmd->add_flag("--verify", a->verify, "check the moved bytes against the pattern");
+  cmd->add_option("--gpu", a->gpu,
+                  "use device memory on this GPU: PCI address (0000:b7:00.0 or b7:00.0) or CUDA "
+                  "ordinal");
 }
 
 }  // namespace
@@ -312,6 +389,14 @@ int main(int argc, char** argv) {
   bench->add_option("-o,--offset", bo.offset, "first offset")->capture_default_str();
   bench->add_option("--span", bspan, "cycle extents through this many bytes (default: up to 256MiB)");
   bench->add_flag("-q,--quiet", quiet, "no progress line");
+  std::string bgpu;
+  bench->add_option("--gpu", bgpu, "use device memory on this GPU (PCI address or CUDA ordinal)");
+
+  std::string sysfs_root = "/sys";
+  CLI::App* topo = app.add_subcommand(
+      "topo", "RDMA devices and GPUs on the PCIe tree, and the NIC each GPU should use");
+  topo->add_option("--sysfs-root", sysfs_root, "sysfs to read (a copy or fake tree for tests)")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -321,9 +406,16 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (c.timeout_ms <= 0) return Fail(kExitUsage, "--timeout-ms must be > 0");
+  for (const std::string* gpu : {&wa.gpu, &ra.gpu, &bgpu}) {
+    if (gpu->empty()) continue;
+    if (absl::Status s = gdr::cuda::ValidateGpuSpec(*gpu); !s.ok()) {
+      return Fail(kExitUsage, absl::StrCat("--gpu: ", s.message()));
+    }
+  }
   if (info->parsed()) return CmdInfo(c);
   if (write->parsed()) return CmdWrite(c, wa);
   if (read->parsed()) return CmdRead(c, ra);
-  if (bench->parsed()) return CmdBench(c, bo, bsize, btype, bspan, quiet || !isatty(2));
+  if (bench->parsed()) return CmdBench(c, bo, bsize, btype, bspan, quiet || !isatty(2), bgpu);
+  if (topo->parsed()) return CmdTopo(c, sysfs_root);
   return kExitUsage;
 }

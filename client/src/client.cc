@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <mutex>
 
@@ -13,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/src/tcp_target.h"
+#include "common/cuda/gpu.h"
+#include "common/topo/pci_topology.h"
 
 namespace gdrstore {
 
@@ -65,6 +68,30 @@ Buffer::Buffer(std::shared_ptr<Region> region, std::shared_ptr<TcpTarget> target
     : region_(std::move(region)), target_(std::move(target)) {}
 Buffer::~Buffer() { target_->Deregister(region_->rkey); }
 std::byte* Buffer::data() const { return region_->host; }
+bool Buffer::on_gpu() const { return region_->gpu != nullptr; }
+int Buffer::gpu_ordinal() const { return region_->gpu ? region_->gpu->ordinal() : -1; }
+const std::string& Buffer::gpu_pci() const { return gpu_pci_; }
+const std::string& Buffer::rdma_device() const { return rdma_device_; }
+
+absl::Status Buffer::CopyIn(size_t offset, const void* src, size_t n) const {
+  if (region_->gpu) return region_->gpu->CopyFromHost(offset, src, n);
+  if (offset > region_->size || n > region_->size - offset) {
+    return absl::OutOfRangeError(absl::StrCat("[", offset, ", +", n, ") is outside the ",
+                                              region_->size, "-byte buffer"));
+  }
+  if (n > 0) std::memcpy(region_->host + offset, src, n);
+  return absl::OkStatus();
+}
+
+absl::Status Buffer::CopyOut(size_t offset, void* dst, size_t n) const {
+  if (region_->gpu) return region_->gpu->CopyToHost(offset, dst, n);
+  if (offset > region_->size || n > region_->size - offset) {
+    return absl::OutOfRangeError(absl::StrCat("[", offset, ", +", n, ") is outside the ",
+                                              region_->size, "-byte buffer"));
+  }
+  if (n > 0) std::memcpy(dst, region_->host + offset, n);
+  return absl::OkStatus();
+}
 size_t Buffer::size() const { return region_->size; }
 uint32_t Buffer::rkey() const { return region_->rkey; }
 uint64_t Buffer::address() const { return region_->base; }
@@ -97,7 +124,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     }
   }
   absl::StatusOr<std::shared_ptr<TcpTarget>> target =
-      TcpTarget::Start(opts.target_host, opts.target_port, opts.max_target_connections);
+      TcpTarget::Start(opts.target_host, opts.target_port, opts.max_target_connections,
+                       GpuStagingOptions{opts.gpu_staging_slot_bytes, opts.gpu_staging_slots});
   if (!target.ok()) return target.status();
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
@@ -125,6 +153,50 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
   region->release = [p, mapped] { ::munmap(p, mapped); };
   target_->Register(region);
   return std::unique_ptr<Buffer>(new Buffer(std::move(region), target_));
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::string& gpu,
+                                                                  size_t bytes) {
+  if (bytes == 0) return absl::InvalidArgumentError("buffer size must be > 0");
+  if (options_.gpu_staging_slot_bytes == 0 || options_.gpu_staging_slots < 2) {
+    return absl::InvalidArgumentError("GPU staging needs >= 2 slots of > 0 bytes");
+  }
+  absl::StatusOr<gdr::cuda::GpuInfo> info = gdr::cuda::FindGpu(gpu);
+  if (!info.ok()) return info.status();
+  absl::StatusOr<std::unique_ptr<gdr::cuda::DeviceMemory>> mem =
+      gdr::cuda::DeviceMemory::Create(info->ordinal, bytes);
+  if (!mem.ok()) {
+    return absl::Status(mem.status().code(),
+                        absl::StrCat("cannot allocate ", bytes, " bytes on GPU ", info->ordinal,
+                                     " (", info->pci, "): ", mem.status().message()));
+  }
+  if (absl::Status s = (*mem)->Memset(0); !s.ok()) return s;
+  auto region = std::make_shared<Region>();
+  region->base = (*mem)->ptr();
+  region->size = bytes;
+  region->gpu = std::move(*mem);
+  target_->Register(region);
+  std::unique_ptr<Buffer> buffer(new Buffer(std::move(region), target_));
+  buffer->gpu_pci_ = info->pci;
+  if (!options_.rdma_device.empty()) {
+    buffer->rdma_device_ = options_.rdma_device;
+  } else if (absl::StatusOr<gdr::topo::Topology> topo = gdr::topo::ReadTopology(options_.sysfs_root);
+             topo.ok()) {
+    absl::StatusOr<const gdr::topo::Nic*> nic = gdr::topo::NearestNic(*topo, info->pci);
+    if (nic.ok()) buffer->rdma_device_ = (*nic)->name;
+  }
+  return buffer;
+}
+
+TargetStats Client::target_stats() const {
+  const TcpTargetStats t = target_->stats();
+  TargetStats s;
+  s.refused = t.refused;
+  s.gpu_bytes_to_device = t.gpu.bytes_to_device;
+  s.gpu_bytes_from_device = t.gpu.bytes_from_device;
+  s.gpu_copy_ns = t.gpu.copy_ns;
+  s.gpu_wait_ns = t.gpu.wait_ns;
+  return s;
 }
 
 absl::StatusOr<v1::RemoteBuffer> Client::Describe(const Buffer& buffer, size_t offset,

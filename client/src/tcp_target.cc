@@ -6,6 +6,7 @@
 #include <sys/uio.h>
 
 #include <array>
+#include <map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,7 +18,8 @@ namespace wire = gdr::tcpwire;
 
 absl::StatusOr<std::shared_ptr<TcpTarget>> TcpTarget::Start(const std::string& bind_host,
                                                             uint16_t port,
-                                                            uint32_t max_connections) {
+                                                            uint32_t max_connections,
+                                                            GpuStagingOptions staging) {
   std::shared_ptr<TcpTarget> t(new TcpTarget());
   absl::StatusOr<gdr::ScopedFd> fd = gdr::ListenTcp(bind_host, port, 128, &t->port_);
   if (!fd.ok()) {
@@ -26,6 +28,7 @@ absl::StatusOr<std::shared_ptr<TcpTarget>> TcpTarget::Start(const std::string& b
   }
   t->listen_fd_ = std::move(*fd);
   t->max_connections_ = max_connections;
+  t->staging_ = staging;
   std::random_device rd;
   t->rng_.seed((uint64_t{rd()} << 32) ^ rd());
   t->acceptor_ = std::thread([raw = t.get()] { raw->AcceptLoop(); });
@@ -83,6 +86,10 @@ TcpTargetStats TcpTarget::stats() const {
   TcpTargetStats s;
   s.refused = refused_.load();
   s.bad_frames = bad_frames_.load();
+  s.gpu.bytes_to_device = gpu_to_device_.load();
+  s.gpu.bytes_from_device = gpu_from_device_.load();
+  s.gpu.copy_ns = gpu_copy_ns_.load();
+  s.gpu.wait_ns = gpu_wait_ns_.load();
   absl::MutexLock lock(&mu_);
   for (const auto& c : connections_)
     if (!c->finished.load()) ++s.connections;
@@ -148,19 +155,71 @@ void TcpTarget::AcceptLoop() {
 }
 
 // Serves one daemon link: requests are answered strictly in order. Acks of writes that arrive
-// back to back are sent together once no further request is already buffered.
+// back to back are sent together once no further request is already buffered. GPU regions go
+// through this link's pinned staging pipes: a write's payload is copied to the device while the
+// next one is received, and its ack leaves only once the copies have completed.
 void TcpTarget::Serve(Connection* conn) {
   const int fd = conn->fd.get();
   gdr::BufferedReader reader(fd);
   std::vector<std::array<std::byte, wire::kHeaderSize>> acks;
+  std::vector<bool> ack_on_gpu;  // parallel to acks
   acks.reserve(64);
+  std::map<int, std::unique_ptr<gdr::cuda::StagingPipe>> pipes;
+  std::map<int, gdr::cuda::StagingStats> accounted;
+  // Regions with device copies in flight stay referenced until the copies are done.
+  std::vector<std::shared_ptr<Region>> in_flight;
+
+  auto account = [&](const gdr::cuda::StagingPipe& p) {
+    gdr::cuda::StagingStats& seen = accounted[p.ordinal()];
+    const gdr::cuda::StagingStats& now = p.stats();
+    gpu_to_device_.fetch_add(now.bytes_to_device - seen.bytes_to_device);
+    gpu_from_device_.fetch_add(now.bytes_from_device - seen.bytes_from_device);
+    gpu_copy_ns_.fetch_add(now.copy_ns - seen.copy_ns);
+    gpu_wait_ns_.fetch_add(now.wait_ns - seen.wait_ns);
+    seen = now;
+  };
+  auto pipe_for = [&](int ordinal) -> absl::StatusOr<gdr::cuda::StagingPipe*> {
+    auto it = pipes.find(ordinal);
+    if (it != pipes.end()) return it->second.get();
+    absl::StatusOr<std::unique_ptr<gdr::cuda::StagingPipe>> p =
+        gdr::cuda::StagingPipe::Create(ordinal, staging_.slot_bytes, staging_.slots);
+    if (!p.ok()) return p.status();
+    return pipes.emplace(ordinal, std::move(*p)).first->second.get();
+  };
+  // Waits for every device copy of this link; false when one failed.
+  auto sync_gpu = [&]() -> bool {
+    bool ok = true;
+    for (auto& [ordinal, p] : pipes) {
+      if (!p->busy()) continue;
+      absl::Status s = p->Sync();
+      account(*p);
+      if (!s.ok()) {
+        ok = false;
+        GDR_LOG_EVERY_N_SEC(kError, 1) << "tcp target: copy into GPU " << ordinal
+                                       << " failed: " << s.message();
+      }
+    }
+    in_flight.clear();
+    return ok;
+  };
   auto flush_acks = [&]() -> absl::Status {
     if (acks.empty()) return absl::OkStatus();
+    if (!sync_gpu()) {
+      for (size_t i = 0; i < acks.size(); ++i) {
+        if (!ack_on_gpu[i]) continue;
+        absl::StatusOr<wire::Header> h = wire::Decode(acks[i], wire::kMaxPayload);
+        if (h.ok() && h->status == wire::TargetStatus::kOk) {
+          h->status = wire::TargetStatus::kInternal;
+          wire::Encode(*h, acks[i]);
+        }
+      }
+    }
     std::vector<struct iovec> iov;
     iov.reserve(acks.size());
     for (auto& a : acks) iov.push_back({a.data(), a.size()});
     absl::Status s = gdr::WriteFullV(fd, iov.data(), static_cast<int>(iov.size()));
     acks.clear();
+    ack_on_gpu.clear();
     return s;
   };
   for (;;) {
@@ -176,17 +235,46 @@ void TcpTarget::Serve(Connection* conn) {
       break;
     }
     std::shared_ptr<Region> region = Lookup(req->rkey);
-    const wire::TargetStatus st = Check(region.get(), *req);
+    wire::TargetStatus st = Check(region.get(), *req);
     if (st != wire::TargetStatus::kOk) refused_.fetch_add(1);
+    const bool on_gpu = st == wire::TargetStatus::kOk && region->gpu != nullptr;
+    gdr::cuda::StagingPipe* pipe = nullptr;
+    if (on_gpu) {
+      absl::StatusOr<gdr::cuda::StagingPipe*> p = pipe_for(region->gpu->ordinal());
+      if (p.ok()) {
+        pipe = *p;
+      } else {
+        GDR_LOG_EVERY_N_SEC(kError, 1) << "tcp target: no staging for GPU "
+                                       << region->gpu->ordinal() << ": " << p.status().message();
+        st = wire::TargetStatus::kInternal;
+        refused_.fetch_add(1);
+      }
+    }
     wire::Header resp = *req;
     resp.status = st;
     if (req->opcode == wire::Opcode::kWriteReq) {
       resp.opcode = wire::Opcode::kWriteAck;
-      s = st == wire::TargetStatus::kOk
-              ? reader.Read(region->host + (req->address - region->base), req->length)
-              : reader.Skip(req->length);
-      if (!s.ok()) break;
+      if (pipe != nullptr) {
+        gdr::cuda::StagingPipe::Result r =
+            pipe->ToDevice(req->address, req->length,
+                           [&](std::byte* dst, size_t n) { return reader.Read(dst, n); });
+        account(*pipe);
+        if (!r.io.ok()) break;
+        if (!r.gpu.ok()) {
+          GDR_LOG_EVERY_N_SEC(kError, 1) << "tcp target: copy into GPU failed: "
+                                         << r.gpu.message();
+          resp.status = wire::TargetStatus::kInternal;
+          refused_.fetch_add(1);
+        }
+        in_flight.push_back(region);
+      } else {
+        s = st == wire::TargetStatus::kOk
+                ? reader.Read(region->host + (req->address - region->base), req->length)
+                : reader.Skip(req->length);
+        if (!s.ok()) break;
+      }
       wire::Encode(resp, acks.emplace_back());
+      ack_on_gpu.push_back(pipe != nullptr);
       if (acks.size() >= 64 || !reader.HasBuffered()) {
         if (!flush_acks().ok()) break;
       }
@@ -194,6 +282,41 @@ void TcpTarget::Serve(Connection* conn) {
       resp.opcode = wire::Opcode::kReadData;
       if (!flush_acks().ok()) break;
       std::array<std::byte, wire::kHeaderSize> hdr;
+      if (pipe != nullptr) {
+        bool header_pending = false;
+        gdr::cuda::StagingPipe::Result r = pipe->FromDevice(
+            req->address, req->length,
+            [&]() {
+              header_pending = true;
+              return absl::OkStatus();
+            },
+            [&](const std::byte* src, size_t n) {
+              struct iovec iov[2] = {{hdr.data(), hdr.size()},
+                                     {const_cast<std::byte*>(src), n}};
+              if (header_pending) {
+                header_pending = false;
+                wire::Encode(resp, hdr);
+                return gdr::WriteFullV(fd, iov, 2);
+              }
+              return gdr::WriteFullV(fd, iov + 1, 1);
+            });
+        account(*pipe);
+        if (!r.io.ok()) break;
+        if (r.gpu.ok() && header_pending) {  // zero-length read: the header alone
+          wire::Encode(resp, hdr);
+          if (!gdr::WriteFull(fd, hdr.data(), hdr.size()).ok()) break;
+        }
+        if (!r.gpu.ok()) {
+          GDR_LOG_EVERY_N_SEC(kError, 1) << "tcp target: copy out of GPU failed: "
+                                         << r.gpu.message();
+          refused_.fetch_add(1);
+          if (r.sent_any) break;  // the frame is half sent: only dropping the link is honest
+          resp.status = wire::TargetStatus::kInternal;
+          wire::Encode(resp, hdr);
+          if (!gdr::WriteFull(fd, hdr.data(), hdr.size()).ok()) break;
+        }
+        continue;
+      }
       wire::Encode(resp, hdr);
       struct iovec iov[2] = {{hdr.data(), hdr.size()}, {nullptr, 0}};
       int cnt = 1;
@@ -204,6 +327,7 @@ void TcpTarget::Serve(Connection* conn) {
       if (!gdr::WriteFullV(fd, iov, cnt).ok()) break;
     }
   }
+  sync_gpu();  // no copy may outlive the link's staging memory or its regions
   ::shutdown(fd, SHUT_RDWR);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -15,17 +16,21 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/cuda/gpu.h"
+#include "common/cuda/staging_pipe.h"
 #include "common/socket.h"
 #include "common/tcp_frame.h"
 
 namespace gdrstore {
 
-// One registered region. Memory is released by `release` when the last reference goes, so an
-// access in flight keeps it mapped even after deregistration.
+// One registered region. Memory is released by `release` (host) or with `gpu` (device memory)
+// when the last reference goes, so an access in flight keeps it mapped even after
+// deregistration.
 struct Region {
-  uint64_t base = 0;  // iova (= host address for host memory)
+  uint64_t base = 0;  // iova (= host address for host memory, the CUdeviceptr for GPU memory)
   size_t size = 0;
-  std::byte* host = nullptr;
+  std::byte* host = nullptr;  // null for GPU memory: device pointers are never dereferenced
+  std::shared_ptr<const gdr::cuda::DeviceMemory> gpu;  // set for GPU memory
   uint32_t rkey = 0;
   std::function<void()> release;
   ~Region() {
@@ -37,6 +42,13 @@ struct TcpTargetStats {
   uint64_t refused = 0;     // requests answered with an error status
   uint64_t bad_frames = 0;  // connections dropped for a malformed frame
   uint32_t connections = 0;
+  gdr::cuda::StagingStats gpu;  // staging copies into / out of GPU regions, all links
+};
+
+// Pinned staging ring of each daemon link that touches GPU memory (per link and GPU).
+struct GpuStagingOptions {
+  size_t slot_bytes = 1 << 20;
+  int slots = 4;
 };
 
 class TcpTarget {
@@ -44,7 +56,8 @@ class TcpTarget {
   // Listens on bind_host:port (0 = ephemeral) and starts the accept thread.
   static absl::StatusOr<std::shared_ptr<TcpTarget>> Start(const std::string& bind_host,
                                                            uint16_t port,
-                                                           uint32_t max_connections);
+                                                           uint32_t max_connections,
+                                                           GpuStagingOptions staging = {});
   ~TcpTarget();  // Stop()
 
   // Closes the listener and every connection, joins all threads. Idempotent.
@@ -73,6 +86,7 @@ class TcpTarget {
   gdr::ScopedFd listen_fd_;
   uint16_t port_ = 0;
   uint32_t max_connections_ = 0;
+  GpuStagingOptions staging_;
   std::thread acceptor_;
 
   mutable absl::Mutex regions_mu_;
@@ -84,6 +98,7 @@ class TcpTarget {
   std::list<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> bad_frames_{0};
+  std::atomic<uint64_t> gpu_to_device_{0}, gpu_from_device_{0}, gpu_copy_ns_{0}, gpu_wait_ns_{0};
 };
 
 }  // namespace gdrstore

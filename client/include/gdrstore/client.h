@@ -34,6 +34,22 @@ struct ClientOptions {
   uint32_t max_target_connections = 256;
   // Deadline of each data RPC; zero means none.
   std::chrono::milliseconds rpc_timeout{120000};
+  // RDMA device for GPU buffers' registration; empty picks the one nearest each GPU on the
+  // PCIe tree (read from sysfs_root).
+  std::string rdma_device;
+  std::string sysfs_root = "/sys";
+  // Pinned staging ring per daemon link for GPU buffers on the tcp transport.
+  size_t gpu_staging_slot_bytes = 1 << 20;
+  int gpu_staging_slots = 4;
+};
+
+// What this process's tcp target has done so far (all links).
+struct TargetStats {
+  uint64_t refused = 0;                 // requests answered with an error
+  uint64_t gpu_bytes_to_device = 0;     // staged into GPU buffers
+  uint64_t gpu_bytes_from_device = 0;   // staged out of GPU buffers
+  uint64_t gpu_copy_ns = 0;             // GPU time of those copies
+  uint64_t gpu_wait_ns = 0;             // link threads' time blocked on them
 };
 
 // A range of the daemon's store.
@@ -59,26 +75,42 @@ class Client;
 class TcpTarget;
 struct Region;
 
-// Registered, page-aligned host memory. Deregistered (and freed, when the library allocated it)
-// on destruction; an access the daemon has in flight at that moment completes against memory
-// that stays mapped until it is done. Not copyable; data() is safe to use from any thread.
+// Registered memory: page-aligned host memory, or device memory on a GPU. Deregistered (and
+// freed, when the library allocated it) on destruction; an access the daemon has in flight at
+// that moment completes against memory that stays mapped until it is done. Not copyable;
+// every method is safe to call from any thread.
 class Buffer {
  public:
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
+  // Host memory: its address. GPU memory: nullptr (use CopyIn/CopyOut; a device pointer is
+  // never dereferenced on the host).
   std::byte* data() const;
   size_t size() const;
   uint32_t rkey() const;
-  // The address the daemon's descriptors name (the RDMA iova).
+  // The address the daemon's descriptors name (the RDMA iova; the CUdeviceptr on a GPU).
   uint64_t address() const;
+
+  bool on_gpu() const;
+  int gpu_ordinal() const;             // -1 for host memory
+  const std::string& gpu_pci() const;  // "0000:b7:00.0"; empty for host memory
+  // RDMA device nearest the GPU (or ClientOptions::rdma_device); empty when none was found.
+  const std::string& rdma_device() const;
+
+  // Copies between host memory and [offset, offset+n) of the buffer (cuMemcpy for GPU
+  // memory). OUT_OF_RANGE outside the buffer; the driver's error for a failed copy.
+  absl::Status CopyIn(size_t offset, const void* src, size_t n) const;
+  absl::Status CopyOut(size_t offset, void* dst, size_t n) const;
 
  private:
   friend class Client;
   Buffer(std::shared_ptr<Region> region, std::shared_ptr<TcpTarget> target);
   std::shared_ptr<Region> region_;
   std::shared_ptr<TcpTarget> target_;
+  std::string gpu_pci_;
+  std::string rdma_device_;
 };
 
 // Many ops over one Stream RPC. Submit is thread-safe and never blocks; callbacks run on gRPC
@@ -116,6 +148,16 @@ class Client {
 
   // Page-aligned host memory, zero-filled, registered with a fresh random rkey.
   absl::StatusOr<std::unique_ptr<Buffer>> AllocateBuffer(size_t bytes);
+
+  // Device memory on the GPU `gpu` names: a PCI address ("0000:b7:00.0"), its short form
+  // ("b7:00.0", domain 0) or a CUDA ordinal ("0"). cuMemAlloc in the GPU's primary context
+  // with CU_POINTER_ATTRIBUTE_SYNC_MEMOPS set, zero-filled, registered with a fresh rkey.
+  // INVALID_ARGUMENT for a malformed name, NOT_FOUND listing the GPUs present when none
+  // matches, FAILED_PRECONDITION when this host has no NVIDIA driver (or this build no CUDA
+  // support), RESOURCE_EXHAUSTED when the GPU is full.
+  absl::StatusOr<std::unique_ptr<Buffer>> AllocateGpuBuffer(const std::string& gpu, size_t bytes);
+
+  TargetStats target_stats() const;
 
   // The descriptor a request carries for [offset, offset+length) of `buffer`.
   // INVALID_ARGUMENT when the range is outside the buffer.

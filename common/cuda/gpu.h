@@ -1,0 +1,94 @@
+// GPU memory without CUDA in any header: listing the GPUs, choosing one by PCI address or CUDA
+// ordinal, device allocations and pinned host memory. Built against the CUDA Toolkit's headers
+// when GDR_WITH_CUDA is on; the driver is loaded at run time (cuda_api.h), so every function
+// here answers FAILED_PRECONDITION naming the cause on a host without a driver, and on a build
+// without CUDA support.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace gdr::cuda {
+
+struct GpuInfo {
+  int ordinal = -1;       // CUDA device ordinal (as CUDA_VISIBLE_DEVICES orders them)
+  std::string pci;        // canonical, lowercase: "0000:b7:00.0"
+  std::string name;       // "NVIDIA H100 80GB HBM3"
+  uint64_t total_bytes = 0;
+  bool dma_buf = false;   // CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED
+};
+
+// True when this build has GPU support compiled in.
+bool BuiltWithCuda();
+
+// OK when the driver loads and initialises; the reason otherwise (FAILED_PRECONDITION).
+absl::Status DriverStatus();
+
+// Every GPU the driver sees, by ordinal. FAILED_PRECONDITION when there is no driver (or no
+// CUDA support in this build); an empty list is never returned (no GPU is an error too).
+absl::StatusOr<std::vector<GpuInfo>> ListGpus();
+
+// Resolves `spec` (see gpu_select.h) against the GPUs the driver sees.
+absl::StatusOr<GpuInfo> FindGpu(absl::string_view spec);
+
+// cuMemAlloc in the GPU's primary context (what cudaMalloc does) with
+// CU_POINTER_ATTRIBUTE_SYNC_MEMOPS set, so synchronous copies and RDMA see a consistent view.
+// Freed (and the primary context released) on destruction. Copies are synchronous and may be
+// called from any thread. Never dereference ptr() on the host.
+class DeviceMemory {
+ public:
+  // INVALID_ARGUMENT for size 0, RESOURCE_EXHAUSTED when the GPU is full, FAILED_PRECONDITION
+  // without a driver.
+  static absl::StatusOr<std::unique_ptr<DeviceMemory>> Create(int ordinal, size_t bytes);
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  uint64_t ptr() const { return ptr_; }  // CUdeviceptr
+  size_t size() const { return size_; }
+  int ordinal() const { return ordinal_; }
+
+  // Host <-> device copies of [offset, offset+n); OUT_OF_RANGE outside the allocation.
+  absl::Status CopyFromHost(size_t offset, const void* src, size_t n) const;
+  absl::Status CopyToHost(size_t offset, void* dst, size_t n) const;
+  absl::Status Memset(uint8_t value) const;
+
+ private:
+  DeviceMemory(int ordinal, uint64_t ptr, size_t size) : ordinal_(ordinal), ptr_(ptr), size_(size) {}
+  int ordinal_;
+  uint64_t ptr_;
+  size_t size_;
+};
+
+// Page-locked host memory (cuMemHostAlloc, portable), for staging and baselines.
+class PinnedMemory {
+ public:
+  static absl::StatusOr<std::unique_ptr<PinnedMemory>> Create(size_t bytes);
+  ~PinnedMemory();
+  PinnedMemory(const PinnedMemory&) = delete;
+  PinnedMemory& operator=(const PinnedMemory&) = delete;
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  PinnedMemory(std::byte* data, size_t size) : data_(data), size_(size) {}
+  std::byte* data_;
+  size_t size_;
+};
+
+// A dma-buf file descriptor for [ptr, ptr+length) of device memory
+// (cuMemGetHandleForAddressRange); both must be host-page aligned. The caller owns the fd.
+absl::StatusOr<int> DmaBufFd(uint64_t ptr, size_t length);
+
+// Which GPU ordinal owns device pointer `ptr` (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL);
+// INVALID_ARGUMENT when it is not device memory the driver knows.
+absl::StatusOr<int> PointerOrdinal(uint64_t ptr);
+
+}  // namespace gdr::cuda

@@ -1,0 +1,58 @@
+// GPU support for builds without the CUDA Toolkit (GDR_WITH_CUDA=OFF or not found): every entry
+// point answers FAILED_PRECONDITION, so host memory keeps working and --gpu says why it cannot.
+#include "absl/strings/str_cat.h"
+#include "common/cuda/gpu.h"
+#include "common/cuda/gpu_select.h"
+#include "common/cuda/staging_pipe.h"
+
+namespace gdr::cuda {
+namespace {
+absl::Status NoCuda() {
+  return absl::FailedPreconditionError(
+      "this build has no GPU support (configured without the CUDA Toolkit; rebuild with "
+      "-DGDR_WITH_CUDA=ON)");
+}
+}  // namespace
+
+bool BuiltWithCuda() { return false; }
+absl::Status DriverStatus() { return NoCuda(); }
+absl::StatusOr<std::vector<GpuInfo>> ListGpus() { return NoCuda(); }
+absl::StatusOr<GpuInfo> FindGpu(absl::string_view spec) {
+  if (absl::Status s = ValidateGpuSpec(spec); !s.ok()) return s;
+  return absl::FailedPreconditionError(absl::StrCat("GPU '", spec, "': ", NoCuda().message()));
+}
+
+absl::StatusOr<std::unique_ptr<DeviceMemory>> DeviceMemory::Create(int, size_t) {
+  return NoCuda();
+}
+DeviceMemory::~DeviceMemory() = default;
+absl::Status DeviceMemory::CopyFromHost(size_t, const void*, size_t) const { return NoCuda(); }
+absl::Status DeviceMemory::CopyToHost(size_t, void*, size_t) const { return NoCuda(); }
+absl::Status DeviceMemory::Memset(uint8_t) const { return NoCuda(); }
+
+absl::StatusOr<std::unique_ptr<PinnedMemory>> PinnedMemory::Create(size_t) { return NoCuda(); }
+PinnedMemory::~PinnedMemory() = default;
+
+absl::StatusOr<int> DmaBufFd(uint64_t, size_t) { return NoCuda(); }
+absl::StatusOr<int> PointerOrdinal(uint64_t) { return NoCuda(); }
+
+struct StagingPipe::Slot {};
+StagingPipe::StagingPipe(int ordinal, size_t slot_bytes)
+    : ordinal_(ordinal), slot_bytes_(slot_bytes) {}
+StagingPipe::~StagingPipe() = default;
+absl::StatusOr<std::unique_ptr<StagingPipe>> StagingPipe::Create(int, size_t, int) {
+  return NoCuda();
+}
+StagingPipe::Result StagingPipe::ToDevice(uint64_t, size_t,
+                                          absl::FunctionRef<absl::Status(std::byte*, size_t)>) {
+  return Result{absl::OkStatus(), NoCuda(), false};
+}
+StagingPipe::Result StagingPipe::FromDevice(
+    uint64_t, size_t, absl::FunctionRef<absl::Status()>,
+    absl::FunctionRef<absl::Status(const std::byte*, size_t)>) {
+  return Result{absl::OkStatus(), NoCuda(), false};
+}
+absl::Status StagingPipe::Sync() { return absl::OkStatus(); }
+bool StagingPipe::busy() const { return false; }
+
+}  // namespace gdr::cuda

@@ -1,0 +1,233 @@
+#include "common/topo/pci_topology.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace gdr::topo {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string ReadFirstLine(const fs::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  std::getline(in, line);
+  return std::string(absl::StripAsciiWhitespace(line));
+}
+
+bool IsPciAddress(const std::string& s) {
+  static const std::regex re("^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]$");
+  return std::regex_match(s, re);
+}
+
+// Resolves `link` (a sysfs device link) to its place under <root>/devices and splits the path
+// into host bridge, bridges and the device itself.
+absl::StatusOr<PciNode> NodeFromLink(const fs::path& root, const fs::path& link) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(link, ec);
+  if (ec) {
+    return absl::NotFoundError(absl::StrCat("cannot resolve ", link.string(), ": ", ec.message()));
+  }
+  const fs::path devices = fs::canonical(root / "devices", ec);
+  if (ec) {
+    return absl::NotFoundError(absl::StrCat("no ", (root / "devices").string(), ": ",
+                                            ec.message()));
+  }
+  const fs::path rel = real.lexically_relative(devices);
+  std::vector<std::string> parts;
+  for (const fs::path& part : rel) parts.push_back(part.string());
+  if (parts.size() < 2 || parts.front().rfind("pci", 0) != 0 || parts.front() == ".." ||
+      !IsPciAddress(parts.back())) {
+    return absl::NotFoundError(
+        absl::StrCat(link.string(), " -> ", real.string(), " is not a PCI device under ",
+                     devices.string()));
+  }
+  PciNode n;
+  n.host_bridge = parts.front();
+  n.address = parts.back();
+  for (size_t i = 1; i + 1 < parts.size(); ++i) {
+    if (IsPciAddress(parts[i])) n.bridges.push_back(parts[i]);
+  }
+  int numa = -1;
+  if (absl::SimpleAtoi(ReadFirstLine(real / "numa_node"), &numa)) n.numa_node = numa;
+  return n;
+}
+
+size_t SharedBridges(const PciNode& a, const PciNode& b) {
+  if (a.host_bridge != b.host_bridge) return 0;
+  size_t i = 0;
+  while (i < a.bridges.size() && i < b.bridges.size() && a.bridges[i] == b.bridges[i]) ++i;
+  return i;
+}
+
+}  // namespace
+
+std::string PciNode::path() const {
+  std::vector<std::string> parts = {host_bridge};
+  parts.insert(parts.end(), bridges.begin(), bridges.end());
+  parts.push_back(address);
+  return absl::StrJoin(parts, "/");
+}
+
+const char* RelationName(Relation r) {
+  switch (r) {
+    case Relation::kSameSwitch: return "same switch";
+    case Relation::kSameRootPort: return "same root port";
+    case Relation::kSameHostBridge: return "same host bridge";
+    case Relation::kSameNumaNode: return "same NUMA node";
+    case Relation::kAcrossSockets: return "across sockets";
+  }
+  return "?";
+}
+
+const char* RelationShort(Relation r) {
+  switch (r) {
+    case Relation::kSameSwitch: return "SW";
+    case Relation::kSameRootPort: return "RP";
+    case Relation::kSameHostBridge: return "HB";
+    case Relation::kSameNumaNode: return "NODE";
+    case Relation::kAcrossSockets: return "SYS";
+  }
+  return "?";
+}
+
+Relation Relate(const PciNode& a, const PciNode& b) {
+  if (a.host_bridge == b.host_bridge) {
+    const size_t shared = SharedBridges(a, b);
+    if (shared >= 2) return Relation::kSameSwitch;
+    if (shared == 1) return Relation::kSameRootPort;
+    return Relation::kSameHostBridge;
+  }
+  if (a.numa_node >= 0 && a.numa_node == b.numa_node) return Relation::kSameNumaNode;
+  return Relation::kAcrossSockets;
+}
+
+int Hops(const PciNode& a, const PciNode& b) {
+  const size_t shared = SharedBridges(a, b);
+  return static_cast<int>(a.bridges.size() - shared + b.bridges.size() - shared) + 2;
+}
+
+absl::StatusOr<Topology> ReadTopology(const std::string& sysfs_root) {
+  const fs::path root(sysfs_root);
+  const fs::path ib = root / "class" / "infiniband";
+  const fs::path pci = root / "bus" / "pci" / "devices";
+  std::error_code ec;
+  const bool have_ib = fs::is_directory(ib, ec);
+  const bool have_pci = fs::is_directory(pci, ec);
+  if (!have_ib && !have_pci) {
+    return absl::NotFoundError(absl::StrCat("no ", ib.string(), " and no ", pci.string(),
+                                            ": is ", sysfs_root, " a sysfs tree?"));
+  }
+  Topology t;
+  if (have_ib) {
+    for (const fs::directory_entry& e : fs::directory_iterator(ib, ec)) {
+      absl::StatusOr<PciNode> n = NodeFromLink(root, e.path() / "device");
+      if (!n.ok()) continue;  // a software device (rxe, siw) has no PCI parent
+      t.nics.push_back(Nic{e.path().filename().string(), std::move(*n)});
+    }
+  }
+  if (have_pci) {
+    for (const fs::directory_entry& e : fs::directory_iterator(pci, ec)) {
+      if (ReadFirstLine(e.path() / "vendor") != "0x10de") continue;
+      const std::string cls = ReadFirstLine(e.path() / "class");
+      // 0x0300xx VGA, 0x0302xx 3D controller; NVSwitches and bridges are other classes.
+      if (cls.rfind("0x0300", 0) != 0 && cls.rfind("0x0302", 0) != 0) continue;
+      absl::StatusOr<PciNode> n = NodeFromLink(root, e.path());
+      if (!n.ok()) continue;
+      t.gpus.push_back(Gpu{std::move(*n), ReadFirstLine(e.path() / "device")});
+    }
+  }
+  std::sort(t.nics.begin(), t.nics.end(),
+            [](const Nic& a, const Nic& b) { return a.name < b.name; });
+  std::sort(t.gpus.begin(), t.gpus.end(),
+            [](const Gpu& a, const Gpu& b) { return a.pci.address < b.pci.address; });
+  return t;
+}
+
+absl::StatusOr<const Nic*> NearestNic(const Topology& topo, absl::string_view gpu_pci) {
+  const Gpu* gpu = nullptr;
+  for (const Gpu& g : topo.gpus)
+    if (g.pci.address == gpu_pci) gpu = &g;
+  if (gpu == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no GPU at ", gpu_pci, " in the PCI tree"));
+  }
+  if (topo.nics.empty()) return absl::NotFoundError("no RDMA device with a PCI parent");
+  const Nic* best = nullptr;
+  auto key = [&](const Nic& n) {
+    return std::make_tuple(static_cast<int>(Relate(gpu->pci, n.pci)), Hops(gpu->pci, n.pci),
+                           n.name);
+  };
+  for (const Nic& n : topo.nics)
+    if (best == nullptr || key(n) < key(*best)) best = &n;
+  return best;
+}
+
+std::string FormatTopology(const Topology& topo) {
+  std::string out = "RDMA devices:\n";
+  if (topo.nics.empty()) out += "  (none with a PCI parent)\n";
+  for (const Nic& n : topo.nics) {
+    absl::StrAppendFormat(&out, "  %-10s %s  numa %-2d %s\n", n.name, n.pci.address,
+                          n.pci.numa_node, n.pci.path());
+  }
+  out += "GPUs:\n";
+  if (topo.gpus.empty()) out += "  (none)\n";
+  for (const Gpu& g : topo.gpus) {
+    absl::StrAppendFormat(&out, "  %-10s %s  numa %-2d %s\n", g.device_id, g.pci.address,
+                          g.pci.numa_node, g.pci.path());
+  }
+  if (topo.gpus.empty() || topo.nics.empty()) return out;
+  out += "GPU to NIC (SW same switch, RP same root port, HB same host bridge, NODE same NUMA "
+         "node, SYS across sockets):\n";
+  absl::StrAppendFormat(&out, "  %-14s", "");
+  for (const Nic& n : topo.nics) absl::StrAppendFormat(&out, " %-10s", n.name);
+  out += " nearest\n";
+  for (const Gpu& g : topo.gpus) {
+    absl::StrAppendFormat(&out, "  %-14s", g.pci.address);
+    for (const Nic& n : topo.nics) {
+      absl::StrAppendFormat(&out, " %-10s", RelationShort(Relate(g.pci, n.pci)));
+    }
+    absl::StatusOr<const Nic*> best = NearestNic(topo, g.pci.address);
+    absl::StrAppendFormat(&out, " %s (%s)\n", (*best)->name,
+                          RelationName(Relate(g.pci, (*best)->pci)));
+  }
+  return out;
+}
+
+std::string TopologyJson(const Topology& topo) {
+  auto node = [](const PciNode& n) {
+    return absl::StrFormat("\"pci\":\"%s\",\"numa_node\":%d,\"path\":\"%s\"", n.address,
+                           n.numa_node, n.path());
+  };
+  std::string out = "{\"nics\":[";
+  for (size_t i = 0; i < topo.nics.size(); ++i) {
+    absl::StrAppendFormat(&out, "%s{\"name\":\"%s\",%s}", i ? "," : "", topo.nics[i].name,
+                          node(topo.nics[i].pci));
+  }
+  out += "],\"gpus\":[";
+  for (size_t i = 0; i < topo.gpus.size(); ++i) {
+    const Gpu& g = topo.gpus[i];
+    absl::StrAppendFormat(&out, "%s{%s,\"device_id\":\"%s\",\"nics\":{", i ? "," : "",
+                          node(g.pci), g.device_id);
+    for (size_t j = 0; j < topo.nics.size(); ++j) {
+      absl::StrAppendFormat(&out, "%s\"%s\":\"%s\"", j ? "," : "", topo.nics[j].name,
+                            RelationName(Relate(g.pci, topo.nics[j].pci)));
+    }
+    out += "}";
+    absl::StatusOr<const Nic*> best = NearestNic(topo, g.pci.address);
+    if (best.ok()) absl::StrAppendFormat(&out, ",\"nearest_nic\":\"%s\"", (*best)->name);
+    out += "}";
+  }
+  out += "]}";
+  return out;
+}
+
+}  // namespace gdr::topo
