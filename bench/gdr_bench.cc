@@ -36,6 +36,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/gdrctl/bench.h"
+#include "common/cuda/gpu.h"
 #include "common/socket.h"
 #include "common/status_macros.h"
 #include "common/units.h"
@@ -68,9 +69,12 @@ struct Settings {
   uint64_t rate_ops = 20000;      // 4 KiB ops per ops/s measurement
   uint32_t rate_qd = 32;
   int64_t ready_timeout_ms = 20000;
-  std::vector<std::string> only;  // subset of {bw, lat, rate}; empty = all
+  std::vector<std::string> only;  // subset of {bw, lat, rate, gpu}; empty = all
+  std::string gpu;                // GPU for the gpu group (PCI address or ordinal); empty = none
+  uint64_t gpu_copies = 16;       // cuMemcpyHtoD of bw_size per baseline sample
   bool json = false;
   bool Wants(const std::string& group) const {
+    if (group == "gpu" && gpu.empty()) return false;
     return only.empty() || std::find(only.begin(), only.end(), group) != only.end();
   }
 };
@@ -316,16 +320,21 @@ struct Row {
   std::string aim;        // ">= 0.85"
   double aim_ratio = 0;
   bool higher_is_better = true;
+  bool informational = false;  // no aim: the ratio is reported, not judged
   std::vector<double> product, base;  // one sample per repeat
   double product_median() const { return Median(product); }
   double base_median() const { return Median(base); }
   double ratio() const { return base_median() == 0 ? 0 : product_median() / base_median(); }
-  bool met() const { return higher_is_better ? ratio() >= aim_ratio : ratio() <= aim_ratio; }
+  bool met() const {
+    if (informational) return true;
+    return higher_is_better ? ratio() >= aim_ratio : ratio() <= aim_ratio;
+  }
+  const char* verdict() const { return informational ? "-" : (met() ? "yes" : "NO"); }
 };
 
 std::string FormatValue(double v, const std::string& unit) {
   if (unit == "GB/s") return absl::StrFormat("%.3f", v);
-  if (unit == "us") return absl::StrFormat("%.1f", v);
+  if (unit == "us" || unit == "%") return absl::StrFormat("%.1f", v);
   return absl::StrFormat("%.0f", v);
 }
 
@@ -360,18 +369,18 @@ void PrintTable(const std::vector<Row>& rows, const Settings& s, const std::stri
   std::printf("gdr_bench: %d repeats (median shown) after %d warm-up, nproc %u, CPU %s\n",
               s.repeats, s.warmup, std::thread::hardware_concurrency(), MachineCpu().c_str());
   std::printf("daemon: %s\n\n", daemon_cmd.c_str());
-  std::printf("%-40s %12s   %-34s %12s %7s  %-7s %s\n", "measurement", "product", "baseline",
+  std::printf("%-46s %12s   %-34s %12s %7s  %-7s %s\n", "measurement", "product", "baseline",
               "baseline", "ratio", "aim", "met");
   for (const Row& r : rows) {
-    std::printf("%-40s %12s   %-34s %12s %7.2f  %-7s %s\n",
+    std::printf("%-46s %12s   %-34s %12s %7.2f  %-7s %s\n",
                 absl::StrCat(r.name, " [", r.unit, "]").c_str(),
                 FormatValue(r.product_median(), r.unit).c_str(), r.baseline.c_str(),
                 FormatValue(r.base_median(), r.unit).c_str(), r.ratio(), r.aim.c_str(),
-                r.met() ? "yes" : "NO");
+                r.verdict());
   }
   std::printf("\nsamples (product | baseline):\n");
   for (const Row& r : rows) {
-    std::printf("  %-40s %s | %s\n", r.name.c_str(), Samples(r.product, r.unit).c_str(),
+    std::printf("  %-46s %s | %s\n", r.name.c_str(), Samples(r.product, r.unit).c_str(),
                 Samples(r.base, r.unit).c_str());
   }
 }
@@ -406,6 +415,102 @@ class Bench {
     if (s_.Wants("bw")) GDR_RETURN_IF_ERROR(Bandwidth(rows));
     if (s_.Wants("lat")) GDR_RETURN_IF_ERROR(Latency(rows));
     if (s_.Wants("rate")) GDR_RETURN_IF_ERROR(Rate(rows));
+    if (s_.Wants("gpu")) GDR_RETURN_IF_ERROR(Gpu(rows));
+    return absl::OkStatus();
+  }
+
+  // (d) tcp Writes into GPU memory (staged through pinned memory by the client's tcp target)
+  // vs cuMemcpyHtoD from pinned memory, vs the same Writes into host memory, and the share of
+  // the wall time the staging copies kept the GPU's copy engine busy.
+  absl::Status Gpu(std::vector<Row>* rows) {
+    GDR_ASSIGN_OR_RETURN(gdr::cuda::GpuInfo gpu, gdr::cuda::FindGpu(s_.gpu));
+    const uint32_t max_qd = *std::max_element(s_.bw_qds.begin(), s_.bw_qds.end());
+    GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdrstore::Buffer> gbuf,
+                         client_.AllocateGpuBuffer(gpu.pci, max_qd * s_.bw_size));
+    GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdrstore::Buffer> hbuf,
+                         client_.AllocateBuffer(max_qd * s_.bw_size));
+    std::memset(hbuf->data(), 0, hbuf->size());
+    GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdr::cuda::DeviceMemory> dev,
+                         gdr::cuda::DeviceMemory::Create(gpu.ordinal, s_.bw_size));
+    GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdr::cuda::PinnedMemory> pinned,
+                         gdr::cuda::PinnedMemory::Create(s_.bw_size));
+    std::memset(pinned->data(), 0x5a, s_.bw_size);
+    TouchedMemory pageable(s_.bw_size);
+    if (pageable.data() == nullptr) return absl::ResourceExhaustedError("pageable buffer");
+    auto h2d = [&](const void* src) -> absl::StatusOr<double> {
+      const Clock::time_point t0 = Clock::now();
+      for (uint64_t i = 0; i < s_.gpu_copies; ++i) {
+        GDR_RETURN_IF_ERROR(dev->CopyFromHost(0, src, s_.bw_size));
+      }
+      const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+      return static_cast<double>(s_.bw_size * s_.gpu_copies) / secs / 1e9;
+    };
+    const std::string size = gdr::FormatSize(s_.bw_size);
+    if (!s_.json) {
+      std::fprintf(stderr, "  GPU %d %s %s\n", gpu.ordinal, gpu.pci.c_str(), gpu.name.c_str());
+    }
+    {
+      Row row;
+      row.name = absl::StrCat("pinned cuMemcpyHtoD ", size);
+      row.unit = "GB/s";
+      row.baseline = absl::StrCat("pageable cuMemcpyHtoD ", size);
+      row.aim = "info";
+      row.informational = true;
+      Progress(row.name);
+      for (int r = -s_.warmup; r < s_.repeats; ++r) {
+        GDR_ASSIGN_OR_RETURN(double pin, h2d(pinned->data()));
+        GDR_ASSIGN_OR_RETURN(double page, h2d(pageable.data()));
+        if (r < 0) continue;
+        row.product.push_back(pin);
+        row.base.push_back(page);
+      }
+      rows->push_back(std::move(row));
+    }
+    for (uint32_t qd : s_.bw_qds) {
+      Row vs_pinned, vs_host, share;
+      vs_pinned.name = absl::StrCat("tcp Write ", size, " into GPU qd", qd);
+      vs_pinned.unit = "GB/s";
+      vs_pinned.baseline = absl::StrCat("pinned cuMemcpyHtoD ", size);
+      vs_pinned.aim = "info";
+      vs_pinned.informational = true;
+      vs_host.name = vs_pinned.name;
+      vs_host.unit = "GB/s";
+      vs_host.baseline = absl::StrCat("tcp Write ", size, " into host qd", qd);
+      vs_host.aim = ">= 0.85";
+      vs_host.aim_ratio = 0.85;
+      share.name = absl::StrCat("GPU copy time, tcp Write into GPU qd", qd);
+      share.unit = "%";
+      share.baseline = "wall time of the same Writes";
+      share.aim = "<= 0.20";
+      share.aim_ratio = 0.20;
+      share.higher_is_better = false;
+      Progress(vs_pinned.name);
+      for (int r = -s_.warmup; r < s_.repeats; ++r) {
+        GDR_ASSIGN_OR_RETURN(double pin, h2d(pinned->data()));
+        GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult host,
+                             Ops(gdrstore::OpKind::kWrite, s_.bw_size, 0, s_.bw_ops, qd, false,
+                                 hbuf.get()));
+        const gdrstore::TargetStats before = client_.target_stats();
+        GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult dev_res,
+                             Ops(gdrstore::OpKind::kWrite, s_.bw_size, 0, s_.bw_ops, qd, false,
+                                 gbuf.get()));
+        const gdrstore::TargetStats after = client_.target_stats();
+        if (after.gpu_bytes_to_device - before.gpu_bytes_to_device < s_.bw_size * s_.bw_ops) {
+          return absl::InternalError("the Writes into GPU memory did not go through staging");
+        }
+        if (r < 0) continue;
+        vs_pinned.product.push_back(dev_res.gbps);
+        vs_pinned.base.push_back(pin);
+        vs_host.product.push_back(dev_res.gbps);
+        vs_host.base.push_back(host.gbps);
+        share.product.push_back(100.0 * static_cast<double>(after.gpu_copy_ns - before.gpu_copy_ns) /
+                                (dev_res.seconds * 1e9));
+        share.base.push_back(100.0);
+      }
+      rows->push_back(std::move(vs_pinned));
+      rows->push_back(std::move(vs_host));
+      rows->push_back(std::move(share));
+    }
     return absl::OkStatus();
   }
 
@@ -547,8 +652,12 @@ int Main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1u, 1024u));
   app.add_option("--ready-timeout-ms", s.ready_timeout_ms, "how long to wait for the daemon")
       ->capture_default_str();
-  app.add_option("--only", s.only, "run only these groups: bw (a), lat (b), rate (c)")
-      ->check(CLI::IsMember({"bw", "lat", "rate"}));
+  app.add_option("--only", s.only, "run only these groups: bw (a), lat (b), rate (c), gpu (d)")
+      ->check(CLI::IsMember({"bw", "lat", "rate", "gpu"}));
+  app.add_option("--gpu", s.gpu,
+                 "GPU for group (d), tcp Writes into GPU memory (PCI address or CUDA ordinal)");
+  app.add_option("--gpu-copies", s.gpu_copies, "cuMemcpyHtoD per baseline sample")
+      ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{1} << 16));
   app.add_flag("--json", s.json, "print one JSON document instead of the table");
   CLI11_PARSE(app, argc, argv);
   absl::StatusOr<uint64_t> bw = gdr::ParseSize(s.bw_size_text);
@@ -557,6 +666,10 @@ int Main(int argc, char** argv) {
     return 2;
   }
   s.bw_size = *bw;
+  if (std::find(s.only.begin(), s.only.end(), "gpu") != s.only.end() && s.gpu.empty()) {
+    std::fprintf(stderr, "gdr_bench: --only gpu needs --gpu PCI_ADDRESS|ORDINAL\n");
+    return 2;
+  }
 
   auto fail = [](const absl::Status& st) {
     std::fprintf(stderr, "gdr_bench: %s: %s\n", absl::StatusCodeToString(st.code()).c_str(),

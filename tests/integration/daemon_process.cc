@@ -288,7 +288,10 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
   if (!dir.ok()) return dir.status();
   d->dir_ = std::move(*dir);
   const std::string port_file = d->dir_->File("port");
-  std::vector<std::string> argv = {GDR_GDRSTORED_BIN, "--listen", "127.0.0.1:0", "--port-file",
+  // $GDR_GDRSTORED_BIN overrides the built path (test binaries carried to another machine).
+  const char* bin_env = std::getenv("GDR_GDRSTORED_BIN");
+  const std::string bin = bin_env != nullptr && *bin_env != '\0' ? bin_env : GDR_GDRSTORED_BIN;
+  std::vector<std::string> argv = {bin, "--listen", "127.0.0.1:0", "--port-file",
                                    port_file};
   argv.insert(argv.end(), args.begin(), args.end());
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =

@@ -5,6 +5,8 @@
 // into GPU memory runs instead.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/cuda/gpu.h"
@@ -21,7 +23,9 @@ class GdrctlGpuTest : public ::testing::Test {
     dir_ = std::move(*dir);
   }
   ProcessResult Gdrctl(std::vector<std::string> args) {
-    std::vector<std::string> argv = {GDR_GDRCTL_BIN};
+    // $GDR_GDRCTL_BIN overrides the built path (test binaries carried to a GPU host).
+    const char* env = std::getenv("GDR_GDRCTL_BIN");
+    std::vector<std::string> argv = {env != nullptr && *env != '\0' ? env : GDR_GDRCTL_BIN};
     argv.insert(argv.end(), args.begin(), args.end());
     auto r = RunProcess(argv, dir_->path(), absl::StrCat("run", runs_++), absl::Seconds(60));
     EXPECT_TRUE(r.ok()) << r.status();

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# GPU-host checks of GPU memory on the tcp transport, against real device memory:
+#   1. gdrctl topo and the CUDA view of the GPUs;
+#   2. gdrstored + verified gdrctl Writes (store -> GPU) and Reads (GPU -> store), 4 KiB .. 256 MiB,
+#      by full PCI address, short B:D.F and CUDA ordinal;
+#   3. two gdrctl clients on the same GPU at once, each verifying its own extents;
+#   4. the GoogleTest suites that need a GPU (they skip elsewhere);
+#   5. gdr_bench --only gpu: tcp 64 MiB Writes into GPU memory vs pinned cuMemcpyHtoD.
+# Usage: tests/gpu/run-gpu-tests.sh [BIN_DIR]   (BIN_DIR holds gdrstored, gdrctl, gdr_bench and the
+# test binaries; default: ./build with its usual layout). Prints PASS/FAIL per step and exits
+# non-zero when any step failed. Needs an NVIDIA GPU and driver; nothing else from CUDA.
+set -uo pipefail
+
+BIN=${1:-}
+if [[ -z $BIN ]]; then
+  B=build
+  GDRSTORED=$B/daemon/gdrstored GDRCTL=$B/client/gdrctl BENCH=$B/bench/gdr_bench
+  T_MEM=$B/tests/common/gpu_memory_test T_PATH=$B/tests/integration/gpu_data_path_test
+  T_CTL=$B/tests/integration/gdrctl_gpu_test
+else
+  GDRSTORED=$BIN/gdrstored GDRCTL=$BIN/gdrctl BENCH=$BIN/gdr_bench
+  T_MEM=$BIN/gpu_memory_test T_PATH=$BIN/gpu_data_path_test T_CTL=$BIN/gdrctl_gpu_test
+fi
+export GDR_GDRSTORED_BIN=$GDRSTORED GDR_GDRCTL_BIN=$GDRCTL
+WORK=$(mktemp -d /tmp/gdr-gpu-tests.XXXXXX)
+DAEMON_PID=
+FAILED=0
+cleanup() {
+  if [[ -n $DAEMON_PID ]]; then kill -TERM "$DAEMON_PID" 2>/dev/null; wait "$DAEMON_PID" 2>/dev/null; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+step() { echo; echo "=== $*"; }
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; FAILED=$((FAILED + 1)); }
+
+step "host"
+nvidia-smi --query-gpu=index,pci.bus_id,name,driver_version,memory.total --format=csv,noheader || true
+uname -r
+
+step "gdrctl topo"
+if "$GDRCTL" topo; then pass "topo"; else fail "topo"; fi
+GPU_PCI=$("$GDRCTL" topo | awk '/^CUDA devices:/{f=1;next} f&&$1=="0"{print $2; exit}')
+if [[ -z $GPU_PCI ]]; then fail "no CUDA device 0 in gdrctl topo"; echo "FAILED steps: $FAILED"; exit 1; fi
+GPU_SHORT=${GPU_PCI#0000:}
+echo "GPU 0 is $GPU_PCI (short form $GPU_SHORT)"
+
+step "gdrstored"
+"$GDRSTORED" --listen 127.0.0.1:0 --port-file "$WORK/port" --volume vol0=1GiB --volume rw=1GiB \
+  --max-op-size 256MiB --log-level warning >"$WORK/gdrstored.log" 2>&1 &
+DAEMON_PID=$!
+for _ in $(seq 1 600); do [[ -s $WORK/port ]] && break; sleep 0.05; done  # start-up poll, 30 s at most
+PORT=$(cat "$WORK/port" 2>/dev/null)
+if [[ -z $PORT ]] || ! "$GDRCTL" -p "$PORT" info >/dev/null; then
+  fail "gdrstored did not come up"; cat "$WORK/gdrstored.log"; exit 1
+fi
+pass "gdrstored on 127.0.0.1:$PORT (pid $DAEMON_PID)"
+CTL=("$GDRCTL" -p "$PORT")
+
+step "verified Writes and Reads into GPU memory, 4 KiB .. 256 MiB"
+i=0
+for size in 4KiB 64KiB 1MiB 4MiB 16MiB 64MiB 256MiB; do
+  case $((i % 3)) in 0) gpu=$GPU_PCI ;; 1) gpu=$GPU_SHORT ;; 2) gpu=0 ;; esac
+  i=$((i + 1))
+  if "${CTL[@]}" write --gpu "$gpu" --volume vol0 -o 4096 -s "$size" --verify; then
+    pass "write $size --gpu $gpu"
+  else fail "write $size --gpu $gpu"; fi
+  if "${CTL[@]}" read --gpu "$gpu" --volume rw -o 0 -s "$size" --salt $((i + 10)) --verify; then
+    pass "read $size --gpu $gpu"
+  else fail "read $size --gpu $gpu"; fi
+done
+if "${CTL[@]}" write --gpu "$GPU_PCI" --volume vol0 -o 12345 -s 3MiB --buffer-offset 7 --verify; then
+  pass "unaligned write (volume offset 12345, buffer offset 7)"
+else fail "unaligned write"; fi
+if "${CTL[@]}" write --gpu 0000:ff:1f.7 -s 4KiB 2>"$WORK/err"; then
+  fail "--gpu naming no GPU succeeded"
+elif grep -q "GPUs present: 0 $GPU_PCI" "$WORK/err"; then
+  pass "--gpu naming no GPU: $(cat "$WORK/err")"
+else fail "--gpu error text: $(cat "$WORK/err")"; fi
+
+step "two clients on the same GPU at once"
+pids=()
+for c in 0 1; do
+  (
+    for r in 0 1 2 3 4 5 6 7; do
+      off=$(( (c * 8 + r) * 32 * 1048576 ))
+      "${CTL[@]}" write --gpu "$GPU_PCI" --volume vol0 -o $off -s 32MiB --verify || exit 1
+      "${CTL[@]}" read --gpu "$GPU_PCI" --volume rw -o $off -s 32MiB --salt $((100 + c * 8 + r)) --verify || exit 1
+    done
+  ) >"$WORK/client$c.log" 2>&1 &
+  pids+=($!)
+done
+for c in 0 1; do
+  if wait "${pids[$c]}"; then pass "client $c: 8 verified 32 MiB writes + 8 verified reads"
+  else fail "client $c"; cat "$WORK/client$c.log"; fi
+done
+"${CTL[@]}" bench --gpu "$GPU_PCI" -t write -s 64MiB -n 32 --qd 2 -q &
+b0=$!
+"${CTL[@]}" bench --gpu "$GPU_SHORT" -t read -s 64MiB -n 32 --qd 2 -q -o 268435456 &
+b1=$!
+if wait $b0 && wait $b1; then pass "two concurrent gdrctl bench runs on one GPU"; else fail "concurrent bench"; fi
+
+step "GoogleTest suites that need a GPU"
+for t in "$T_MEM" "$T_PATH"; do
+  if "$t" --gtest_brief=1; then pass "$(basename "$t")"; else fail "$(basename "$t")"; fi
+done
+if "$T_CTL" --gtest_brief=1 --gtest_filter='*VerifiedWriteAndReadIntoGpu*:*MalformedGpu*'; then
+  pass "$(basename "$T_CTL")"
+else fail "$(basename "$T_CTL")"; fi
+
+step "gdr_bench --only gpu"
+if "$BENCH" --daemon "$GDRSTORED" --only gpu --gpu "$GPU_PCI" --bw-qd 1 --bw-qd 2; then
+  pass "gdr_bench"
+else fail "gdr_bench"; fi
+
+echo
+if ((FAILED == 0)); then echo "ALL GPU CHECKS PASSED"; else echo "FAILED steps: $FAILED"; fi
+exit $((FAILED > 0))
