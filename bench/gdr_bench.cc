@@ -72,6 +72,7 @@ struct Settings {
   std::vector<std::string> only;  // subset of {bw, lat, rate, gpu}; empty = all
   std::string gpu;                // GPU for the gpu group (PCI address or ordinal); empty = none
   uint64_t gpu_copies = 16;       // cuMemcpyHtoD of bw_size per baseline sample
+  std::string gpu_slot_text = "1MiB";  // the client's staging slot size (ClientOptions)
   bool json = false;
   bool Wants(const std::string& group) const {
     if (group == "gpu" && gpu.empty()) return false;
@@ -656,6 +657,8 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"bw", "lat", "rate", "gpu"}));
   app.add_option("--gpu", s.gpu,
                  "GPU for group (d), tcp Writes into GPU memory (PCI address or CUDA ordinal)");
+  app.add_option("--gpu-slot", s.gpu_slot_text, "client staging slot size for GPU buffers")
+      ->capture_default_str();
   app.add_option("--gpu-copies", s.gpu_copies, "cuMemcpyHtoD per baseline sample")
       ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{1} << 16));
   app.add_flag("--json", s.json, "print one JSON document instead of the table");
@@ -666,6 +669,11 @@ int Main(int argc, char** argv) {
     return 2;
   }
   s.bw_size = *bw;
+  absl::StatusOr<uint64_t> slot = gdr::ParseSize(s.gpu_slot_text);
+  if (!slot.ok() || *slot < 4096 || *slot > (256ull << 20)) {
+    std::fprintf(stderr, "gdr_bench: --gpu-slot must be 4 KiB .. 256 MiB\n");
+    return 2;
+  }
   if (std::find(s.only.begin(), s.only.end(), "gpu") != s.only.end() && s.gpu.empty()) {
     std::fprintf(stderr, "gdr_bench: --only gpu needs --gpu PCI_ADDRESS|ORDINAL\n");
     return 2;
@@ -683,6 +691,7 @@ int Main(int argc, char** argv) {
   {
     gdrstore::ClientOptions o;
     o.daemon_address = (*daemon)->address();
+    o.gpu_staging_slot_bytes = *slot;
     absl::StatusOr<std::unique_ptr<gdrstore::Client>> client = gdrstore::Client::Connect(o);
     if (!client.ok()) return fail(client.status());
     Bench bench(s, **client);
