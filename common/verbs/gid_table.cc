@@ -1,0 +1,133 @@
+#include "common/verbs/gid_table.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace gdr::verbs {
+namespace {
+
+bool ReadLine(const std::string& path, std::string* out) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::getline(in, *out);
+  // sysfs refuses reads of some empty entries (EINVAL): the stream is then bad.
+  if (in.bad()) return false;
+  *out = std::string(absl::StripAsciiWhitespace(*out));
+  return true;
+}
+
+bool IsZero(const Gid& gid) {
+  for (uint8_t b : gid)
+    if (b) return false;
+  return true;
+}
+
+constexpr uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+}  // namespace
+
+absl::StatusOr<Gid> ParseGid(absl::string_view text) {
+  std::vector<absl::string_view> groups = absl::StrSplit(text, ':');
+  if (groups.size() != 8) {
+    return absl::InvalidArgumentError(absl::StrCat("GID '", text, "' does not have 8 groups"));
+  }
+  Gid gid{};
+  for (size_t i = 0; i < 8; ++i) {
+    uint32_t v = 0;
+    if (groups[i].size() != 4 || !absl::SimpleHexAtoi(groups[i], &v)) {
+      return absl::InvalidArgumentError(absl::StrCat("GID '", text, "': bad group '", groups[i], "'"));
+    }
+    gid[2 * i] = static_cast<uint8_t>(v >> 8);
+    gid[2 * i + 1] = static_cast<uint8_t>(v);
+  }
+  return gid;
+}
+
+std::string FormatGid(const Gid& gid) {
+  std::string out;
+  for (size_t i = 0; i < 8; ++i) {
+    absl::StrAppendFormat(&out, "%s%02x%02x", i ? ":" : "", gid[2 * i], gid[2 * i + 1]);
+  }
+  return out;
+}
+
+std::optional<std::string> GidIpv4(const Gid& gid) {
+  if (!std::equal(std::begin(kV4Prefix), std::end(kV4Prefix), gid.begin())) return std::nullopt;
+  return absl::StrFormat("%u.%u.%u.%u", gid[12], gid[13], gid[14], gid[15]);
+}
+
+absl::StatusOr<Gid> GidForIp(absl::string_view ip) {
+  const std::string text(ip);
+  Gid gid{};
+  in_addr v4{};
+  if (inet_pton(AF_INET, text.c_str(), &v4) == 1) {
+    std::copy(std::begin(kV4Prefix), std::end(kV4Prefix), gid.begin());
+    std::memcpy(gid.data() + 12, &v4, 4);
+    return gid;
+  }
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, text.c_str(), &v6) == 1) {
+    std::memcpy(gid.data(), &v6, 16);
+    return gid;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("'", ip, "' is not an IPv4 or IPv6 address"));
+}
+
+std::string DescribeGid(const Gid& gid) {
+  if (auto v4 = GidIpv4(gid)) return *v4;
+  return FormatGid(gid);
+}
+
+absl::StatusOr<std::vector<GidEntry>> ReadGidTable(const std::string& sysfs_root,
+                                                   const std::string& device, int port,
+                                                   int table_len) {
+  const std::string dir = absl::StrCat(sysfs_root, "/class/infiniband/", device, "/ports/", port);
+  std::ifstream probe(dir + "/state");
+  if (!probe) {
+    return absl::NotFoundError(absl::StrCat("no sysfs entry for ", device, " port ", port, " (",
+                                            dir, ")"));
+  }
+  std::vector<GidEntry> table;
+  for (int i = 0; i < table_len; ++i) {
+    std::string text;
+    if (!ReadLine(absl::StrCat(dir, "/gids/", i), &text)) continue;
+    absl::StatusOr<Gid> gid = ParseGid(text);
+    if (!gid.ok() || IsZero(*gid)) continue;
+    GidEntry e;
+    e.index = i;
+    e.gid = *gid;
+    ReadLine(absl::StrCat(dir, "/gid_attrs/types/", i), &e.type);
+    ReadLine(absl::StrCat(dir, "/gid_attrs/ndevs/", i), &e.netdev);
+    table.push_back(std::move(e));
+  }
+  return table;
+}
+
+absl::StatusOr<int> PickRoceV2Gid(const std::vector<GidEntry>& table,
+                                  const std::optional<Gid>& want) {
+  auto is_v2 = [](const GidEntry& e) { return absl::EqualsIgnoreCase(e.type, "RoCE v2"); };
+  if (want) {
+    for (const GidEntry& e : table)
+      if (is_v2(e) && e.gid == *want) return e.index;
+    return absl::NotFoundError(absl::StrCat("no RoCE v2 GID equals ", DescribeGid(*want)));
+  }
+  for (const GidEntry& e : table)
+    if (is_v2(e) && GidIpv4(e.gid)) return e.index;
+  for (const GidEntry& e : table)
+    if (is_v2(e)) return e.index;
+  return absl::NotFoundError("no RoCE v2 GID on this port");
+}
+
+}  // namespace gdr::verbs
