@@ -52,6 +52,37 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   app.add_option("--drain-timeout-ms", drain_ms,
                  "on SIGTERM, wait this long for in-flight RPCs before cancelling them")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{600000}));
+  std::string rc_mode = "auto", poll_mode = "adaptive";
+  int64_t reset_timeout_ms = 10000, spin_us = 50;
+  uint32_t sq_depth = cfg.rc.qp.sq_depth, rd_atomic = cfg.rc.qp.max_rd_atomic;
+  app.add_option("--rc", rc_mode,
+                 "rc transport: auto (use an RDMA device if there is one), on (fail without one), off")
+      ->capture_default_str();
+  app.add_option("--rdma-device", cfg.rc.device.device, "RDMA device by name (e.g. rxe0, mlx5_0)");
+  app.add_option("--rdma-addr", cfg.rc.device.address,
+                 "RDMA device by local IP address (resolved to device, port and RoCE v2 GID)");
+  app.add_option("--rdma-port", cfg.rc.device.port, "device port (0: first ACTIVE)")
+      ->capture_default_str()->check(CLI::Range(0, 255));
+  app.add_option("--rdma-gid-index", cfg.rc.device.gid_index,
+                 "GID index (-1: RoCE v2 IPv4-mapped entry, found in sysfs)")
+      ->capture_default_str()->check(CLI::Range(-1, 65535));
+  app.add_option("--rdma-poll-mode", poll_mode, "completion polling: busy, event, adaptive")
+      ->capture_default_str();
+  app.add_option("--rdma-poll-spin-us", spin_us, "adaptive: poll this long before sleeping")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  app.add_option("--rdma-cq-depth", cfg.rc.poller.cq_depth, "completion queue entries")
+      ->capture_default_str()->check(CLI::Range(16u, 1u << 22));
+  app.add_option("--rc-max-qps", cfg.rc.max_qps, "RC QPs in total, all clients")
+      ->capture_default_str()->check(CLI::Range(1u, 65536u));
+  app.add_option("--rc-max-qps-per-client", cfg.rc.max_qps_per_client,
+                 "RC QPs of one client connection")->capture_default_str()->check(CLI::Range(1u, 64u));
+  app.add_option("--rc-sq-depth", sq_depth, "send queue depth of each RC QP")
+      ->capture_default_str()->check(CLI::Range(1u, 16384u));
+  app.add_option("--rc-max-rd-atomic", rd_atomic, "RDMA READs in flight per RC QP")
+      ->capture_default_str()->check(CLI::Range(1u, 255u));
+  app.add_option("--rc-reset-timeout-ms", reset_timeout_ms,
+                 "a client that does not reconnect a reset QP within this loses its connection")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{600000}));
   app.add_option("--log-level", log_level, "debug, info, warning, error")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -84,6 +115,29 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   cfg.tcp.op_timeout = absl::Milliseconds(op_timeout_ms);
   cfg.tcp.idle_timeout = absl::Seconds(idle_s);
   cfg.drain_timeout = absl::Milliseconds(drain_ms);
+  if (rc_mode == "auto") {
+    cfg.rc_mode = DaemonConfig::RcMode::kAuto;
+  } else if (rc_mode == "on") {
+    cfg.rc_mode = DaemonConfig::RcMode::kOn;
+  } else if (rc_mode == "off") {
+    cfg.rc_mode = DaemonConfig::RcMode::kOff;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--rc must be auto, on or off, not '", rc_mode, "'"));
+  }
+  if (!cfg.rc.device.device.empty() || !cfg.rc.device.address.empty()) {
+    if (cfg.rc_mode == DaemonConfig::RcMode::kOff) {
+      return absl::InvalidArgumentError("--rdma-device/--rdma-addr conflict with --rc off");
+    }
+    cfg.rc_mode = DaemonConfig::RcMode::kOn;
+  }
+  absl::StatusOr<verbs::PollMode> pm = verbs::ParsePollMode(poll_mode);
+  if (!pm.ok()) return absl::InvalidArgumentError(absl::StrCat("--rdma-poll-mode: ", pm.status().message()));
+  cfg.rc.poller.mode = *pm;
+  cfg.rc.poller.spin = absl::Microseconds(spin_us);
+  cfg.rc.qp.sq_depth = sq_depth;
+  cfg.rc.qp.max_rd_atomic = static_cast<uint8_t>(rd_atomic);
+  cfg.rc.chunk_bytes = cfg.tcp.chunk_bytes;
+  cfg.rc.reset_timeout = absl::Milliseconds(reset_timeout_ms);
   absl::StatusOr<LogLevel> level = ParseLogLevel(log_level);
   if (!level.ok()) return absl::InvalidArgumentError(absl::StrCat("--log-level: ", level.status().message()));
   cfg.log_level = *level;

@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "daemon/store.h"
 #include "daemon/store_service.h"
+#include "daemon/rc_initiator.h"
 #include "daemon/tcp_initiator.h"
 
 namespace gdr {
@@ -21,6 +22,11 @@ struct DaemonConfig {
   std::vector<VolumeSpec> volumes;
   ServiceLimits limits;
   TcpInitiatorOptions tcp;
+  // rc: kAuto opens any RDMA device and runs without rc when there is none; kOn (implied by
+  // --rdma-device / --rdma-addr) makes a missing device fatal; kOff never opens one.
+  enum class RcMode { kAuto, kOn, kOff };
+  RcMode rc_mode = RcMode::kAuto;
+  RcInitiatorOptions rc;
   absl::Duration drain_timeout = absl::Seconds(10);
   LogLevel log_level = LogLevel::kInfo;
 };

@@ -20,7 +20,9 @@
 #include "daemon/daemon_config.h"
 #include "daemon/store.h"
 #include "daemon/store_service.h"
+#include "daemon/rc_initiator.h"
 #include "daemon/tcp_initiator.h"
+#include "daemon/transport_router.h"
 
 namespace {
 
@@ -62,8 +64,28 @@ int Run(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<gdr::TcpInitiator>> tcp = gdr::TcpInitiator::Create(cfg->tcp);
   if (!tcp.ok()) return Fatal(tcp.status());
 
+  // rc: an RDMA device, opened once; its absence is fatal only when one was asked for.
+  std::unique_ptr<gdr::RcInitiator> rc;
+  std::string rc_detail = "disabled by configuration (--rc off)";
+  if (cfg->rc_mode != gdr::DaemonConfig::RcMode::kOff) {
+    absl::StatusOr<std::unique_ptr<gdr::RcInitiator>> made =
+        gdr::RcInitiator::Create(cfg->rc, **store);
+    if (made.ok()) {
+      rc = std::move(*made);
+    } else if (cfg->rc_mode == gdr::DaemonConfig::RcMode::kOn) {
+      return Fatal(made.status());
+    } else {
+      rc_detail = std::string(made.status().message());
+      GDR_LOG(kInfo) << "rc transport not offered: " << rc_detail;
+    }
+  }
+
   gdr::OfferedTransports offered;
-  gdr::StoreService service(store->get(), tcp->get(), cfg->limits, offered);
+  offered.rc = rc != nullptr;
+  gdr::TransportRouter router(tcp->get(), rc.get(), nullptr);
+  gdr::StoreService service(store->get(), &router, cfg->limits, offered);
+  service.set_rc(rc.get());
+  service.set_rc_detail(rc_detail);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -72,6 +94,11 @@ int Run(int argc, char** argv) {
   builder.AddListeningPort(cfg->listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(1 << 20);  // control messages only; data never rides gRPC
+  // A client host that vanishes without closing its connection is noticed by keepalive, which
+  // ends its Connect call and so frees its RC QPs.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     return Fatal(absl::UnavailableError(
@@ -79,7 +106,7 @@ int Run(int argc, char** argv) {
   }
   server->GetHealthCheckService()->SetServingStatus(true);
   GDR_LOG(kInfo) << "gdrstored " << GDR_VERSION << " serving gdrstore.v1 on " << cfg->listen
-                 << " (port " << port << "), transports: tcp";
+                 << " (port " << port << "), transports: tcp" << (rc ? ", rc" : "");
   if (!cfg->port_file.empty()) {
     // Write-then-rename so a reader never sees a partial number.
     const std::string tmp = cfg->port_file + ".tmp";
@@ -106,6 +133,7 @@ int Run(int argc, char** argv) {
   }
   server->GetHealthCheckService()->SetServingStatus(false);
   service.StartDrain();
+  if (rc) rc->StartDrain();
   const absl::Time drain_deadline = absl::Now() + cfg->drain_timeout;
   // Server::Shutdown cancels the calls still running at the deadline, but a callback call only
   // ends once its reactor finishes, and ours finish when their transport op completes. An op
@@ -114,15 +142,15 @@ int Run(int argc, char** argv) {
   // those calls and lets Shutdown return.
   absl::Notification drained;
   std::thread canceller([&] {
-    if (!drained.WaitForNotificationWithDeadline(drain_deadline)) (*tcp)->Shutdown();
+    if (!drained.WaitForNotificationWithDeadline(drain_deadline)) router.Shutdown();
   });
   // Stops accepting calls, lets running ones finish until the deadline, then cancels the rest.
   server->Shutdown(absl::ToChronoTime(drain_deadline));
   server->Wait();
   drained.Notify();
   canceller.join();
-  // Anything a cancelled call left on the links fails now; the links close. Idempotent.
-  (*tcp)->Shutdown();
+  // Anything a cancelled call left on the links or QPs fails now; they close. Idempotent.
+  router.Shutdown();
   GDR_LOG(kInfo) << "stopped cleanly";
   return 0;
 }

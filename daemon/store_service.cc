@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "daemon/rc_initiator.h"
 
 namespace gdr {
 
@@ -280,7 +281,12 @@ grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx
     ti->set_detail(detail);
   };
   add(v1::TRANSPORT_TCP, offered_.tcp, offered_.tcp ? "software one-sided emulation over TCP" : "disabled by configuration");
-  add(v1::TRANSPORT_RC, offered_.rc, offered_.rc ? "" : "not built yet: needs the verbs core");
+  std::string rc_detail = rc_detail_;
+  if (rc_ != nullptr) {
+    rc_detail = rc_->device().Describe();
+    rc_->FillInfo(response->mutable_rdma());
+  }
+  add(v1::TRANSPORT_RC, offered_.rc && rc_ != nullptr, rc_detail.c_str());
   add(v1::TRANSPORT_DC, offered_.dc, offered_.dc ? "" : "not built yet: needs an mlx5 DC-capable device");
   for (const auto& [name, volume] : store_->volumes()) {
     auto* vi = response->add_volumes();
@@ -298,6 +304,22 @@ grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx
   auto* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse>* StoreService::Connect(
+    grpc::CallbackServerContext* ctx) {
+  if (rc_ != nullptr && offered_.rc && !draining_.load()) return rc_->OpenConnection(ctx);
+  // Refuses the call: finishes at once with the reason.
+  class Refuse final : public grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse> {
+   public:
+    explicit Refuse(grpc::Status s) { Finish(s); }
+    void OnDone() override { delete this; }
+  };
+  if (draining_.load()) {
+    return new Refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "daemon is shutting down"));
+  }
+  return new Refuse(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                 "transport rc is not offered by this daemon: " + rc_detail_));
 }
 
 grpc::ServerUnaryReactor* StoreService::Ping(grpc::CallbackServerContext* ctx,

@@ -16,6 +16,8 @@
 
 namespace gdr {
 
+class RcInitiator;
+
 struct ServiceLimits {
   uint64_t max_op_bytes = 256ull << 20;
   uint32_t max_inflight_per_stream = 256;
@@ -45,6 +47,14 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx,
                                  const gdrstore::v1::PingRequest* request,
                                  gdrstore::v1::PingResponse* response) override;
+  grpc::ServerBidiReactor<gdrstore::v1::ConnectRequest, gdrstore::v1::ConnectResponse>* Connect(
+      grpc::CallbackServerContext* ctx) override;
+
+  // The rc transport serving Connect and the RDMA part of GetInfo; null (the default) answers
+  // Connect with UNIMPLEMENTED. Set before the server starts; must outlive the service.
+  void set_rc(RcInitiator* rc) { rc_ = rc; }
+  // Why rc is not offered, for GetInfo (e.g. the device error at start).
+  void set_rc_detail(std::string detail) { rc_detail_ = std::move(detail); }
 
   // From now on new ops are refused with UNAVAILABLE; ops already started run to completion.
   void StartDrain() { draining_.store(true); }
@@ -76,6 +86,8 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   InflightLimiter limiter_;
   std::atomic<bool> draining_{false};
   std::atomic<uint32_t> streams_{0};
+  RcInitiator* rc_ = nullptr;
+  std::string rc_detail_ = "no RDMA device configured";
 };
 
 // absl::Status -> grpc::Status with the same code and message.

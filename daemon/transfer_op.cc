@@ -72,6 +72,7 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
         return absl::InvalidArgumentError(
             absl::StrCat("buffer.tcp.port ", tcp.port(), " is not in 1..65535"));
       }
+      op.transport = TransportKind::kTcp;
       op.tcp.host = tcp.host();
       op.tcp.port = static_cast<uint16_t>(tcp.port());
       return op;
@@ -81,7 +82,12 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
         return absl::UnimplementedError(
             "transport rc is not offered by this daemon (no RDMA device; see GetInfo)");
       }
-      return absl::UnimplementedError("transport rc is not implemented yet");
+      if (buffer->rc().connection_id() == 0) {
+        return absl::InvalidArgumentError("buffer.rc.connection_id is 0 (call Connect first)");
+      }
+      op.transport = TransportKind::kRc;
+      op.rc_connection_id = buffer->rc().connection_id();
+      return op;
     case RB::kDc:
       if (!offered.dc) {
         return absl::UnimplementedError(

@@ -26,7 +26,11 @@ struct TcpDestination {
   bool operator==(const TcpDestination&) const = default;
 };
 
+// Which initiator moves the op's bytes (the endpoint kind of its RemoteBuffer).
+enum class TransportKind { kTcp, kRc, kDc };
+
 struct TransferOp {
+  TransportKind transport = TransportKind::kTcp;
   Direction direction = Direction::kStoreToClient;
   std::string volume;
   uint64_t offset = 0;
@@ -35,6 +39,7 @@ struct TransferOp {
   uint64_t remote_address = 0;
   uint32_t rkey = 0;
   TcpDestination tcp;
+  uint64_t rc_connection_id = 0;  // transport rc: RcAccept.connection_id, nonzero
 };
 
 // Which transports this daemon serves; requests naming another answer UNIMPLEMENTED.
