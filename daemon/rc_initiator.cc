@@ -311,6 +311,7 @@ void RcInitiator::Shutdown() {
     Release(c->id(), why);
   }
   conns.clear();
+  if (!poller_) return;  // Create failed before the poller existed: nothing was connected
   {
     absl::MutexLock lock(&mu_);
     auto empty = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return connections_.empty(); };

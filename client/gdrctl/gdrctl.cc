@@ -34,6 +34,11 @@ struct Common {
   std::string target_host;
   int64_t timeout_ms = 120000;
   bool json = false;
+  std::string transport = "tcp";
+  std::string rdma_device;
+  std::string rdma_addr;
+  int gid_index = -1;
+  uint32_t rc_qps = 2;
 };
 
 struct OpArgs {
@@ -76,6 +81,11 @@ absl::StatusOr<std::unique_ptr<gdrstore::Client>> Connect(const Common& c) {
   o.daemon_address = c.daemon.empty() ? absl::StrCat(c.address, ":", c.port) : c.daemon;
   o.target_host = c.target_host;
   o.rpc_timeout = std::chrono::milliseconds(c.timeout_ms);
+  o.transport = c.transport == "rc" ? gdrstore::Transport::kRc : gdrstore::Transport::kTcp;
+  o.rdma_device = c.rdma_device;
+  o.rdma_address = c.rdma_addr;
+  o.rdma_gid_index = c.gid_index;
+  o.rc_qps = c.rc_qps;
   return gdrstore::Client::Connect(o);
 }
 
@@ -110,7 +120,23 @@ int CmdInfo(const Common& c) {
                     ",\"max_inflight_per_stream\":", l.max_inflight_per_stream(),
                     ",\"max_inflight_ops\":", l.max_inflight_ops(),
                     ",\"max_inflight_bytes\":", l.max_inflight_bytes(),
-                    ",\"chunk_bytes\":", l.chunk_bytes(), ",\"max_links\":", l.max_links(), "}}");
+                    ",\"chunk_bytes\":", l.chunk_bytes(), ",\"max_links\":", l.max_links(), "}");
+    if (info->has_rdma()) {
+      const auto& r = info->rdma();
+      absl::StrAppend(&out, ",\"rdma\":{\"device\":\"", r.device(), "\",\"port\":", r.port(),
+                      ",\"port_state\":\"", r.port_state(), "\",\"gid_index\":", r.gid_index(),
+                      ",\"gid\":\"", r.gid_address(), "\",\"mtu\":", r.mtu(),
+                      ",\"rc_qps\":", r.rc_qps(), ",\"rc_max_qps\":", r.rc_max_qps(),
+                      ",\"rc_connections\":", r.rc_connections(), "}");
+    }
+    if (auto mine = (*client)->rdma_info()) {
+      absl::StrAppend(&out, ",\"client_rdma\":{\"device\":\"", mine->device, "\",\"port\":",
+                      mine->port, ",\"port_state\":\"", mine->port_state,
+                      "\",\"gid_index\":", mine->gid_index, ",\"gid\":\"", mine->gid,
+                      "\",\"mtu\":", mine->mtu, ",\"qps\":", mine->qps,
+                      ",\"connection_id\":", mine->connection_id, "}");
+    }
+    absl::StrAppend(&out, "}");
     std::cout << out << "\n";
     return kExitOk;
   }
@@ -133,8 +159,32 @@ int CmdInfo(const Common& c) {
             << "  in flight / daemon  " << l.max_inflight_ops() << " ops, "
             << gdr::FormatSize(l.max_inflight_bytes()) << "\n"
             << "  tcp links           " << l.max_links() << "\n";
-  std::cout << "client tcp target:  " << (*client)->target_host() << ":"
-            << (*client)->target_port() << "\n";
+  if (info->has_rdma()) {
+    const auto& r = info->rdma();
+    std::cout << "rdma (daemon):\n"
+              << absl::StrFormat("  device              %s port %u, %s, %s\n", r.device(), r.port(),
+                                 r.port_state(), r.link_layer())
+              << absl::StrFormat("  GID index           %u: %s (%s)\n", r.gid_index(),
+                                 r.gid_address(), r.gid_type())
+              << absl::StrFormat("  MTU                 %u, max message %s\n", r.mtu(),
+                                 gdr::FormatSize(r.max_msg_bytes()))
+              << absl::StrFormat("  rc QPs              %u in use of %u (%u per client), %u "
+                                 "connections, poller %s\n",
+                                 r.rc_qps(), r.rc_max_qps(), r.rc_max_qps_per_client(),
+                                 r.rc_connections(), r.poll_mode());
+  }
+  if (auto mine = (*client)->rdma_info()) {
+    std::cout << "rdma (this client):\n"
+              << absl::StrFormat("  device              %s port %u, %s\n", mine->device,
+                                 mine->port, mine->port_state)
+              << absl::StrFormat("  GID index           %d: %s\n", mine->gid_index, mine->gid)
+              << absl::StrFormat("  MTU                 %u\n", mine->mtu)
+              << absl::StrFormat("  rc connection       %u: %u QPs to %s\n", mine->connection_id,
+                                 mine->qps, mine->daemon_device);
+  } else {
+    std::cout << "client tcp target:  " << (*client)->target_host() << ":"
+              << (*client)->target_port() << "\n";
+  }
   return kExitOk;
 }
 
@@ -367,6 +417,14 @@ int main(int argc, char** argv) {
                  "address the daemon uses to reach this client's tcp target (default: automatic)");
   app.add_option("--timeout-ms", c.timeout_ms, "deadline of each RPC")->capture_default_str();
   app.add_flag("--json", c.json, "machine-readable output");
+  app.add_option("--transport", c.transport, "how the daemon reaches this process's memory: tcp or rc")
+      ->capture_default_str()->check(CLI::IsMember({"tcp", "rc"}));
+  app.add_option("--rdma-device", c.rdma_device, "rc: RDMA device by name (default: first ACTIVE)");
+  app.add_option("--rdma-addr", c.rdma_addr, "rc: RDMA device by local IP address");
+  app.add_option("--rdma-gid-index", c.gid_index, "rc: GID index (-1: RoCE v2 IPv4-mapped)")
+      ->capture_default_str();
+  app.add_option("--rc-qps", c.rc_qps, "rc: QPs to connect")->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
   app.set_version_flag("--version", GDR_VERSION);
 
   CLI::App* info = app.add_subcommand("info", "daemon version, transports, volumes, limits");

@@ -13,9 +13,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/src/rc_session.h"
 #include "client/src/tcp_target.h"
 #include "common/cuda/gpu.h"
 #include "common/topo/pci_topology.h"
+#include "common/verbs/verbs_status.h"
 
 namespace gdrstore {
 
@@ -66,7 +68,9 @@ void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
 
 Buffer::Buffer(std::shared_ptr<Region> region, std::shared_ptr<TcpTarget> target)
     : region_(std::move(region)), target_(std::move(target)) {}
-Buffer::~Buffer() { target_->Deregister(region_->rkey); }
+Buffer::~Buffer() {
+  if (target_) target_->Deregister(region_->rkey);
+}
 std::byte* Buffer::data() const { return region_->host; }
 bool Buffer::on_gpu() const { return region_->gpu != nullptr; }
 int Buffer::gpu_ordinal() const { return region_->gpu ? region_->gpu->ordinal() : -1; }
@@ -105,7 +109,10 @@ Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel,
       stub_(v1::GdrStore::NewStub(channel_)),
       target_(std::move(target)) {}
 
-Client::~Client() { target_->Stop(); }
+Client::~Client() {
+  if (target_) target_->Stop();
+  if (rc_) rc_->Close();
+}
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   std::string daemon_host;
@@ -114,6 +121,28 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     return s;
   }
   ClientOptions opts = options;
+  if (opts.transport == Transport::kRc) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+    auto channel =
+        grpc::CreateCustomChannel(opts.daemon_address, grpc::InsecureChannelCredentials(), args);
+    auto client = std::unique_ptr<Client>(new Client(std::move(opts), std::move(channel), nullptr));
+    RcSessionOptions ro;
+    ro.device.device = client->options_.rdma_device;
+    ro.device.address = client->options_.rdma_address;
+    ro.device.gid_index = client->options_.rdma_gid_index;
+    ro.qps = client->options_.rc_qps;
+    if (client->options_.rpc_timeout.count() > 0) {
+      ro.connect_timeout = std::min(ro.connect_timeout, client->options_.rpc_timeout);
+    }
+    absl::StatusOr<std::shared_ptr<RcSession>> session = RcSession::Open(client->stub(), ro);
+    if (!session.ok()) {
+      return absl::Status(session.status().code(),
+                          absl::StrCat("rc connect: ", session.status().message()));
+    }
+    client->rc_ = std::move(*session);
+    return client;
+  }
   if (opts.target_host.empty()) {
     if (IsLoopback(daemon_host)) {
       opts.target_host = "127.0.0.1";
@@ -135,7 +164,24 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
 }
 
 const std::string& Client::target_host() const { return options_.target_host; }
-uint16_t Client::target_port() const { return target_->port(); }
+uint16_t Client::target_port() const { return target_ ? target_->port() : 0; }
+
+std::optional<RdmaLocalInfo> Client::rdma_info() const {
+  if (!rc_) return std::nullopt;
+  const gdr::verbs::VerbsDevice& d = rc_->device();
+  RdmaLocalInfo i;
+  i.device = d.name();
+  i.port = d.port().port;
+  i.port_state = gdr::verbs::PortStateName(d.QueryPortState());
+  i.gid_index = d.port().gid_index;
+  i.gid = gdr::verbs::DescribeGid(d.port().gid);
+  i.mtu = gdr::verbs::MtuBytes(d.port().active_mtu);
+  i.qps = rc_->qp_count();
+  i.connection_id = rc_->connection_id();
+  i.daemon_device = rc_->daemon_device();
+  i.qp_resets = rc_->resets();
+  return i;
+}
 
 absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError("buffer size must be > 0");
@@ -150,6 +196,21 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
   region->host = static_cast<std::byte*>(p);
   region->base = reinterpret_cast<uint64_t>(p);
   region->size = bytes;
+  if (rc_) {
+    absl::StatusOr<std::unique_ptr<gdr::verbs::MemoryRegion>> mr = rc_->Register(p, mapped);
+    if (!mr.ok()) {
+      ::munmap(p, mapped);
+      return mr.status();
+    }
+    region->rkey = (*mr)->rkey();
+    // Deregister before unmapping; the session (its PD) lives until then.
+    region->release = [mr = std::shared_ptr<gdr::verbs::MemoryRegion>(std::move(*mr)),
+                       session = rc_, p, mapped]() mutable {
+      mr.reset();
+      ::munmap(p, mapped);
+    };
+    return std::unique_ptr<Buffer>(new Buffer(std::move(region), nullptr));
+  }
   region->release = [p, mapped] { ::munmap(p, mapped); };
   target_->Register(region);
   return std::unique_ptr<Buffer>(new Buffer(std::move(region), target_));
@@ -158,6 +219,10 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
 absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::string& gpu,
                                                                   size_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError("buffer size must be > 0");
+  if (rc_) {
+    return absl::UnimplementedError(
+        "GPU buffers are not offered on the rc transport yet (use --transport tcp)");
+  }
   if (options_.gpu_staging_slot_bytes == 0 || options_.gpu_staging_slots < 2) {
     return absl::InvalidArgumentError("GPU staging needs >= 2 slots of > 0 bytes");
   }
@@ -189,6 +254,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::str
 }
 
 TargetStats Client::target_stats() const {
+  if (!target_) return TargetStats{};
   const TcpTargetStats t = target_->stats();
   TargetStats s;
   s.refused = t.refused;
@@ -210,6 +276,10 @@ absl::StatusOr<v1::RemoteBuffer> Client::Describe(const Buffer& buffer, size_t o
   rb.set_address(buffer.address() + offset);
   rb.set_length(length);
   rb.set_rkey(buffer.rkey());
+  if (rc_) {
+    rb.mutable_rc()->set_connection_id(rc_->connection_id());
+    return rb;
+  }
   rb.mutable_tcp()->set_host(options_.target_host);
   rb.mutable_tcp()->set_port(target_->port());
   return rb;

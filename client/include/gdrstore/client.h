@@ -2,6 +2,10 @@
 // memory the daemon may access one-sidedly, and issues Write (store -> buffer) and Read
 // (buffer -> store) ops, unary or over a Stream, async or blocking.
 //
+// On the rc transport the library opens an RDMA device, connects passive RC QPs to the daemon
+// through the Connect RPC (the call lasts as long as the Client) and registers buffers with
+// ibv_reg_mr; the daemon reads and writes them with one-sided RDMA.
+//
 // On the tcp transport the library runs a small target in this process (a listening socket and
 // one thread per daemon link) that owns the registered regions, gives each a random rkey, and
 // checks rkey and bounds on every access before touching memory.
@@ -13,6 +17,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -22,7 +27,14 @@
 
 namespace gdrstore {
 
+// How the daemon reaches this process's memory.
+enum class Transport {
+  kTcp,  // the library's software target (any host)
+  kRc,   // reliable-connected RDMA QPs on a verbs device (RoCE, InfiniBand, SoftRoCE)
+};
+
 struct ClientOptions {
+  Transport transport = Transport::kTcp;
   // gdrstored's gRPC address, HOST:PORT.
   std::string daemon_address = "127.0.0.1:50051";
   // Address the daemon uses to reach this process's tcp target. Empty: 127.0.0.1 when the
@@ -34,13 +46,20 @@ struct ClientOptions {
   uint32_t max_target_connections = 256;
   // Deadline of each data RPC; zero means none.
   std::chrono::milliseconds rpc_timeout{120000};
-  // RDMA device for GPU buffers' registration; empty picks the one nearest each GPU on the
-  // PCIe tree (read from sysfs_root).
+  // RDMA device by name. rc: the device the QPs and buffers use (empty: the first device with
+  // an ACTIVE port, or the one rdma_address names). GPU buffers: the device they are registered
+  // with (empty: the one nearest each GPU on the PCIe tree, read from sysfs_root).
   std::string rdma_device;
   std::string sysfs_root = "/sys";
   // Pinned staging ring per daemon link for GPU buffers on the tcp transport.
   size_t gpu_staging_slot_bytes = 1 << 20;
   int gpu_staging_slots = 4;
+  // rc: the RDMA device by a local IP address on it (instead of rdma_device). GID index -1:
+  // the port's RoCE v2 IPv4-mapped entry.
+  std::string rdma_address;
+  int rdma_gid_index = -1;
+  // rc: QPs offered to the daemon (it connects up to its per-client limit).
+  uint32_t rc_qps = 2;
 };
 
 // What this process's tcp target has done so far (all links).
@@ -50,6 +69,20 @@ struct TargetStats {
   uint64_t gpu_bytes_from_device = 0;   // staged out of GPU buffers
   uint64_t gpu_copy_ns = 0;             // GPU time of those copies
   uint64_t gpu_wait_ns = 0;             // link threads' time blocked on them
+};
+
+// The rc connection of a Client, for display.
+struct RdmaLocalInfo {
+  std::string device;      // "rxe0"
+  uint32_t port = 0;
+  std::string port_state;  // "ACTIVE"
+  int gid_index = 0;
+  std::string gid;         // the GID, as an IP address when it is one
+  uint32_t mtu = 0;        // active MTU, bytes
+  uint32_t qps = 0;        // QPs connected to the daemon
+  uint64_t connection_id = 0;
+  std::string daemon_device;  // the daemon's device and port
+  uint64_t qp_resets = 0;     // QPs reconnected after a daemon-side error
 };
 
 // A range of the daemon's store.
@@ -73,6 +106,7 @@ using OpCallback = std::function<void(absl::StatusOr<OpResult>)>;
 
 class Client;
 class TcpTarget;
+class RcSession;
 struct Region;
 
 // Registered memory: page-aligned host memory, or device memory on a GPU. Deregistered (and
@@ -182,8 +216,12 @@ class Client {
 
   // For callers that build requests themselves.
   v1::GdrStore::Stub* stub() const { return stub_.get(); }
+  Transport transport() const { return options_.transport; }
+  // tcp only: where the target listens (empty / 0 on rc).
   const std::string& target_host() const;
   uint16_t target_port() const;
+  // rc only: the device and connection in use; nullopt on tcp.
+  std::optional<RdmaLocalInfo> rdma_info() const;
 
  private:
   Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel,
@@ -191,7 +229,8 @@ class Client {
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::GdrStore::Stub> stub_;
-  std::shared_ptr<TcpTarget> target_;
+  std::shared_ptr<TcpTarget> target_;  // tcp
+  std::shared_ptr<RcSession> rc_;      // rc
 };
 
 // grpc::Status -> absl::Status, same code and message.

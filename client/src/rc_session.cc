@@ -1,0 +1,239 @@
+#include "client/src/rc_session.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/verbs/verbs_status.h"
+
+namespace gdrstore {
+
+namespace verbs = gdr::verbs;
+
+// The client half of one Connect call: sends the hello, waits for the accept, then answers
+// every RcResetQp with an RcQpReady. Writes are queued, one in flight.
+class RcSession::Reactor final
+    : public grpc::ClientBidiReactor<v1::ConnectRequest, v1::ConnectResponse> {
+ public:
+  Reactor(RcSession* session, v1::GdrStore::Stub* stub, v1::ConnectRequest hello)
+      : session_(session) {
+    stub->async()->Connect(&ctx_, this);
+    StartRead(&response_);
+    Queue(std::move(hello));
+    StartCall();
+  }
+
+  // Waits for the accept (or the call's end) until `deadline`.
+  absl::StatusOr<v1::RcAccept> WaitAccept(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_until(lock, deadline, [this] { return have_accept_ || done_; })) {
+      lock.unlock();
+      ctx_.TryCancel();
+      lock.lock();
+      cv_.wait(lock, [this] { return done_; });
+      return absl::DeadlineExceededError("the daemon did not answer the rc Connect in time");
+    }
+    if (have_accept_) return accept_;
+    return status_.ok() ? absl::UnavailableError("Connect ended without an accept") : status_;
+  }
+
+  void Close() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!closing_) {
+      closing_ = true;
+      WriteNextLocked();
+    }
+    if (!cv_.wait_for(lock, std::chrono::seconds(10), [this] { return done_; })) {
+      lock.unlock();
+      ctx_.TryCancel();
+      lock.lock();
+      cv_.wait(lock, [this] { return done_; });
+    }
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    if (response_.has_accept()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      accept_ = response_.accept();
+      have_accept_ = true;
+      cv_.notify_all();
+    } else if (response_.has_reset_qp()) {
+      const v1::RcResetQp& r = response_.reset_qp();
+      absl::StatusOr<uint32_t> psn = session_->ResetQp(r.index(), r.psn());
+      if (psn.ok()) {
+        v1::ConnectRequest ready;
+        ready.mutable_qp_ready()->set_index(r.index());
+        ready.mutable_qp_ready()->set_psn(*psn);
+        Queue(std::move(ready));
+        std::lock_guard<std::mutex> lock(mu_);
+        ++resets_;
+      } else {
+        // Leave the QP down; the daemon times the reset out and ends the connection.
+        std::lock_guard<std::mutex> lock(mu_);
+        reset_error_ = psn.status();
+      }
+    }
+    StartRead(&response_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) {
+      write_failed_ = true;
+      return;
+    }
+    out_.pop_front();
+    WriteNextLocked();
+  }
+
+  void OnWritesDoneDone(bool ok) override {}
+
+  void OnDone(const grpc::Status& s) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = s.ok() ? absl::OkStatus()
+                     : absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    done_ = true;
+    cv_.notify_all();
+  }
+
+  uint64_t resets() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return resets_;
+  }
+  absl::Status status() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_ ? status_ : absl::OkStatus();
+  }
+
+ private:
+  void Queue(v1::ConnectRequest msg) {
+    std::lock_guard<std::mutex> lock(mu_);
+    out_.push_back(std::move(msg));
+    WriteNextLocked();
+  }
+  void WriteNextLocked() {
+    if (writing_ || write_failed_ || done_) return;
+    if (!out_.empty()) {
+      writing_ = true;
+      StartWrite(&out_.front());
+    } else if (closing_ && !writes_done_) {
+      writes_done_ = true;
+      StartWritesDone();
+    }
+  }
+
+  RcSession* session_;
+  grpc::ClientContext ctx_;
+  v1::ConnectResponse response_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::ConnectRequest> out_;
+  bool writing_ = false, write_failed_ = false, closing_ = false, writes_done_ = false;
+  bool have_accept_ = false, done_ = false;
+  v1::RcAccept accept_;
+  absl::Status status_;
+  absl::Status reset_error_;
+  uint64_t resets_ = 0;
+};
+
+absl::StatusOr<std::shared_ptr<RcSession>> RcSession::Open(v1::GdrStore::Stub* stub,
+                                                           const RcSessionOptions& options) {
+  if (options.qps == 0 || options.qps > 64) {
+    return absl::InvalidArgumentError("rc QPs per client must be 1..64");
+  }
+  std::shared_ptr<RcSession> s(new RcSession());
+  s->config_.sq_depth = 1;  // passive: never posts
+  s->config_.remote_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  absl::StatusOr<std::unique_ptr<verbs::VerbsDevice>> dev = verbs::VerbsDevice::Open(options.device);
+  if (!dev.ok()) return dev.status();
+  s->device_ = std::move(*dev);
+  s->cq_.reset(ibv_create_cq(s->device_->context(), 16, nullptr, nullptr, 0));
+  if (!s->cq_) return verbs::VerbsError(errno, "ibv_create_cq");
+
+  v1::ConnectRequest hello;
+  v1::RcHello* h = hello.mutable_hello();
+  const verbs::PortInfo& port = s->device_->port();
+  h->set_gid(std::string(reinterpret_cast<const char*>(port.gid.data()), 16));
+  h->set_lid(port.lid);
+  h->set_mtu(verbs::MtuBytes(port.active_mtu));
+  std::vector<uint32_t> psns;
+  for (uint32_t i = 0; i < options.qps; ++i) {
+    absl::StatusOr<std::unique_ptr<verbs::QueuePair>> qp =
+        verbs::CreateRcQp(*s->device_, s->cq_.get(), s->config_);
+    if (!qp.ok()) return qp.status();
+    const uint32_t psn = verbs::RandomPsn();
+    verbs::RcPeer local = verbs::LocalRcPeer(*s->device_, **qp, psn, s->config_);
+    if (i == 0) h->set_max_rd_atomic(local.rd_atomic);
+    auto steps = verbs::RcTransitions(*s->device_, s->config_, psn, verbs::RcPeer{});
+    if (absl::Status st = (*qp)->Modify(steps[0], "INIT"); !st.ok()) return st;
+    v1::RcQp* q = h->add_qps();
+    q->set_qp_number((*qp)->qp_num());
+    q->set_psn(psn);
+    psns.push_back(psn);
+    s->qps_.push_back(std::move(*qp));
+  }
+  s->reactor_ = std::make_unique<Reactor>(s.get(), stub, std::move(hello));
+  absl::StatusOr<v1::RcAccept> accept =
+      s->reactor_->WaitAccept(std::chrono::steady_clock::now() + options.connect_timeout);
+  if (!accept.ok()) return accept.status();
+  if (accept->qps_size() < 1 || accept->qps_size() > static_cast<int>(options.qps) ||
+      accept->gid().size() != 16 || accept->connection_id() == 0) {
+    return absl::InternalError("the daemon's RcAccept is malformed");
+  }
+  verbs::RcPeer daemon;
+  std::memcpy(daemon.gid.data(), accept->gid().data(), 16);
+  daemon.lid = static_cast<uint16_t>(accept->lid());
+  if (absl::Status st = verbs::MtuFromBytes(accept->mtu(), &daemon.mtu); !st.ok()) return st;
+  daemon.rd_atomic = static_cast<uint8_t>(std::clamp<uint32_t>(accept->max_rd_atomic(), 1, 255));
+  s->qps_.resize(static_cast<size_t>(accept->qps_size()));
+  for (int i = 0; i < accept->qps_size(); ++i) {
+    daemon.qp_num = accept->qps(i).qp_number();
+    daemon.psn = accept->qps(i).psn();
+    auto steps = verbs::RcTransitions(*s->device_, s->config_, psns[static_cast<size_t>(i)], daemon);
+    if (absl::Status st = s->qps_[static_cast<size_t>(i)]->BringUp(std::span(steps.data() + 1, 2));
+        !st.ok()) {
+      return st;
+    }
+    s->daemon_qps_.push_back(daemon);
+  }
+  s->connection_id_ = accept->connection_id();
+  s->daemon_device_ = accept->device();
+  return s;
+}
+
+absl::StatusOr<uint32_t> RcSession::ResetQp(uint32_t index, uint32_t daemon_psn) {
+  // Called only from the reactor's read callback, after Open has filled daemon_qps_.
+  if (index >= qps_.size() || index >= daemon_qps_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("reset of unknown QP index ", index));
+  }
+  verbs::RcPeer peer = daemon_qps_[index];
+  peer.psn = daemon_psn & 0xffffff;
+  const uint32_t psn = verbs::RandomPsn();
+  auto steps = verbs::RcTransitions(*device_, config_, psn, peer);
+  if (absl::Status st = qps_[index]->Recover(steps); !st.ok()) return st;
+  daemon_qps_[index] = peer;
+  return psn;
+}
+
+RcSession::~RcSession() { Close(); }
+
+void RcSession::Close() {
+  if (reactor_) reactor_->Close();
+}
+
+uint64_t RcSession::resets() const { return reactor_ ? reactor_->resets() : 0; }
+
+absl::Status RcSession::call_status() const {
+  return reactor_ ? reactor_->status() : absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<verbs::MemoryRegion>> RcSession::Register(void* p, size_t n) const {
+  return verbs::MemoryRegion::Register(
+      device_->pd(), p, n,
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+}
+
+}  // namespace gdrstore

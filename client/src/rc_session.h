@@ -1,0 +1,74 @@
+// The client side of the rc transport: this process's RDMA device, passive RC QPs connected to
+// the daemon's through the Connect RPC, and memory registration on the same PD. The daemon does
+// every RDMA operation; these QPs only respond. When the daemon resets one of its QPs after an
+// error (RcResetQp), the matching QP here is reset and reconnected and the daemon told so.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/verbs/memory_region.h"
+#include "common/verbs/queue_pair.h"
+#include "common/verbs/rc_qp.h"
+#include "common/verbs/verbs_device.h"
+#include "gdrstore/v1/gdrstore.grpc.pb.h"
+
+namespace gdrstore {
+
+struct RcSessionOptions {
+  gdr::verbs::DeviceSelector device;
+  uint32_t qps = 2;  // QPs offered to the daemon (it may take fewer)
+  std::chrono::milliseconds connect_timeout{10000};
+};
+
+class RcSession {
+ public:
+  // Opens the device, creates the QPs, runs the Connect handshake. The errors of the device
+  // (NOT_FOUND naming what exists), of the Connect call (e.g. UNIMPLEMENTED when the daemon has
+  // no rc), DEADLINE_EXCEEDED when the daemon does not answer in time.
+  static absl::StatusOr<std::shared_ptr<RcSession>> Open(gdrstore::v1::GdrStore::Stub* stub,
+                                                         const RcSessionOptions& options);
+  // Close().
+  ~RcSession();
+  RcSession(const RcSession&) = delete;
+  RcSession& operator=(const RcSession&) = delete;
+
+  // Ends the Connect call (the daemon then destroys its QPs) and waits for it. Idempotent.
+  void Close();
+
+  uint64_t connection_id() const { return connection_id_; }
+  const gdr::verbs::VerbsDevice& device() const { return *device_; }
+  const std::string& daemon_device() const { return daemon_device_; }
+  uint32_t qp_count() const { return static_cast<uint32_t>(qps_.size()); }
+  uint64_t resets() const;
+  // The Connect call's status once it has ended; OK while it runs.
+  absl::Status call_status() const;
+
+  // Registers [p, p+n) for local and remote read/write. See MemoryRegion::Register.
+  absl::StatusOr<std::unique_ptr<gdr::verbs::MemoryRegion>> Register(void* p, size_t n) const;
+
+ private:
+  class Reactor;
+  RcSession() = default;
+  // Reconnects QP `index` after the daemon's RcResetQp; returns this side's new PSN.
+  absl::StatusOr<uint32_t> ResetQp(uint32_t index, uint32_t daemon_psn);
+
+  gdr::verbs::RcQpConfig config_;
+  // Dependency order: device (context, PD), CQ, QPs; the reactor last so it goes first.
+  std::unique_ptr<gdr::verbs::VerbsDevice> device_;
+  gdr::verbs::VerbsPtr<ibv_cq> cq_;
+  std::vector<std::unique_ptr<gdr::verbs::QueuePair>> qps_;
+  std::vector<gdr::verbs::RcPeer> daemon_qps_;  // the peer of each QP
+  uint64_t connection_id_ = 0;
+  std::string daemon_device_;
+  std::unique_ptr<Reactor> reactor_;
+};
+
+}  // namespace gdrstore
