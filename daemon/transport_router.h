@@ -2,6 +2,8 @@
 // RemoteBuffer), so the service sees one Initiator whatever transports the daemon runs.
 #pragma once
 
+#include <vector>
+
 #include "daemon/initiator.h"
 
 namespace gdr {
@@ -14,18 +16,41 @@ class TransportRouter final : public Initiator {
 
   // UNIMPLEMENTED for a transport that is not running; otherwise the initiator's answer.
   absl::Status Submit(const TransferOp& op, OpDone done) override {
-    Initiator* target = nullptr;
-    const char* name = "";
-    switch (op.transport) {
-      case TransportKind::kTcp: target = tcp_; name = "tcp"; break;
-      case TransportKind::kRc: target = rc_; name = "rc"; break;
-      case TransportKind::kDc: target = dc_; name = "dc"; break;
-    }
-    if (target == nullptr) {
-      return absl::UnimplementedError(
-          std::string("transport ") + name + " is not running on this daemon (see GetInfo)");
-    }
+    Initiator* target = For(op.transport);
+    if (target == nullptr) return NotRunning(op.transport);
     return target->Submit(op, std::move(done));
+  }
+
+  // Hands each transport its ops as one batch (so the tcp initiator still shares sends).
+  void SubmitBatch(std::span<Submission> batch) override {
+    if (batch.empty()) return;
+    const TransportKind first = batch.front().op.transport;
+    bool mixed = false;
+    for (const Submission& s : batch) mixed |= s.op.transport != first;
+    if (!mixed) {
+      if (Initiator* target = For(first)) {
+        target->SubmitBatch(batch);
+      } else {
+        for (Submission& s : batch) s.status = NotRunning(first);
+      }
+      return;
+    }
+    for (TransportKind kind : {TransportKind::kTcp, TransportKind::kRc, TransportKind::kDc}) {
+      std::vector<size_t> index;
+      std::vector<Submission> part;
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (batch[i].op.transport != kind) continue;
+        index.push_back(i);
+        part.push_back(std::move(batch[i]));
+      }
+      if (part.empty()) continue;
+      if (Initiator* target = For(kind)) {
+        target->SubmitBatch(part);
+      } else {
+        for (Submission& s : part) s.status = NotRunning(kind);
+      }
+      for (size_t j = 0; j < part.size(); ++j) batch[index[j]] = std::move(part[j]);
+    }
   }
 
   void Shutdown() override {
@@ -34,6 +59,20 @@ class TransportRouter final : public Initiator {
   }
 
  private:
+  Initiator* For(TransportKind kind) const {
+    switch (kind) {
+      case TransportKind::kTcp: return tcp_;
+      case TransportKind::kRc: return rc_;
+      case TransportKind::kDc: return dc_;
+    }
+    return nullptr;
+  }
+  static absl::Status NotRunning(TransportKind kind) {
+    const char* name = kind == TransportKind::kTcp ? "tcp" : kind == TransportKind::kRc ? "rc" : "dc";
+    return absl::UnimplementedError(std::string("transport ") + name +
+                                    " is not running on this daemon (see GetInfo)");
+  }
+
   Initiator* tcp_;
   Initiator* rc_;
   Initiator* dc_;
