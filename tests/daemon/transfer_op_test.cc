@@ -171,12 +171,22 @@ TEST_F(ValidateOpTest, NoEndpoint) {
   EXPECT_THAT(op.status().message(), HasSubstr("endpoint"));
 }
 
-TEST_F(ValidateOpTest, RcAndDcAreUnimplemented) {
+TEST_F(ValidateOpTest, RcNeedsTheTransportOfferedAndAConnectionId) {
+  buffer_.mutable_rc()->set_connection_id(7);
+  offered_.rc = false;
+  EXPECT_EQ(Code(), absl::StatusCode::kUnimplemented);
+  offered_.rc = true;
+  auto op = Validate();
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(op->transport, TransportKind::kRc);
+  EXPECT_EQ(op->rc_connection_id, 7u);
+  buffer_.mutable_rc()->set_connection_id(0);
+  EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ValidateOpTest, DcIsUnimplemented) {
   for (bool offered : {false, true}) {
-    offered_.rc = offered;
     offered_.dc = offered;
-    buffer_.mutable_rc()->set_connection_id(7);
-    EXPECT_EQ(Code(), absl::StatusCode::kUnimplemented) << "rc offered=" << offered;
     buffer_.mutable_dc()->set_dct_number(0x123);
     buffer_.mutable_dc()->set_dc_key(42);
     EXPECT_EQ(Code(), absl::StatusCode::kUnimplemented) << "dc offered=" << offered;
