@@ -93,7 +93,13 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
         return absl::UnimplementedError(
             "transport dc is not offered by this daemon (no mlx5 DC-capable device; see GetInfo)");
       }
-      return absl::UnimplementedError("transport dc is not implemented yet");
+      {
+        absl::StatusOr<dc::DcDestination> dest = dc::ParseDcEndpoint(buffer->dc());
+        if (!dest.ok()) return dest.status();
+        op.dc = *dest;
+      }
+      op.transport = TransportKind::kDc;
+      return op;
     case RB::ENDPOINT_NOT_SET:
       return absl::InvalidArgumentError(
           "buffer has no endpoint (or one this daemon does not know): set dc, rc or tcp");

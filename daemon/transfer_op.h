@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "daemon/dc/dc_types.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {
@@ -40,6 +41,7 @@ struct TransferOp {
   uint32_t rkey = 0;
   TcpDestination tcp;
   uint64_t rc_connection_id = 0;  // transport rc: RcAccept.connection_id, nonzero
+  dc::DcDestination dc;  // transport dc: the client's DCT (its access key is never logged)
 };
 
 // Which transports this daemon serves; requests naming another answer UNIMPLEMENTED.

@@ -1,0 +1,109 @@
+// The narrow seam between the dc transport's logic (DCI pool, scheduling, AH cache, recovery)
+// and the few mlx5dv/ibv calls it needs. Mlx5DcDevice (mlx5_dc_device.h) implements it on a
+// real ConnectX through the shared verbs core; tests implement it with a fake that records
+// posted work and injects completions and errors. Nothing above this line touches hardware.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/verbs/completion_poller.h"
+#include "daemon/dc/dc_types.h"
+
+namespace gdr::dc {
+
+// An address handle (ibv_ah) to one remote port. Destroyed when the last holder lets go: the
+// AH cache holds one reference, every op using it holds another until its last completion, so
+// evicting an entry never destroys an AH that a posted work request still names.
+class AddressHandle {
+ public:
+  virtual ~AddressHandle() = default;
+};
+
+// How DCIs are created and taken INIT -> RTR -> RTS. The device fills in what comes from the
+// port (pkey index 0, port number, path MTU).
+struct DciSettings {
+  uint32_t sq_depth = 128;       // send WRs per DCI (capped at the device's max_qp_wr)
+  uint8_t max_rd_atomic = 16;    // RDMA READs in flight per DCI (capped at max_qp_rd_atom)
+  uint8_t timeout = 14;          // local ACK timeout: 4.096 us * 2^timeout per try
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+  uint8_t log_streams = 0;       // DCI stream channels: 2^log_streams; 0 creates no streams
+  uint8_t log_errored = 0;       // errored streams tolerated before the DCI moves to ERR
+};
+
+// Routing of the address handles: RoCEv2 across routers needs a hop limit above 1.
+struct AhSettings {
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0;
+  uint8_t service_level = 0;
+  uint32_t flow_label = 0;
+};
+
+enum class DcOpcode {
+  kWrite,  // store -> client (RPC Write)
+  kRead,   // client -> store (RPC Read)
+};
+
+// One RDMA work request through a DCI. `handler` is the wr_id: the verbs core's completion
+// poller calls it once with the work completion (success or not).
+struct DcWr {
+  verbs::CompletionHandler* handler = nullptr;
+  DcOpcode op = DcOpcode::kWrite;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t local_addr = 0;
+  uint32_t lkey = 0;
+  uint32_t length = 0;
+  AddressHandle* ah = nullptr;
+  uint32_t dct_number = 0;
+  DcAccessKey access_key;
+  uint16_t stream = 0;  // DCI stream channel; 0 when the DCI has none
+};
+
+class DcDevice {
+ public:
+  virtual ~DcDevice() = default;
+
+  // What the device offers; fixed after creation. Thread-safe.
+  virtual const DcCaps& caps() const = 0;
+
+  // Creates DCI number `index` (0-based, dense) with `settings` and brings it to RTS. Errors:
+  // the verbs call that failed (mlx5dv_create_qp, ibv_modify_qp ...) with its errno.
+  virtual absl::Status CreateDci(uint32_t index, const DciSettings& settings) = 0;
+
+  // ibv_create_ah for `key` with the routing in `settings`. The errno status of ibv_create_ah.
+  virtual absl::StatusOr<std::shared_ptr<AddressHandle>> CreateAh(const AhKey& key,
+                                                                  const AhSettings& settings) = 0;
+
+  // Posts `wrs` on DCI `dci` as one doorbell. Callers serialize posting per DCI and reserved
+  // the send-queue slots; the device reserves one completion-queue slot per WR (the CQ may be
+  // shared with other transports) and answers RESOURCE_EXHAUSTED when the CQ is full. On
+  // error nothing of the batch was posted.
+  virtual absl::Status Post(uint32_t dci, std::span<const DcWr> wrs) = 0;
+
+  // `n` completions of posted WRs were consumed: their CQ slots are free again.
+  virtual void ReleaseCompletionSlots(uint32_t n) = 0;
+
+  // Whether DCI `dci` is in the ERR state (ibv_query_qp). With streams, an error completion
+  // leaves the DCI in RTS unless too many streams are in error (mlx5dv_dci_stream_id_reset(3)).
+  virtual absl::StatusOr<bool> DciInError(uint32_t dci) = 0;
+
+  // RESET -> INIT -> RTR -> RTS on a DCI whose work requests have all completed.
+  virtual absl::Status RecoverDci(uint32_t dci) = 0;
+
+  // mlx5dv_dci_stream_id_reset on a stream whose work requests have all completed.
+  virtual absl::Status ResetStream(uint32_t dci, uint16_t stream) = 0;
+
+  // Moves every DCI to ERR so each outstanding work request completes (IBV_WC_WR_FLUSH_ERR).
+  // Used at shutdown. May deliver completions before it returns: never call it with a lock
+  // that a completion handler takes.
+  virtual void FlushAll() = 0;
+};
+
+}  // namespace gdr::dc

@@ -1,0 +1,145 @@
+// The daemon's dc transport: a pool of mlx5 DC initiators (DCIs) that reach any client's DC
+// target by (address handle, DCT number, DC access key) per work request, behind the same
+// Initiator interface as tcp and rc. The DCI count is independent of the number of clients.
+// All hardware access goes through DcDevice (dc_device.h), so this logic is unit-tested with a
+// fake; on a ConnectX the device is Mlx5DcDevice on the shared verbs core.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/verbs/completion_poller.h"
+#include "daemon/dc/ah_cache.h"
+#include "daemon/dc/dc_device.h"
+#include "daemon/dc/dci_scheduler.h"
+#include "daemon/initiator.h"
+
+namespace gdr::dc {
+
+struct DcInitiatorOptions {
+  uint32_t dci_count = 16;   // bounded by the device's max_qp
+  DciSettings dci;           // sq_depth / max_rd_atomic are capped at the device's caps
+  bool use_streams = true;   // DCI stream channels where the device reports them
+  uint8_t log_streams = 4;   // wanted 2^n streams per DCI (capped at the caps)
+  uint8_t log_errored = 2;   // wanted errored streams before the DCI fails (capped)
+  AhSettings ah;
+  size_t ah_cache_size = 1024;
+  uint64_t chunk_bytes = 1 << 20;  // further capped at the port's max message size
+  uint64_t max_op_bytes = 64ull << 20;  // the largest op must fit the pool's send queues
+  uint32_t max_spread = 4;   // DCIs one op's chunks may spread over
+  uint32_t max_attempts = 3; // posts of one chunk when its DCI failed under it (flushes)
+  absl::Duration shutdown_wait = absl::Seconds(10);
+};
+
+// The lkey of registered local (store) memory covering [p, p+len): the daemon registers its
+// volumes once at start. NOT_FOUND / FAILED_PRECONDITION when the range is not registered.
+using LocalKeyFn = std::function<absl::StatusOr<uint32_t>(const std::byte* p, uint64_t len)>;
+
+class DcInitiator final : public Initiator {
+ public:
+  // Checks the device's caps (FAILED_PRECONDITION naming the missing capability when DC is not
+  // available), bounds the options by them (INVALID_ARGUMENT naming the option), creates the
+  // DCIs and brings them to RTS (the failing verbs call's status).
+  static absl::StatusOr<std::unique_ptr<DcInitiator>> Create(std::unique_ptr<DcDevice> device,
+                                                             const DcInitiatorOptions& options,
+                                                             LocalKeyFn local_key);
+  ~DcInitiator() override;
+
+  // `op.dc` is the destination. RESOURCE_EXHAUSTED when the DCIs' send queues lack room for
+  // its chunks; UNAVAILABLE when no DCI is ready or the address handle cannot be made;
+  // CANCELLED after Shutdown. `done` gets OK, or the first chunk's failure: PERMISSION_DENIED
+  // (remote access error: rkey/range/DC key refused), UNAVAILABLE (target unreachable:
+  // retries exceeded), DATA_LOSS (other completion errors), with the verbs status name.
+  // Thread-safe; never blocks on the network.
+  absl::Status Submit(const TransferOp& op, OpDone done) override;
+  void Shutdown() override;
+
+  // What was chosen after capping by the device (for GetInfo and the startup log).
+  struct Effective {
+    uint32_t dci_count = 0;
+    uint32_t sq_depth = 0;
+    uint8_t max_rd_atomic = 0;
+    uint32_t streams_per_dci = 1;
+    uint8_t log_errored = 0;
+    uint64_t chunk_bytes = 0;
+  };
+  const Effective& effective() const { return eff_; }
+
+  struct Stats {
+    uint32_t ready_dcis = 0;
+    uint32_t outstanding_wrs = 0;
+    uint64_t ops_inflight = 0;
+    uint64_t dci_recoveries = 0;
+    uint64_t stream_resets = 0;
+    uint64_t reposted_wrs = 0;
+    uint32_t failed_dcis = 0;
+  };
+  Stats stats() const;
+  const AhCache& ah_cache() const { return *ah_cache_; }
+
+ private:
+  struct Op;
+  // One work request's completion context; its address is the wr_id.
+  struct Work final : verbs::CompletionHandler {
+    void OnCompletion(const ibv_wc& wc) override;
+    Op* op = nullptr;
+    uint64_t offset = 0;  // into the op
+    uint32_t length = 0;
+    uint32_t dci = 0;
+    uint16_t stream = 0;
+    uint32_t attempts = 0;
+  };
+  struct Op {
+    DcInitiator* owner = nullptr;
+    TransferOp op;
+    uint32_t lkey = 0;
+    std::shared_ptr<AddressHandle> ah;
+    OpDone done;
+    std::vector<Work> works;  // sized once: addresses stay valid while posted
+    uint32_t pending = 0;     // works without a final outcome yet
+    absl::Status status;      // first failure
+  };
+  using Finished = std::vector<std::pair<OpDone, absl::Status>>;
+
+  DcInitiator(std::unique_ptr<DcDevice> device, const DcInitiatorOptions& options,
+              LocalKeyFn local_key, Effective eff);
+  void OnWorkCompletion(Work* w, ibv_wc_status status, uint32_t vendor_err);
+  DcWr MakeWr(const Work& w) const;
+  // Recovers `dci` / its `stream` once drained; returns after any device call.
+  void MaybeRecover(uint32_t dci, uint16_t stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reposts flushed works while the pool has room.
+  void DrainRetries(Finished* finished) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One work has its final outcome; collects the op into `finished` when it was its last.
+  void Settle(Op* op, Finished* finished) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Fail(Op* op, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string Describe(const Work& w) const;
+
+  // The device first: destroyed last, after every op (Shutdown drained them).
+  std::unique_ptr<DcDevice> device_;
+  const DcInitiatorOptions options_;
+  const LocalKeyFn local_key_;
+  const Effective eff_;
+  std::unique_ptr<AhCache> ah_cache_;
+  mutable absl::Mutex mu_;
+  DciScheduler sched_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<Op*, std::unique_ptr<Op>> ops_ ABSL_GUARDED_BY(mu_);
+  std::deque<Work*> retry_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool flushed_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t dci_recoveries_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t stream_resets_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t reposted_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace gdr::dc

@@ -1,0 +1,87 @@
+// Value types of the dc transport that need no hardware: where a DC target is (the validated
+// DcEndpoint of a request), the key an address handle is cached under, the device's DC
+// capabilities, and the DC access key wrapper that keeps the secret out of every log line.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "absl/hash/hash.h"
+#include "absl/status/statusor.h"
+#include "gdrstore/v1/gdrstore.pb.h"
+
+namespace gdr::dc {
+
+using DcGid = std::array<uint8_t, 16>;
+
+// The DC access key a client's DCT was created with. A secret: streaming it prints
+// "<dc key redacted>", so a log line that includes a destination can never leak it.
+class DcAccessKey {
+ public:
+  DcAccessKey() = default;
+  explicit DcAccessKey(uint64_t value) : value_(value) {}
+  uint64_t value() const { return value_; }
+  bool operator==(const DcAccessKey&) const = default;
+  friend std::ostream& operator<<(std::ostream& os, const DcAccessKey&) {
+    return os << "<dc key redacted>";
+  }
+
+ private:
+  uint64_t value_ = 0;
+};
+
+// Where a DC target lives on the fabric: the AH is built from this (GID for RoCE/routed
+// traffic, LID for InfiniBand).
+struct AhKey {
+  DcGid gid{};
+  uint16_t lid = 0;
+  bool operator==(const AhKey&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const AhKey& k) {
+    return H::combine(std::move(h), k.gid, k.lid);
+  }
+};
+
+// A destination for scheduling: one DCT on one port. The access key is carried per work
+// request, not part of the identity, so a stale key cannot split a destination in two.
+struct DestKey {
+  uint32_t dct_number = 0;
+  AhKey addr;
+  bool operator==(const DestKey&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const DestKey& k) {
+    return H::combine(std::move(h), k.dct_number, k.addr);
+  }
+};
+
+// A request's DC endpoint after validation.
+struct DcDestination {
+  DestKey key;
+  DcAccessKey access_key;
+};
+
+// "DCT 0x1234 at fe80::...:1 (lid 0)": never includes the access key.
+std::string DescribeDest(const DestKey& key);
+
+// Range-checks a DcEndpoint from the wire: DCT number 1..0xFFFFFF, GID empty or 16 bytes,
+// LID 0..0xFFFF, and GID or LID present. INVALID_ARGUMENT naming the field otherwise. The
+// error messages never quote the key.
+absl::StatusOr<DcDestination> ParseDcEndpoint(const gdrstore::v1::DcEndpoint& endpoint);
+
+// What the device offers for DC, as queried through the seam (see dc_device.h).
+struct DcCaps {
+  bool mlx5 = false;          // mlx5dv_is_supported() on the device
+  bool dc = false;            // DC initiators can be created (probed with one DCI)
+  std::string why_not;        // when !mlx5 || !dc: one line naming the missing capability
+  uint32_t max_qp = 0;        // ibv_device_attr.max_qp
+  uint32_t max_qp_wr = 0;     // ibv_device_attr.max_qp_wr
+  uint8_t max_qp_rd_atom = 0; // ibv_device_attr.max_qp_rd_atom: RDMA READs in flight per QP
+  // DCI stream channels (MLX5DV_CONTEXT_MASK_DCI_STREAMS); 0 when the device has none.
+  uint8_t max_log_num_concurent = 0;
+  uint8_t max_log_num_errored = 0;
+  uint32_t port_max_msg_size = 0;
+};
+
+}  // namespace gdr::dc
