@@ -83,6 +83,8 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   app.add_option("--rc-reset-timeout-ms", reset_timeout_ms,
                  "a client that does not reconnect a reset QP within this loses its connection")
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{600000}));
+  dc::DcFlagValues dc_flags;
+  dc::AddDcFlags(app, &dc_flags);
   app.add_option("--log-level", log_level, "debug, info, warning, error")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -129,6 +131,12 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
       return absl::InvalidArgumentError("--rdma-device/--rdma-addr conflict with --rc off");
     }
     cfg.rc_mode = DaemonConfig::RcMode::kOn;
+  }
+  GDR_ASSIGN_OR_RETURN(cfg.dc, dc::FinishDcFlags(dc_flags));
+  if (cfg.dc.mode == dc::DcTransportConfig::Mode::kOn &&
+      cfg.rc_mode == DaemonConfig::RcMode::kOff) {
+    return absl::InvalidArgumentError(
+        "--dc on needs the RDMA device that --rc off leaves closed (dc runs on rc's device)");
   }
   absl::StatusOr<verbs::PollMode> pm = verbs::ParsePollMode(poll_mode);
   if (!pm.ok()) return absl::InvalidArgumentError(absl::StrCat("--rdma-poll-mode: ", pm.status().message()));

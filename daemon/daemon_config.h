@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/log.h"
+#include "daemon/dc/dc_transport.h"
 #include "daemon/store.h"
 #include "daemon/store_service.h"
 #include "daemon/rc_initiator.h"
@@ -27,6 +28,8 @@ struct DaemonConfig {
   enum class RcMode { kAuto, kOn, kOff };
   RcMode rc_mode = RcMode::kAuto;
   RcInitiatorOptions rc;
+  // dc: runs on rc's device; auto offers it where the device is mlx5 and can do DC.
+  dc::DcTransportConfig dc;
   absl::Duration drain_timeout = absl::Seconds(10);
   LogLevel log_level = LogLevel::kInfo;
 };

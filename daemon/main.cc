@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "daemon/daemon_config.h"
+#include "daemon/dc/dc_transport.h"
 #include "daemon/store.h"
 #include "daemon/store_service.h"
 #include "daemon/rc_initiator.h"
@@ -80,12 +81,25 @@ int Run(int argc, char** argv) {
     }
   }
 
+  // dc: a DCI pool on rc's device, offered only where the device is mlx5 and can do DC.
+  // Declared after rc so that it is destroyed first (it uses rc's poller and MRs).
+  absl::StatusOr<gdr::dc::DcStart> dc = gdr::dc::StartDcTransport(
+      cfg->dc, rc.get(), rc_detail, cfg->limits.max_op_bytes, cfg->rc.chunk_bytes);
+  if (!dc.ok()) return Fatal(dc.status());
+  if (dc->initiator) {
+    GDR_LOG(kInfo) << "dc: " << dc->detail;
+  } else {
+    GDR_LOG(kInfo) << "dc transport not offered: " << dc->detail;
+  }
+
   gdr::OfferedTransports offered;
   offered.rc = rc != nullptr;
-  gdr::TransportRouter router(tcp->get(), rc.get(), nullptr);
+  offered.dc = dc->initiator != nullptr;
+  gdr::TransportRouter router(tcp->get(), rc.get(), dc->initiator.get());
   gdr::StoreService service(store->get(), &router, cfg->limits, offered);
   service.set_rc(rc.get());
   service.set_rc_detail(rc_detail);
+  service.set_dc_detail(dc->detail);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -354,4 +354,13 @@ void RcInitiator::FillInfo(v1::RdmaInfo* info) const {
   info->set_rc_connections(s.connections);
 }
 
+absl::StatusOr<uint32_t> RcInitiator::VolumeLkey(const std::string& volume) const {
+  auto it = volume_mrs_.find(volume);
+  if (it == volume_mrs_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("volume '", volume, "' is not registered with ", device_->name()));
+  }
+  return it->second->lkey();
+}
+
 }  // namespace gdr

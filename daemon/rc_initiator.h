@@ -65,6 +65,10 @@ class RcInitiator final : public Initiator {
   void FillInfo(gdrstore::v1::RdmaInfo* info) const;
   RcStats stats() const;
   const verbs::VerbsDevice& device() const { return *device_; }
+  // The device's one completion poller and the volumes' lkeys, shared with the dc transport
+  // (which runs on the same device). FAILED_PRECONDITION for a volume that is not registered.
+  verbs::CompletionPoller* poller() const { return poller_.get(); }
+  absl::StatusOr<uint32_t> VolumeLkey(const std::string& volume) const;
   bool Healthy() const { return poller_->Healthy(absl::Seconds(5)); }
 
  private:

@@ -287,7 +287,7 @@ grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx
     rc_->FillInfo(response->mutable_rdma());
   }
   add(v1::TRANSPORT_RC, offered_.rc && rc_ != nullptr, rc_detail.c_str());
-  add(v1::TRANSPORT_DC, offered_.dc, offered_.dc ? "" : "not built yet: needs an mlx5 DC-capable device");
+  add(v1::TRANSPORT_DC, offered_.dc, dc_detail_.c_str());
   for (const auto& [name, volume] : store_->volumes()) {
     auto* vi = response->add_volumes();
     vi->set_name(name);

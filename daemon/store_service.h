@@ -55,6 +55,8 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   void set_rc(RcInitiator* rc) { rc_ = rc; }
   // Why rc is not offered, for GetInfo (e.g. the device error at start).
   void set_rc_detail(std::string detail) { rc_detail_ = std::move(detail); }
+  // GetInfo's dc line: what runs (DCIs, device), or why dc is not offered.
+  void set_dc_detail(std::string detail) { dc_detail_ = std::move(detail); }
 
   // From now on new ops are refused with UNAVAILABLE; ops already started run to completion.
   void StartDrain() { draining_.store(true); }
@@ -88,6 +90,7 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   std::atomic<uint32_t> streams_{0};
   RcInitiator* rc_ = nullptr;
   std::string rc_detail_ = "no RDMA device configured";
+  std::string dc_detail_ = "no mlx5 DC-capable device configured";
 };
 
 // absl::Status -> grpc::Status with the same code and message.

@@ -53,8 +53,9 @@ class TransportRouter final : public Initiator {
     }
   }
 
+  // dc before rc: dc runs on rc's device and completion poller, which rc stops.
   void Shutdown() override {
-    for (Initiator* i : {tcp_, rc_, dc_})
+    for (Initiator* i : {tcp_, dc_, rc_})
       if (i) i->Shutdown();
   }
 

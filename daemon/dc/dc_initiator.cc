@@ -122,7 +122,7 @@ absl::Status DcInitiator::Submit(const TransferOp& top, OpDone done) {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::CancelledError("the daemon is shutting down");
   }
-  absl::StatusOr<uint32_t> lkey = local_key_(top.local, top.length);
+  absl::StatusOr<uint32_t> lkey = local_key_(top);
   if (!lkey.ok()) return lkey.status();
   absl::StatusOr<std::shared_ptr<AddressHandle>> ah = ah_cache_->Get(top.dc.key.addr);
   if (!ah.ok()) {

@@ -42,9 +42,10 @@ struct DcInitiatorOptions {
   absl::Duration shutdown_wait = absl::Seconds(10);
 };
 
-// The lkey of registered local (store) memory covering [p, p+len): the daemon registers its
-// volumes once at start. NOT_FOUND / FAILED_PRECONDITION when the range is not registered.
-using LocalKeyFn = std::function<absl::StatusOr<uint32_t>(const std::byte* p, uint64_t len)>;
+// The lkey of the registered store memory an op moves ([op.local, +op.length) of volume
+// op.volume): the daemon registers its volumes once at start. FAILED_PRECONDITION when that
+// memory is not registered.
+using LocalKeyFn = std::function<absl::StatusOr<uint32_t>(const TransferOp& op)>;
 
 class DcInitiator final : public Initiator {
  public:

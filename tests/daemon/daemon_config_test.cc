@@ -204,3 +204,65 @@ TEST(DaemonConfigTest, HelpIsCancelledWithTheHelpText) {
 
 }  // namespace
 }  // namespace gdr
+
+namespace gdr {
+namespace {
+
+TEST(DaemonConfigDcTest, DefaultsAreAutoWithSixteenDcis) {
+  absl::StatusOr<DaemonConfig> c = Parse({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->dc.mode, dc::DcTransportConfig::Mode::kAuto);
+  EXPECT_EQ(c->dc.options.dci_count, 16u);
+  EXPECT_EQ(c->dc.options.dci.max_rd_atomic, 16);
+  EXPECT_EQ(c->dc.options.ah.hop_limit, 64) << "hop limit 1 could not cross a router";
+  EXPECT_TRUE(c->dc.options.use_streams);
+}
+
+TEST(DaemonConfigDcTest, EveryDcFlagParses) {
+  absl::StatusOr<DaemonConfig> c =
+      Parse({"--dc", "on", "--dci-count", "32", "--dc-sq-depth", "256", "--dc-max-rd-atomic", "8",
+             "--dc-timeout", "18", "--dc-retry-cnt", "5", "--dc-rnr-retry", "6",
+             "--dc-log-streams", "0", "--dc-hop-limit", "8", "--dc-traffic-class", "106",
+             "--dc-sl", "3", "--dc-flow-label", "77", "--dc-ah-cache", "99", "--dc-spread", "2"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const dc::DcInitiatorOptions& o = c->dc.options;
+  EXPECT_EQ(c->dc.mode, dc::DcTransportConfig::Mode::kOn);
+  EXPECT_EQ(o.dci_count, 32u);
+  EXPECT_EQ(o.dci.sq_depth, 256u);
+  EXPECT_EQ(o.dci.max_rd_atomic, 8);
+  EXPECT_EQ(o.dci.timeout, 18);
+  EXPECT_EQ(o.dci.retry_cnt, 5);
+  EXPECT_EQ(o.dci.rnr_retry, 6);
+  EXPECT_FALSE(o.use_streams);
+  EXPECT_EQ(o.ah.hop_limit, 8);
+  EXPECT_EQ(o.ah.traffic_class, 106);
+  EXPECT_EQ(o.ah.service_level, 3);
+  EXPECT_EQ(o.ah.flow_label, 77u);
+  EXPECT_EQ(o.ah_cache_size, 99u);
+  EXPECT_EQ(o.max_spread, 2u);
+}
+
+TEST(DaemonConfigDcTest, BadDcValuesNameTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* flag;
+  } cases[] = {
+      {{"--dc", "maybe"}, "--dc"},
+      {{"--dci-count", "0"}, "--dci-count"},
+      {{"--dci-count", "5000"}, "--dci-count"},
+      {{"--dc-retry-cnt", "8"}, "--dc-retry-cnt"},
+      {{"--dc-hop-limit", "0"}, "--dc-hop-limit"},
+      {{"--dc-sl", "16"}, "--dc-sl"},
+      {{"--dc-flow-label", "1048576"}, "--dc-flow-label"},
+      {{"--dc", "on", "--rc", "off"}, "--dc on"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<DaemonConfig> r = Parse(c.args);
+    ASSERT_FALSE(r.ok()) << c.flag;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.flag));
+  }
+}
+
+}  // namespace
+}  // namespace gdr

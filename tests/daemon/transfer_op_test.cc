@@ -184,13 +184,27 @@ TEST_F(ValidateOpTest, RcNeedsTheTransportOfferedAndAConnectionId) {
   EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(ValidateOpTest, DcIsUnimplemented) {
-  for (bool offered : {false, true}) {
-    offered_.dc = offered;
-    buffer_.mutable_dc()->set_dct_number(0x123);
-    buffer_.mutable_dc()->set_dc_key(42);
-    EXPECT_EQ(Code(), absl::StatusCode::kUnimplemented) << "dc offered=" << offered;
-  }
+TEST_F(ValidateOpTest, DcNotOfferedIsUnimplemented) {
+  buffer_.mutable_dc()->set_dct_number(0x123);
+  buffer_.mutable_dc()->set_dc_key(42);
+  buffer_.mutable_dc()->set_lid(3);
+  EXPECT_EQ(Code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST_F(ValidateOpTest, OfferedDcEndpointIsValidated) {
+  offered_.dc = true;
+  buffer_.mutable_dc()->set_dct_number(0x123);
+  buffer_.mutable_dc()->set_dc_key(42);
+  EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument) << "neither GID nor LID";
+  buffer_.mutable_dc()->set_lid(3);
+  absl::StatusOr<TransferOp> dc = Validate();
+  ASSERT_TRUE(dc.ok()) << dc.status();
+  EXPECT_EQ(dc->transport, TransportKind::kDc);
+  EXPECT_EQ(dc->dc.key.dct_number, 0x123u);
+  EXPECT_EQ(dc->dc.key.addr.lid, 3);
+  EXPECT_EQ(dc->dc.access_key.value(), 42u);
+  buffer_.mutable_dc()->set_dct_number(0);
+  EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ValidateOpTest, TcpDisabledIsUnimplemented) {

@@ -28,8 +28,10 @@ struct Harness {
     auto dev = std::make_unique<FakeDcDevice>(std::move(caps));
     fake = dev.get();
     store.resize(64 << 20);
-    auto init = DcInitiator::Create(std::move(dev), opt, [this](const std::byte* p, uint64_t n)
+    auto init = DcInitiator::Create(std::move(dev), opt, [this](const TransferOp& op)
                                         -> absl::StatusOr<uint32_t> {
+      const std::byte* p = op.local;
+      const uint64_t n = op.length;
       if (p < store.data() || p + n > store.data() + store.size()) {
         return absl::FailedPreconditionError("memory not registered");
       }
@@ -167,7 +169,7 @@ TEST(DcInitiatorTest, TheLargestOpMustFitThePool) {
 TEST(DcInitiatorTest, DciCreationFailureNamesTheDciAndTheCall) {
   auto dev = std::make_unique<FakeDcDevice>(FakeDcDevice::ConnectX6Caps());
   dev->set_fail_create_dci_at(3);
-  auto init = DcInitiator::Create(std::move(dev), Small(), [](const std::byte*, uint64_t) {
+  auto init = DcInitiator::Create(std::move(dev), Small(), [](const TransferOp&) {
     return absl::StatusOr<uint32_t>(kLkey);
   });
   ASSERT_FALSE(init.ok());
