@@ -12,12 +12,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "client/gdrctl/bench.h"
 #include "common/cuda/gpu.h"
 #include "common/cuda/gpu_select.h"
 #include "common/topo/pci_topology.h"
 #include "common/pattern.h"
 #include "common/units.h"
+#include "client/gdrctl/selftest.h"
 #include "gdrstore/client.h"
 
 namespace {
@@ -76,17 +78,24 @@ int Fail(const absl::Status& s, const std::string& context) {
                                         s.message()));
 }
 
-absl::StatusOr<std::unique_ptr<gdrstore::Client>> Connect(const Common& c) {
+gdrstore::ClientOptions ClientOptionsOf(const Common& c) {
   gdrstore::ClientOptions o;
   o.daemon_address = c.daemon.empty() ? absl::StrCat(c.address, ":", c.port) : c.daemon;
   o.target_host = c.target_host;
   o.rpc_timeout = std::chrono::milliseconds(c.timeout_ms);
-  o.transport = c.transport == "rc" ? gdrstore::Transport::kRc : gdrstore::Transport::kTcp;
+  o.transport = c.transport == "rc"     ? gdrstore::Transport::kRc
+                : c.transport == "dc"   ? gdrstore::Transport::kDc
+                : c.transport == "auto" ? gdrstore::Transport::kAuto
+                                        : gdrstore::Transport::kTcp;
   o.rdma_device = c.rdma_device;
   o.rdma_address = c.rdma_addr;
   o.rdma_gid_index = c.gid_index;
   o.rc_qps = c.rc_qps;
-  return gdrstore::Client::Connect(o);
+  return o;
+}
+
+absl::StatusOr<std::unique_ptr<gdrstore::Client>> Connect(const Common& c) {
+  return gdrstore::Client::Connect(ClientOptionsOf(c));
 }
 
 std::string TransportName(gdrstore::v1::Transport t) {
@@ -417,8 +426,10 @@ int main(int argc, char** argv) {
                  "address the daemon uses to reach this client's tcp target (default: automatic)");
   app.add_option("--timeout-ms", c.timeout_ms, "deadline of each RPC")->capture_default_str();
   app.add_flag("--json", c.json, "machine-readable output");
-  app.add_option("--transport", c.transport, "how the daemon reaches this process's memory: tcp or rc")
-      ->capture_default_str()->check(CLI::IsMember({"tcp", "rc"}));
+  app.add_option("--transport", c.transport,
+                 "how the daemon reaches this process's memory: tcp, rc, dc (mlx5 DCT) or auto "
+                 "(dc, else rc, else tcp)")
+      ->capture_default_str()->check(CLI::IsMember({"tcp", "rc", "dc", "auto"}));
   app.add_option("--rdma-device", c.rdma_device, "rc: RDMA device by name (default: first ACTIVE)");
   app.add_option("--rdma-addr", c.rdma_addr, "rc: RDMA device by local IP address");
   app.add_option("--rdma-gid-index", c.gid_index, "rc: GID index (-1: RoCE v2 IPv4-mapped)")
@@ -456,6 +467,17 @@ int main(int argc, char** argv) {
   topo->add_option("--sysfs-root", sysfs_root, "sysfs to read (a copy or fake tree for tests)")
       ->capture_default_str();
 
+  gdrctl::SelftestOptions st;
+  std::string st_sizes;
+  CLI::App* selftest = app.add_subcommand(
+      "selftest",
+      "end-to-end check of --transport against the daemon: verified Writes/Reads of several "
+      "sizes, a wrong rkey on purpose and the recovery; PASS/FAIL per step");
+  selftest->add_option("--volume", st.volume, "volume to use")->capture_default_str();
+  selftest->add_option("-o,--offset", st.offset, "first byte of the volume the steps use")
+      ->capture_default_str();
+  selftest->add_option("--sizes", st_sizes, "comma-separated op sizes (default 1,4095,64KiB,1MiB+7,16MiB)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -475,5 +497,14 @@ int main(int argc, char** argv) {
   if (read->parsed()) return CmdRead(c, ra);
   if (bench->parsed()) return CmdBench(c, bo, bsize, btype, bspan, quiet || !isatty(2), bgpu);
   if (topo->parsed()) return CmdTopo(c, sysfs_root);
+  if (selftest->parsed()) {
+    for (absl::string_view part : absl::StrSplit(st_sizes, ',', absl::SkipEmpty())) {
+      absl::StatusOr<uint64_t> n = gdr::ParseSize(part);
+      if (!n.ok() || *n == 0) return Fail(kExitUsage, absl::StrCat("--sizes: bad size '", part, "'"));
+      st.sizes.push_back(*n);
+    }
+    st.client = ClientOptionsOf(c);
+    return gdrctl::RunSelftest(st, std::cout) == 0 ? kExitOk : kExitFailed;
+  }
   return kExitUsage;
 }

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/src/dc_session.h"
 #include "client/src/rc_session.h"
 #include "client/src/tcp_target.h"
 #include "common/cuda/gpu.h"
@@ -121,6 +122,65 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     return s;
   }
   ClientOptions opts = options;
+  if (opts.transport == Transport::kAuto) {
+    // Ask the daemon what it offers, then try dc, rc, tcp in that order.
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+    auto channel =
+        grpc::CreateCustomChannel(opts.daemon_address, grpc::InsecureChannelCredentials(), args);
+    auto stub = v1::GdrStore::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::GetInfoRequest req;
+    v1::GetInfoResponse info;
+    if (grpc::Status st = stub->GetInfo(&ctx, req, &info); !st.ok()) {
+      return absl::Status(FromGrpcStatus(st).code(),
+                          absl::StrCat("transport auto: GetInfo: ", st.error_message()));
+    }
+    auto offered = [&](v1::Transport t, std::string* why) {
+      for (const auto& ti : info.transports()) {
+        if (ti.transport() == t) {
+          if (!ti.available()) *why = absl::StrCat("daemon: ", ti.detail());
+          return ti.available();
+        }
+      }
+      *why = "daemon does not list it";
+      return false;
+    };
+    std::string notes;
+    for (auto [t, wire] : {std::pair{Transport::kDc, v1::TRANSPORT_DC},
+                           std::pair{Transport::kRc, v1::TRANSPORT_RC},
+                           std::pair{Transport::kTcp, v1::TRANSPORT_TCP}}) {
+      std::string why;
+      if (offered(wire, &why)) {
+        ClientOptions o = opts;
+        o.transport = t;
+        absl::StatusOr<std::unique_ptr<Client>> c = Connect(o);
+        if (c.ok()) {
+          (*c)->auto_notes_ = notes;
+          return c;
+        }
+        why = std::string(c.status().message());
+      }
+      absl::StrAppend(&notes, notes.empty() ? "" : "; ", TransportName(t), ": ", why);
+    }
+    return absl::UnavailableError(absl::StrCat("transport auto: no transport works (", notes, ")"));
+  }
+  if (opts.transport == Transport::kDc) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+    auto channel =
+        grpc::CreateCustomChannel(opts.daemon_address, grpc::InsecureChannelCredentials(), args);
+    auto client = std::unique_ptr<Client>(new Client(std::move(opts), std::move(channel), nullptr));
+    DcSessionOptions dopt;
+    dopt.device.device = client->options_.rdma_device;
+    dopt.device.address = client->options_.rdma_address;
+    dopt.device.gid_index = client->options_.rdma_gid_index;
+    absl::StatusOr<std::shared_ptr<DcSession>> session = DcSession::Open(dopt);
+    if (!session.ok()) return session.status();
+    client->dc_ = std::move(*session);
+    return client;
+  }
   if (opts.transport == Transport::kRc) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
@@ -163,6 +223,18 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   return std::unique_ptr<Client>(new Client(std::move(opts), std::move(channel), *target));
 }
 
+const char* TransportName(Transport t) {
+  switch (t) {
+    case Transport::kTcp: return "tcp";
+    case Transport::kRc: return "rc";
+    case Transport::kDc: return "dc";
+    case Transport::kAuto: return "auto";
+  }
+  return "unknown";
+}
+
+uint32_t Client::dct_number() const { return dc_ ? dc_->dct_number() : 0; }
+
 const std::string& Client::target_host() const { return options_.target_host; }
 uint16_t Client::target_port() const { return target_ ? target_->port() : 0; }
 
@@ -196,6 +268,20 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
   region->host = static_cast<std::byte*>(p);
   region->base = reinterpret_cast<uint64_t>(p);
   region->size = bytes;
+  if (dc_) {
+    absl::StatusOr<std::unique_ptr<gdr::verbs::MemoryRegion>> mr = dc_->Register(p, mapped);
+    if (!mr.ok()) {
+      ::munmap(p, mapped);
+      return mr.status();
+    }
+    region->rkey = (*mr)->rkey();
+    region->release = [mr = std::shared_ptr<gdr::verbs::MemoryRegion>(std::move(*mr)),
+                       session = dc_, p, mapped]() mutable {
+      mr.reset();
+      ::munmap(p, mapped);
+    };
+    return std::unique_ptr<Buffer>(new Buffer(std::move(region), nullptr));
+  }
   if (rc_) {
     absl::StatusOr<std::unique_ptr<gdr::verbs::MemoryRegion>> mr = rc_->Register(p, mapped);
     if (!mr.ok()) {
@@ -219,9 +305,10 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
 absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::string& gpu,
                                                                   size_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError("buffer size must be > 0");
-  if (rc_) {
-    return absl::UnimplementedError(
-        "GPU buffers are not offered on the rc transport yet (use --transport tcp)");
+  if (rc_ || dc_) {
+    return absl::UnimplementedError(absl::StrCat(
+        "GPU buffers are not offered on the ", rc_ ? "rc" : "dc",
+        " transport yet (use --transport tcp)"));
   }
   if (options_.gpu_staging_slot_bytes == 0 || options_.gpu_staging_slots < 2) {
     return absl::InvalidArgumentError("GPU staging needs >= 2 slots of > 0 bytes");
@@ -278,6 +365,10 @@ absl::StatusOr<v1::RemoteBuffer> Client::Describe(const Buffer& buffer, size_t o
   rb.set_rkey(buffer.rkey());
   if (rc_) {
     rb.mutable_rc()->set_connection_id(rc_->connection_id());
+    return rb;
+  }
+  if (dc_) {
+    dc_->Describe(rb.mutable_dc());
     return rb;
   }
   rb.mutable_tcp()->set_host(options_.target_host);

@@ -31,7 +31,12 @@ namespace gdrstore {
 enum class Transport {
   kTcp,  // the library's software target (any host)
   kRc,   // reliable-connected RDMA QPs on a verbs device (RoCE, InfiniBand, SoftRoCE)
+  kDc,   // an mlx5 DC target (DCT) the daemon's DC initiators reach; ConnectX-5 or later
+  kAuto, // dc where the daemon offers it and this device can, else rc, else tcp
 };
+
+// "tcp", "rc", "dc", "auto".
+const char* TransportName(Transport t);
 
 struct ClientOptions {
   Transport transport = Transport::kTcp;
@@ -107,6 +112,7 @@ using OpCallback = std::function<void(absl::StatusOr<OpResult>)>;
 class Client;
 class TcpTarget;
 class RcSession;
+class DcSession;
 struct Region;
 
 // Registered memory: page-aligned host memory, or device memory on a GPU. Deregistered (and
@@ -222,6 +228,11 @@ class Client {
   uint16_t target_port() const;
   // rc only: the device and connection in use; nullopt on tcp.
   std::optional<RdmaLocalInfo> rdma_info() const;
+  // dc only: the DCT number buffers are reached through (0 on tcp/rc). The access key is
+  // never exposed except inside descriptors.
+  uint32_t dct_number() const;
+  // Why kAuto did not pick a faster transport ("dc: ...; rc: ..."); empty otherwise.
+  const std::string& auto_notes() const { return auto_notes_; }
 
  private:
   Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel,
@@ -231,6 +242,8 @@ class Client {
   std::unique_ptr<v1::GdrStore::Stub> stub_;
   std::shared_ptr<TcpTarget> target_;  // tcp
   std::shared_ptr<RcSession> rc_;      // rc
+  std::shared_ptr<DcSession> dc_;      // dc
+  std::string auto_notes_;
 };
 
 // grpc::Status -> absl::Status, same code and message.

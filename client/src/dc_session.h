@@ -1,0 +1,52 @@
+// The client side of the dc transport: this process's RDMA device, one DC target (an SRQ and an
+// mlx5 DCT created with a DC access key generated here, at random, per process) and memory
+// registration on the same PD. The daemon's DC initiators reach the DCT by (GID/LID, DCT number,
+// key) carried in each request's descriptor; nothing is connected, so no handshake RPC exists.
+// Needs an mlx5 device (ConnectX-5 or later) and a build with mlx5dv.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/verbs/dc_qp.h"
+#include "common/verbs/memory_region.h"
+#include "common/verbs/verbs_device.h"
+#include "gdrstore/v1/gdrstore.pb.h"
+
+namespace gdrstore {
+
+struct DcSessionOptions {
+  gdr::verbs::DeviceSelector device;
+  gdr::verbs::DctConfig dct;
+};
+
+class DcSession {
+ public:
+  // Opens the device and creates the DCT. FAILED_PRECONDITION naming the missing capability
+  // on a device that is not mlx5 or cannot do DC (rxe, iWARP, ConnectX-4); the device's NOT_FOUND
+  // (naming what exists); the errno status of the verbs call that failed otherwise.
+  static absl::StatusOr<std::shared_ptr<DcSession>> Open(const DcSessionOptions& options);
+  DcSession(const DcSession&) = delete;
+  DcSession& operator=(const DcSession&) = delete;
+
+  const gdr::verbs::VerbsDevice& device() const { return *device_; }
+  uint32_t dct_number() const { return dct_.dct_number; }
+
+  // Fills `endpoint` with the DCT number, the access key, and this port's GID and LID.
+  void Describe(gdrstore::v1::DcEndpoint* endpoint) const;
+
+  // Registers [p, p+n) for local write and remote read/write on the DCT's PD.
+  absl::StatusOr<std::unique_ptr<gdr::verbs::MemoryRegion>> Register(void* p, size_t n) const;
+
+ private:
+  DcSession() = default;
+  // Dependency order: device (context, PD), CQ, then the DCT (and its SRQ).
+  std::unique_ptr<gdr::verbs::VerbsDevice> device_;
+  gdr::verbs::VerbsPtr<ibv_cq> cq_;
+  gdr::verbs::DcTargetQp dct_;
+  uint64_t key_ = 0;  // the DC access key: a secret, never logged
+};
+
+}  // namespace gdrstore
