@@ -28,8 +28,10 @@ absl::StatusOr<std::unique_ptr<DcInitiator>> DcInitiator::Create(
   const DcCaps& caps = device->caps();
   if (!caps.mlx5) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "transport dc needs an mlx5 device (ConnectX-5 or later): ",
-        caps.why_not.empty() ? "mlx5dv_is_supported() is false for this device" : caps.why_not));
+        "transport dc: ", caps.why_not.empty()
+                              ? "the device is not mlx5 (mlx5dv_is_supported() is false); DC "
+                                "needs a ConnectX-5 or later"
+                              : caps.why_not));
   }
   if (!caps.dc) {
     return absl::FailedPreconditionError(absl::StrCat(
