@@ -337,9 +337,10 @@ void DcInitiator::DrainRetries(Finished* finished) {
 
 void DcInitiator::Shutdown() {
   Finished finished;
+  bool first = false;
   {
     absl::MutexLock lock(&mu_);
-    if (flushed_) return;
+    first = !flushed_;
     shutting_down_ = true;
     flushed_ = true;
     while (!retry_.empty()) {
@@ -350,8 +351,10 @@ void DcInitiator::Shutdown() {
     }
   }
   for (auto& [done, st] : finished) done(std::move(st));
-  // Every posted WR now completes (most as flushes); the handlers finish their ops.
-  device_->FlushAll();
+  // Every posted WR now completes (most as flushes); the handlers finish their ops. A second
+  // caller does not flush again but, like the first, returns only once the ops are gone, so
+  // nobody stops the completion poller under work still on the wire.
+  if (first) device_->FlushAll();
   absl::MutexLock lock(&mu_);
   auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ops_.empty(); };
   if (!mu_.AwaitWithTimeout(absl::Condition(&drained), options_.shutdown_wait)) {
