@@ -17,10 +17,17 @@
 #include "client/src/rc_session.h"
 #include "client/src/tcp_target.h"
 #include "common/cuda/gpu.h"
+#include "common/cuda/gpu_mr.h"
 #include "common/topo/pci_topology.h"
 #include "common/verbs/verbs_status.h"
 
 namespace gdrstore {
+
+namespace {
+// What the daemon may do to a registered buffer: one-sided reads and writes.
+constexpr int kRemoteAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+}  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
@@ -255,6 +262,13 @@ std::optional<RdmaLocalInfo> Client::rdma_info() const {
   return i;
 }
 
+std::pair<const gdr::verbs::VerbsDevice*, std::shared_ptr<const void>> Client::VerbsDevice()
+    const {
+  if (dc_) return {&dc_->device(), dc_};
+  if (rc_) return {&rc_->device(), rc_};
+  return {nullptr, nullptr};
+}
+
 absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError("buffer size must be > 0");
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
@@ -268,22 +282,9 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
   region->host = static_cast<std::byte*>(p);
   region->base = reinterpret_cast<uint64_t>(p);
   region->size = bytes;
-  if (dc_) {
-    absl::StatusOr<std::unique_ptr<gdr::verbs::MemoryRegion>> mr = dc_->Register(p, mapped);
-    if (!mr.ok()) {
-      ::munmap(p, mapped);
-      return mr.status();
-    }
-    region->rkey = (*mr)->rkey();
-    region->release = [mr = std::shared_ptr<gdr::verbs::MemoryRegion>(std::move(*mr)),
-                       session = dc_, p, mapped]() mutable {
-      mr.reset();
-      ::munmap(p, mapped);
-    };
-    return std::unique_ptr<Buffer>(new Buffer(std::move(region), nullptr));
-  }
-  if (rc_) {
-    absl::StatusOr<std::unique_ptr<gdr::verbs::MemoryRegion>> mr = rc_->Register(p, mapped);
+  if (auto [device, owner] = VerbsDevice(); device != nullptr) {
+    absl::StatusOr<std::unique_ptr<gdr::verbs::MemoryRegion>> mr =
+        gdr::verbs::MemoryRegion::Register(device->pd(), p, mapped, kRemoteAccess);
     if (!mr.ok()) {
       ::munmap(p, mapped);
       return mr.status();
@@ -291,7 +292,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
     region->rkey = (*mr)->rkey();
     // Deregister before unmapping; the session (its PD) lives until then.
     region->release = [mr = std::shared_ptr<gdr::verbs::MemoryRegion>(std::move(*mr)),
-                       session = rc_, p, mapped]() mutable {
+                       owner = std::move(owner), p, mapped]() mutable {
       mr.reset();
       ::munmap(p, mapped);
     };
@@ -305,12 +306,9 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
 absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::string& gpu,
                                                                   size_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError("buffer size must be > 0");
-  if (rc_ || dc_) {
-    return absl::UnimplementedError(absl::StrCat(
-        "GPU buffers are not offered on the ", rc_ ? "rc" : "dc",
-        " transport yet (use --transport tcp)"));
-  }
-  if (options_.gpu_staging_slot_bytes == 0 || options_.gpu_staging_slots < 2) {
+  auto [device, owner] = VerbsDevice();
+  if (device == nullptr &&
+      (options_.gpu_staging_slot_bytes == 0 || options_.gpu_staging_slots < 2)) {
     return absl::InvalidArgumentError("GPU staging needs >= 2 slots of > 0 bytes");
   }
   absl::StatusOr<gdr::cuda::GpuInfo> info = gdr::cuda::FindGpu(gpu);
@@ -327,8 +325,25 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::str
   region->base = (*mem)->ptr();
   region->size = bytes;
   region->gpu = std::move(*mem);
-  target_->Register(region);
-  std::unique_ptr<Buffer> buffer(new Buffer(std::move(region), target_));
+  std::unique_ptr<Buffer> buffer;
+  if (device != nullptr) {
+    // rc / dc: the NIC reaches GPU memory itself (dma-buf, else nvidia-peermem).
+    absl::StatusOr<gdr::cuda::GpuMr> mr =
+        gdr::cuda::RegisterGpuMemory(device->pd(), region->base, bytes, kRemoteAccess);
+    if (!mr.ok()) {
+      return absl::Status(mr.status().code(),
+                          absl::StrCat("GPU ", info->pci, " memory cannot be registered with ",
+                                       device->name(), ": ", mr.status().message()));
+    }
+    region->rkey = mr->mr->rkey;
+    // Deregistered before the device memory is freed (Region releases before its members).
+    region->release = [mr = std::make_shared<gdr::cuda::MrPtr>(std::move(mr->mr)),
+                       owner = std::move(owner)]() mutable { mr->reset(); };
+    buffer.reset(new Buffer(std::move(region), nullptr));
+  } else {
+    target_->Register(region);
+    buffer.reset(new Buffer(std::move(region), target_));
+  }
   buffer->gpu_pci_ = info->pci;
   if (!options_.rdma_device.empty()) {
     buffer->rdma_device_ = options_.rdma_device;

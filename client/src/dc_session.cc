@@ -39,11 +39,4 @@ void DcSession::Describe(gdrstore::v1::DcEndpoint* e) const {
   e->set_lid(device_->port().lid);
 }
 
-absl::StatusOr<std::unique_ptr<gdr::verbs::MemoryRegion>> DcSession::Register(void* p,
-                                                                          size_t n) const {
-  return gdr::verbs::MemoryRegion::Register(
-      device_->pd(), p, n,
-      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-}
-
 }  // namespace gdrstore

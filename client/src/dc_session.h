@@ -37,8 +37,6 @@ class DcSession {
   // Fills `endpoint` with the DCT number, the access key, and this port's GID and LID.
   void Describe(gdrstore::v1::DcEndpoint* endpoint) const;
 
-  // Registers [p, p+n) for local write and remote read/write on the DCT's PD.
-  absl::StatusOr<std::unique_ptr<gdr::verbs::MemoryRegion>> Register(void* p, size_t n) const;
 
  private:
   DcSession() = default;

@@ -230,10 +230,4 @@ absl::Status RcSession::call_status() const {
   return reactor_ ? reactor_->status() : absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<verbs::MemoryRegion>> RcSession::Register(void* p, size_t n) const {
-  return verbs::MemoryRegion::Register(
-      device_->pd(), p, n,
-      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-}
-
 }  // namespace gdrstore

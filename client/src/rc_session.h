@@ -51,8 +51,6 @@ class RcSession {
   // The Connect call's status once it has ended; OK while it runs.
   absl::Status call_status() const;
 
-  // Registers [p, p+n) for local and remote read/write. See MemoryRegion::Register.
-  absl::StatusOr<std::unique_ptr<gdr::verbs::MemoryRegion>> Register(void* p, size_t n) const;
 
  private:
   class Reactor;

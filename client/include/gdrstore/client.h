@@ -109,6 +109,12 @@ enum class OpKind {
 
 using OpCallback = std::function<void(absl::StatusOr<OpResult>)>;
 
+}  // namespace gdrstore
+namespace gdr::verbs {
+class VerbsDevice;
+}  // namespace gdr::verbs
+namespace gdrstore {
+
 class Client;
 class TcpTarget;
 class RcSession;
@@ -194,7 +200,10 @@ class Client {
   // with CU_POINTER_ATTRIBUTE_SYNC_MEMOPS set, zero-filled, registered with a fresh rkey.
   // INVALID_ARGUMENT for a malformed name, NOT_FOUND listing the GPUs present when none
   // matches, FAILED_PRECONDITION when this host has no NVIDIA driver (or this build no CUDA
-  // support), RESOURCE_EXHAUSTED when the GPU is full.
+  // support), RESOURCE_EXHAUSTED when the GPU is full. On tcp the in-process target copies
+  // through pinned staging buffers; on rc / dc the NIC registers the memory itself (dma-buf
+  // first, nvidia-peermem second) and FAILED_PRECONDITION says which module or feature is
+  // missing when neither works.
   absl::StatusOr<std::unique_ptr<Buffer>> AllocateGpuBuffer(const std::string& gpu, size_t bytes);
 
   TargetStats target_stats() const;
@@ -237,6 +246,8 @@ class Client {
  private:
   Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel,
          std::shared_ptr<TcpTarget> target);
+  // The verbs device of the rc / dc session and an owner that keeps its PD alive; nulls on tcp.
+  std::pair<const gdr::verbs::VerbsDevice*, std::shared_ptr<const void>> VerbsDevice() const;
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::GdrStore::Stub> stub_;
