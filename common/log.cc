@@ -1,8 +1,10 @@
 #include "common/log.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -14,6 +16,20 @@
 #include "absl/time/time.h"
 
 namespace gdr {
+namespace log_internal {
+
+bool IsJournalStream(int fd, const char* env) {
+  if (env == nullptr || *env == '\0') return false;
+  unsigned long long dev = 0, ino = 0;
+  if (std::sscanf(env, "%llu:%llu", &dev, &ino) != 2) return false;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return false;
+  return static_cast<unsigned long long>(st.st_dev) == dev &&
+         static_cast<unsigned long long>(st.st_ino) == ino;
+}
+
+}  // namespace log_internal
+
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
@@ -21,7 +37,8 @@ std::mutex g_tag_mu;
 std::string g_tag = "gdr";
 
 bool UnderJournald() {
-  static const bool journald = std::getenv("JOURNAL_STREAM") != nullptr;
+  static const bool journald =
+      log_internal::IsJournalStream(STDERR_FILENO, std::getenv("JOURNAL_STREAM"));
   return journald;
 }
 
@@ -68,7 +85,8 @@ absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name) {
 
 namespace log_internal {
 
-LogLine::LogLine(LogLevel level, const char* file, int line) : level_(level) {
+LogLine::LogLine(LogLevel level, const char* file, int line, uint64_t suppressed)
+    : level_(level), suppressed_(suppressed) {
   const char* base = std::strrchr(file, '/');
   base = base ? base + 1 : file;
   if (UnderJournald()) {
@@ -85,6 +103,7 @@ LogLine::LogLine(LogLevel level, const char* file, int line) : level_(level) {
 }
 
 LogLine::~LogLine() {
+  if (suppressed_ != 0) stream_ << " [" << suppressed_ << " similar lines suppressed]";
   stream_ << '\n';
   const std::string text = stream_.str();
   ssize_t unused = ::write(STDERR_FILENO, text.data(), text.size());
@@ -96,6 +115,15 @@ bool RateLimitAllows(std::atomic<int64_t>& last, int64_t period_ns) {
   int64_t prev = last.load(std::memory_order_relaxed);
   if (prev != 0 && now - prev < period_ns) return false;
   return last.compare_exchange_strong(prev, now);
+}
+
+bool RateLimitAllows(RateLimitState& state, int64_t period_ns, uint64_t* suppressed_out) {
+  if (!RateLimitAllows(state.last, period_ns)) {
+    state.suppressed.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  *suppressed_out = state.suppressed.exchange(0, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace log_internal

@@ -14,6 +14,12 @@ class InflightLimiter {
  public:
   InflightLimiter(uint32_t max_ops, uint64_t max_bytes) : max_ops_(max_ops), max_bytes_(max_bytes) {}
 
+  // New bounds for later TryAcquire calls (SIGHUP); permits already out are not revoked.
+  void SetLimits(uint32_t max_ops, uint64_t max_bytes) {
+    max_ops_.store(max_ops, std::memory_order_relaxed);
+    max_bytes_.store(max_bytes, std::memory_order_relaxed);
+  }
+
   // Move-only admission ticket; gives its op and bytes back when destroyed.
   class Permit {
    public:
@@ -51,8 +57,8 @@ class InflightLimiter {
     ops_.fetch_sub(1, std::memory_order_relaxed);
     bytes_.fetch_sub(bytes, std::memory_order_relaxed);
   }
-  const uint32_t max_ops_;
-  const uint64_t max_bytes_;
+  std::atomic<uint32_t> max_ops_;
+  std::atomic<uint64_t> max_bytes_;
   std::atomic<uint32_t> ops_{0};
   std::atomic<uint64_t> bytes_{0};
 };

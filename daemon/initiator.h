@@ -7,6 +7,7 @@
 #include <span>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "daemon/transfer_op.h"
 
 namespace gdr {
@@ -38,6 +39,9 @@ class Initiator {
   }
   // Fails everything queued or in flight with CANCELLED and stops. Idempotent.
   virtual void Shutdown() = 0;
+  // Liveness of the completion path for systemd's watchdog: OK when the transport's polling /
+  // housekeeping thread has run within `max_stall`; otherwise a status saying what is stuck.
+  virtual absl::Status CheckHealth(absl::Duration max_stall) const { return absl::OkStatus(); }
 };
 
 }  // namespace gdr

@@ -1,5 +1,6 @@
 // gdrstored entry point: parse settings, build the store, the tcp initiator pool and the gRPC
-// server, serve until SIGTERM/SIGINT, then drain and exit 0.
+// server, then hand over to the supervisor (systemd notify/watchdog, SIGHUP reload, SIGTERM
+// drain) until it returns the exit code.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -19,9 +21,15 @@
 #include "common/units.h"
 #include "daemon/daemon_config.h"
 #include "daemon/dc/dc_transport.h"
+#include "daemon/delay_queue.h"
+#include "daemon/media_timing.h"
+#include "daemon/stats.h"
 #include "daemon/store.h"
 #include "daemon/store_service.h"
 #include "daemon/rc_initiator.h"
+#include "daemon/supervisor.h"
+#include "daemon/sync_worker.h"
+#include "daemon/systemd_notifier.h"
 #include "daemon/tcp_initiator.h"
 #include "daemon/transport_router.h"
 
@@ -58,8 +66,27 @@ int Run(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<gdr::Store>> store = gdr::Store::Create(cfg->volumes);
   if (!store.ok()) return Fatal(store.status());
   for (const auto& [name, v] : (*store)->volumes()) {
-    GDR_LOG(kInfo) << "volume " << name << ": " << gdr::FormatSize(v->size()) << " (memory)";
+    GDR_LOG(kInfo) << "volume " << name << ": " << gdr::FormatSize(v->size())
+                   << (v->file().empty() ? std::string(" (memory)")
+                                         : absl::StrCat(" (file ", v->file(),
+                                                        v->created() ? ", created and filled)"
+                                                                     : ", existing data kept)"));
   }
+  std::vector<std::string> volume_names;
+  std::map<std::string, gdr::MediaSettings> media_settings;
+  for (const gdr::VolumeSpec& v : cfg->volumes) {
+    volume_names.push_back(v.name);
+    media_settings[v.name] = {v.latency_us, v.bandwidth};
+    if (v.latency_us != 0 || v.bandwidth != 0) {
+      GDR_LOG(kInfo) << "volume " << v.name << ": simulated media latency " << v.latency_us
+                     << " us, bandwidth "
+                     << (v.bandwidth ? gdr::FormatSize(v.bandwidth) + "/s" : "unlimited");
+    }
+  }
+  gdr::DaemonStats stats(volume_names);
+  gdr::MediaTiming media(media_settings);
+  gdr::DelayQueue delays;
+  gdr::SyncWorker syncer;
   GDR_LOG(kInfo) << "store ready in " << absl::FormatDuration(absl::Now() - t0);
 
   absl::StatusOr<std::unique_ptr<gdr::TcpInitiator>> tcp = gdr::TcpInitiator::Create(cfg->tcp);
@@ -96,7 +123,30 @@ int Run(int argc, char** argv) {
   offered.rc = rc != nullptr;
   offered.dc = dc->initiator != nullptr;
   gdr::TransportRouter router(tcp->get(), rc.get(), dc->initiator.get());
-  gdr::StoreService service(store->get(), &router, cfg->limits, offered);
+  gdr::ServiceExtras extras;
+  extras.stats = &stats;
+  extras.media = &media;
+  extras.delays = &delays;
+  extras.syncer = &syncer;
+  gdr::TcpInitiator* tcp_initiator = tcp->get();
+  gdr::RcInitiator* rc_initiator = rc.get();
+  const uint32_t tcp_capacity = cfg->tcp.max_links;
+  const uint32_t rc_capacity = cfg->rc.max_qps;
+  extras.pool_stats = [tcp_initiator, tcp_capacity, rc_initiator, rc_capacity](
+                          gdrstore::v1::Transport t, gdrstore::v1::PoolStats* pool) {
+    if (t == gdrstore::v1::TRANSPORT_TCP) {
+      const gdr::TcpInitiatorStats s = tcp_initiator->stats();
+      pool->set_in_use(s.links);
+      pool->set_capacity(tcp_capacity);
+      pool->set_destinations(s.destinations);
+    } else if (t == gdrstore::v1::TRANSPORT_RC && rc_initiator != nullptr) {
+      const gdr::RcStats s = rc_initiator->stats();
+      pool->set_in_use(s.qps);
+      pool->set_capacity(rc_capacity);
+      pool->set_destinations(s.connections);
+    }
+  };
+  gdr::StoreService service(store->get(), &router, cfg->limits, offered, extras);
   service.set_rc(rc.get());
   service.set_rc_detail(rc_detail);
   service.set_dc_detail(dc->detail);
@@ -133,40 +183,36 @@ int Run(int argc, char** argv) {
     }
   }
 
-  for (;;) {
-    int sig = 0;
-    if (sigwait(&signals, &sig) != 0) continue;
-    if (sig == SIGHUP) {
-      GDR_LOG(kWarning) << "SIGHUP: live reload is not supported by this version; ignoring";
-      continue;
-    }
-    GDR_LOG(kInfo) << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ": draining ("
-                   << service.inflight_ops() << " ops in flight, " << service.open_streams()
-                   << " streams open, up to " << absl::FormatDuration(cfg->drain_timeout) << ")";
-    break;
+  auto notifier = gdr::SystemdNotifier::FromEnvironment();
+  gdr::SupervisedDaemon d;
+  d.argc = argc;
+  d.argv = argv;
+  d.config = *cfg;
+  d.server = server.get();
+  d.service = &service;
+  d.store = store->get();
+  // The router shuts its transports down in their order (tcp, dc, then rc whose device dc uses).
+  d.initiators = {&router};
+  d.health_checked = {tcp->get()};
+  if (rc) {
+    d.start_drain.push_back([rc_initiator] { rc_initiator->StartDrain(); });
+    d.probes.push_back({"rc completion poller", [rc_initiator]() -> absl::Status {
+                          if (rc_initiator->Healthy()) return absl::OkStatus();
+                          return absl::UnavailableError("has not polled its CQ for 5 s");
+                        }});
   }
-  server->GetHealthCheckService()->SetServingStatus(false);
-  service.StartDrain();
-  if (rc) rc->StartDrain();
-  const absl::Time drain_deadline = absl::Now() + cfg->drain_timeout;
-  // Server::Shutdown cancels the calls still running at the deadline, but a callback call only
-  // ends once its reactor finishes, and ours finish when their transport op completes. An op
-  // stuck on a target that never answers would hold Shutdown until the op timeout. So at the
-  // deadline the transport fails everything still on the links (CANCELLED), which finishes
-  // those calls and lets Shutdown return.
-  absl::Notification drained;
-  std::thread canceller([&] {
-    if (!drained.WaitForNotificationWithDeadline(drain_deadline)) router.Shutdown();
-  });
-  // Stops accepting calls, lets running ones finish until the deadline, then cancels the rest.
-  server->Shutdown(absl::ToChronoTime(drain_deadline));
-  server->Wait();
-  drained.Notify();
-  canceller.join();
-  // Anything a cancelled call left on the links or QPs fails now; they close. Idempotent.
-  router.Shutdown();
-  GDR_LOG(kInfo) << "stopped cleanly";
-  return 0;
+  d.delays = &delays;
+  d.syncer = &syncer;
+  d.media = &media;
+  d.stats = &stats;
+  d.notifier = notifier.get();
+  d.clients = [tcp_initiator, rc_initiator] {
+    return tcp_initiator->stats().destinations +
+           (rc_initiator != nullptr ? rc_initiator->stats().connections : 0);
+  };
+  d.serving = absl::StrCat("serving on ", cfg->listen, " (port ", port, "), transports tcp",
+                           rc ? ", rc" : "");
+  return gdr::ServeUntilStopped(d, signals);
 }
 
 }  // namespace

@@ -1,11 +1,20 @@
 #include "daemon/store.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/socket.h"
 #include "common/pattern.h"
 #include "common/status_macros.h"
 #include "common/units.h"
@@ -25,8 +34,9 @@ bool IsValidVolumeName(absl::string_view name) {
 absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text) {
   const size_t eq = text.find('=');
   if (eq == absl::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("volume '", text, "' must be NAME=SIZE (e.g. vol0=1GiB)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "volume '", text, "' must be NAME=SIZE[,file=/path][,latency_us=N][,bandwidth=SIZE] "
+        "(e.g. vol0=1GiB)"));
   }
   VolumeSpec spec;
   spec.name = std::string(text.substr(0, eq));
@@ -34,38 +44,144 @@ absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat(
         "volume name '", spec.name, "' must be 1..64 characters of [A-Za-z0-9_.-]"));
   }
-  GDR_ASSIGN_OR_RETURN(spec.size, ParseSize(text.substr(eq + 1)));
+  std::vector<absl::string_view> parts = absl::StrSplit(text.substr(eq + 1), ',');
+  GDR_ASSIGN_OR_RETURN(spec.size, ParseSize(parts[0]));
   if (spec.size == 0) {
     return absl::InvalidArgumentError(absl::StrCat("volume '", spec.name, "' has size 0"));
+  }
+  absl::flat_hash_set<std::string> seen;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t e = parts[i].find('=');
+    const std::string key(parts[i].substr(0, e));
+    const absl::string_view value = e == absl::string_view::npos ? "" : parts[i].substr(e + 1);
+    if (e == absl::string_view::npos || value.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("volume '", spec.name, "': option '", parts[i], "' must be KEY=VALUE"));
+    }
+    if (!seen.insert(key).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("volume '", spec.name, "': option '", key, "' given twice"));
+    }
+    if (key == "file") {
+      if (value[0] != '/') {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "volume '", spec.name, "': file '", value, "' must be an absolute path"));
+      }
+      spec.file = std::string(value);
+    } else if (key == "latency_us") {
+      if (!absl::SimpleAtoi(value, &spec.latency_us) || spec.latency_us > 60'000'000) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "volume '", spec.name, "': latency_us '", value, "' must be 0..60000000"));
+      }
+    } else if (key == "bandwidth") {
+      absl::string_view v = value;
+      absl::ConsumeSuffix(&v, "/s");
+      absl::StatusOr<uint64_t> bw = ParseSize(v);
+      if (!bw.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("volume '", spec.name, "': bandwidth: ",
+                                                       bw.status().message()));
+      }
+      spec.bandwidth = *bw;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "volume '", spec.name, "': unknown option '", key,
+          "' (file, latency_us, bandwidth)"));
+    }
   }
   return spec;
 }
 
-absl::StatusOr<std::unique_ptr<Volume>> Volume::Create(const VolumeSpec& spec) {
-  void* p = ::mmap(nullptr, spec.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
-                   MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrCat("cannot map ", FormatSize(spec.size),
-                                                     " for volume '", spec.name,
-                                                     "': ", strerror(errno)));
-  }
-  auto* data = static_cast<std::byte*>(p);
-  // Fill in parallel slices: a multi-GiB volume should not take seconds to come up.
-  const uint64_t seed = PatternSeed(spec.name);
+namespace {
+
+// Pattern-fills [0, size) of `data` in parallel slices: a multi-GiB volume should not take
+// seconds to come up.
+void ParallelFill(const std::string& name, std::byte* data, uint64_t size) {
+  const uint64_t seed = PatternSeed(name);
   const unsigned workers = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
   // Round the per-worker share UP before aligning: flooring it left the tail unfilled when
   // size < workers (slice 0) or when size / workers was already page-aligned.
-  const uint64_t share = spec.size / workers + (spec.size % workers != 0 ? 1 : 0);
+  const uint64_t share = size / workers + (size % workers != 0 ? 1 : 0);
   const uint64_t slice = (share + 4095) & ~uint64_t{4095};
   std::vector<std::thread> threads;
   for (unsigned i = 0; i < workers; ++i) {
     const uint64_t begin = uint64_t{i} * slice;
-    if (begin >= spec.size) break;
-    const uint64_t len = std::min(slice, spec.size - begin);
+    if (begin >= size) break;
+    const uint64_t len = std::min(slice, size - begin);
     threads.emplace_back([=] { PatternFill(seed, begin, {data + begin, len}); });
   }
   for (auto& t : threads) t.join();
-  return std::unique_ptr<Volume>(new Volume(spec.name, spec.size, data));
+}
+
+absl::StatusOr<std::byte*> MapFile(const std::string& path, uint64_t size, int flags) {
+  ScopedFd fd(::open(path.c_str(), flags | O_RDWR | O_CLOEXEC, 0640));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+  if (flags & O_CREAT) {
+    if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+      return absl::ErrnoToStatus(errno, absl::StrCat("ftruncate ", path, " to ", size));
+    }
+  } else {
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
+    if (static_cast<uint64_t>(st.st_size) != size) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "volume file ", path, " holds ", st.st_size, " bytes but the volume is ", size,
+          " bytes; refusing to resize existing data (move the file away or fix the size)"));
+    }
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) return absl::ErrnoToStatus(errno, absl::StrCat("mmap ", path));
+  return static_cast<std::byte*>(p);  // the mapping keeps the file; the fd closes here
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Volume>> Volume::Create(const VolumeSpec& spec) {
+  if (spec.file.empty()) {
+    void* p = ::mmap(nullptr, spec.size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      return absl::ResourceExhaustedError(absl::StrCat("cannot map ", FormatSize(spec.size),
+                                                       " for volume '", spec.name,
+                                                       "': ", strerror(errno)));
+    }
+    auto* data = static_cast<std::byte*>(p);
+    ParallelFill(spec.name, data, spec.size);
+    return std::unique_ptr<Volume>(new Volume(spec.name, spec.size, data, "", false));
+  }
+  struct stat st {};
+  if (::stat(spec.file.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("volume file ", spec.file, " is not a regular file"));
+    }
+    GDR_ASSIGN_OR_RETURN(std::byte* data, MapFile(spec.file, spec.size, 0));
+    return std::unique_ptr<Volume>(new Volume(spec.name, spec.size, data, spec.file, false));
+  }
+  if (errno != ENOENT) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", spec.file));
+  const std::string partial = spec.file + ".partial";
+  ::unlink(partial.c_str());  // left by a crash during an earlier fill
+  GDR_ASSIGN_OR_RETURN(std::byte* data, MapFile(partial, spec.size, O_CREAT | O_EXCL));
+  auto unmap = absl::MakeCleanup([&] { ::munmap(data, spec.size); ::unlink(partial.c_str()); });
+  ParallelFill(spec.name, data, spec.size);
+  if (::msync(data, spec.size, MS_SYNC) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("msync ", partial));
+  }
+  if (::rename(partial.c_str(), spec.file.c_str()) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("rename ", partial, " -> ", spec.file));
+  }
+  std::move(unmap).Cancel();
+  return std::unique_ptr<Volume>(new Volume(spec.name, spec.size, data, spec.file, true));
+}
+
+absl::Status Volume::Sync(uint64_t offset, uint64_t length) const {
+  if (file_.empty() || length == 0) return absl::OkStatus();
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = offset / page * page;
+  const uint64_t end = std::min(size_, offset + length);
+  if (::msync(data_ + begin, end - begin, MS_SYNC) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("msync ", file_, " [", begin, ", ", end, ")"));
+  }
+  return absl::OkStatus();
 }
 
 Volume::~Volume() { ::munmap(data_, size_); }

@@ -17,17 +17,29 @@ namespace gdr {
 struct VolumeSpec {
   std::string name;
   uint64_t size = 0;
+  std::string file;         // empty: memory-backed; else an absolute path, mmap'ed shared
+  uint64_t latency_us = 0;  // simulated media latency per op
+  uint64_t bandwidth = 0;   // simulated media bandwidth, bytes/s; 0 = unlimited
 };
 
-// "name=SIZE" (SIZE as in ParseSize). INVALID_ARGUMENT on a bad name (1..64 of [A-Za-z0-9_.-])
-// or size (0 or unparsable).
+// "NAME=SIZE[,file=/abs/path][,latency_us=N][,bandwidth=SIZE[/s]]" (SIZE as in ParseSize).
+// INVALID_ARGUMENT on a bad name (1..64 of [A-Za-z0-9_.-]), size (0 or unparsable), a relative
+// file path, an unknown or repeated option.
 absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text);
 bool IsValidVolumeName(absl::string_view name);
 
 // One volume; owns its mapping. Immutable shape after creation; bytes are written concurrently
 // by transfers (last writer wins for overlapping ops, as on a real block device).
+// A file-backed volume maps its file MAP_SHARED: bytes a transfer stores are in the file's page
+// cache pages the moment the transfer completes, so they survive a daemon crash; Sync() makes a
+// range durable across a host crash.
 class Volume {
  public:
+  // Memory: anonymous mapping filled with the pattern. File: an existing file of exactly the
+  // spec's size is kept as it is; a missing one is created as FILE.partial, pattern-filled,
+  // flushed and renamed into place (a crash mid-fill never leaves a half-filled FILE).
+  // RESOURCE_EXHAUSTED when memory cannot be mapped; FAILED_PRECONDITION when FILE exists with
+  // another size; the errno status (with the path) when the file cannot be opened or mapped.
   static absl::StatusOr<std::unique_ptr<Volume>> Create(const VolumeSpec& spec);
   ~Volume();
   Volume(const Volume&) = delete;
@@ -36,13 +48,21 @@ class Volume {
   const std::string& name() const { return name_; }
   uint64_t size() const { return size_; }
   std::byte* data() const { return data_; }
+  const std::string& file() const { return file_; }  // empty for memory volumes
+  bool created() const { return created_; }           // file volumes: made (and filled) now
+  // msync(MS_SYNC) of the pages holding [offset, offset+length). OK at once for memory
+  // volumes; the errno status otherwise. Blocks on the disk: never call it on a gRPC thread.
+  absl::Status Sync(uint64_t offset, uint64_t length) const;
 
  private:
-  Volume(std::string name, uint64_t size, std::byte* data)
-      : name_(std::move(name)), size_(size), data_(data) {}
+  Volume(std::string name, uint64_t size, std::byte* data, std::string file, bool created)
+      : name_(std::move(name)), size_(size), data_(data), file_(std::move(file)),
+        created_(created) {}
   std::string name_;
   uint64_t size_;
   std::byte* data_;
+  std::string file_;
+  bool created_ = false;
 };
 
 // All volumes of the daemon. Lookups are thread-safe (the set is fixed after Create).

@@ -20,45 +20,145 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 StoreService::StoreService(const Store* store, Initiator* initiator, ServiceLimits limits,
-                           OfferedTransports offered)
+                           OfferedTransports offered, ServiceExtras extras)
     : store_(store),
       initiator_(initiator),
       limits_(limits),
+      max_op_bytes_(limits.max_op_bytes),
+      max_inflight_per_stream_(limits.max_inflight_per_stream),
       offered_(offered),
+      extras_(std::move(extras)),
       limiter_(limits.max_inflight_ops, limits.max_inflight_bytes) {}
 
+void StoreService::UpdateLimits(const ServiceLimits& limits) {
+  absl::MutexLock lock(&limits_mu_);
+  limits_.max_op_bytes = limits.max_op_bytes;
+  limits_.max_inflight_per_stream = limits.max_inflight_per_stream;
+  limits_.max_inflight_ops = limits.max_inflight_ops;
+  limits_.max_inflight_bytes = limits.max_inflight_bytes;
+  max_op_bytes_.store(limits.max_op_bytes);
+  max_inflight_per_stream_.store(limits.max_inflight_per_stream);
+  limiter_.SetLimits(limits.max_inflight_ops, limits.max_inflight_bytes);
+}
+
+ServiceLimits StoreService::limits() const {
+  absl::MutexLock lock(&limits_mu_);
+  return limits_;
+}
+
+namespace {
+
+// Refusals a client can cause at line rate are logged at most every few seconds (the counts
+// are in GetStats); pressure and shutdown refusals are expected and only counted.
+void LogRefusal(const absl::Status& s) {
+  if (absl::IsResourceExhausted(s) || absl::IsUnavailable(s) || absl::IsCancelled(s)) return;
+  GDR_LOG_EVERY_N_SEC(kWarning, 10) << "refused op: " << s;
+}
+
+}  // namespace
+
 absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::Extent* extent,
-                                                 const v1::RemoteBuffer* buffer, Done done) {
+                                                 const v1::RemoteBuffer* buffer, bool sync,
+                                                 Done done) {
+  DaemonStats* stats = extras_.stats;
+  OpScopes scopes;
+  if (stats != nullptr) {
+    scopes = stats->Resolve(buffer ? buffer->endpoint_case() : v1::RemoteBuffer::ENDPOINT_NOT_SET,
+                            extent ? absl::string_view(extent->volume()) : absl::string_view());
+  }
+  auto refuse = [&](absl::Status s) {
+    if (stats != nullptr) stats->Finished(scopes, direction, s.code(), 0, 0, /*started=*/false);
+    LogRefusal(s);
+    return s;
+  };
   if (draining_.load(std::memory_order_relaxed)) {
-    return absl::UnavailableError("daemon is shutting down; no new ops are accepted");
+    return refuse(absl::UnavailableError("daemon is shutting down; no new ops are accepted"));
   }
   Submission sub;
-  GDR_ASSIGN_OR_RETURN(sub.op, ValidateOp(direction, extent, buffer, *store_,
-                                          limits_.max_op_bytes, offered_));
+  {
+    absl::StatusOr<TransferOp> op = ValidateOp(direction, extent, buffer, *store_,
+                                               max_op_bytes_.load(std::memory_order_relaxed),
+                                               offered_);
+    if (!op.ok()) return refuse(op.status());
+    sub.op = *std::move(op);
+  }
   InflightLimiter::Permit permit;
-  GDR_RETURN_IF_ERROR(limiter_.TryAcquire(sub.op.length, &permit));
+  if (absl::Status s = limiter_.TryAcquire(sub.op.length, &permit); !s.ok()) return refuse(s);
   const int64_t start = absl::GetCurrentTimeNanos();
+  // File volumes with sync=true: msync on the sync worker before answering.
+  const Volume* sync_volume = nullptr;
+  if (sync && direction == Direction::kClientToStore && extras_.syncer != nullptr) {
+    sync_volume = store_->Find(sub.op.volume);
+    if (sync_volume != nullptr && sync_volume->file().empty()) sync_volume = nullptr;
+  }
+  // Simulated media: the op may not complete before its slot on the volume's device ends.
+  absl::Time media_done = absl::InfinitePast();
+  if (extras_.media != nullptr && extras_.delays != nullptr) {
+    if (MediaModel* m = extras_.media->Find(sub.op.volume)) {
+      media_done = m->Reserve(sub.op.length, absl::FromUnixNanos(start));
+    }
+  }
+  const uint64_t length = sub.op.length;
+  const uint64_t offset = sub.op.offset;
+  if (stats != nullptr) stats->Started(scopes, length);
   auto shared_permit = std::make_shared<InflightLimiter::Permit>(std::move(permit));
-  sub.done = [done = std::move(done), start, shared_permit](absl::Status s) {
-    shared_permit->Release();
-    done(std::move(s), static_cast<uint64_t>(absl::GetCurrentTimeNanos() - start));
+  // The last step of every op: give back the permit, account, answer.
+  auto finish = std::make_shared<std::function<void(absl::Status)>>(
+      [done = std::move(done), start, shared_permit, stats, scopes, direction,
+       length](absl::Status s) {
+        shared_permit->Release();
+        const uint64_t ns = static_cast<uint64_t>(absl::GetCurrentTimeNanos() - start);
+        if (stats != nullptr) stats->Finished(scopes, direction, s.code(), length, ns, true);
+        if (!s.ok() && !absl::IsCancelled(s)) {
+          GDR_LOG_EVERY_N_SEC(kWarning, 5) << "op failed: " << s;
+        }
+        done(std::move(s), ns);
+      });
+  DelayQueue* delays = extras_.delays;
+  SyncWorker* syncer = extras_.syncer;
+  auto after_transfer = [finish, media_done, delays](absl::Status s) {
+    if (s.ok() && delays != nullptr && media_done > absl::Now()) {
+      delays->RunAt(media_done, [finish, s] { (*finish)(s); });
+      return;
+    }
+    (*finish)(std::move(s));
+  };
+  sub.done = [after_transfer, sync_volume, syncer, offset, length](absl::Status s) {
+    if (s.ok() && sync_volume != nullptr) {
+      syncer->Post([after_transfer, sync_volume, offset, length] {
+        after_transfer(sync_volume->Sync(offset, length));
+      });
+      return;
+    }
+    after_transfer(std::move(s));
   };
   return sub;
 }
 
+void StoreService::CountRefused(const Submission& sub) {
+  LogRefusal(sub.status);
+  if (extras_.stats == nullptr || sub.status.ok()) return;
+  // Prepare counted the op as started: close it as failed with the initiator's reason.
+  const OpScopes scopes = extras_.stats->Resolve(sub.op.endpoint, sub.op.volume);
+  extras_.stats->Finished(scopes, sub.op.direction, sub.status.code(), sub.op.length, 0, true);
+}
+
 absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent,
-                                   const v1::RemoteBuffer* buffer, Done done) {
-  GDR_ASSIGN_OR_RETURN(Submission sub, Prepare(direction, extent, buffer, std::move(done)));
-  return initiator_->Submit(sub.op, std::move(sub.done));
+                                   const v1::RemoteBuffer* buffer, bool sync, Done done) {
+  GDR_ASSIGN_OR_RETURN(Submission sub,
+                       Prepare(direction, extent, buffer, sync, std::move(done)));
+  sub.status = initiator_->Submit(sub.op, std::move(sub.done));
+  if (!sub.status.ok()) CountRefused(sub);
+  return sub.status;
 }
 
 grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx,
                                                 Direction direction, const v1::Extent* extent,
                                                 const v1::RemoteBuffer* buffer,
-                                                v1::OpResponse* response) {
+                                                v1::OpResponse* response, bool sync) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const uint64_t length = extent ? extent->length() : 0;
-  absl::Status s = StartOp(direction, extent, buffer,
+  absl::Status s = StartOp(direction, extent, buffer, sync,
                            [reactor, response, length](absl::Status st, uint64_t ns) {
                              if (st.ok()) {
                                response->set_bytes(length);
@@ -75,7 +175,7 @@ grpc::ServerUnaryReactor* StoreService::Write(grpc::CallbackServerContext* ctx,
                                               v1::OpResponse* response) {
   return UnaryOp(ctx, Direction::kStoreToClient,
                  request->has_extent() ? &request->extent() : nullptr,
-                 request->has_buffer() ? &request->buffer() : nullptr, response);
+                 request->has_buffer() ? &request->buffer() : nullptr, response, false);
 }
 
 grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
@@ -83,7 +183,7 @@ grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
                                              v1::OpResponse* response) {
   return UnaryOp(ctx, Direction::kClientToStore,
                  request->has_extent() ? &request->extent() : nullptr,
-                 request->has_buffer() ? &request->buffer() : nullptr, response);
+                 request->has_buffer() ? &request->buffer() : nullptr, response, request->sync());
 }
 
 // One Stream call. Reads request messages back to back (never waiting for completions) and
@@ -124,7 +224,9 @@ class StoreService::OpStream final
     }
     service_->initiator_->SubmitBatch(batch_);
     for (size_t k = 0; k < batch_.size(); ++k) {
-      if (!batch_[k].status.ok()) Answer(batch_ids_[k], batch_[k].status, 0, 0, true);
+      if (batch_[k].status.ok()) continue;
+      service_->CountRefused(batch_[k]);
+      Answer(batch_ids_[k], batch_[k].status, 0, 0, true);
     }
     batch_.clear();  // drops refused ops' callbacks, giving their permits back
     absl::MutexLock lock(&mu_);
@@ -163,6 +265,7 @@ class StoreService::OpStream final
   void PrepareOp(const v1::StreamOp& op) {
     const uint64_t id = op.id();
     Direction direction = Direction::kStoreToClient;
+    bool sync = false;
     const v1::Extent* extent = nullptr;
     const v1::RemoteBuffer* buffer = nullptr;
     switch (op.op_case()) {
@@ -175,6 +278,7 @@ class StoreService::OpStream final
         direction = Direction::kClientToStore;
         if (op.read().has_extent()) extent = &op.read().extent();
         if (op.read().has_buffer()) buffer = &op.read().buffer();
+        sync = op.read().sync();
         break;
       case v1::StreamOp::OP_NOT_SET:
         Answer(id, absl::InvalidArgumentError("stream op has no write or read set"), 0, 0);
@@ -182,7 +286,7 @@ class StoreService::OpStream final
     }
     {
       absl::MutexLock lock(&mu_);
-      if (inflight_ids_.size() >= service_->limits_.max_inflight_per_stream) {
+      if (inflight_ids_.size() >= service_->max_inflight_per_stream()) {
         PushLocked(id, absl::ResourceExhaustedError(absl::StrCat(
                            "stream has ", inflight_ids_.size(),
                            " ops in flight (max_inflight_per_stream); wait for answers")), 0, 0);
@@ -195,8 +299,8 @@ class StoreService::OpStream final
       }
     }
     const uint64_t length = extent ? extent->length() : 0;
-    absl::StatusOr<Submission> sub =
-        service_->Prepare(direction, extent, buffer, [this, id, length](absl::Status st, uint64_t ns) {
+    absl::StatusOr<Submission> sub = service_->Prepare(
+        direction, extent, buffer, sync, [this, id, length](absl::Status st, uint64_t ns) {
           Answer(id, st, st.ok() ? length : 0, ns, true);
         });
     if (!sub.ok()) {
@@ -248,7 +352,7 @@ class StoreService::OpStream final
     Finish(grpc::Status::OK);
   }
 
-  size_t QueueCap() const { return 2 * size_t{service_->limits_.max_inflight_per_stream} + 64; }
+  size_t QueueCap() const { return 2 * size_t{service_->max_inflight_per_stream()} + 64; }
 
   StoreService* service_;
   v1::StreamRequest request_;  // touched only by the read callbacks, which never overlap
@@ -292,15 +396,16 @@ grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx
     auto* vi = response->add_volumes();
     vi->set_name(name);
     vi->set_size(volume->size());
-    vi->set_backing("memory");
+    vi->set_backing(volume->file().empty() ? "memory" : absl::StrCat("file:", volume->file()));
   }
+  const ServiceLimits limits = this->limits();
   auto* l = response->mutable_limits();
-  l->set_max_op_bytes(limits_.max_op_bytes);
-  l->set_max_inflight_per_stream(limits_.max_inflight_per_stream);
-  l->set_max_inflight_ops(limits_.max_inflight_ops);
-  l->set_max_inflight_bytes(limits_.max_inflight_bytes);
-  l->set_chunk_bytes(limits_.chunk_bytes);
-  l->set_max_links(limits_.max_links);
+  l->set_max_op_bytes(limits.max_op_bytes);
+  l->set_max_inflight_per_stream(limits.max_inflight_per_stream);
+  l->set_max_inflight_ops(limits.max_inflight_ops);
+  l->set_max_inflight_bytes(limits.max_inflight_bytes);
+  l->set_chunk_bytes(limits.chunk_bytes);
+  l->set_max_links(limits.max_links);
   auto* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

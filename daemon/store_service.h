@@ -8,9 +8,15 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/delay_queue.h"
 #include "daemon/inflight_limiter.h"
 #include "daemon/initiator.h"
+#include "daemon/media_timing.h"
+#include "daemon/stats.h"
 #include "daemon/store.h"
+#include "daemon/sync_worker.h"
 #include "daemon/transfer_op.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
 
@@ -27,11 +33,22 @@ struct ServiceLimits {
   uint32_t max_links = 64;
 };
 
+// Optional parts the daemon plugs into the service (all nullptr in a bare service). Each must
+// outlive the service and every RPC it started.
+struct ServiceExtras {
+  DaemonStats* stats = nullptr;    // op accounting (GetStats, systemd STATUS)
+  MediaTiming* media = nullptr;    // simulated media timing; needs `delays`
+  DelayQueue* delays = nullptr;    // holds completions until the simulated media is done
+  SyncWorker* syncer = nullptr;    // msync for Read{sync=true} on file volumes
+  // Fills the initiator pool occupancy of a transport for GetStats.
+  std::function<void(gdrstore::v1::Transport, gdrstore::v1::PoolStats*)> pool_stats;
+};
+
 class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
  public:
   // `store` and `initiator` must outlive the service and every RPC it started.
   StoreService(const Store* store, Initiator* initiator, ServiceLimits limits,
-               OfferedTransports offered);
+               OfferedTransports offered, ServiceExtras extras = {});
 
   grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext* ctx,
                                   const gdrstore::v1::WriteRequest* request,
@@ -58,33 +75,62 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   // GetInfo's dc line: what runs (DCIs, device), or why dc is not offered.
   void set_dc_detail(std::string detail) { dc_detail_ = std::move(detail); }
 
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* ctx,
+                                     const gdrstore::v1::GetStatsRequest* request,
+                                     gdrstore::v1::GetStatsResponse* response) override;
+
   // From now on new ops are refused with UNAVAILABLE; ops already started run to completion.
   void StartDrain() { draining_.store(true); }
   uint32_t inflight_ops() const { return limiter_.ops(); }
   uint32_t open_streams() const { return streams_.load(); }
+  uint64_t inflight_bytes() const { return limiter_.bytes(); }
+
+  // SIGHUP: new admission limits (max_op_bytes, max_inflight_*) take effect for ops started
+  // from now on; chunk_bytes and max_links are fixed at start. Thread-safe.
+  void UpdateLimits(const ServiceLimits& limits);
+  ServiceLimits limits() const;
 
   // Validates and starts one op; `done` gets the final status and the daemon-side service time.
   // A non-OK return means nothing started and `done` will not run.
   using Done = std::function<void(absl::Status, uint64_t service_ns)>;
   absl::Status StartOp(Direction direction, const gdrstore::v1::Extent* extent,
-                       const gdrstore::v1::RemoteBuffer* buffer, Done done);
+                       const gdrstore::v1::RemoteBuffer* buffer, Done done) {
+    return StartOp(direction, extent, buffer, /*sync=*/false, std::move(done));
+  }
+  // `sync`: a Read into a file-backed volume is answered only after msync of the extent.
+  absl::Status StartOp(Direction direction, const gdrstore::v1::Extent* extent,
+                       const gdrstore::v1::RemoteBuffer* buffer, bool sync, Done done);
   // The first half of StartOp: validates the request and takes its admission permit. The
   // returned submission, handed to the initiator, starts the op; dropped unstarted, it gives
-  // the permit back and `done` never runs.
+  // the permit back and `done` never runs (then call CountRefused with its status set).
   absl::StatusOr<Submission> Prepare(Direction direction, const gdrstore::v1::Extent* extent,
-                                     const gdrstore::v1::RemoteBuffer* buffer, Done done);
+                                     const gdrstore::v1::RemoteBuffer* buffer, Done done) {
+    return Prepare(direction, extent, buffer, /*sync=*/false, std::move(done));
+  }
+  absl::StatusOr<Submission> Prepare(Direction direction, const gdrstore::v1::Extent* extent,
+                                     const gdrstore::v1::RemoteBuffer* buffer, bool sync,
+                                     Done done);
+  // Accounts an op Prepare admitted that the initiator then refused (`sub.status` not OK).
+  void CountRefused(const Submission& sub);
 
  private:
   class OpStream;
   grpc::ServerUnaryReactor* UnaryOp(grpc::CallbackServerContext* ctx, Direction direction,
                                     const gdrstore::v1::Extent* extent,
                                     const gdrstore::v1::RemoteBuffer* buffer,
-                                    gdrstore::v1::OpResponse* response);
+                                    gdrstore::v1::OpResponse* response, bool sync);
+  uint32_t max_inflight_per_stream() const {
+    return max_inflight_per_stream_.load(std::memory_order_relaxed);
+  }
 
   const Store* store_;
   Initiator* initiator_;
-  const ServiceLimits limits_;
+  mutable absl::Mutex limits_mu_;
+  ServiceLimits limits_ ABSL_GUARDED_BY(limits_mu_);
+  std::atomic<uint64_t> max_op_bytes_;
+  std::atomic<uint32_t> max_inflight_per_stream_;
   const OfferedTransports offered_;
+  const ServiceExtras extras_;
   InflightLimiter limiter_;
   std::atomic<bool> draining_{false};
   std::atomic<uint32_t> streams_{0};

@@ -22,6 +22,7 @@ absl::StatusOr<std::unique_ptr<TcpInitiator>> TcpInitiator::Create(TcpInitiatorO
 }
 
 TcpInitiator::TcpInitiator(TcpInitiatorOptions options) : options_(options) {
+  housekeeping_ns_.store(absl::GetCurrentTimeNanos());
   housekeeper_ = std::thread([this] { Housekeeping(); });
 }
 
@@ -47,6 +48,18 @@ void TcpInitiator::Shutdown() {
   if (housekeeper_.joinable() && housekeeper_.get_id() != std::this_thread::get_id()) {
     housekeeper_.join();
   }
+}
+
+absl::Status TcpInitiator::CheckHealth(absl::Duration max_stall) const {
+  if (stop_.HasBeenNotified()) return absl::UnavailableError("tcp initiator is shut down");
+  const absl::Duration age =
+      absl::Nanoseconds(absl::GetCurrentTimeNanos() - housekeeping_ns_.load());
+  if (age > max_stall) {
+    return absl::UnavailableError(absl::StrCat(
+        "tcp housekeeping/completion thread has not come round for ", absl::FormatDuration(age),
+        " (stuck in a completion?)"));
+  }
+  return absl::OkStatus();
 }
 
 TcpInitiatorStats TcpInitiator::stats() const {
@@ -186,6 +199,7 @@ void TcpInitiator::SubmitBatch(std::span<Submission> batch) {
 
 void TcpInitiator::Housekeeping() {
   while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    housekeeping_ns_.store(absl::GetCurrentTimeNanos());
     std::vector<std::shared_ptr<TcpLink>> reap;
     std::vector<std::shared_ptr<TcpLink>> live;
     {

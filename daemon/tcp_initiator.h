@@ -4,6 +4,7 @@
 // idle ones and reaps dead ones, so a vanished client never leaks a socket or a thread.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <span>
 #include <memory>
@@ -45,6 +46,9 @@ class TcpInitiator final : public Initiator {
   // The ops of a batch bound for one link go out in one send (up to the link's batch size).
   void SubmitBatch(std::span<Submission> batch) override;
   void Shutdown() override;
+  // UNAVAILABLE when the housekeeping thread (stall detection, idle close, reaping; it also runs
+  // the completions of the links it fails) has not come round within `max_stall`.
+  absl::Status CheckHealth(absl::Duration max_stall) const override;
   TcpInitiatorStats stats() const;
 
  private:
@@ -75,6 +79,7 @@ class TcpInitiator final : public Initiator {
   // Links out of the pool whose threads still need joining (done outside mu_).
   std::vector<std::shared_ptr<TcpLink>> graveyard_ ABSL_GUARDED_BY(mu_);
   absl::Notification stop_;
+  std::atomic<int64_t> housekeeping_ns_{0};  // start of the housekeeper's last round
   std::thread housekeeper_;
 };
 

@@ -59,6 +59,7 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
   op.length = extent->length();
   op.remote_address = buffer->address();
   op.rkey = buffer->rkey();
+  op.endpoint = buffer->endpoint_case();
   using RB = gdrstore::v1::RemoteBuffer;
   switch (buffer->endpoint_case()) {
     case RB::kTcp: {

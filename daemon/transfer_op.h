@@ -39,6 +39,8 @@ struct TransferOp {
   uint64_t length = 0;
   uint64_t remote_address = 0;
   uint32_t rkey = 0;
+  // Which transport the request named (for accounting; the fields below say how to reach it).
+  gdrstore::v1::RemoteBuffer::EndpointCase endpoint = gdrstore::v1::RemoteBuffer::ENDPOINT_NOT_SET;
   TcpDestination tcp;
   uint64_t rc_connection_id = 0;  // transport rc: RcAccept.connection_id, nonzero
   dc::DcDestination dc;  // transport dc: the client's DCT (its access key is never logged)

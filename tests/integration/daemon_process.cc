@@ -54,6 +54,12 @@ TempDir::~TempDir() {
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     const std::vector<std::string>& argv, const std::string& stdout_path,
     const std::string& stderr_path) {
+  return SpawnWithEnv(argv, {}, stdout_path, stderr_path);
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::SpawnWithEnv(
+    const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+    const std::string& stdout_path, const std::string& stderr_path) {
   if (argv.empty()) return absl::InvalidArgumentError("empty argv");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -82,8 +88,20 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const std::string name = kv.substr(0, kv.find('='));
+    bool replaced = false;
+    for (const std::string& x : extra_env) replaced |= x.substr(0, x.find('=')) == name;
+    if (!replaced) env_strings.push_back(kv);
+  }
+  env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, argv[0].c_str(), &actions, &attr, args.data(), environ);
+  const int rc = ::posix_spawn(&pid, argv[0].c_str(), &actions, &attr, args.data(), envp.data());
   if (rc != 0) {
     return absl::InternalError(absl::StrCat("posix_spawn ", argv[0], ": ", std::strerror(rc)));
   }

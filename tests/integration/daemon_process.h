@@ -40,6 +40,10 @@ class ChildProcess {
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Spawn(const std::vector<std::string>& argv,
                                                              const std::string& stdout_path,
                                                              const std::string& stderr_path);
+  // Same, with `extra_env` ("NAME=value") added to (or replacing in) this process's environment.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> SpawnWithEnv(
+      const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
+      const std::string& stdout_path, const std::string& stderr_path);
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

@@ -1,0 +1,139 @@
+#include "daemon/reload.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "common/units.h"
+
+namespace gdr {
+namespace {
+
+const char* LevelName(LogLevel l) {
+  switch (l) {
+    case LogLevel::kDebug: return "debug";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kWarning: return "warning";
+    case LogLevel::kError: return "error";
+  }
+  return "?";
+}
+
+std::string Media(const VolumeSpec& v) {
+  return absl::StrCat("latency_us=", v.latency_us, ",bandwidth=",
+                      v.bandwidth ? FormatSize(v.bandwidth) + "/s" : std::string("unlimited"));
+}
+
+template <typename T>
+void Compare(const std::string& key, const T& a, const T& b, std::vector<std::string>* out) {
+  if (a != b) out->push_back(absl::StrCat(key, ": ", a, " -> ", b));
+}
+
+void CompareSize(const std::string& key, uint64_t a, uint64_t b, std::vector<std::string>* out) {
+  if (a != b) out->push_back(absl::StrCat(key, ": ", FormatSize(a), " -> ", FormatSize(b)));
+}
+
+void CompareDuration(const std::string& key, absl::Duration a, absl::Duration b,
+                     std::vector<std::string>* out) {
+  if (a != b) {
+    out->push_back(absl::StrCat(key, ": ", absl::FormatDuration(a), " -> ",
+                                absl::FormatDuration(b)));
+  }
+}
+
+}  // namespace
+
+ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
+  ReloadPlan plan;
+  plan.effective = current;
+  DaemonConfig& eff = plan.effective;
+
+  // Live.
+  CompareSize("max-op-size", current.limits.max_op_bytes, next.limits.max_op_bytes, &plan.applied);
+  Compare("max-inflight-per-stream", current.limits.max_inflight_per_stream,
+          next.limits.max_inflight_per_stream, &plan.applied);
+  Compare("max-inflight-ops", current.limits.max_inflight_ops, next.limits.max_inflight_ops,
+          &plan.applied);
+  CompareSize("max-inflight-bytes", current.limits.max_inflight_bytes,
+              next.limits.max_inflight_bytes, &plan.applied);
+  eff.limits.max_op_bytes = next.limits.max_op_bytes;
+  eff.limits.max_inflight_per_stream = next.limits.max_inflight_per_stream;
+  eff.limits.max_inflight_ops = next.limits.max_inflight_ops;
+  eff.limits.max_inflight_bytes = next.limits.max_inflight_bytes;
+  if (current.log_level != next.log_level) {
+    plan.applied.push_back(
+        absl::StrCat("log-level: ", LevelName(current.log_level), " -> ", LevelName(next.log_level)));
+    eff.log_level = next.log_level;
+  }
+  CompareDuration("drain-timeout", current.drain_timeout, next.drain_timeout, &plan.applied);
+  eff.drain_timeout = next.drain_timeout;
+
+  // Volumes: media timing is live; a volume's existence, size and file are not.
+  std::map<std::string, const VolumeSpec*> old_by_name, new_by_name;
+  for (const VolumeSpec& v : current.volumes) old_by_name[v.name] = &v;
+  for (const VolumeSpec& v : next.volumes) new_by_name[v.name] = &v;
+  for (const auto& [name, nv] : new_by_name) {
+    auto it = old_by_name.find(name);
+    if (it == old_by_name.end()) {
+      plan.needs_restart.push_back(absl::StrCat("volume ", name, ": added"));
+      continue;
+    }
+    const VolumeSpec& ov = *it->second;
+    if (ov.size != nv->size) {
+      plan.needs_restart.push_back(absl::StrCat("volume ", name, " size: ", FormatSize(ov.size),
+                                                " -> ", FormatSize(nv->size)));
+    }
+    if (ov.file != nv->file) {
+      plan.needs_restart.push_back(absl::StrCat("volume ", name, " file: '", ov.file, "' -> '",
+                                                nv->file, "'"));
+    }
+    if (ov.latency_us != nv->latency_us || ov.bandwidth != nv->bandwidth) {
+      plan.applied.push_back(
+          absl::StrCat("volume ", name, " media: ", Media(ov), " -> ", Media(*nv)));
+      for (VolumeSpec& ev : eff.volumes) {
+        if (ev.name == name) {
+          ev.latency_us = nv->latency_us;
+          ev.bandwidth = nv->bandwidth;
+        }
+      }
+    }
+  }
+  for (const auto& [name, ov] : old_by_name) {
+    if (new_by_name.count(name) == 0) {
+      plan.needs_restart.push_back(absl::StrCat("volume ", name, ": removed"));
+    }
+  }
+
+  // Restart only.
+  Compare("listen", current.listen, next.listen, &plan.needs_restart);
+  Compare("port-file", current.port_file, next.port_file, &plan.needs_restart);
+  CompareSize("chunk-size", current.tcp.chunk_bytes, next.tcp.chunk_bytes, &plan.needs_restart);
+  Compare("tcp-max-links", current.tcp.max_links, next.tcp.max_links, &plan.needs_restart);
+  Compare("tcp-links-per-target", current.tcp.links_per_target, next.tcp.links_per_target,
+          &plan.needs_restart);
+  CompareDuration("tcp-connect-timeout", current.tcp.link.connect_timeout,
+                  next.tcp.link.connect_timeout, &plan.needs_restart);
+  CompareDuration("op-timeout", current.tcp.op_timeout, next.tcp.op_timeout,
+                  &plan.needs_restart);
+  CompareDuration("tcp-idle-timeout", current.tcp.idle_timeout, next.tcp.idle_timeout,
+                  &plan.needs_restart);
+  // rc: the device and its QPs are set up once.
+  if (current.rc_mode != next.rc_mode) plan.needs_restart.push_back("rc: mode changed");
+  Compare("rdma-device", current.rc.device.device, next.rc.device.device, &plan.needs_restart);
+  Compare("rdma-addr", current.rc.device.address, next.rc.device.address, &plan.needs_restart);
+  Compare("rdma-port", current.rc.device.port, next.rc.device.port, &plan.needs_restart);
+  Compare("rdma-gid-index", current.rc.device.gid_index, next.rc.device.gid_index,
+          &plan.needs_restart);
+  Compare("rdma-cq-depth", current.rc.poller.cq_depth, next.rc.poller.cq_depth,
+          &plan.needs_restart);
+  Compare("rc-max-qps", current.rc.max_qps, next.rc.max_qps, &plan.needs_restart);
+  Compare("rc-max-qps-per-client", current.rc.max_qps_per_client, next.rc.max_qps_per_client,
+          &plan.needs_restart);
+  Compare("rc-sq-depth", current.rc.qp.sq_depth, next.rc.qp.sq_depth, &plan.needs_restart);
+  Compare("rc-max-rd-atomic", static_cast<int>(current.rc.qp.max_rd_atomic),
+          static_cast<int>(next.rc.qp.max_rd_atomic), &plan.needs_restart);
+  CompareDuration("rc-reset-timeout", current.rc.reset_timeout, next.rc.reset_timeout,
+                  &plan.needs_restart);
+  return plan;
+}
+
+}  // namespace gdr

@@ -1,0 +1,108 @@
+// gdrstored's op accounting: per transport, per volume and in total, counts and bytes by
+// direction, errors by status code, ops/bytes in flight and latency histograms. Recording is
+// lock-free (relaxed atomics) so it can sit on every op's path; GetStats and the systemd STATUS
+// line read snapshots.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/transfer_op.h"
+#include "gdrstore/v1/gdrstore.pb.h"
+
+namespace gdr {
+
+// Log-linear latency histogram: 8 buckets per power of two from 1 us to ~2^37 ns, plus exact
+// count, sum and max. Percentiles are within 1/8 of an octave (~9%). Lock-free.
+class LatencyHistogram {
+ public:
+  static constexpr int kSubBuckets = 8;
+  static constexpr int kMinShift = 10;  // bucket 0 holds everything below 1024 ns
+  static constexpr int kOctaves = 28;
+  static constexpr int kBuckets = kOctaves * kSubBuckets + 1;
+
+  void Record(uint64_t ns);
+  uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+  // Nanoseconds at quantile q in [0, 1]; 0 when empty.
+  uint64_t Percentile(double q) const;
+  uint64_t max_ns() const { return max_.load(std::memory_order_relaxed); }
+  uint64_t sum_ns() const { return sum_.load(std::memory_order_relaxed); }
+  static int BucketOf(uint64_t ns);
+  static uint64_t BucketUpperNs(int bucket);
+
+ private:
+  std::array<std::atomic<uint64_t>, kBuckets> buckets_{};
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> sum_{0};
+  std::atomic<uint64_t> max_{0};
+};
+
+// Counters of one scope (a transport, a volume, or everything).
+class OpCounters {
+ public:
+  static constexpr int kCodes = 17;  // absl/gRPC status codes 0..16
+  void Started(uint64_t bytes);
+  // `ok` ops count toward ops/bytes/latency; others toward errors[code]. `started` says whether
+  // Started() ran for this op (false for ops refused before admission).
+  void Finished(Direction direction, absl::StatusCode code, uint64_t bytes, uint64_t latency_ns,
+                bool started);
+  void Fill(gdrstore::v1::OpCounters* out) const;
+
+  uint64_t ops(Direction d) const { return ops_[Index(d)].load(std::memory_order_relaxed); }
+  uint64_t bytes(Direction d) const { return bytes_[Index(d)].load(std::memory_order_relaxed); }
+  uint64_t errors(absl::StatusCode c) const;
+  int64_t inflight_ops() const { return inflight_ops_.load(std::memory_order_relaxed); }
+  const LatencyHistogram& latency(Direction d) const { return latency_[Index(d)]; }
+
+ private:
+  static int Index(Direction d) { return d == Direction::kStoreToClient ? 0 : 1; }
+  std::array<std::atomic<uint64_t>, 2> ops_{};
+  std::array<std::atomic<uint64_t>, 2> bytes_{};
+  std::array<std::atomic<uint64_t>, kCodes> errors_{};
+  std::atomic<int64_t> inflight_ops_{0};
+  std::atomic<int64_t> inflight_bytes_{0};
+  std::array<LatencyHistogram, 2> latency_;
+};
+
+// Scopes an op is accounted in. Resolved once per op (volume lookup), then passed around.
+struct OpScopes {
+  OpCounters* transport = nullptr;  // nullptr when the request named no known transport
+  OpCounters* volume = nullptr;     // nullptr when the volume does not exist
+};
+
+class DaemonStats {
+ public:
+  // One OpCounters per volume name (the set is fixed for the daemon's life).
+  explicit DaemonStats(const std::vector<std::string>& volume_names);
+
+  // Scopes for a request's transport (RemoteBuffer endpoint case) and volume name.
+  OpScopes Resolve(gdrstore::v1::RemoteBuffer::EndpointCase endpoint,
+                   absl::string_view volume);
+  void Started(const OpScopes& scopes, uint64_t bytes);
+  void Finished(const OpScopes& scopes, Direction direction, absl::StatusCode code,
+                uint64_t bytes, uint64_t latency_ns, bool started);
+
+  const OpCounters& total() const { return total_; }
+  absl::Time started_at() const { return started_at_; }
+  uint64_t reloads() const { return reloads_.load(); }
+  void CountReload() { reloads_.fetch_add(1); }
+
+  // Everything but pool/admission figures (the service adds those).
+  void Fill(gdrstore::v1::GetStatsResponse* out) const;
+
+ private:
+  absl::Time started_at_;
+  OpCounters total_;
+  std::array<OpCounters, 3> transports_;  // tcp, rc, dc
+  std::map<std::string, std::unique_ptr<OpCounters>, std::less<>> volumes_;
+  std::atomic<uint64_t> reloads_{0};
+};
+
+}  // namespace gdr

@@ -1,0 +1,43 @@
+// StoreService::GetStats: the op accounting of DaemonStats plus live pool, admission and media
+// figures. Answered inline: it only reads atomics and small maps.
+#include "absl/strings/str_cat.h"
+#include "daemon/store_service.h"
+
+namespace gdr {
+
+namespace v1 = gdrstore::v1;
+
+grpc::ServerUnaryReactor* StoreService::GetStats(grpc::CallbackServerContext* ctx,
+                                                 const v1::GetStatsRequest* request,
+                                                 v1::GetStatsResponse* response) {
+  auto* reactor = ctx->DefaultReactor();
+  if (extras_.stats == nullptr) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                 "statistics are not collected by this daemon"));
+    return reactor;
+  }
+  response->set_version(GDR_VERSION);
+  extras_.stats->Fill(response);
+  for (v1::TransportStats& t : *response->mutable_transports()) {
+    if (extras_.pool_stats) extras_.pool_stats(t.transport(), t.mutable_pool());
+  }
+  for (v1::VolumeStats& v : *response->mutable_volumes()) {
+    if (extras_.media == nullptr) continue;
+    if (MediaModel* m = extras_.media->Find(v.name())) {
+      const MediaSettings s = m->settings();
+      v.mutable_media()->set_latency_us(s.latency_us);
+      v.mutable_media()->set_bandwidth_bytes_per_sec(s.bandwidth);
+    }
+  }
+  const ServiceLimits limits = this->limits();
+  v1::AdmissionStats* a = response->mutable_admission();
+  a->set_inflight_ops(limiter_.ops());
+  a->set_max_inflight_ops(limits.max_inflight_ops);
+  a->set_inflight_bytes(limiter_.bytes());
+  a->set_max_inflight_bytes(limits.max_inflight_bytes);
+  a->set_open_streams(streams_.load());
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace gdr

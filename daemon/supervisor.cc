@@ -1,0 +1,171 @@
+#include "daemon/supervisor.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/units.h"
+#include "daemon/health_monitor.h"
+#include "daemon/reload.h"
+
+namespace gdr {
+namespace {
+
+std::string Bytes(uint64_t b) {
+  if (b >= 1'000'000'000) return absl::StrFormat("%.2f GB", b / 1e9);
+  if (b >= 1'000'000) return absl::StrFormat("%.1f MB", b / 1e6);
+  if (b >= 1'000) return absl::StrFormat("%.1f kB", b / 1e3);
+  return absl::StrCat(b, " B");
+}
+
+// Applies what can change live; logs what needs a restart.
+void Reload(SupervisedDaemon& d) {
+  absl::StatusOr<DaemonConfig> next = ParseDaemonConfig(d.argc, d.argv);
+  if (!next.ok()) {
+    GDR_LOG(kError) << "SIGHUP: configuration not reloaded, keeping the running one: "
+                    << next.status().message();
+    return;
+  }
+  ReloadPlan plan = PlanReload(d.config, *next);
+  d.service->UpdateLimits(plan.effective.limits);
+  SetLogLevel(plan.effective.log_level);
+  if (d.media != nullptr) {
+    for (const VolumeSpec& v : plan.effective.volumes) {
+      if (MediaModel* m = d.media->Find(v.name)) m->Set({v.latency_us, v.bandwidth});
+    }
+  }
+  d.config = plan.effective;
+  if (d.stats != nullptr) d.stats->CountReload();
+  if (plan.applied.empty()) {
+    GDR_LOG(kInfo) << "SIGHUP: configuration re-read; no live setting changed";
+  } else {
+    GDR_LOG(kInfo) << "SIGHUP: applied " << absl::StrJoin(plan.applied, "; ");
+  }
+  if (!plan.needs_restart.empty()) {
+    GDR_LOG(kWarning) << "SIGHUP: NOT applied (needs a restart): "
+                      << absl::StrJoin(plan.needs_restart, "; ");
+  }
+}
+
+}  // namespace
+
+std::string StatusLine(const SupervisedDaemon& d) {
+  std::string s = d.serving;
+  const uint32_t clients = d.clients ? d.clients() : 0;
+  absl::StrAppend(&s, "; ", clients, clients == 1 ? " client, " : " clients, ",
+                  d.service->inflight_ops(), " ops in flight");
+  if (d.stats != nullptr) {
+    const OpCounters& t = d.stats->total();
+    const uint64_t w = t.bytes(Direction::kStoreToClient);
+    const uint64_t r = t.bytes(Direction::kClientToStore);
+    const uint64_t ops = t.ops(Direction::kStoreToClient) + t.ops(Direction::kClientToStore);
+    uint64_t errors = 0;
+    for (int c = 1; c < OpCounters::kCodes; ++c) errors += t.errors(static_cast<absl::StatusCode>(c));
+    absl::StrAppend(&s, ", moved ", Bytes(w + r), " (to clients ", Bytes(w), ", to store ",
+                    Bytes(r), ") in ", ops, " ops, ", errors, " errors");
+  }
+  return s;
+}
+
+int ServeUntilStopped(SupervisedDaemon& d, const sigset_t& signals) {
+  const SystemdNotifier& notifier = *d.notifier;
+  // Under a watchdog, ping at half its timeout (sd_watchdog_enabled(3)); otherwise just keep
+  // STATUS= fresh for `systemctl status`.
+  const absl::Duration watchdog = notifier.watchdog_timeout();
+  const absl::Duration period = watchdog > absl::ZeroDuration() ? watchdog / 2 : absl::Seconds(5);
+  // A loop that should come round every 100 ms is stuck when it has not for this long.
+  const absl::Duration max_stall = std::max(period, absl::Milliseconds(500));
+  HealthMonitor monitor(&notifier, period, [&d] { return StatusLine(d); });
+  for (Initiator* i : d.health_checked) {
+    monitor.AddProbe("transport", [i, max_stall] { return i->CheckHealth(max_stall); });
+  }
+  for (auto& [name, probe] : d.probes) monitor.AddProbe(name, probe);
+  if (d.delays != nullptr) {
+    monitor.AddProbe("media timing", [&d, max_stall] { return d.delays->CheckHealth(max_stall); });
+  }
+  // The gRPC executor: a real Ping through the server's in-process channel must come back.
+  auto channel = d.server->InProcessChannel(grpc::ChannelArguments());
+  auto stub = gdrstore::v1::GdrStore::NewStub(channel);
+  const absl::Duration ping_deadline = std::min(period / 2, absl::Seconds(2));
+  monitor.AddProbe("grpc server", [&stub, ping_deadline]() -> absl::Status {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + ping_deadline));
+    gdrstore::v1::PingRequest req;
+    gdrstore::v1::PingResponse resp;
+    grpc::Status s = stub->Ping(&ctx, req, &resp);
+    if (!s.ok()) {
+      return absl::UnavailableError(absl::StrCat("in-process Ping failed: ", s.error_message()));
+    }
+    return absl::OkStatus();
+  });
+
+  notifier.Ready(StatusLine(d));
+  if (notifier.enabled()) {
+    GDR_LOG(kInfo) << "told systemd READY=1"
+                   << (watchdog > absl::ZeroDuration()
+                           ? absl::StrCat("; watchdog every ", absl::FormatDuration(period),
+                                          " (timeout ", absl::FormatDuration(watchdog), ")")
+                           : std::string("; no watchdog"));
+  }
+  if (notifier.enabled()) monitor.Start();
+
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      notifier.Reloading();
+      Reload(d);
+      notifier.Ready(StatusLine(d));
+      continue;
+    }
+    GDR_LOG(kInfo) << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ": draining ("
+                   << d.service->inflight_ops() << " ops in flight, " << d.service->open_streams()
+                   << " streams open, up to " << absl::FormatDuration(d.config.drain_timeout)
+                   << ")";
+    break;
+  }
+  monitor.Stop();
+  notifier.Stopping(absl::StrCat("draining ", d.service->inflight_ops(), " ops in flight (up to ",
+                                 absl::FormatDuration(d.config.drain_timeout), ")"));
+  d.server->GetHealthCheckService()->SetServingStatus(false);
+  d.service->StartDrain();
+  for (auto& f : d.start_drain) f();
+  const absl::Time drain_deadline = absl::Now() + d.config.drain_timeout;
+  // Server::Shutdown cancels the calls still running at the deadline, but a callback call only
+  // ends once its reactor finishes, and ours finish when their transport op completes. An op
+  // stuck on a target that never answers would hold Shutdown until the op timeout. So at the
+  // deadline the transports fail everything still on the links (CANCELLED) and the media delay
+  // queue answers what it holds early, which finishes those calls and lets Shutdown return.
+  absl::Notification drained;
+  std::thread canceller([&] {
+    if (drained.WaitForNotificationWithDeadline(drain_deadline)) return;
+    GDR_LOG(kWarning) << "drain deadline reached with " << d.service->inflight_ops()
+                      << " ops in flight; cancelling them";
+    for (Initiator* i : d.initiators) i->Shutdown();
+    if (d.delays != nullptr) d.delays->Shutdown();
+  });
+  // Stops accepting calls, lets running ones finish until the deadline, then cancels the rest.
+  d.server->Shutdown(absl::ToChronoTime(drain_deadline));
+  d.server->Wait();
+  drained.Notify();
+  canceller.join();
+  // Anything a cancelled call left on the links fails now; the links close. Idempotent.
+  for (Initiator* i : d.initiators) i->Shutdown();
+  if (d.delays != nullptr) d.delays->Shutdown();
+  if (d.syncer != nullptr) d.syncer->Shutdown();
+  // A clean stop leaves file-backed volumes durable, not only in the page cache.
+  for (const auto& [name, v] : d.store->volumes()) {
+    if (v->file().empty()) continue;
+    if (absl::Status s = v->Sync(0, v->size()); !s.ok()) {
+      GDR_LOG(kError) << "volume " << name << ": " << s.message();
+    }
+  }
+  GDR_LOG(kInfo) << "stopped cleanly; " << StatusLine(d);
+  return 0;
+}
+
+}  // namespace gdr

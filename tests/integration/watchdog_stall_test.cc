@@ -1,0 +1,108 @@
+// A stuck completion path must stop the systemd watchdog pings. Real pieces throughout: the
+// daemon's TcpInitiator against a target that never answers, its stall detection failing the op
+// on the housekeeping thread, an op completion that then blocks that thread (the stuck poller),
+// the daemon's HealthMonitor and SystemdNotifier, and a real AF_UNIX notify socket.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "daemon/health_monitor.h"
+#include "daemon/systemd_notifier.h"
+#include "daemon/tcp_initiator.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/integration/notify_listener.h"
+#include "tests/integration/silent_listener.h"
+
+namespace gdr::integ {
+namespace {
+
+int CountPings(const NotifyListener& sd, size_t from) {
+  auto all = sd.messages();
+  int n = 0;
+  for (size_t i = from; i < all.size(); ++i) n += all[i].Has("WATCHDOG=1");
+  return n;
+}
+
+TEST(WatchdogStallTest, StuckCompletionThreadStopsPingsUntilItRecovers) {
+  auto dir = TempDir::Create("gdr-wdstall");
+  ASSERT_TRUE(dir.ok());
+  auto listener = NotifyListener::Bind((*dir)->File("notify.sock"));
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  NotifyListener& sd = **listener;
+  // What systemd puts in the environment of a Type=notify unit with WatchdogSec=400ms.
+  ASSERT_EQ(::setenv("NOTIFY_SOCKET", sd.path().c_str(), 1), 0);
+  ASSERT_EQ(::setenv("WATCHDOG_USEC", "400000", 1), 0);
+  ::unsetenv("WATCHDOG_PID");
+  auto notifier = SystemdNotifier::FromEnvironment();
+  ASSERT_TRUE(notifier->enabled());
+  ASSERT_EQ(notifier->watchdog_timeout(), absl::Milliseconds(400));
+
+  TcpInitiatorOptions o;
+  o.op_timeout = absl::Milliseconds(150);
+  auto tcp = TcpInitiator::Create(o);
+  ASSERT_TRUE(tcp.ok());
+  const absl::Duration period = notifier->watchdog_timeout() / 2;
+  const absl::Duration max_stall = absl::Milliseconds(300);
+  HealthMonitor monitor(notifier.get(), period, [] { return std::string("test status"); });
+  monitor.AddProbe("transport", [&] { return (*tcp)->CheckHealth(max_stall); });
+  monitor.Start();
+  ASSERT_GE(sd.WaitFor("WATCHDOG=1", 0, absl::Seconds(10)), 0);
+
+  // An op to a target that never answers: after op_timeout the housekeeping thread fails it and
+  // runs its completion, which blocks until `release`.
+  auto silent = SilentListener::Start();
+  ASSERT_TRUE(silent.ok());
+  std::vector<std::byte> mem(4096);
+  TransferOp op;
+  op.direction = Direction::kStoreToClient;
+  op.volume = "vol0";
+  op.local = mem.data();
+  op.length = mem.size();
+  op.remote_address = 0x1000;
+  op.rkey = 7;
+  op.tcp = {"127.0.0.1", (*silent)->port()};
+  absl::Notification stuck, release;
+  absl::Status op_status;
+  ASSERT_TRUE((*tcp)
+                  ->Submit(op,
+                           [&](absl::Status s) {
+                             op_status = s;
+                             stuck.Notify();
+                             release.WaitForNotification();
+                           })
+                  .ok());
+  ASSERT_TRUE(stuck.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(op_status)) << op_status;
+
+  // The monitor notices within max_stall plus a period, then withholds pings.
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        for (const auto& m : sd.messages())
+          if (absl::StartsWith(m.Get("STATUS"), "UNHEALTHY: transport: tcp housekeeping"))
+            return true;
+        return false;
+      },
+      absl::Seconds(10)));
+  const size_t mark = sd.size();
+  const uint64_t failed_at_mark = monitor.failed_rounds();
+  // Three more monitor rounds (longer than the 400 ms watchdog timeout) with no ping.
+  ASSERT_TRUE(PollUntil([&] { return monitor.failed_rounds() >= failed_at_mark + 3; },
+                        absl::Seconds(10)));
+  EXPECT_EQ(CountPings(sd, mark), 0) << "WATCHDOG=1 sent while the completion thread was stuck";
+
+  // Unstuck: pings resume.
+  release.Notify();
+  const size_t after = sd.size();
+  EXPECT_GE(sd.WaitFor("WATCHDOG=1", after, absl::Seconds(10)), 0);
+  monitor.Stop();
+  (*tcp)->Shutdown();
+  ::unsetenv("NOTIFY_SOCKET");
+  ::unsetenv("WATCHDOG_USEC");
+}
+
+}  // namespace
+}  // namespace gdr::integ
