@@ -17,6 +17,7 @@
 #include "common/cuda/gpu.h"
 #include "common/cuda/gpu_select.h"
 #include "common/topo/pci_topology.h"
+#include "client/gdrctl/stats.h"
 #include "common/pattern.h"
 #include "common/units.h"
 #include "client/gdrctl/selftest.h"
@@ -478,6 +479,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   selftest->add_option("--sizes", st_sizes, "comma-separated op sizes (default 1,4095,64KiB,1MiB+7,16MiB)");
 
+  gdrctl::StatsOptions so;
+  double stats_interval_s = 1.0;
+  CLI::App* stats = app.add_subcommand("stats", "daemon counters: ops, bytes, errors, latency, pools");
+  stats->add_flag("-w,--watch", so.watch, "refresh every --interval seconds, with rates");
+  stats->add_option("--interval", stats_interval_s, "seconds between --watch samples")
+      ->capture_default_str()->check(CLI::Range(0.05, 3600.0));
+  stats->add_option("--count", so.count, "stop --watch after this many samples (0: never)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -495,6 +504,15 @@ int main(int argc, char** argv) {
   if (info->parsed()) return CmdInfo(c);
   if (write->parsed()) return CmdWrite(c, wa);
   if (read->parsed()) return CmdRead(c, ra);
+  if (stats->parsed()) {
+    so.json = c.json;
+    so.interval = absl::Seconds(stats_interval_s);
+    so.rpc_timeout = absl::Milliseconds(c.timeout_ms);
+    auto client = Connect(c);
+    if (!client.ok()) return Fail(client.status(), "connect");
+    absl::Status s = gdrctl::RunStats((*client)->stub(), so);
+    return s.ok() ? kExitOk : Fail(s, "stats");
+  }
   if (bench->parsed()) return CmdBench(c, bo, bsize, btype, bspan, quiet || !isatty(2), bgpu);
   if (topo->parsed()) return CmdTopo(c, sysfs_root);
   if (selftest->parsed()) {

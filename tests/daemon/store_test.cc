@@ -2,6 +2,10 @@
 // lookups and the errors of Store::Create.
 #include "daemon/store.h"
 
+#include <stdlib.h>
+
+#include <filesystem>
+
 #include <span>
 
 #include "absl/strings/str_cat.h"
@@ -128,6 +132,58 @@ TEST(StoreTest, EmptyStore) {
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Create({});
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_TRUE((*store)->volumes().empty());
+}
+
+TEST(StoreTest, VolumeOptionsParse) {
+  absl::StatusOr<VolumeSpec> spec =
+      ParseVolumeSpec("nvme0=1GiB,file=/var/lib/gdrstored/nvme0.img,latency_us=80,bandwidth=3GiB/s");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->size, 1ull << 30);
+  EXPECT_EQ(spec->file, "/var/lib/gdrstored/nvme0.img");
+  EXPECT_EQ(spec->latency_us, 80u);
+  EXPECT_EQ(spec->bandwidth, 3ull << 30);
+  spec = ParseVolumeSpec("hdd=1MiB,bandwidth=200MiB");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->bandwidth, 200u << 20);
+  EXPECT_EQ(spec->file, "");
+  for (const char* bad : {"v=1MiB,file=rel/path", "v=1MiB,latency_us=-1", "v=1MiB,latency_us=x",
+                          "v=1MiB,bandwidth=fast", "v=1MiB,colour=red", "v=1MiB,file=",
+                          "v=1MiB,latency_us=1,latency_us=2", "v=1MiB,file"}) {
+    absl::StatusOr<VolumeSpec> s = ParseVolumeSpec(bad);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.status().message(), HasSubstr("'v'")) << bad;
+  }
+}
+
+// A file-backed volume: created and pattern-filled when missing (no .partial left behind),
+// kept with its bytes when present, refused when its size differs.
+TEST(StoreTest, FileVolumeCreateKeepAndRefuseResize) {
+  std::string dir = std::filesystem::temp_directory_path() / "store_test.XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string path = dir + "/v.img";
+  {
+    auto v = Volume::Create({"v", 3 * 4096 + 5, path});
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_TRUE((*v)->created());
+    EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+    EXPECT_EQ(std::filesystem::file_size(path), 3 * 4096u + 5);
+    EXPECT_FALSE(PatternMismatch(PatternSeed("v"), 0,
+                                 std::span<const std::byte>((*v)->data(), (*v)->size())));
+    (*v)->data()[4097] = std::byte{0x5a};
+    EXPECT_TRUE((*v)->Sync(4097, 1).ok());
+  }
+  {
+    auto v = Volume::Create({"v", 3 * 4096 + 5, path});
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_FALSE((*v)->created());
+    EXPECT_EQ((*v)->data()[4097], std::byte{0x5a});
+  }
+  auto wrong = Volume::Create({"v", 4096, path});
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::filesystem::file_size(path), 3 * 4096u + 5);
+  auto missing_dir = Volume::Create({"v", 4096, dir + "/no/such/dir/v.img"});
+  EXPECT_EQ(missing_dir.status().code(), absl::StatusCode::kNotFound) << missing_dir.status();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

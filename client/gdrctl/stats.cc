@@ -1,0 +1,154 @@
+#include "client/gdrctl/stats.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/units.h"
+
+namespace gdrctl {
+
+namespace v1 = gdrstore::v1;
+
+namespace {
+
+std::string Bytes(double b) {
+  if (b >= 1e9) return absl::StrFormat("%.2f GB", b / 1e9);
+  if (b >= 1e6) return absl::StrFormat("%.1f MB", b / 1e6);
+  if (b >= 1e3) return absl::StrFormat("%.1f kB", b / 1e3);
+  return absl::StrFormat("%.0f B", b);
+}
+
+const char* TransportName(v1::Transport t) {
+  switch (t) {
+    case v1::TRANSPORT_DC: return "dc";
+    case v1::TRANSPORT_RC: return "rc";
+    case v1::TRANSPORT_TCP: return "tcp";
+    default: return "?";
+  }
+}
+
+std::string Errors(const v1::OpCounters& c) {
+  if (c.errors_size() == 0) return "none";
+  std::string out;
+  for (const auto& e : c.errors()) absl::StrAppend(&out, out.empty() ? "" : " ", e.name(), "=", e.count());
+  return out;
+}
+
+std::string Latency(const v1::LatencySummary& l) {
+  if (l.count() == 0) return "-";
+  return absl::StrFormat("p50 %.0f p90 %.0f p99 %.0f p99.9 %.0f max %.0f", l.p50_us(), l.p90_us(),
+                         l.p99_us(), l.p999_us(), l.max_us());
+}
+
+// Counter lines of one scope, with rates when a previous sample of the same scope is given.
+void AppendScope(std::string* out, const std::string& title, const v1::OpCounters& c,
+                 const v1::OpCounters* prev, double secs, const std::string& extra) {
+  absl::StrAppendFormat(out, "%s%s\n", title, extra.empty() ? "" : absl::StrCat("  (", extra, ")"));
+  absl::StrAppendFormat(out, "    write (store->client)  %10u ops %12s", c.write_ops(),
+                        Bytes(static_cast<double>(c.write_bytes())));
+  if (prev != nullptr && secs > 0) {
+    absl::StrAppendFormat(out, "   %8.0f ops/s %10s/s",
+                          (c.write_ops() - prev->write_ops()) / secs,
+                          Bytes((c.write_bytes() - prev->write_bytes()) / secs));
+  }
+  absl::StrAppendFormat(out, "\n    read  (client->store)  %10u ops %12s", c.read_ops(),
+                        Bytes(static_cast<double>(c.read_bytes())));
+  if (prev != nullptr && secs > 0) {
+    absl::StrAppendFormat(out, "   %8.0f ops/s %10s/s", (c.read_ops() - prev->read_ops()) / secs,
+                          Bytes((c.read_bytes() - prev->read_bytes()) / secs));
+  }
+  absl::StrAppendFormat(out, "\n    in flight %d ops, %s; errors: %s\n", c.inflight_ops(),
+                        Bytes(static_cast<double>(c.inflight_bytes())), Errors(c));
+  absl::StrAppendFormat(out, "    latency us  write: %s\n", Latency(c.write_latency()));
+  absl::StrAppendFormat(out, "                read:  %s\n", Latency(c.read_latency()));
+}
+
+}  // namespace
+
+std::string FormatStats(const v1::GetStatsResponse& now, const v1::GetStatsResponse* previous,
+                        absl::Duration elapsed) {
+  const double secs = absl::ToDoubleSeconds(elapsed);
+  std::string out;
+  const auto& a = now.admission();
+  absl::StrAppendFormat(&out, "gdrstored %s, up %.1f s, %u reloads\n", now.version(),
+                        now.uptime_ns() / 1e9, now.reloads());
+  absl::StrAppendFormat(&out, "admission: %u/%u ops, %s/%s in flight, %u streams open\n",
+                        a.inflight_ops(), a.max_inflight_ops(),
+                        Bytes(static_cast<double>(a.inflight_bytes())),
+                        gdr::FormatSize(a.max_inflight_bytes()), a.open_streams());
+  AppendScope(&out, "total", now.total(), previous ? &previous->total() : nullptr, secs, "");
+  for (int i = 0; i < now.transports_size(); ++i) {
+    const auto& t = now.transports(i);
+    const bool idle = t.ops().write_ops() + t.ops().read_ops() + t.ops().errors_size() == 0 &&
+                      t.pool().capacity() == 0;
+    if (idle) continue;  // a transport this daemon does not run
+    const v1::OpCounters* prev = nullptr;
+    if (previous != nullptr && i < previous->transports_size()) prev = &previous->transports(i).ops();
+    AppendScope(&out, absl::StrCat("transport ", TransportName(t.transport())), t.ops(), prev, secs,
+                absl::StrFormat("pool %u/%u in use, %u clients", t.pool().in_use(),
+                                t.pool().capacity(), t.pool().destinations()));
+  }
+  for (int i = 0; i < now.volumes_size(); ++i) {
+    const auto& v = now.volumes(i);
+    const v1::OpCounters* prev = nullptr;
+    if (previous != nullptr && i < previous->volumes_size() &&
+        previous->volumes(i).name() == v.name()) {
+      prev = &previous->volumes(i).ops();
+    }
+    std::string media = "no media timing";
+    if (v.media().latency_us() != 0 || v.media().bandwidth_bytes_per_sec() != 0) {
+      media = absl::StrCat("media latency ", v.media().latency_us(), " us, bandwidth ",
+                           v.media().bandwidth_bytes_per_sec()
+                               ? gdr::FormatSize(v.media().bandwidth_bytes_per_sec()) + "/s"
+                               : std::string("unlimited"));
+    }
+    AppendScope(&out, absl::StrCat("volume ", v.name()), v.ops(), prev, secs, media);
+  }
+  return out;
+}
+
+absl::Status RunStats(v1::GdrStore::Stub* stub, const StatsOptions& o) {
+  v1::GetStatsResponse previous;
+  bool have_previous = false;
+  absl::Time previous_at;
+  const bool tty = ::isatty(1);
+  for (uint64_t n = 0;; ++n) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + o.rpc_timeout));
+    v1::GetStatsRequest req;
+    v1::GetStatsResponse resp;
+    grpc::Status s = stub->GetStats(&ctx, req, &resp);
+    const absl::Time at = absl::Now();
+    if (!s.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                          absl::StrCat("GetStats: ", s.error_message()));
+    }
+    if (o.json) {
+      std::string json;
+      google::protobuf::util::JsonPrintOptions jo;
+      jo.always_print_primitive_fields = true;
+      jo.preserve_proto_field_names = true;
+      (void)google::protobuf::util::MessageToJsonString(resp, &json, jo);
+      std::cout << json << std::endl;
+    } else {
+      if (o.watch && tty) std::cout << "\033[H\033[2J";  // clear the screen between samples
+      std::cout << FormatStats(resp, have_previous ? &previous : nullptr, at - previous_at);
+      if (o.watch && !tty) std::cout << "--\n";
+      std::cout.flush();
+    }
+    if (!o.watch || (o.count != 0 && n + 1 >= o.count)) return absl::OkStatus();
+    previous = std::move(resp);
+    previous_at = at;
+    have_previous = true;
+    absl::SleepFor(o.interval);
+  }
+}
+
+}  // namespace gdrctl

@@ -1,0 +1,81 @@
+// Unit tests of SIGHUP planning (daemon/reload.h): which changes apply live, which are reported
+// as needing a restart, and what the effective configuration becomes.
+#include "daemon/reload.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gdr {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+
+DaemonConfig Base() {
+  DaemonConfig c;
+  c.volumes = {{"a", 1 << 20, "", 0, 0}, {"b", 2 << 20, "/srv/b.img", 100, 0}};
+  return c;
+}
+
+TEST(ReloadTest, NothingChanged) {
+  ReloadPlan p = PlanReload(Base(), Base());
+  EXPECT_THAT(p.applied, IsEmpty());
+  EXPECT_THAT(p.needs_restart, IsEmpty());
+}
+
+TEST(ReloadTest, LiveSettingsApplyAndShowInEffective) {
+  DaemonConfig next = Base();
+  next.limits.max_op_bytes = 1 << 20;
+  next.limits.max_inflight_ops = 7;
+  next.log_level = LogLevel::kDebug;
+  next.volumes[1].latency_us = 5000;
+  next.volumes[1].bandwidth = 100 << 20;
+  next.drain_timeout = absl::Seconds(3);
+  ReloadPlan p = PlanReload(Base(), next);
+  EXPECT_THAT(p.needs_restart, IsEmpty());
+  EXPECT_THAT(p.applied,
+              UnorderedElementsAre("max-op-size: 256 MiB -> 1 MiB", "max-inflight-ops: 4096 -> 7",
+                                   "log-level: info -> debug", "drain-timeout: 10s -> 3s",
+                                   "volume b media: latency_us=100,bandwidth=unlimited -> "
+                                   "latency_us=5000,bandwidth=100 MiB/s"));
+  EXPECT_EQ(p.effective.limits.max_op_bytes, 1u << 20);
+  EXPECT_EQ(p.effective.limits.max_inflight_ops, 7u);
+  EXPECT_EQ(p.effective.log_level, LogLevel::kDebug);
+  EXPECT_EQ(p.effective.volumes[1].latency_us, 5000u);
+  EXPECT_EQ(p.effective.drain_timeout, absl::Seconds(3));
+}
+
+TEST(ReloadTest, RestartOnlySettingsAreReportedNotApplied) {
+  DaemonConfig next = Base();
+  next.listen = "0.0.0.0:1";
+  next.tcp.chunk_bytes = 4096;
+  next.limits.chunk_bytes = 4096;
+  next.tcp.max_links = 3;
+  next.volumes[0].size = 4 << 20;
+  next.volumes[1].file = "/srv/other.img";
+  next.volumes.push_back({"c", 1 << 20});
+  next.volumes.erase(next.volumes.begin());  // a: removed (its size change is moot)
+  ReloadPlan p = PlanReload(Base(), next);
+  EXPECT_THAT(p.applied, IsEmpty());
+  EXPECT_THAT(p.needs_restart,
+              UnorderedElementsAre("listen: 127.0.0.1:50051 -> 0.0.0.0:1",
+                                   "chunk-size: 1 MiB -> 4 KiB", "tcp-max-links: 64 -> 3",
+                                   "volume b file: '/srv/b.img' -> '/srv/other.img'",
+                                   "volume c: added", "volume a: removed"));
+  EXPECT_EQ(p.effective.listen, "127.0.0.1:50051");
+  EXPECT_EQ(p.effective.tcp.chunk_bytes, 1u << 20);
+  ASSERT_EQ(p.effective.volumes.size(), 2u);
+  EXPECT_EQ(p.effective.volumes[1].file, "/srv/b.img");
+}
+
+TEST(ReloadTest, SizeChangeOfKeptVolumeNeedsRestart) {
+  DaemonConfig next = Base();
+  next.volumes[0].size = 4 << 20;
+  ReloadPlan p = PlanReload(Base(), next);
+  EXPECT_THAT(p.needs_restart, ElementsAre("volume a size: 1 MiB -> 4 MiB"));
+  EXPECT_EQ(p.effective.volumes[0].size, 1u << 20);
+}
+
+}  // namespace
+}  // namespace gdr
