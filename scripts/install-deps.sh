@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gdrstored needs to build and test. Idempotent: packages already
-# present are skipped by apt. Run as root (or with sudo) on a fresh machine.
+# present are skipped by apt. Run as root (or with sudo) on a fresh machine. systemd provides
+# systemd-analyze (unit verification); file and dpkg-dev are what CPack's .deb generator uses.
 set -euo pipefail
 
 PKGS=(
@@ -9,6 +10,7 @@ PKGS=(
   libabsl-dev libsystemd-dev libibverbs-dev rdma-core
   libgtest-dev libgmock-dev libcli11-dev
   procps iproute2
+  systemd file dpkg-dev
 )
 
 missing=()
