@@ -52,5 +52,5 @@ must gdrctl read --volume nvme0 -o 0 -s 4KiB --verify   # the restarted daemon s
 # Stop: STOPPING=1, drain, exit 0.
 must systemctl stop gdrstored.service
 must systemctl show gdrstored.service -p ActiveState -p Result -p ExecMainStatus
-must journalctl -u gdrstored.service --no-pager -o cat -n 3
+must journalctl -u gdrstored.service --no-pager -o cat -n 6
 echo "RESULT: $([[ $fail -eq 0 ]] && echo PASS || echo FAIL)"
