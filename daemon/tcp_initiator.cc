@@ -59,6 +59,20 @@ absl::Status TcpInitiator::CheckHealth(absl::Duration max_stall) const {
         "tcp housekeeping/completion thread has not come round for ", absl::FormatDuration(age),
         " (stuck in a completion?)"));
   }
+  // Each link's receiver is the completion poller of its connection: one that has sat in a
+  // single op's completion callback this long is stuck, whatever the network does. (If the
+  // lock itself were wedged, this probe blocks and the pings stop all the same.)
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, vec] : links_) {
+    for (const auto& l : vec) {
+      const absl::Duration busy = l->completion_busy_for();
+      if (busy > max_stall) {
+        return absl::UnavailableError(absl::StrCat(
+            "tcp completion thread of the link to ", key, " has been inside one op completion for ",
+            absl::FormatDuration(busy)));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -47,7 +47,8 @@ class TcpInitiator final : public Initiator {
   void SubmitBatch(std::span<Submission> batch) override;
   void Shutdown() override;
   // UNAVAILABLE when the housekeeping thread (stall detection, idle close, reaping; it also runs
-  // the completions of the links it fails) has not come round within `max_stall`.
+  // the completions of the links it fails) has not come round within `max_stall`, or when a
+  // link's receiver (its completion poller) has been inside one completion for longer.
   absl::Status CheckHealth(absl::Duration max_stall) const override;
   TcpInitiatorStats stats() const;
 

@@ -128,6 +128,17 @@ void TcpLink::BuildBatchLocked() {
   send_iov_end_ = iovcnt;
 }
 
+absl::Duration TcpLink::completion_busy_for() const {
+  const int64_t since = completing_since_ns_.load(std::memory_order_relaxed);
+  return since == 0 ? absl::ZeroDuration() : absl::Nanoseconds(absl::GetCurrentTimeNanos() - since);
+}
+
+void TcpLink::CompleteOnReceiver(Chunk& chunk, const absl::Status& status) {
+  completing_since_ns_.store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
+  Complete(chunk, status);
+  completing_since_ns_.store(0, std::memory_order_relaxed);
+}
+
 void TcpLink::Complete(Chunk& chunk, const absl::Status& status) {
   outstanding_.fetch_sub(chunk.length, std::memory_order_relaxed);
   chunk.op->ChunkDone(status);
@@ -251,7 +262,7 @@ absl::Status TcpLink::ReceiveOne(BufferedReader& reader) {
   }
   // The chunk is ours now: a concurrent Fail no longer sees it.
   if (h->status != tcpwire::TargetStatus::kOk) {
-    Complete(chunk, tcpwire::TargetStatusToStatus(*h));
+    CompleteOnReceiver(chunk, tcpwire::TargetStatusToStatus(*h));
     return absl::OkStatus();
   }
   if (h->opcode == tcpwire::Opcode::kReadData) {
@@ -259,11 +270,11 @@ absl::Status TcpLink::ReceiveOne(BufferedReader& reader) {
     if (!s.ok()) {
       absl::Status lost = absl::UnavailableError(
           absl::StrCat("tcp link to ", dest_.Key(), " lost mid-payload: ", s.message()));
-      Complete(chunk, lost);
+      CompleteOnReceiver(chunk, lost);
       return lost;
     }
   }
-  Complete(chunk, absl::OkStatus());
+  CompleteOnReceiver(chunk, absl::OkStatus());
   return absl::OkStatus();
 }
 

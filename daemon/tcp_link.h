@@ -76,6 +76,9 @@ class TcpLink {
   void CheckStall(absl::Time now, absl::Duration timeout);
 
   bool dead() const { return dead_.load(std::memory_order_acquire); }
+  // How long the receiver (this link's completion poller) has been inside one op completion
+  // callback; zero when it is not in one. Lock-free; for the watchdog's health probe.
+  absl::Duration completion_busy_for() const;
   uint64_t outstanding_bytes() const { return outstanding_.load(std::memory_order_relaxed); }
   absl::Time last_activity() const;
   const TcpDestination& destination() const { return dest_; }
@@ -88,11 +91,14 @@ class TcpLink {
   void ReceiveLoop();
   absl::Status ReceiveOne(BufferedReader& reader);
   void Complete(Chunk& chunk, const absl::Status& status);
+  // Complete() on the receiver thread, with completion_busy_for() tracking it.
+  void CompleteOnReceiver(Chunk& chunk, const absl::Status& status);
 
   const TcpDestination dest_;
   const TcpLinkOptions options_;
   std::atomic<bool> dead_{false};
   std::atomic<uint64_t> outstanding_{0};
+  std::atomic<int64_t> completing_since_ns_{0};  // 0: receiver not inside a completion
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;

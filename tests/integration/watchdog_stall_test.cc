@@ -12,6 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "daemon/health_monitor.h"
 #include "daemon/systemd_notifier.h"
+#include "client/src/tcp_target.h"
 #include "daemon/tcp_initiator.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/notify_listener.h"
@@ -100,6 +101,79 @@ TEST(WatchdogStallTest, StuckCompletionThreadStopsPingsUntilItRecovers) {
   EXPECT_GE(sd.WaitFor("WATCHDOG=1", after, absl::Seconds(10)), 0);
   monitor.Stop();
   (*tcp)->Shutdown();
+  ::unsetenv("NOTIFY_SOCKET");
+  ::unsetenv("WATCHDOG_USEC");
+}
+
+// The other completion poller: a link's receiver thread that answers an op and then sits in its
+// completion callback. The target answers normally; the daemon-side thread is what is stuck.
+TEST(WatchdogStallTest, StuckReceiverCompletionStopsPings) {
+  auto dir = TempDir::Create("gdr-wdstall");
+  ASSERT_TRUE(dir.ok());
+  auto listener = NotifyListener::Bind((*dir)->File("notify.sock"));
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  NotifyListener& sd = **listener;
+  ASSERT_EQ(::setenv("NOTIFY_SOCKET", sd.path().c_str(), 1), 0);
+  ASSERT_EQ(::setenv("WATCHDOG_USEC", "400000", 1), 0);
+  auto notifier = SystemdNotifier::FromEnvironment();
+  ASSERT_EQ(notifier->watchdog_timeout(), absl::Milliseconds(400));
+
+  auto target = gdrstore::TcpTarget::Start("127.0.0.1", 0, 16);
+  ASSERT_TRUE(target.ok()) << target.status();
+  std::vector<std::byte> remote(8192), local(8192);
+  auto region = std::make_shared<gdrstore::Region>();
+  region->base = reinterpret_cast<uint64_t>(remote.data());
+  region->size = remote.size();
+  region->host = remote.data();
+  (*target)->Register(region);
+
+  auto tcp = TcpInitiator::Create({});
+  ASSERT_TRUE(tcp.ok());
+  const absl::Duration max_stall = absl::Milliseconds(300);
+  HealthMonitor monitor(notifier.get(), notifier->watchdog_timeout() / 2,
+                        [] { return std::string("test status"); });
+  monitor.AddProbe("transport", [&] { return (*tcp)->CheckHealth(max_stall); });
+  monitor.Start();
+  ASSERT_GE(sd.WaitFor("WATCHDOG=1", 0, absl::Seconds(10)), 0);
+
+  TransferOp op;
+  op.direction = Direction::kStoreToClient;
+  op.volume = "vol0";
+  op.local = local.data();
+  op.length = 4096;
+  op.remote_address = region->base;
+  op.rkey = region->rkey;
+  op.tcp = {"127.0.0.1", (*target)->port()};
+  absl::Notification stuck, release;
+  absl::Status op_status;
+  ASSERT_TRUE((*tcp)
+                  ->Submit(op,
+                           [&](absl::Status s) {
+                             op_status = s;
+                             stuck.Notify();
+                             release.WaitForNotification();
+                           })
+                  .ok());
+  ASSERT_TRUE(stuck.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(op_status.ok()) << op_status;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        for (const auto& m : sd.messages())
+          if (absl::StrContains(m.Get("STATUS"), "has been inside one op completion")) return true;
+        return false;
+      },
+      absl::Seconds(10)));
+  const size_t mark = sd.size();
+  const uint64_t failed_at_mark = monitor.failed_rounds();
+  ASSERT_TRUE(PollUntil([&] { return monitor.failed_rounds() >= failed_at_mark + 3; },
+                        absl::Seconds(10)));
+  EXPECT_EQ(CountPings(sd, mark), 0) << "WATCHDOG=1 sent while a receiver was stuck";
+  release.Notify();
+  const size_t after = sd.size();
+  EXPECT_GE(sd.WaitFor("WATCHDOG=1", after, absl::Seconds(10)), 0);
+  monitor.Stop();
+  (*tcp)->Shutdown();
+  (*target)->Stop();
   ::unsetenv("NOTIFY_SOCKET");
   ::unsetenv("WATCHDOG_USEC");
 }
