@@ -34,7 +34,10 @@ absl::Status HealthMonitor::CheckOnce() {
 
 void HealthMonitor::Loop() {
   bool was_healthy = true;
+  // Rounds start at a fixed cadence, so a slow probe does not stretch the ping interval.
+  absl::Time next = absl::Now();
   do {
+    next += period_;
     absl::Status s = CheckOnce();
     if (stop_.HasBeenNotified()) break;
     const std::string status = status_line_ ? status_line_() : std::string();
@@ -55,7 +58,8 @@ void HealthMonitor::Loop() {
       was_healthy = false;
       notifier_->Status(absl::StrCat("UNHEALTHY: ", s.message()));
     }
-  } while (!stop_.WaitForNotificationWithTimeout(period_));
+    if (next < absl::Now()) next = absl::Now();  // fell behind: do not burst to catch up
+  } while (!stop_.WaitForNotificationWithDeadline(next));
 }
 
 }  // namespace gdr

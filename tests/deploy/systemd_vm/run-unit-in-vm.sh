@@ -61,15 +61,15 @@ cat > "$W/gdr-check.service" <<UNIT
 [Unit]
 Description=gdrstored VM check script
 After=systemd-journald.service
+SuccessAction=poweroff-force
+FailureAction=poweroff-force
 [Service]
 Type=oneshot
 Environment=W=$W
 ExecStart=/bin/bash $W/guest-check.sh
 StandardOutput=file:$W/guest.log
 StandardError=inherit
-SuccessAction=poweroff-force
-FailureAction=poweroff-force
-TimeoutStartSec=infinity
+TimeoutStartSec=900
 UNIT
 rm -f "$W/exit_code" "$W/guest.log"
 timeout "${SDVM_TIMEOUT:-900}" qemu-system-x86_64 -accel tcg -cpu max -m "${SDVM_MEM:-2048}" \
