@@ -143,6 +143,11 @@ void StoreService::CountRefused(const Submission& sub) {
   extras_.stats->Finished(scopes, sub.op.direction, sub.status.code(), sub.op.length, 0, true);
 }
 
+void StoreService::CountUnstarted(absl::StatusCode code) {
+  if (extras_.stats == nullptr) return;
+  extras_.stats->Finished(OpScopes{}, Direction::kStoreToClient, code, 0, 0, /*started=*/false);
+}
+
 absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent,
                                    const v1::RemoteBuffer* buffer, bool sync, Done done) {
   GDR_ASSIGN_OR_RETURN(Submission sub,
@@ -214,6 +219,7 @@ class StoreService::OpStream final
     batch_ids_.clear();
     for (int i = 0; i < request_.ops_size(); ++i) {
       if (i >= kMaxOpsPerMessage) {
+        service_->CountUnstarted(absl::StatusCode::kInvalidArgument);
         Answer(request_.ops(i).id(),
                absl::InvalidArgumentError(absl::StrCat(
                    "more than ", kMaxOpsPerMessage, " ops in one StreamRequest; op not started")),
@@ -281,18 +287,21 @@ class StoreService::OpStream final
         sync = op.read().sync();
         break;
       case v1::StreamOp::OP_NOT_SET:
+        service_->CountUnstarted(absl::StatusCode::kInvalidArgument);
         Answer(id, absl::InvalidArgumentError("stream op has no write or read set"), 0, 0);
         return;
     }
     {
       absl::MutexLock lock(&mu_);
       if (inflight_ids_.size() >= service_->max_inflight_per_stream()) {
+        service_->CountUnstarted(absl::StatusCode::kResourceExhausted);
         PushLocked(id, absl::ResourceExhaustedError(absl::StrCat(
                            "stream has ", inflight_ids_.size(),
                            " ops in flight (max_inflight_per_stream); wait for answers")), 0, 0);
         return;
       }
       if (!inflight_ids_.insert(id).second) {
+        service_->CountUnstarted(absl::StatusCode::kInvalidArgument);
         PushLocked(id, absl::InvalidArgumentError(absl::StrCat(
                            "stream op id ", id, " is already in flight on this stream")), 0, 0);
         return;

@@ -112,6 +112,8 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
                                      Done done);
   // Accounts an op Prepare admitted that the initiator then refused (`sub.status` not OK).
   void CountRefused(const Submission& sub);
+  // Accounts (in the totals) a Stream op refused before Prepare (per-stream limit, bad op).
+  void CountUnstarted(absl::StatusCode code);
 
  private:
   class OpStream;
