@@ -4,6 +4,7 @@
 # starts from that root with the packaged config (volumes and listen overridden on the command
 # line), serves, and stops with exit 0 on SIGTERM.
 set -euo pipefail
+trap 'echo "package_test: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 build_dir=$(realpath "$1")
 tmp=$(mktemp -d)
 pid=""
@@ -19,7 +20,9 @@ dpkg-deb -I "$deb" > "$tmp/info"
 grep -q "^ Package: gdrstored$" "$tmp/info"
 grep -q "^ Depends: .*libgrpc" "$tmp/info" || grep -q "^ Depends: .*libgrpc++" "$tmp/info"
 grep -q "^ Depends: .*systemd" "$tmp/info"
-dpkg-deb --ctrl-tarfile "$deb" | tar -t | grep -q "conffiles"
+# (No `grep -q` at the end of a pipe: under pipefail its early exit fails the writer.)
+control_files=$(dpkg-deb --ctrl-tarfile "$deb" | tar -t)
+grep -qx "./conffiles" <<<"$control_files" || { echo "no conffiles in: $control_files"; exit 1; }
 [[ $(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles) == "/etc/gdrstored/gdrstored.conf" ]]
 
 root=$tmp/root
@@ -36,7 +39,9 @@ grep -q '^ExecStart=/usr/sbin/gdrstored --config /etc/gdrstored/gdrstored.conf$'
 cmp "$root/usr/lib/systemd/system/gdrstored.service" "$(dirname "$0")/../../deploy/systemd/gdrstored.service"
 
 # The unpacked binaries run from the fresh root.
-"$root/usr/bin/gdrctl" --version | grep -q "$(grep -oP 'project\(gdrstored VERSION \K[0-9.]+' "$(dirname "$0")/../../CMakeLists.txt")"
+version=$("$root/usr/bin/gdrctl" --version)
+want=$(grep -oP 'project\(gdrstored VERSION \K[0-9.]+' "$(dirname "$0")/../../CMakeLists.txt")
+[[ $version == *"$want"* ]] || { echo "gdrctl --version says '$version', want $want"; exit 1; }
 "$root/usr/sbin/gdrstored" --config "$root/etc/gdrstored/gdrstored.conf" --listen 127.0.0.1:0 \
   --port-file "$tmp/port" --volume "vol0=16MiB" --volume "f=4MiB,file=$tmp/f.img" 2>"$tmp/daemon.log" &
 pid=$!
