@@ -29,11 +29,7 @@ void SrqDeleter::operator()(ibv_srq* p) const {
 
 std::vector<QpTransition> DciTransitions(const VerbsDevice& device, const DciConfig& config) {
   std::vector<QpTransition> steps(3);
-  QpTransition& init = steps[0];
-  init.attr.qp_state = IBV_QPS_INIT;
-  init.attr.pkey_index = 0;
-  init.attr.port_num = device.port().port;
-  init.mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+  steps[0] = InitTransition(device.port().port, std::nullopt);
 
   QpTransition& rtr = steps[1];
   rtr.attr.qp_state = IBV_QPS_RTR;
@@ -61,12 +57,7 @@ std::vector<QpTransition> DciTransitions(const VerbsDevice& device, const DciCon
 
 std::vector<QpTransition> DctTransitions(const VerbsDevice& device, const DctConfig& config) {
   std::vector<QpTransition> steps(2);
-  QpTransition& init = steps[0];
-  init.attr.qp_state = IBV_QPS_INIT;
-  init.attr.pkey_index = 0;
-  init.attr.port_num = device.port().port;
-  init.attr.qp_access_flags = config.remote_access;
-  init.mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+  steps[0] = InitTransition(device.port().port, config.remote_access);
 
   QpTransition& rtr = steps[1];
   rtr.attr.qp_state = IBV_QPS_RTR;

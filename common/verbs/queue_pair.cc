@@ -7,6 +7,19 @@
 
 namespace gdr::verbs {
 
+QpTransition InitTransition(uint8_t port, std::optional<int> remote_access) {
+  QpTransition init;
+  init.attr.qp_state = IBV_QPS_INIT;
+  init.attr.pkey_index = 0;
+  init.attr.port_num = port;
+  init.mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+  if (remote_access) {
+    init.attr.qp_access_flags = static_cast<unsigned>(*remote_access);
+    init.mask |= IBV_QP_ACCESS_FLAGS;
+  }
+  return init;
+}
+
 absl::StatusOr<std::unique_ptr<QueuePair>> QueuePair::Adopt(VerbsPtr<ibv_qp> qp,
                                                            uint32_t sq_depth) {
   if (!qp) return absl::InvalidArgumentError("no QP to adopt");

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -41,6 +42,10 @@ struct QpTransition {
   ibv_qp_attr attr{};
   int mask = 0;
 };
+
+// RESET -> INIT on `port` with pkey index 0. QPs that are targets of remote access (RC, DCT)
+// pass their IBV_ACCESS_* flags; a DCI passes nullopt, since mlx5 refuses access flags on one.
+QpTransition InitTransition(uint8_t port, std::optional<int> remote_access);
 
 class QueuePair {
  public:

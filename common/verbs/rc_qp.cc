@@ -38,12 +38,7 @@ std::vector<QpTransition> RcTransitions(const VerbsDevice& device, const RcQpCon
   const uint8_t dev_init_rd = static_cast<uint8_t>(
       std::min<int>(255, std::max(1, device.attr().max_qp_init_rd_atom)));
   std::vector<QpTransition> steps(3);
-  QpTransition& init = steps[0];
-  init.attr.qp_state = IBV_QPS_INIT;
-  init.attr.pkey_index = 0;
-  init.attr.port_num = device.port().port;
-  init.attr.qp_access_flags = config.remote_access;
-  init.mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+  steps[0] = InitTransition(device.port().port, config.remote_access);
 
   QpTransition& rtr = steps[1];
   rtr.attr.qp_state = IBV_QPS_RTR;
