@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/completion_batch.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "daemon/rc_initiator.h"
@@ -193,8 +194,9 @@ grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
 
 // One Stream call. Reads request messages back to back (never waiting for completions) and
 // starts every op in them; answers accumulate while a write is outstanding and go out together
-// in the next StreamResponse, so under load many answers share one message. Exactly one write
-// is outstanding at a time. Finishes once the client has closed its side and every op is
+// in the next StreamResponse, so under load many answers share one message. Answers delivered
+// in one burst (a link receiver draining its buffer, a poller's batch of CQEs) start at most one
+// write, when the burst ends (CompletionBatch). Exactly one write is outstanding at a time. Finishes once the client has closed its side and every op is
 // answered. Lives until OnDone.
 class StoreService::OpStream final
     : public grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse> {
@@ -214,7 +216,9 @@ class StoreService::OpStream final
       return;
     }
     // Every op of the message is validated first and the admitted ones go to the initiator
-    // as one batch, so ops bound for one client leave in one send / one doorbell.
+    // as one batch, so ops bound for one client leave in one send / one doorbell. Answers given
+    // while doing so (refusals) leave together, in one message.
+    CompletionBatch answers;
     batch_.clear();
     batch_ids_.clear();
     for (int i = 0; i < request_.ops_size(); ++i) {
@@ -337,6 +341,16 @@ class StoreService::OpStream final
     if (!status.ok()) r.set_message(std::string(status.message()));
     r.set_bytes(bytes);
     r.set_service_ns(ns);
+    if (writing_ || flush_deferred_) return;  // the answer rides the next message
+    if (CompletionBatch::Defer(this, [this] {
+          absl::MutexLock lock(&mu_);
+          flush_deferred_ = false;
+          WriteNextLocked();
+          MaybeFinishLocked();
+        })) {
+      flush_deferred_ = true;
+      return;
+    }
     WriteNextLocked();
   }
 
@@ -354,7 +368,8 @@ class StoreService::OpStream final
   }
 
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || !reads_done_ || !inflight_ids_.empty() || writing_ || !unsent_.empty()) {
+    if (finished_ || !reads_done_ || !inflight_ids_.empty() || writing_ || !unsent_.empty() ||
+        flush_deferred_) {
       return;
     }
     finished_ = true;
@@ -376,6 +391,8 @@ class StoreService::OpStream final
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
+  // A CompletionBatch holds a flush of this stream: it must not finish (and be deleted) first.
+  bool flush_deferred_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* StoreService::Stream(

@@ -6,6 +6,7 @@
 #include <array>
 
 #include "absl/strings/str_cat.h"
+#include "common/completion_batch.h"
 #include "common/log.h"
 
 namespace gdr {
@@ -220,7 +221,16 @@ void TcpLink::SendLoop() {
 void TcpLink::ReceiveLoop() {
   BufferedReader reader(raw_fd_);
   for (;;) {
-    absl::Status s = ReceiveOne(reader);
+    absl::Status s;
+    {
+      // Responses that arrived together complete as one burst: work their completions defer
+      // (a stream's next response message) runs once, before the next read that may block.
+      CompletionBatch burst;
+      int frames = 0;
+      do {
+        s = ReceiveOne(reader);
+      } while (s.ok() && reader.HasBuffered() && ++frames < kMaxBurst);
+    }
     if (!s.ok()) {
       Fail(s);
       return;

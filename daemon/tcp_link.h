@@ -117,6 +117,7 @@ class TcpLink {
   // A batch whose tail a non-blocking send could not write; the sender thread finishes it.
   bool has_carry_ ABSL_GUARDED_BY(mu_) = false;
   static constexpr size_t kMaxBatch = 32;
+  static constexpr int kMaxBurst = 64;  // responses completed before deferred work runs
   std::array<std::array<std::byte, tcpwire::kHeaderSize>, kMaxBatch> send_headers_;
   std::array<struct iovec, 2 * kMaxBatch> send_iov_;
   int send_iov_begin_ = 0;

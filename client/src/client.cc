@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
@@ -485,8 +486,10 @@ absl::Status Client::Ping() {
 // ---- OpStream ----
 
 // Client side of one Stream call. Submitted ops queue while a write is outstanding and go out
-// together in the next StreamRequest; answers arrive batched too. One write outstanding at a
-// time; callbacks run outside the lock.
+// together in the next StreamRequest; answers arrive batched too. Ops that answer callbacks
+// submit while a response is being delivered also wait, and leave in one message once every
+// answer of it has been handed out. One write outstanding at a time; callbacks run outside
+// the lock.
 class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
   static constexpr int kMaxOpsPerMessage = 1024;
@@ -517,6 +520,8 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
         op.set_id(id);
         pending_.emplace(id, std::move(done));
         unsent_.push_back(std::move(op));
+        // Submitted from an answer's callback: OnReadDone writes once all have run.
+        if (delivering_ && delivering_thread_ == std::this_thread::get_id()) return;
         WriteNextLocked();
         return;
       }
@@ -558,6 +563,8 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
         ready.emplace_back(std::move(it->second), &r);
         pending_.erase(it);
       }
+      delivering_ = true;
+      delivering_thread_ = std::this_thread::get_id();
     }
     for (auto& [cb, r] : ready) {
       if (r->code() == 0) {
@@ -565,6 +572,11 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
       } else {
         cb(absl::Status(static_cast<absl::StatusCode>(r->code()), r->message()));
       }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      delivering_ = false;
+      WriteNextLocked();
     }
     StartRead(&response_);
   }
@@ -617,6 +629,8 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   absl::flat_hash_map<uint64_t, OpCallback> pending_;
   uint64_t next_id_ = 1;
   bool writing_ = false;
+  bool delivering_ = false;  // OnReadDone is running answer callbacks on delivering_thread_
+  std::thread::id delivering_thread_;
   bool write_failed_ = false;
   bool closing_ = false;
   bool writes_done_sent_ = false;

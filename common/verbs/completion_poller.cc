@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/completion_batch.h"
 #include "common/log.h"
 #include "common/verbs/verbs_status.h"
 
@@ -130,6 +131,7 @@ int CompletionPoller::PollOnce(ibv_wc* wcs) {
     GDR_LOG_EVERY_N_SEC(kError, 5) << name_ << ": ibv_poll_cq failed (" << n << ")";
     return 0;
   }
+  CompletionBatch burst;  // what the handlers defer runs once, after the whole batch
   for (int i = 0; i < n; ++i) {
     if (wcs[i].wr_id == 0) {
       GDR_LOG_EVERY_N_SEC(kWarning, 5) << name_ << ": completion without a handler ("

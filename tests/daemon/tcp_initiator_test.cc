@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/tcp_target.h"
+#include "common/completion_batch.h"
 #include "common/pattern.h"
 #include "common/socket.h"
 #include "gmock/gmock.h"
@@ -671,6 +672,78 @@ TEST_F(TcpInitiatorTest, IdleClosingNeverFailsANewOp) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(failed.load(), 0);
+}
+
+
+// Responses that arrive together complete as one burst: each op's completion finds a
+// CompletionBatch open on the link's receiver, and what the completions defer (a stream's next
+// response message) runs once, after the last of them. A hand-made target reads every request
+// first and then answers them all with one write, so the daemon side has them all buffered.
+TEST_F(TcpInitiatorTest, ResponsesThatArriveTogetherCompleteAsOneBurst) {
+  constexpr int kOps = 24;
+  constexpr uint32_t kLen = 16;
+  uint16_t port = 0;
+  absl::StatusOr<ScopedFd> listener = ListenTcp("127.0.0.1", 0, 4, &port);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  std::thread answerer([&] {
+    ScopedFd fd(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
+    std::vector<std::byte> acks(kOps * tcpwire::kHeaderSize);
+    for (int i = 0; i < kOps; ++i) {
+      std::array<std::byte, tcpwire::kHeaderSize> raw;
+      ASSERT_TRUE(ReadFull(fd.get(), raw.data(), raw.size()).ok());
+      absl::StatusOr<tcpwire::Header> h = tcpwire::Decode(raw, tcpwire::kMaxPayload);
+      ASSERT_TRUE(h.ok()) << h.status();
+      std::array<std::byte, kLen> payload;
+      ASSERT_TRUE(ReadFull(fd.get(), payload.data(), h->length).ok());
+      h->opcode = tcpwire::Opcode::kWriteAck;
+      tcpwire::Encode(*h, std::span<std::byte, tcpwire::kHeaderSize>(
+                              acks.data() + i * tcpwire::kHeaderSize, tcpwire::kHeaderSize));
+    }
+    ASSERT_TRUE(WriteFull(fd.get(), acks.data(), acks.size()).ok());
+    std::byte eof;
+    (void)ReadFull(fd.get(), &eof, 1);  // hold the link open until the initiator closes it
+  });
+  StartInitiator({});
+  StoreMemory store(kOps * kLen, 1);
+  struct Seen {
+    absl::Mutex mu;
+    int completed = 0;
+    int outside_batch = 0;
+    std::vector<int> completed_at_flush;
+  } seen;
+  const int key = 0;
+  std::vector<Submission> batch(kOps);
+  std::vector<OpWaiter> waiters(kOps);
+  for (int i = 0; i < kOps; ++i) {
+    batch[i].op = MakeOp(Direction::kStoreToClient, store.at(i * kLen), kLen, 0x1000 + i * kLen,
+                         7, port);
+    batch[i].done = [&seen, &key, done = waiters[i].Callback()](absl::Status s) {
+      {
+        absl::MutexLock lock(&seen.mu);
+        ++seen.completed;
+      }
+      const bool deferred = CompletionBatch::Defer(&key, [&seen] {
+        absl::MutexLock lock(&seen.mu);
+        seen.completed_at_flush.push_back(seen.completed);
+      });
+      if (!deferred) {
+        absl::MutexLock lock(&seen.mu);
+        ++seen.outside_batch;
+      }
+      done(std::move(s));
+    };
+  }
+  initiator_->SubmitBatch(batch);
+  for (int i = 0; i < kOps; ++i) {
+    ASSERT_TRUE(batch[i].status.ok()) << batch[i].status;
+    EXPECT_TRUE(waiters[i].Wait().ok()) << "op " << i;
+  }
+  initiator_.reset();  // closes the link: the answerer sees EOF
+  answerer.join();
+  absl::MutexLock lock(&seen.mu);
+  EXPECT_EQ(seen.outside_batch, 0);
+  EXPECT_EQ(seen.completed_at_flush, std::vector<int>{kOps});
 }
 
 }  // namespace
