@@ -174,31 +174,34 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     }
     return absl::UnavailableError(absl::StrCat("transport auto: no transport works (", notes, ")"));
   }
-  if (opts.transport == Transport::kDc) {
+  // rc and dc: a channel without gRPC retries and the RDMA device the options name.
+  auto verbs_client = [&opts] {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
     auto channel =
         grpc::CreateCustomChannel(opts.daemon_address, grpc::InsecureChannelCredentials(), args);
-    auto client = std::unique_ptr<Client>(new Client(std::move(opts), std::move(channel), nullptr));
+    return std::unique_ptr<Client>(new Client(std::move(opts), std::move(channel), nullptr));
+  };
+  auto device_of = [](const ClientOptions& o) {
+    gdr::verbs::DeviceSelector d;
+    d.device = o.rdma_device;
+    d.address = o.rdma_address;
+    d.gid_index = o.rdma_gid_index;
+    return d;
+  };
+  if (opts.transport == Transport::kDc) {
+    auto client = verbs_client();
     DcSessionOptions dopt;
-    dopt.device.device = client->options_.rdma_device;
-    dopt.device.address = client->options_.rdma_address;
-    dopt.device.gid_index = client->options_.rdma_gid_index;
+    dopt.device = device_of(client->options_);
     absl::StatusOr<std::shared_ptr<DcSession>> session = DcSession::Open(dopt);
     if (!session.ok()) return session.status();
     client->dc_ = std::move(*session);
     return client;
   }
   if (opts.transport == Transport::kRc) {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-    auto channel =
-        grpc::CreateCustomChannel(opts.daemon_address, grpc::InsecureChannelCredentials(), args);
-    auto client = std::unique_ptr<Client>(new Client(std::move(opts), std::move(channel), nullptr));
+    auto client = verbs_client();
     RcSessionOptions ro;
-    ro.device.device = client->options_.rdma_device;
-    ro.device.address = client->options_.rdma_address;
-    ro.device.gid_index = client->options_.rdma_gid_index;
+    ro.device = device_of(client->options_);
     ro.qps = client->options_.rc_qps;
     if (client->options_.rpc_timeout.count() > 0) {
       ro.connect_timeout = std::min(ro.connect_timeout, client->options_.rpc_timeout);

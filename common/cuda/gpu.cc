@@ -114,29 +114,30 @@ DeviceMemory::~DeviceMemory() {
   }
 }
 
-absl::Status DeviceMemory::CopyFromHost(size_t offset, const void* src, size_t n) const {
+absl::StatusOr<const CudaApi*> DeviceMemory::ApiForCopy(size_t offset, size_t n) const {
   if (offset > size_ || n > size_ - offset) {
     return absl::OutOfRangeError(
         absl::StrCat("[", offset, ", +", n, ") is outside the ", size_, "-byte GPU buffer"));
   }
   absl::StatusOr<const CudaApi*> loaded = Api();
   if (!loaded.ok()) return loaded.status();
+  if (absl::Status s = UseDevice(**loaded, ordinal_); !s.ok()) return s;
+  return *loaded;
+}
+
+absl::Status DeviceMemory::CopyFromHost(size_t offset, const void* src, size_t n) const {
+  absl::StatusOr<const CudaApi*> loaded = ApiForCopy(offset, n);
+  if (!loaded.ok()) return loaded.status();
   const CudaApi& api = **loaded;
-  if (absl::Status s = UseDevice(api, ordinal_); !s.ok()) return s;
   if (n == 0) return absl::OkStatus();
   GDR_CU_RETURN_IF_ERROR(api, cuMemcpyHtoD(ptr_ + offset, src, n));
   return absl::OkStatus();
 }
 
 absl::Status DeviceMemory::CopyToHost(size_t offset, void* dst, size_t n) const {
-  if (offset > size_ || n > size_ - offset) {
-    return absl::OutOfRangeError(
-        absl::StrCat("[", offset, ", +", n, ") is outside the ", size_, "-byte GPU buffer"));
-  }
-  absl::StatusOr<const CudaApi*> loaded = Api();
+  absl::StatusOr<const CudaApi*> loaded = ApiForCopy(offset, n);
   if (!loaded.ok()) return loaded.status();
   const CudaApi& api = **loaded;
-  if (absl::Status s = UseDevice(api, ordinal_); !s.ok()) return s;
   if (n == 0) return absl::OkStatus();
   GDR_CU_RETURN_IF_ERROR(api, cuMemcpyDtoH(dst, ptr_ + offset, n));
   return absl::OkStatus();

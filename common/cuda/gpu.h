@@ -17,6 +17,8 @@
 
 namespace gdr::cuda {
 
+struct CudaApi;
+
 struct GpuInfo {
   int ordinal = -1;       // CUDA device ordinal (as CUDA_VISIBLE_DEVICES orders them)
   std::string pci;        // canonical, lowercase: "0000:b7:00.0"
@@ -62,6 +64,8 @@ class DeviceMemory {
 
  private:
   DeviceMemory(int ordinal, uint64_t ptr, size_t size) : ordinal_(ordinal), ptr_(ptr), size_(size) {}
+  // Checks [offset, +n) against the buffer and makes this GPU current for a copy.
+  absl::StatusOr<const CudaApi*> ApiForCopy(size_t offset, size_t n) const;
   int ordinal_;
   uint64_t ptr_;
   size_t size_;
