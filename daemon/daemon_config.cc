@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/token_file.h"
 #include "common/units.h"
 
 namespace gdr {
@@ -87,6 +88,9 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   dc::DcFlagValues dc_flags;
   dc::AddDcFlags(app, &dc_flags);
   app.add_option("--log-level", log_level, "debug, info, warning, error")->capture_default_str();
+  app.add_option("--token-file", cfg.token_file,
+                 "callers must send 'authorization: Bearer <token>' with a token of this file "
+                 "(one per line, # comments; re-read on SIGHUP). Default: no token needed");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -150,6 +154,13 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   absl::StatusOr<LogLevel> level = ParseLogLevel(log_level);
   if (!level.ok()) return absl::InvalidArgumentError(absl::StrCat("--log-level: ", level.status().message()));
   cfg.log_level = *level;
+  if (!cfg.token_file.empty()) {
+    absl::StatusOr<std::vector<std::string>> tokens = ReadTokenFile(cfg.token_file);
+    if (!tokens.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--token-file: ", tokens.status().message()));
+    }
+    cfg.tokens = *std::move(tokens);
+  }
   return cfg;
 }
 

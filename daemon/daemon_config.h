@@ -32,6 +32,9 @@ struct DaemonConfig {
   dc::DcTransportConfig dc;
   absl::Duration drain_timeout = absl::Seconds(10);
   LogLevel log_level = LogLevel::kInfo;
+  // Bearer tokens callers must present, read from token_file (re-read on SIGHUP); none: open.
+  std::string token_file;
+  std::vector<std::string> tokens;
 };
 
 // Parses argv (and the file named by --config). On --help returns a status of code

@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -150,6 +152,18 @@ int Run(int argc, char** argv) {
   service.set_rc(rc.get());
   service.set_rc_detail(rc_detail);
   service.set_dc_detail(dc->detail);
+  service.SetTokens(cfg->tokens);
+  if (!cfg->tokens.empty()) {
+    GDR_LOG(kInfo) << "token authentication on: " << cfg->tokens.size()
+                   << (cfg->tokens.size() == 1 ? " token" : " tokens") << " accepted from "
+                   << cfg->token_file;
+    struct stat st {};
+    if (::stat(cfg->token_file.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
+      GDR_LOG(kWarning) << "token file " << cfg->token_file
+                        << " is readable by group or others (mode "
+                        << absl::StrFormat("%04o", st.st_mode & 07777) << "); chmod 600 it";
+    }
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -66,6 +66,17 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   }
   CompareDuration("drain-timeout", current.drain_timeout, next.drain_timeout, &plan.applied);
   eff.drain_timeout = next.drain_timeout;
+  // Tokens: the file is read again on every reload, so a rotation needs no flag change. Only
+  // counts are logged, never a token.
+  if (current.token_file != next.token_file || current.tokens != next.tokens) {
+    plan.applied.push_back(
+        next.tokens.empty()
+            ? std::string("tokens: none needed any more")
+            : absl::StrCat("tokens: ", current.tokens.size(), " -> ", next.tokens.size(),
+                           " accepted (", next.token_file, ")"));
+  }
+  eff.token_file = next.token_file;
+  eff.tokens = next.tokens;
 
   // Volumes: media timing is live; a volume's existence, size and file are not.
   std::map<std::string, const VolumeSpec*> old_by_name, new_by_name;
@@ -133,6 +144,27 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
           static_cast<int>(next.rc.qp.max_rd_atomic), &plan.needs_restart);
   CompareDuration("rc-reset-timeout", current.rc.reset_timeout, next.rc.reset_timeout,
                   &plan.needs_restart);
+  // dc: the DCI pool and its address handles are built once, on rc's device.
+  if (current.dc.mode != next.dc.mode) plan.needs_restart.push_back("dc: mode changed");
+  const dc::DcInitiatorOptions& cd = current.dc.options;
+  const dc::DcInitiatorOptions& nd = next.dc.options;
+  Compare("dci-count", cd.dci_count, nd.dci_count, &plan.needs_restart);
+  Compare("dc-sq-depth", cd.dci.sq_depth, nd.dci.sq_depth, &plan.needs_restart);
+  Compare("dc-max-rd-atomic", int{cd.dci.max_rd_atomic}, int{nd.dci.max_rd_atomic},
+          &plan.needs_restart);
+  Compare("dc-timeout", int{cd.dci.timeout}, int{nd.dci.timeout}, &plan.needs_restart);
+  Compare("dc-retry-cnt", int{cd.dci.retry_cnt}, int{nd.dci.retry_cnt}, &plan.needs_restart);
+  Compare("dc-rnr-retry", int{cd.dci.rnr_retry}, int{nd.dci.rnr_retry}, &plan.needs_restart);
+  Compare("dc-log-streams", int{cd.log_streams}, int{nd.log_streams}, &plan.needs_restart);
+  Compare("dc-log-errored-streams", int{cd.log_errored}, int{nd.log_errored}, &plan.needs_restart);
+  Compare("dc-hop-limit", int{cd.ah.hop_limit}, int{nd.ah.hop_limit}, &plan.needs_restart);
+  Compare("dc-traffic-class", int{cd.ah.traffic_class}, int{nd.ah.traffic_class},
+          &plan.needs_restart);
+  Compare("dc-sl", int{cd.ah.service_level}, int{nd.ah.service_level},
+          &plan.needs_restart);
+  Compare("dc-flow-label", cd.ah.flow_label, nd.ah.flow_label, &plan.needs_restart);
+  Compare("dc-ah-cache", cd.ah_cache_size, nd.ah_cache_size, &plan.needs_restart);
+  Compare("dc-spread", cd.max_spread, nd.max_spread, &plan.needs_restart);
   return plan;
 }
 

@@ -1,7 +1,8 @@
 // SIGHUP: what a re-read configuration changes. Admission limits, log level, per-volume media
-// timing and the drain timeout apply live; everything that shapes sockets, memory or the
-// initiator pool (listen address, volumes' size/file, chunk size, pool sizes, timeouts of the
-// tcp links, the rc device and QP settings) needs a restart and is reported, not applied.
+// timing, the drain timeout and the accepted tokens (the token file is read again) apply live;
+// everything that shapes sockets, memory or the initiator pools (listen address, volumes'
+// size/file, chunk size, pool sizes, timeouts of the tcp links, the rc device and QP settings,
+// the dc mode, DCI and address-handle settings) needs a restart and is reported, not applied.
 #pragma once
 
 #include <string>

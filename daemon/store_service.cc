@@ -158,10 +158,31 @@ absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent
   return sub.status;
 }
 
+namespace {
+
+// A bidi call refused before it started: finishes at once with the reason.
+template <class Request, class Response>
+class RefusedBidi final : public grpc::ServerBidiReactor<Request, Response> {
+ public:
+  explicit RefusedBidi(const grpc::Status& s) { this->Finish(s); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* StoreService::RefuseUnauthorized(grpc::CallbackServerContext* ctx) {
+  absl::Status s = auth_.Check(*ctx);
+  if (s.ok()) return nullptr;
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(s));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx,
                                                 Direction direction, const v1::Extent* extent,
                                                 const v1::RemoteBuffer* buffer,
                                                 v1::OpResponse* response, bool sync) {
+  if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx)) return refused;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const uint64_t length = extent ? extent->length() : 0;
   absl::Status s = StartOp(direction, extent, buffer, sync,
@@ -196,8 +217,8 @@ grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
 // starts every op in them; answers accumulate while a write is outstanding and go out together
 // in the next StreamResponse, so under load many answers share one message. Answers delivered
 // in one burst (a link receiver draining its buffer, a poller's batch of CQEs) start at most one
-// write, when the burst ends (CompletionBatch). Exactly one write is outstanding at a time. Finishes once the client has closed its side and every op is
-// answered. Lives until OnDone.
+// write, when the burst ends (CompletionBatch). Exactly one write is outstanding at a time.
+// Finishes once the client has closed its side and every op is answered. Lives until OnDone.
 class StoreService::OpStream final
     : public grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
@@ -397,12 +418,16 @@ class StoreService::OpStream final
 
 grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* StoreService::Stream(
     grpc::CallbackServerContext* ctx) {
+  if (absl::Status s = auth_.Check(*ctx); !s.ok()) {
+    return new RefusedBidi<v1::StreamRequest, v1::StreamResponse>(ToGrpcStatus(s));
+  }
   return new OpStream(this);
 }
 
 grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx,
                                                 const v1::GetInfoRequest* request,
                                                 v1::GetInfoResponse* response) {
+  if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx)) return refused;
   response->set_version(GDR_VERSION);
   auto add = [&](v1::Transport t, bool available, const char* detail) {
     auto* ti = response->add_transports();
@@ -439,13 +464,9 @@ grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx
 
 grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse>* StoreService::Connect(
     grpc::CallbackServerContext* ctx) {
+  using Refuse = RefusedBidi<v1::ConnectRequest, v1::ConnectResponse>;
+  if (absl::Status s = auth_.Check(*ctx); !s.ok()) return new Refuse(ToGrpcStatus(s));
   if (rc_ != nullptr && offered_.rc && !draining_.load()) return rc_->OpenConnection(ctx);
-  // Refuses the call: finishes at once with the reason.
-  class Refuse final : public grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse> {
-   public:
-    explicit Refuse(grpc::Status s) { Finish(s); }
-    void OnDone() override { delete this; }
-  };
   if (draining_.load()) {
     return new Refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "daemon is shutting down"));
   }
@@ -456,6 +477,7 @@ grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse>* StoreService::
 grpc::ServerUnaryReactor* StoreService::Ping(grpc::CallbackServerContext* ctx,
                                              const v1::PingRequest* request,
                                              v1::PingResponse* response) {
+  if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx)) return refused;
   auto* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -17,6 +18,7 @@
 #include "daemon/stats.h"
 #include "daemon/store.h"
 #include "daemon/sync_worker.h"
+#include "daemon/token_auth.h"
 #include "daemon/transfer_op.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
 
@@ -88,6 +90,11 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   // SIGHUP: new admission limits (max_op_bytes, max_inflight_*) take effect for ops started
   // from now on; chunk_bytes and max_links are fixed at start. Thread-safe.
   void UpdateLimits(const ServiceLimits& limits);
+  // Bearer tokens every call must present (daemon/token_auth.h); empty: none needed.
+  // Thread-safe, live (SIGHUP).
+  void SetTokens(std::vector<std::string> tokens) { auth_.Set(std::move(tokens)); }
+  // An accepted token for the daemon's own calls to itself; empty when none is needed.
+  std::string InternalToken() const { return auth_.AnyToken(); }
   ServiceLimits limits() const;
 
   // Validates and starts one op; `done` gets the final status and the daemon-side service time.
@@ -117,6 +124,8 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
 
  private:
   class OpStream;
+  // nullptr when the call may proceed; otherwise a reactor already finished with the refusal.
+  grpc::ServerUnaryReactor* RefuseUnauthorized(grpc::CallbackServerContext* ctx);
   grpc::ServerUnaryReactor* UnaryOp(grpc::CallbackServerContext* ctx, Direction direction,
                                     const gdrstore::v1::Extent* extent,
                                     const gdrstore::v1::RemoteBuffer* buffer,
@@ -134,6 +143,7 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   const OfferedTransports offered_;
   const ServiceExtras extras_;
   InflightLimiter limiter_;
+  TokenAuth auth_;
   std::atomic<bool> draining_{false};
   std::atomic<uint32_t> streams_{0};
   RcInitiator* rc_ = nullptr;

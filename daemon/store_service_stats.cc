@@ -10,6 +10,7 @@ namespace v1 = gdrstore::v1;
 grpc::ServerUnaryReactor* StoreService::GetStats(grpc::CallbackServerContext* ctx,
                                                  const v1::GetStatsRequest* request,
                                                  v1::GetStatsResponse* response) {
+  if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx)) return refused;
   auto* reactor = ctx->DefaultReactor();
   if (extras_.stats == nullptr) {
     reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,

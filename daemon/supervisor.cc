@@ -32,6 +32,7 @@ void Reload(SupervisedDaemon& d) {
   }
   ReloadPlan plan = PlanReload(d.config, *next);
   d.service->UpdateLimits(plan.effective.limits);
+  d.service->SetTokens(plan.effective.tokens);
   SetLogLevel(plan.effective.log_level);
   if (d.media != nullptr) {
     for (const VolumeSpec& v : plan.effective.volumes) {
@@ -91,9 +92,12 @@ int ServeUntilStopped(SupervisedDaemon& d, const sigset_t& signals) {
   auto channel = d.server->InProcessChannel(grpc::ChannelArguments());
   auto stub = gdrstore::v1::GdrStore::NewStub(channel);
   const absl::Duration ping_deadline = std::min(period / 2, absl::Seconds(2));
-  monitor.AddProbe("grpc server", [&stub, ping_deadline]() -> absl::Status {
+  monitor.AddProbe("grpc server", [&stub, &d, ping_deadline]() -> absl::Status {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + ping_deadline));
+    if (std::string token = d.service->InternalToken(); !token.empty()) {
+      ctx.AddMetadata("authorization", "Bearer " + token);
+    }
     gdrstore::v1::PingRequest req;
     gdrstore::v1::PingResponse resp;
     grpc::Status s = stub->Ping(&ctx, req, &resp);

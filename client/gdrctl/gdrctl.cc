@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <random>
 
@@ -19,6 +20,7 @@
 #include "common/topo/pci_topology.h"
 #include "client/gdrctl/stats.h"
 #include "common/pattern.h"
+#include "common/token_file.h"
 #include "common/units.h"
 #include "client/gdrctl/selftest.h"
 #include "gdrstore/client.h"
@@ -42,6 +44,7 @@ struct Common {
   std::string rdma_addr;
   int gid_index = -1;
   uint32_t rc_qps = 2;
+  std::string token_file;  // --token-file, else $GDRSTORE_TOKEN_FILE
 };
 
 struct OpArgs {
@@ -79,8 +82,17 @@ int Fail(const absl::Status& s, const std::string& context) {
                                         s.message()));
 }
 
-gdrstore::ClientOptions ClientOptionsOf(const Common& c) {
+absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const Common& c) {
   gdrstore::ClientOptions o;
+  std::string token_file = c.token_file;
+  if (token_file.empty()) {
+    if (const char* env = std::getenv("GDRSTORE_TOKEN_FILE")) token_file = env;
+  }
+  if (!token_file.empty()) {
+    absl::StatusOr<std::vector<std::string>> tokens = gdr::ReadTokenFile(token_file);
+    if (!tokens.ok()) return tokens.status();
+    o.token = tokens->front();
+  }
   o.daemon_address = c.daemon.empty() ? absl::StrCat(c.address, ":", c.port) : c.daemon;
   o.target_host = c.target_host;
   o.rpc_timeout = std::chrono::milliseconds(c.timeout_ms);
@@ -96,7 +108,9 @@ gdrstore::ClientOptions ClientOptionsOf(const Common& c) {
 }
 
 absl::StatusOr<std::unique_ptr<gdrstore::Client>> Connect(const Common& c) {
-  return gdrstore::Client::Connect(ClientOptionsOf(c));
+  absl::StatusOr<gdrstore::ClientOptions> o = ClientOptionsOf(c);
+  if (!o.ok()) return o.status();
+  return gdrstore::Client::Connect(*o);
 }
 
 std::string TransportName(gdrstore::v1::Transport t) {
@@ -437,6 +451,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--rc-qps", c.rc_qps, "rc: QPs to connect")->capture_default_str()
       ->check(CLI::Range(1u, 64u));
+  app.add_option("--token-file", c.token_file,
+                 "send the first token of this file as 'authorization: Bearer' (daemons with "
+                 "--token-file); default $GDRSTORE_TOKEN_FILE");
   app.set_version_flag("--version", GDR_VERSION);
 
   CLI::App* info = app.add_subcommand("info", "daemon version, transports, volumes, limits");
@@ -521,7 +538,9 @@ int main(int argc, char** argv) {
       if (!n.ok() || *n == 0) return Fail(kExitUsage, absl::StrCat("--sizes: bad size '", part, "'"));
       st.sizes.push_back(*n);
     }
-    st.client = ClientOptionsOf(c);
+    absl::StatusOr<gdrstore::ClientOptions> o = ClientOptionsOf(c);
+    if (!o.ok()) return Fail(o.status(), "connect");
+    st.client = *std::move(o);
     return gdrctl::RunSelftest(st, std::cout) == 0 ? kExitOk : kExitFailed;
   }
   return kExitUsage;

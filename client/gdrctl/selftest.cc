@@ -63,10 +63,7 @@ int RunSelftest(const SelftestOptions& o, std::ostream& out) {
   const std::string tname = gdrstore::TransportName(o.client.transport);
 
   // 1. The daemon and what it offers.
-  grpc::ChannelArguments args;
-  auto channel = grpc::CreateCustomChannel(o.client.daemon_address,
-                                           grpc::InsecureChannelCredentials(), args);
-  auto stub = v1::GdrStore::NewStub(channel);
+  auto stub = v1::GdrStore::NewStub(gdrstore::OpenDaemonChannel(o.client));
   v1::GetInfoResponse info;
   {
     grpc::ClientContext ctx;

@@ -1,6 +1,7 @@
 #include "gdrstore/client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/client_interceptor.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -111,6 +112,51 @@ uint64_t Buffer::address() const { return region_->base; }
 
 // ---- Client ----
 
+namespace {
+
+// Adds `authorization: Bearer <token>` to the initial metadata of every call of a channel.
+class BearerToken final : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerToken(const std::string* value) : value_(value) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("authorization", *value_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* value_;  // owned by the factory, which the channel keeps
+};
+
+class BearerTokenFactory final : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerTokenFactory(const std::string& token) : value_("Bearer " + token) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* info) override {
+    return new BearerToken(&value_);
+  }
+
+ private:
+  const std::string value_;
+};
+
+}  // namespace
+
+std::shared_ptr<grpc::Channel> OpenDaemonChannel(const ClientOptions& options) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  if (options.token.empty()) {
+    return grpc::CreateCustomChannel(options.daemon_address, grpc::InsecureChannelCredentials(),
+                                     args);
+  }
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> chain;
+  chain.push_back(std::make_unique<BearerTokenFactory>(options.token));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      options.daemon_address, grpc::InsecureChannelCredentials(), args, std::move(chain));
+}
+
 Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel,
                std::shared_ptr<TcpTarget> target)
     : options_(std::move(options)),
@@ -132,11 +178,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   ClientOptions opts = options;
   if (opts.transport == Transport::kAuto) {
     // Ask the daemon what it offers, then try dc, rc, tcp in that order.
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-    auto channel =
-        grpc::CreateCustomChannel(opts.daemon_address, grpc::InsecureChannelCredentials(), args);
-    auto stub = v1::GdrStore::NewStub(channel);
+    auto stub = v1::GdrStore::NewStub(OpenDaemonChannel(opts));
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::GetInfoRequest req;
@@ -174,12 +216,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     }
     return absl::UnavailableError(absl::StrCat("transport auto: no transport works (", notes, ")"));
   }
-  // rc and dc: a channel without gRPC retries and the RDMA device the options name.
+  // rc and dc: no tcp target, and the RDMA device the options name.
   auto verbs_client = [&opts] {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-    auto channel =
-        grpc::CreateCustomChannel(opts.daemon_address, grpc::InsecureChannelCredentials(), args);
+    auto channel = OpenDaemonChannel(opts);
     return std::unique_ptr<Client>(new Client(std::move(opts), std::move(channel), nullptr));
   };
   auto device_of = [](const ClientOptions& o) {
@@ -227,10 +266,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
       TcpTarget::Start(opts.target_host, opts.target_port, opts.max_target_connections,
                        GpuStagingOptions{opts.gpu_staging_slot_bytes, opts.gpu_staging_slots});
   if (!target.ok()) return target.status();
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-  auto channel =
-      grpc::CreateCustomChannel(opts.daemon_address, grpc::InsecureChannelCredentials(), args);
+  auto channel = OpenDaemonChannel(opts);
   return std::unique_ptr<Client>(new Client(std::move(opts), std::move(channel), *target));
 }
 
@@ -492,13 +528,17 @@ absl::Status Client::Ping() {
 // together in the next StreamRequest; answers arrive batched too. Ops that answer callbacks
 // submit while a response is being delivered also wait, and leave in one message once every
 // answer of it has been handed out. One write outstanding at a time; callbacks run outside
-// the lock.
+// the lock. Submit and Close start operations from the caller's thread, outside gRPC's
+// reactions, which is only safe while the call cannot finish under them: a hold keeps it open
+// until the client has sent its last message (Close) or the read side has ended (the daemon
+// finished the call, e.g. refused it), and nothing is started after the hold is gone.
 class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
   static constexpr int kMaxOpsPerMessage = 1024;
 
   explicit Reactor(Client* client) : client_(client) {
     client_->stub()->async()->Stream(&ctx_, this);
+    AddHold();
     StartRead(&response_);
     StartCall();
   }
@@ -515,9 +555,12 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (closing_ || done_) {
-        s = absl::FailedPreconditionError(
-            done_ ? absl::StrCat("stream has ended: ", status_.message()) : "stream is closed");
+      if (closing_ || ended_) {
+        // An op after the call failed gets the call's error (e.g. the daemon refused the
+        // stream); after a clean end or Close, FAILED_PRECONDITION.
+        s = ended_ && !status_.ok()
+                ? absl::Status(status_.code(), absl::StrCat("stream has ended: ", status_.message()))
+                : absl::FailedPreconditionError(ended_ ? "stream has ended" : "stream is closed");
       } else {
         const uint64_t id = next_id_++;
         op.set_id(id);
@@ -555,7 +598,12 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   void OnWritesDoneDone(bool ok) override {}
 
   void OnReadDone(bool ok) override {
-    if (!ok) return;  // OnDone follows
+    if (!ok) {
+      // The call is over (the daemon finished it): let OnDone come.
+      std::lock_guard<std::mutex> lock(mu_);
+      ReleaseHoldLocked();
+      return;
+    }
     std::vector<std::pair<OpCallback, const v1::StreamResult*>> ready;
     ready.reserve(static_cast<size_t>(response_.results_size()));
     {
@@ -588,24 +636,33 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     absl::flat_hash_map<uint64_t, OpCallback> orphans;
     absl::Status status = FromGrpcStatus(s);
     {
+      // From here Submit refuses, so no op can join pending_ after this swap.
       std::lock_guard<std::mutex> lock(mu_);
       orphans.swap(pending_);
+      unsent_.clear();
       if (status.ok() && !orphans.empty()) {
         status = absl::InternalError("stream ended with ops unanswered");
       }
+      status_ = status;
+      ended_ = true;
     }
     for (auto& [id, cb] : orphans) {
       cb(status.ok() ? absl::UnavailableError("stream ended before the op was answered") : status);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    status_ = status;
     done_ = true;
     cv_.notify_all();
   }
 
  private:
+  void ReleaseHoldLocked() {
+    if (hold_released_) return;
+    hold_released_ = true;
+    RemoveHold();
+  }
+
   void WriteNextLocked() {
-    if (writing_ || write_failed_) return;
+    if (writing_ || write_failed_ || hold_released_) return;
     if (!unsent_.empty()) {
       writing_ = true;
       out_.Clear();
@@ -619,6 +676,7 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     } else if (closing_ && !writes_done_sent_) {
       writes_done_sent_ = true;
       StartWritesDone();
+      ReleaseHoldLocked();  // the client will start nothing more
     }
   }
 
@@ -637,7 +695,9 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   bool write_failed_ = false;
   bool closing_ = false;
   bool writes_done_sent_ = false;
-  bool done_ = false;
+  bool hold_released_ = false;  // after this, nothing may be started on the call
+  bool ended_ = false;          // OnDone has begun: Submit refuses
+  bool done_ = false;           // OnDone has answered every op
   absl::Status status_;
 };
 

@@ -77,5 +77,36 @@ TEST(ReloadTest, SizeChangeOfKeptVolumeNeedsRestart) {
   EXPECT_EQ(p.effective.volumes[0].size, 1u << 20);
 }
 
+TEST(ReloadTest, TokensApplyLiveAndAreNeverPrinted) {
+  DaemonConfig current = Base();
+  current.token_file = "/etc/gdrstored/tokens";
+  current.tokens = {"first-token-0123456789"};
+  DaemonConfig next = current;
+  next.tokens = {"second-token-0123456789", "third-token-0123456789"};
+  ReloadPlan p = PlanReload(current, next);
+  EXPECT_THAT(p.needs_restart, IsEmpty());
+  EXPECT_THAT(p.applied, ElementsAre("tokens: 1 -> 2 accepted (/etc/gdrstored/tokens)"));
+  EXPECT_EQ(p.effective.tokens, next.tokens);
+
+  DaemonConfig open = current;
+  open.token_file.clear();
+  open.tokens.clear();
+  p = PlanReload(current, open);
+  EXPECT_THAT(p.applied, ElementsAre("tokens: none needed any more"));
+  EXPECT_THAT(p.effective.tokens, IsEmpty());
+}
+
+TEST(ReloadTest, DcSettingsNeedARestart) {
+  DaemonConfig next = Base();
+  next.dc.mode = dc::DcTransportConfig::Mode::kOff;
+  next.dc.options.dci_count = 4;
+  next.dc.options.ah.hop_limit = 8;
+  ReloadPlan p = PlanReload(Base(), next);
+  EXPECT_THAT(p.applied, IsEmpty());
+  EXPECT_THAT(p.needs_restart,
+              UnorderedElementsAre("dc: mode changed", "dci-count: 16 -> 4", "dc-hop-limit: 64 -> 8"));
+  EXPECT_EQ(p.effective.dc.options.dci_count, 16u);
+}
+
 }  // namespace
 }  // namespace gdr

@@ -65,6 +65,9 @@ struct ClientOptions {
   int rdma_gid_index = -1;
   // rc: QPs offered to the daemon (it connects up to its per-client limit).
   uint32_t rc_qps = 2;
+  // Bearer token sent on every call (metadata `authorization: Bearer <token>`), for daemons
+  // started with --token-file. Empty: none sent.
+  std::string token;
 };
 
 // What this process's tcp target has done so far (all links).
@@ -168,7 +171,8 @@ class OpStream {
   OpStream& operator=(const OpStream&) = delete;
 
   // INVALID_ARGUMENT (via callback) when [buffer_offset, +extent.length) is outside `buffer`;
-  // FAILED_PRECONDITION after Close or once the stream has failed (the call's status).
+  // after the stream has failed, the call's error (e.g. PERMISSION_DENIED when the daemon
+  // refused the token); FAILED_PRECONDITION after Close or a clean end.
   void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
               OpCallback done);
   // Half-closes, waits until every submitted op has been answered; the call's final status.
@@ -256,6 +260,11 @@ class Client {
   std::shared_ptr<DcSession> dc_;      // dc
   std::string auto_notes_;
 };
+
+// The channel a Client talks to its daemon on: gRPC retries off (a retried op could run twice)
+// and, when options.token is set, the bearer token attached to every call. For callers that
+// build requests themselves on a channel of their own.
+std::shared_ptr<grpc::Channel> OpenDaemonChannel(const ClientOptions& options);
 
 // grpc::Status -> absl::Status, same code and message.
 absl::Status FromGrpcStatus(const grpc::Status& status);
