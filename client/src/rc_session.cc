@@ -19,6 +19,9 @@ class RcSession::Reactor final
   Reactor(RcSession* session, v1::GdrStore::Stub* stub, v1::ConnectRequest hello)
       : session_(session) {
     stub->async()->Connect(&ctx_, this);
+    // Close starts WritesDone from the caller's thread: the hold keeps the call from finishing
+    // under it until then, or until the read side has ended.
+    AddHold();
     StartRead(&response_);
     Queue(std::move(hello));
     StartCall();
@@ -53,7 +56,11 @@ class RcSession::Reactor final
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) return;  // OnDone follows
+    if (!ok) {  // the call is over: let OnDone come
+      std::lock_guard<std::mutex> lock(mu_);
+      ReleaseHoldLocked();
+      return;
+    }
     if (response_.has_accept()) {
       std::lock_guard<std::mutex> lock(mu_);
       accept_ = response_.accept();
@@ -114,14 +121,20 @@ class RcSession::Reactor final
     out_.push_back(std::move(msg));
     WriteNextLocked();
   }
+  void ReleaseHoldLocked() {
+    if (hold_released_) return;
+    hold_released_ = true;
+    RemoveHold();
+  }
   void WriteNextLocked() {
-    if (writing_ || write_failed_ || done_) return;
+    if (writing_ || write_failed_ || done_ || hold_released_) return;
     if (!out_.empty()) {
       writing_ = true;
       StartWrite(&out_.front());
     } else if (closing_ && !writes_done_) {
       writes_done_ = true;
       StartWritesDone();
+      ReleaseHoldLocked();
     }
   }
 
@@ -132,6 +145,7 @@ class RcSession::Reactor final
   std::condition_variable cv_;
   std::deque<v1::ConnectRequest> out_;
   bool writing_ = false, write_failed_ = false, closing_ = false, writes_done_ = false;
+  bool hold_released_ = false;  // after this, nothing may be started on the call
   bool have_accept_ = false, done_ = false;
   v1::RcAccept accept_;
   absl::Status status_;
