@@ -87,11 +87,8 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
   if (absl::Status s = limiter_.TryAcquire(sub.op.length, &permit); !s.ok()) return refuse(s);
   const int64_t start = absl::GetCurrentTimeNanos();
   // File volumes with sync=true: msync on the sync worker before answering.
-  const Volume* sync_volume = nullptr;
-  if (sync && direction == Direction::kClientToStore && extras_.syncer != nullptr) {
-    sync_volume = store_->Find(sub.op.volume);
-    if (sync_volume != nullptr && sync_volume->file().empty()) sync_volume = nullptr;
-  }
+  const Volume* sync_volume =
+      SyncsToFile(direction, extent, sync) ? store_->Find(sub.op.volume) : nullptr;
   // Simulated media: the op may not complete before its slot on the volume's device ends.
   absl::Time media_done = absl::InfinitePast();
   if (extras_.media != nullptr && extras_.delays != nullptr) {
@@ -149,6 +146,15 @@ void StoreService::CountUnstarted(absl::StatusCode code) {
   extras_.stats->Finished(OpScopes{}, Direction::kStoreToClient, code, 0, 0, /*started=*/false);
 }
 
+bool StoreService::SyncsToFile(Direction direction, const v1::Extent* extent, bool sync) const {
+  if (!sync || direction != Direction::kClientToStore || extras_.syncer == nullptr ||
+      extent == nullptr) {
+    return false;
+  }
+  const Volume* v = store_->Find(extent->volume());
+  return v != nullptr && !v->file().empty();
+}
+
 absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent,
                                    const v1::RemoteBuffer* buffer, bool sync, Done done) {
   GDR_ASSIGN_OR_RETURN(Submission sub,
@@ -185,11 +191,13 @@ grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx
   if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx)) return refused;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const uint64_t length = extent ? extent->length() : 0;
+  const bool synced = SyncsToFile(direction, extent, sync);
   absl::Status s = StartOp(direction, extent, buffer, sync,
-                           [reactor, response, length](absl::Status st, uint64_t ns) {
+                           [reactor, response, length, synced](absl::Status st, uint64_t ns) {
                              if (st.ok()) {
                                response->set_bytes(length);
                                response->set_service_ns(ns);
+                               response->set_synced(synced);
                              }
                              reactor->Finish(ToGrpcStatus(st));
                            });
@@ -333,9 +341,11 @@ class StoreService::OpStream final
       }
     }
     const uint64_t length = extent ? extent->length() : 0;
+    const bool synced = service_->SyncsToFile(direction, extent, sync);
     absl::StatusOr<Submission> sub = service_->Prepare(
-        direction, extent, buffer, sync, [this, id, length](absl::Status st, uint64_t ns) {
-          Answer(id, st, st.ok() ? length : 0, ns, true);
+        direction, extent, buffer, sync,
+        [this, id, length, synced](absl::Status st, uint64_t ns) {
+          Answer(id, st, st.ok() ? length : 0, ns, true, synced && st.ok());
         });
     if (!sub.ok()) {
       Answer(id, sub.status(), 0, 0, true);
@@ -346,15 +356,15 @@ class StoreService::OpStream final
   }
 
   void Answer(uint64_t id, const absl::Status& status, uint64_t bytes, uint64_t ns,
-              bool was_inflight = false) {
+              bool was_inflight = false, bool synced = false) {
     absl::MutexLock lock(&mu_);
     if (was_inflight) inflight_ids_.erase(id);
-    PushLocked(id, status, bytes, ns);
+    PushLocked(id, status, bytes, ns, synced);
     MaybeFinishLocked();
   }
 
-  void PushLocked(uint64_t id, const absl::Status& status, uint64_t bytes, uint64_t ns)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void PushLocked(uint64_t id, const absl::Status& status, uint64_t bytes, uint64_t ns,
+                  bool synced = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (broken_) return;
     v1::StreamResult& r = unsent_.emplace_back();
     r.set_id(id);
@@ -362,6 +372,7 @@ class StoreService::OpStream final
     if (!status.ok()) r.set_message(std::string(status.message()));
     r.set_bytes(bytes);
     r.set_service_ns(ns);
+    r.set_synced(synced);
     if (writing_ || flush_deferred_) return;  // the answer rides the next message
     if (CompletionBatch::Defer(this, [this] {
           absl::MutexLock lock(&mu_);

@@ -117,6 +117,9 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   absl::StatusOr<Submission> Prepare(Direction direction, const gdrstore::v1::Extent* extent,
                                      const gdrstore::v1::RemoteBuffer* buffer, bool sync,
                                      Done done);
+  // Whether an op so described will be answered only after msync: a Read (client -> store)
+  // with sync into a file-backed volume.
+  bool SyncsToFile(Direction direction, const gdrstore::v1::Extent* extent, bool sync) const;
   // Accounts an op Prepare admitted that the initiator then refused (`sub.status` not OK).
   void CountRefused(const Submission& sub);
   // Accounts (in the totals) a Stream op refused before Prepare (per-stream limit, bad op).

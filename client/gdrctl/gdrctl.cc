@@ -55,6 +55,7 @@ struct OpArgs {
   bool verify = false;
   uint64_t salt = 0;
   std::string gpu;  // empty: host memory
+  bool sync = false;  // read: answered only after msync to a file-backed volume
 };
 
 // Host memory, or device memory on args.gpu. Errors name the GPU and what is missing.
@@ -288,7 +289,7 @@ int CmdRead(const Common& c, const OpArgs& a) {
     if (absl::Status st = (*src)->CopyIn(a.buffer_offset, payload.data(), *size); !st.ok()) {
       return Fail(st, "fill buffer");
     }
-    r = (*client)->Read(extent, **src, a.buffer_offset);
+    r = (*client)->Read(extent, **src, a.buffer_offset, a.sync);
     if (!r.ok()) return Fail(r.status(), "read");
     if (!a.verify) break;
     if (!check) {
@@ -311,15 +312,17 @@ int CmdRead(const Common& c, const OpArgs& a) {
   if (c.json) {
     std::cout << absl::StrFormat(
         "{\"op\":\"read\",\"volume\":\"%s\",\"offset\":%u,\"bytes\":%u,\"service_us\":%.1f,"
-        "\"verified\":%s}\n",
-        a.volume, a.offset, r->bytes, r->service_ns / 1e3, a.verify ? "true" : "false");
+        "\"synced\":%s,\"verified\":%s}\n",
+        a.volume, a.offset, r->bytes, r->service_ns / 1e3, r->synced ? "true" : "false",
+        a.verify ? "true" : "false");
   } else {
     const std::string where =
         (*src)->on_gpu()
             ? absl::StrCat("GPU ", (*src)->gpu_ordinal(), " (", (*src)->gpu_pci(), ")")
             : "buffer";
-    std::cout << absl::StrFormat("read %s -> %s@%u +%u: ok, %u bytes in %.1f us%s\n", where,
+    std::cout << absl::StrFormat("read %s -> %s@%u +%u: ok, %u bytes in %.1f us%s%s\n", where,
                                  a.volume, a.offset, *size, r->bytes, r->service_ns / 1e3,
+                                 r->synced ? ", msync'ed to the volume's file" : "",
                                  a.verify ? ", verified" : "");
   }
   return kExitOk;
@@ -462,6 +465,8 @@ int main(int argc, char** argv) {
   AddOpArgs(write, &wa);
   CLI::App* read = app.add_subcommand("read", "daemon reads a buffer here into the store");
   AddOpArgs(read, &ra);
+  read->add_flag("--sync", ra.sync,
+                 "file-backed volume: answered only once the bytes are msync'ed to its file");
 
   gdrctl::BenchOptions bo;
   std::string bsize = "4KiB", btype = "write", bspan;

@@ -461,6 +461,7 @@ void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer
   absl::Status s = kind == OpKind::kWrite
                        ? FillRequest(*this, extent, buffer, buffer_offset, &call->write)
                        : FillRequest(*this, extent, buffer, buffer_offset, &call->read);
+  call->read.set_sync(kind == OpKind::kReadSync);
   if (!s.ok()) {
     OpCallback cb = std::move(call->done);
     delete call;
@@ -471,7 +472,8 @@ void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer
   auto on_done = [call](grpc::Status st) {
     absl::StatusOr<OpResult> result;
     if (st.ok()) {
-      result = OpResult{call->response.bytes(), call->response.service_ns()};
+      result = OpResult{call->response.bytes(), call->response.service_ns(),
+                        call->response.synced()};
     } else {
       result = FromGrpcStatus(st);
     }
@@ -502,8 +504,9 @@ absl::StatusOr<OpResult> Client::Write(const Extent& extent, const Buffer& buffe
 }
 
 absl::StatusOr<OpResult> Client::Read(const Extent& extent, const Buffer& buffer,
-                                      size_t buffer_offset) {
-  return SubmitAsync(OpKind::kRead, extent, buffer, buffer_offset).get();
+                                      size_t buffer_offset, bool sync) {
+  return SubmitAsync(sync ? OpKind::kReadSync : OpKind::kRead, extent, buffer, buffer_offset)
+      .get();
 }
 
 absl::StatusOr<v1::GetInfoResponse> Client::GetInfo(std::chrono::milliseconds timeout) {
@@ -549,6 +552,7 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     absl::Status s = kind == OpKind::kWrite
                          ? FillRequest(*client_, extent, buffer, buffer_offset, op.mutable_write())
                          : FillRequest(*client_, extent, buffer, buffer_offset, op.mutable_read());
+    if (kind == OpKind::kReadSync) op.mutable_read()->set_sync(true);
     if (!s.ok()) {
       done(s);
       return;
@@ -619,7 +623,7 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     }
     for (auto& [cb, r] : ready) {
       if (r->code() == 0) {
-        cb(OpResult{r->bytes(), r->service_ns()});
+        cb(OpResult{r->bytes(), r->service_ns(), r->synced()});
       } else {
         cb(absl::Status(static_cast<absl::StatusCode>(r->code()), r->message()));
       }

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -93,6 +94,7 @@ TEST(FileVolumeTest, CreatedFilledAndSurvivesSigkill) {
   grpc::Status s = client->stub()->Read(&ctx, req, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(resp.bytes(), synced.length);
+  EXPECT_TRUE(resp.synced());
   salts.Assign(synced.offset, synced.length, 99);
 
   // SIGKILL: no drain, no final flush.
@@ -120,6 +122,74 @@ TEST(FileVolumeTest, CreatedFilledAndSurvivesSigkill) {
   auto st2 = (*d2)->Terminate(absl::Seconds(30));
   ASSERT_TRUE(st2.ok());
   EXPECT_EQ(DescribeWaitStatus(*st2), "exited 0") << (*d2)->Stderr();
+}
+
+// sync reaches the daemon from every client path (gdrctl read --sync, Client::Read, a Stream
+// op of kind kReadSync) and the answer says whether it waited for msync: only for a Read into
+// a file-backed volume with sync asked.
+TEST(FileVolumeTest, SyncIsAskedFromEveryClientPathAndReportedOnlyForFileVolumes) {
+  auto dir = TempDir::Create("gdr-filevol-sync");
+  ASSERT_TRUE(dir.ok());
+  auto d = DaemonProcess::Start({"--volume", absl::StrCat("fv=8MiB,file=", (*dir)->File("fv.img")),
+                                 "--volume", "mem=8MiB"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto gdrctl = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {GDR_GDRCTL_BIN, "--daemon", (*d)->address()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = RunProcess(argv, (*dir)->path(), "gdrctl", absl::Seconds(60));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : ProcessResult{};
+  };
+  ProcessResult r = gdrctl({"read", "--volume", "fv", "-o", "4097", "-s", "1MiB", "--salt", "5",
+                            "--sync", "--verify"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(absl::StrContains(r.out, "msync'ed to the volume's file")) << r.out;
+  r = gdrctl({"--json", "read", "--volume", "fv", "-s", "4KiB", "--sync"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(absl::StrContains(r.out, "\"synced\":true")) << r.out;
+  r = gdrctl({"--json", "read", "--volume", "fv", "-s", "4KiB"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(absl::StrContains(r.out, "\"synced\":false")) << r.out;
+  r = gdrctl({"--json", "read", "--volume", "mem", "-s", "4KiB", "--sync"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(absl::StrContains(r.out, "\"synced\":false")) << r.out;
+
+  auto client = Connect(**d);
+  ASSERT_NE(client, nullptr);
+  auto buf = client->AllocateBuffer(64 * 1024);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  auto unary = client->Read({"fv", 65536, 65536}, **buf, 0, /*sync=*/true);
+  ASSERT_TRUE(unary.ok()) << unary.status();
+  EXPECT_TRUE(unary->synced);
+  auto stream = client->OpenStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::vector<std::promise<absl::StatusOr<gdrstore::OpResult>>> answers(3);
+  const struct {
+    gdrstore::OpKind kind;
+    const char* volume;
+  } ops[] = {{gdrstore::OpKind::kReadSync, "fv"},
+             {gdrstore::OpKind::kRead, "fv"},
+             {gdrstore::OpKind::kReadSync, "mem"}};
+  for (int i = 0; i < 3; ++i) {
+    (*stream)->Submit(ops[i].kind, {ops[i].volume, uint64_t(i) * 4096, 4096}, **buf, 0,
+                      [&answers, i](absl::StatusOr<gdrstore::OpResult> res) {
+                        answers[i].set_value(std::move(res));
+                      });
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto f = answers[i].get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready) << "op " << i;
+    absl::StatusOr<gdrstore::OpResult> res = f.get();
+    ASSERT_TRUE(res.ok()) << "op " << i << ": " << res.status();
+    EXPECT_EQ(res->synced, i == 0) << "op " << i;
+  }
+  EXPECT_TRUE((*stream)->Close().ok());
+  stream->reset();
+  buf->reset();
+  client.reset();
+  auto st = (*d)->Terminate(absl::Seconds(30));
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(DescribeWaitStatus(*st), "exited 0") << (*d)->Stderr();
 }
 
 TEST(FileVolumeTest, WrongSizeIsRefusedAndFileUntouched) {

@@ -103,11 +103,14 @@ struct Extent {
 struct OpResult {
   uint64_t bytes = 0;       // bytes moved
   uint64_t service_ns = 0;  // daemon-side time
+  bool synced = false;      // the answer waited for msync to the volume's file (kReadSync)
 };
 
 enum class OpKind {
-  kWrite,  // daemon writes store bytes into the buffer
-  kRead,   // daemon reads the buffer into the store
+  kWrite,     // daemon writes store bytes into the buffer
+  kRead,      // daemon reads the buffer into the store
+  kReadSync,  // kRead answered only once the extent is msync'ed to a file-backed volume's file
+              // (survives a host crash; OpResult::synced says it happened)
 };
 
 using OpCallback = std::function<void(absl::StatusOr<OpResult>)>;
@@ -226,7 +229,7 @@ class Client {
   absl::StatusOr<OpResult> Write(const Extent& extent, const Buffer& buffer,
                                  size_t buffer_offset = 0);
   absl::StatusOr<OpResult> Read(const Extent& extent, const Buffer& buffer,
-                                size_t buffer_offset = 0);
+                                size_t buffer_offset = 0, bool sync = false);
 
   absl::StatusOr<std::unique_ptr<OpStream>> OpenStream();
   absl::StatusOr<v1::GetInfoResponse> GetInfo(std::chrono::milliseconds timeout =
