@@ -31,6 +31,25 @@ must journalctl -u gdrstored.service --no-pager -o cat -n 4
 echo "--- warnings and worse only:"
 must journalctl -u gdrstored.service --no-pager -p warning -o short-monotonic
 
+# Tokens, the way operations.md says: the file handed to the unit's dynamic user as a systemd
+# credential. From here every call needs the token, the watchdog's own Ping included.
+must bash -c 'umask 077; head -c 32 /dev/urandom | base64 | tr -d "=+/" > /etc/gdrstored/tokens'
+must mkdir -p /etc/systemd/system/gdrstored.service.d
+must bash -c 'printf "[Service]\nLoadCredential=tokens:/etc/gdrstored/tokens\n" > /etc/systemd/system/gdrstored.service.d/tokens.conf'
+must bash -c 'echo "token-file = \"/run/credentials/gdrstored.service/tokens\"" >> /etc/gdrstored/gdrstored.conf'
+must systemctl daemon-reload
+must systemctl restart gdrstored.service
+must systemctl is-active gdrstored.service
+if run gdrctl info; then echo "a call without a token was served"; fail=1; fi
+export GDRSTORE_TOKEN_FILE=/etc/gdrstored/tokens
+must gdrctl write --volume nvme0 -o 4097 -s 1MiB --salt 7 --verify   # the bytes read in above, kept in the file across the restart
+must bash -c "journalctl -u gdrstored.service --no-pager -o cat | grep -E 'token authentication on|refused a call'"
+pid0=$(systemctl show -p MainPID --value gdrstored.service)
+echo "waiting 15 s (1.5 x WatchdogSec) with tokens on: the watchdog must not fire"
+sleep 15
+must test "$(systemctl show -p NRestarts --value gdrstored.service)" = 0
+must test "$(systemctl show -p MainPID --value gdrstored.service)" = "$pid0"
+
 # Watchdog: a frozen daemon stops pinging; systemd aborts it and Restart=on-failure starts anew.
 pid=$(systemctl show -p MainPID --value gdrstored.service)
 echo "freezing MainPID $pid with SIGSTOP"
