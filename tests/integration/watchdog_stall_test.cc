@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <functional>
+#include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -26,6 +29,32 @@ int CountPings(const NotifyListener& sd, size_t from) {
   int n = 0;
   for (size_t i = from; i < all.size(); ++i) n += all[i].Has("WATCHDOG=1");
   return n;
+}
+
+// Once a STATUS line matching `unhealthy` has been sent, three more monitor rounds (longer than
+// the 400 ms watchdog timeout) pass without a ping; after `release` pings resume.
+void ExpectPingsWithheldUntilRelease(const NotifyListener& sd, const HealthMonitor& monitor,
+                                     const std::function<bool(const std::string&)>& unhealthy,
+                                     absl::Notification& release, const std::string& what) {
+  // A failed assertion must not leave the stuck thread blocked: the test would hang in teardown.
+  absl::Cleanup unstick = [&] {
+    if (!release.HasBeenNotified()) release.Notify();
+  };
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        for (const auto& m : sd.messages())
+          if (unhealthy(m.Get("STATUS"))) return true;
+        return false;
+      },
+      absl::Seconds(10)));
+  const size_t mark = sd.size();
+  const uint64_t failed_at_mark = monitor.failed_rounds();
+  ASSERT_TRUE(PollUntil([&] { return monitor.failed_rounds() >= failed_at_mark + 3; },
+                        absl::Seconds(10)));
+  EXPECT_EQ(CountPings(sd, mark), 0) << "WATCHDOG=1 sent while " << what;
+  release.Notify();
+  const size_t after = sd.size();
+  EXPECT_GE(sd.WaitFor("WATCHDOG=1", after, absl::Seconds(10)), 0);
 }
 
 TEST(WatchdogStallTest, StuckCompletionThreadStopsPingsUntilItRecovers) {
@@ -79,26 +108,13 @@ TEST(WatchdogStallTest, StuckCompletionThreadStopsPingsUntilItRecovers) {
   ASSERT_TRUE(stuck.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_TRUE(absl::IsDeadlineExceeded(op_status)) << op_status;
 
-  // The monitor notices within max_stall plus a period, then withholds pings.
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        for (const auto& m : sd.messages())
-          if (absl::StartsWith(m.Get("STATUS"), "UNHEALTHY: transport: tcp housekeeping"))
-            return true;
-        return false;
+  // The monitor notices within max_stall plus a period, then withholds pings until unstuck.
+  ExpectPingsWithheldUntilRelease(
+      sd, monitor,
+      [](const std::string& s) {
+        return absl::StartsWith(s, "UNHEALTHY: transport: tcp housekeeping");
       },
-      absl::Seconds(10)));
-  const size_t mark = sd.size();
-  const uint64_t failed_at_mark = monitor.failed_rounds();
-  // Three more monitor rounds (longer than the 400 ms watchdog timeout) with no ping.
-  ASSERT_TRUE(PollUntil([&] { return monitor.failed_rounds() >= failed_at_mark + 3; },
-                        absl::Seconds(10)));
-  EXPECT_EQ(CountPings(sd, mark), 0) << "WATCHDOG=1 sent while the completion thread was stuck";
-
-  // Unstuck: pings resume.
-  release.Notify();
-  const size_t after = sd.size();
-  EXPECT_GE(sd.WaitFor("WATCHDOG=1", after, absl::Seconds(10)), 0);
+      release, "the completion thread was stuck");
   monitor.Stop();
   (*tcp)->Shutdown();
   ::unsetenv("NOTIFY_SOCKET");
@@ -156,21 +172,12 @@ TEST(WatchdogStallTest, StuckReceiverCompletionStopsPings) {
                   .ok());
   ASSERT_TRUE(stuck.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_TRUE(op_status.ok()) << op_status;
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        for (const auto& m : sd.messages())
-          if (absl::StrContains(m.Get("STATUS"), "has been inside one op completion")) return true;
-        return false;
+  ExpectPingsWithheldUntilRelease(
+      sd, monitor,
+      [](const std::string& s) {
+        return absl::StrContains(s, "has been inside one op completion");
       },
-      absl::Seconds(10)));
-  const size_t mark = sd.size();
-  const uint64_t failed_at_mark = monitor.failed_rounds();
-  ASSERT_TRUE(PollUntil([&] { return monitor.failed_rounds() >= failed_at_mark + 3; },
-                        absl::Seconds(10)));
-  EXPECT_EQ(CountPings(sd, mark), 0) << "WATCHDOG=1 sent while a receiver was stuck";
-  release.Notify();
-  const size_t after = sd.size();
-  EXPECT_GE(sd.WaitFor("WATCHDOG=1", after, absl::Seconds(10)), 0);
+      release, "a receiver was stuck");
   monitor.Stop();
   (*tcp)->Shutdown();
   (*target)->Stop();
