@@ -87,8 +87,7 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
   if (absl::Status s = limiter_.TryAcquire(sub.op.length, &permit); !s.ok()) return refuse(s);
   const int64_t start = absl::GetCurrentTimeNanos();
   // File volumes with sync=true: msync on the sync worker before answering.
-  const Volume* sync_volume =
-      SyncsToFile(direction, extent, sync) ? store_->Find(sub.op.volume) : nullptr;
+  const Volume* sync_volume = SyncVolume(direction, extent, sync);
   // Simulated media: the op may not complete before its slot on the volume's device ends.
   absl::Time media_done = absl::InfinitePast();
   if (extras_.media != nullptr && extras_.delays != nullptr) {
@@ -146,13 +145,14 @@ void StoreService::CountUnstarted(absl::StatusCode code) {
   extras_.stats->Finished(OpScopes{}, Direction::kStoreToClient, code, 0, 0, /*started=*/false);
 }
 
-bool StoreService::SyncsToFile(Direction direction, const v1::Extent* extent, bool sync) const {
+const Volume* StoreService::SyncVolume(Direction direction, const v1::Extent* extent,
+                                       bool sync) const {
   if (!sync || direction != Direction::kClientToStore || extras_.syncer == nullptr ||
       extent == nullptr) {
-    return false;
+    return nullptr;
   }
   const Volume* v = store_->Find(extent->volume());
-  return v != nullptr && !v->file().empty();
+  return v != nullptr && !v->file().empty() ? v : nullptr;
 }
 
 absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent,

@@ -119,7 +119,9 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
                                      Done done);
   // Whether an op so described will be answered only after msync: a Read (client -> store)
   // with sync into a file-backed volume.
-  bool SyncsToFile(Direction direction, const gdrstore::v1::Extent* extent, bool sync) const;
+  bool SyncsToFile(Direction direction, const gdrstore::v1::Extent* extent, bool sync) const {
+    return SyncVolume(direction, extent, sync) != nullptr;
+  }
   // Accounts an op Prepare admitted that the initiator then refused (`sub.status` not OK).
   void CountRefused(const Submission& sub);
   // Accounts (in the totals) a Stream op refused before Prepare (per-stream limit, bad op).
@@ -127,6 +129,9 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
 
  private:
   class OpStream;
+  // The file-backed volume such an op must msync before answering; nullptr when none.
+  const Volume* SyncVolume(Direction direction, const gdrstore::v1::Extent* extent,
+                           bool sync) const;
   // nullptr when the call may proceed; otherwise a reactor already finished with the refusal.
   grpc::ServerUnaryReactor* RefuseUnauthorized(grpc::CallbackServerContext* ctx);
   grpc::ServerUnaryReactor* UnaryOp(grpc::CallbackServerContext* ctx, Direction direction,

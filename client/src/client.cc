@@ -570,7 +570,9 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
         op.set_id(id);
         pending_.emplace(id, std::move(done));
         unsent_.push_back(std::move(op));
-        // Submitted from an answer's callback: OnReadDone writes once all have run.
+        // Submitted from an answer's callback: OnReadDone writes once all have run. (Not a
+        // CompletionBatch: that would let another stream's burst run this one's flush, after
+        // this stream may have been closed and destroyed.)
         if (delivering_ && delivering_thread_ == std::this_thread::get_id()) return;
         WriteNextLocked();
         return;

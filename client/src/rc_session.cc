@@ -127,7 +127,7 @@ class RcSession::Reactor final
     RemoveHold();
   }
   void WriteNextLocked() {
-    if (writing_ || write_failed_ || done_ || hold_released_) return;
+    if (writing_ || write_failed_ || hold_released_) return;  // OnDone comes after the release
     if (!out_.empty()) {
       writing_ = true;
       StartWrite(&out_.front());
