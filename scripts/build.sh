@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Configures and builds gdrstored, libgdrclient, gdrctl, the tests and bench/ into ./build.
-# Extra arguments go to the CMake configure step (e.g. -DGDR_WITH_CUDA=OFF).
+# Extra arguments go to the CMake configure step (e.g. -DGDR_WITH_CUDA=OFF). GDR_BUILD_TARGETS
+# (space-separated) builds only those targets and what they need; unset builds everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+targets=()
+for t in ${GDR_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$BUILD_DIR" -j "$(nproc)" "${targets[@]}"

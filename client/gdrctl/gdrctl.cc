@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -16,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "client/gdrctl/bench.h"
 #include "common/cuda/gpu.h"
+#include "common/host_port.h"
 #include "common/cuda/gpu_select.h"
 #include "common/topo/pci_topology.h"
 #include "client/gdrctl/stats.h"
@@ -83,6 +85,32 @@ int Fail(const absl::Status& s, const std::string& context) {
                                         s.message()));
 }
 
+// The daemon's HOST:PORT from --daemon, or from -a (HOST, HOST:PORT, V6, [V6] or [V6]:PORT)
+// and -p. A port in -a that disagrees with an explicit -p is refused rather than guessed at.
+absl::StatusOr<std::string> DaemonAddress(const Common& c, bool port_given) {
+  if (!c.daemon.empty()) {
+    if (absl::StatusOr<gdr::HostPort> hp = gdr::SplitHostPort(c.daemon); !hp.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--daemon: ", hp.status().message()));
+    }
+    return c.daemon;
+  }
+  const std::string& a = c.address;
+  const size_t colons = std::count(a.begin(), a.end(), ':');
+  if (a.empty()) return absl::InvalidArgumentError("-a: empty daemon host");
+  if (a.front() == '[' && a.back() == ']') return gdr::JoinHostPort(a.substr(1, a.size() - 2), c.port);
+  if (a.front() != '[' && colons != 1) return gdr::JoinHostPort(a, c.port);  // a host or a bare V6
+  absl::StatusOr<gdr::HostPort> hp = gdr::SplitHostPort(a);
+  if (!hp.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "-a: ", hp.status().message(), "; -a takes HOST, HOST:PORT or [V6]:PORT (or use -p)"));
+  }
+  if (port_given && hp->port != c.port) {
+    return absl::InvalidArgumentError(absl::StrCat("-a ", a, " names port ", hp->port, " but -p says ",
+                                                   c.port, ": give the port once"));
+  }
+  return gdr::JoinHostPort(hp->host, hp->port);
+}
+
 absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const Common& c) {
   gdrstore::ClientOptions o;
   std::string token_file = c.token_file;
@@ -94,7 +122,7 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const Common& c) {
     if (!tokens.ok()) return tokens.status();
     o.token = tokens->front();
   }
-  o.daemon_address = c.daemon.empty() ? absl::StrCat(c.address, ":", c.port) : c.daemon;
+  o.daemon_address = c.daemon;  // resolved by DaemonAddress after parsing
   o.target_host = c.target_host;
   o.rpc_timeout = std::chrono::milliseconds(c.timeout_ms);
   o.transport = c.transport == "rc"     ? gdrstore::Transport::kRc
@@ -437,7 +465,8 @@ int main(int argc, char** argv) {
   CLI::App app{"gdrctl: client of gdrstored (one-sided transfers between a store and your memory)"};
   app.require_subcommand(1);
   Common c;
-  app.add_option("-a,--address", c.address, "daemon host")->capture_default_str();
+  app.add_option("-a,--address", c.address, "daemon host: HOST, HOST:PORT or [V6]:PORT")
+      ->capture_default_str();
   app.add_option("-p,--port", c.port, "daemon gRPC port")->capture_default_str();
   app.add_option("--daemon", c.daemon, "daemon HOST:PORT (overrides -a/-p)");
   app.add_option("--target-host", c.target_host,
@@ -517,6 +546,11 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (c.timeout_ms <= 0) return Fail(kExitUsage, "--timeout-ms must be > 0");
+  if (absl::StatusOr<std::string> d = DaemonAddress(c, app.count("--port") > 0); d.ok()) {
+    c.daemon = *std::move(d);
+  } else {
+    return Fail(kExitUsage, std::string(d.status().message()));
+  }
   for (const std::string* gpu : {&wa.gpu, &ra.gpu, &bgpu}) {
     if (gpu->empty()) continue;
     if (absl::Status s = gdr::cuda::ValidateGpuSpec(*gpu); !s.ok()) {

@@ -1,4 +1,4 @@
-#include "daemon/daemon_config.h"
+#include "daemon/ops/daemon_config.h"
 
 #include <CLI/CLI.hpp>
 
@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "common/token_file.h"
 #include "common/units.h"
+#include "daemon/ops/dc_flags.h"
 
 namespace gdr {
 namespace {
@@ -85,8 +86,8 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   app.add_option("--rc-reset-timeout-ms", reset_timeout_ms,
                  "a client that does not reconnect a reset QP within this loses its connection")
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{600000}));
-  dc::DcFlagValues dc_flags;
-  dc::AddDcFlags(app, &dc_flags);
+  DcFlagValues dc_flags;
+  AddDcFlags(app, &dc_flags);
   app.add_option("--log-level", log_level, "debug, info, warning, error")->capture_default_str();
   app.add_option("--token-file", cfg.token_file,
                  "callers must send 'authorization: Bearer <token>' with a token of this file "
@@ -137,7 +138,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
     }
     cfg.rc_mode = DaemonConfig::RcMode::kOn;
   }
-  GDR_ASSIGN_OR_RETURN(cfg.dc, dc::FinishDcFlags(dc_flags));
+  GDR_ASSIGN_OR_RETURN(cfg.dc, FinishDcFlags(dc_flags));
   if (cfg.dc.mode == dc::DcTransportConfig::Mode::kOn &&
       cfg.rc_mode == DaemonConfig::RcMode::kOff) {
     return absl::InvalidArgumentError(

@@ -9,11 +9,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/log.h"
-#include "daemon/dc/dc_transport.h"
-#include "daemon/store.h"
-#include "daemon/store_service.h"
-#include "daemon/rc_initiator.h"
-#include "daemon/tcp_initiator.h"
+#include "daemon/service/store_service.h"
+#include "daemon/store/store.h"
+#include "daemon/transport/dc/dc_options.h"
+#include "daemon/transport/rc/rc_options.h"
+#include "daemon/transport/tcp/tcp_options.h"
 
 namespace gdr {
 

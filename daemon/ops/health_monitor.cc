@@ -1,4 +1,4 @@
-#include "daemon/health_monitor.h"
+#include "daemon/ops/health_monitor.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"

@@ -15,7 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "daemon/systemd_notifier.h"
+#include "daemon/ops/systemd_notifier.h"
 
 namespace gdr {
 

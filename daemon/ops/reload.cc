@@ -1,4 +1,4 @@
-#include "daemon/reload.h"
+#include "daemon/ops/reload.h"
 
 #include <map>
 

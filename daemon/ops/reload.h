@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/daemon_config.h"
+#include "daemon/ops/daemon_config.h"
 
 namespace gdr {
 

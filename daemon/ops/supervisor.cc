@@ -1,4 +1,4 @@
-#include "daemon/supervisor.h"
+#include "daemon/ops/supervisor.h"
 
 #include <thread>
 
@@ -9,8 +9,8 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/units.h"
-#include "daemon/health_monitor.h"
-#include "daemon/reload.h"
+#include "daemon/ops/health_monitor.h"
+#include "daemon/ops/reload.h"
 
 namespace gdr {
 namespace {

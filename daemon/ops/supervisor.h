@@ -10,15 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "daemon/daemon_config.h"
-#include "daemon/delay_queue.h"
-#include "daemon/initiator.h"
-#include "daemon/media_timing.h"
-#include "daemon/stats.h"
-#include "daemon/store.h"
-#include "daemon/store_service.h"
-#include "daemon/sync_worker.h"
-#include "daemon/systemd_notifier.h"
+#include "daemon/ops/daemon_config.h"
+#include "daemon/store/delay_queue.h"
+#include "daemon/transport/initiator.h"
+#include "daemon/store/media_timing.h"
+#include "daemon/service/stats.h"
+#include "daemon/store/store.h"
+#include "daemon/service/store_service.h"
+#include "daemon/store/sync_worker.h"
+#include "daemon/ops/systemd_notifier.h"
 
 namespace gdr {
 

@@ -1,4 +1,4 @@
-#include "daemon/systemd_notifier.h"
+#include "daemon/ops/systemd_notifier.h"
 
 #include <systemd/sd-daemon.h>
 #include <time.h>

@@ -1,4 +1,4 @@
-#include "daemon/inflight_limiter.h"
+#include "daemon/service/inflight_limiter.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/stats.h"
+#include "daemon/service/stats.h"
 
 #include <algorithm>
 #include <bit>

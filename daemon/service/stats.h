@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "daemon/transfer_op.h"
+#include "daemon/transport/transfer_op.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {

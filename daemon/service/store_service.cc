@@ -1,4 +1,4 @@
-#include "daemon/store_service.h"
+#include "daemon/service/store_service.h"
 
 #include <deque>
 
@@ -7,18 +7,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/completion_batch.h"
+#include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "daemon/rc_initiator.h"
+#include "daemon/transport/rc/rc_initiator.h"
 
 namespace gdr {
 
 namespace v1 = gdrstore::v1;
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 StoreService::StoreService(const Store* store, Initiator* initiator, ServiceLimits limits,
                            OfferedTransports offered, ServiceExtras extras)

@@ -11,15 +11,15 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/delay_queue.h"
-#include "daemon/inflight_limiter.h"
-#include "daemon/initiator.h"
-#include "daemon/media_timing.h"
-#include "daemon/stats.h"
-#include "daemon/store.h"
-#include "daemon/sync_worker.h"
-#include "daemon/token_auth.h"
-#include "daemon/transfer_op.h"
+#include "daemon/store/delay_queue.h"
+#include "daemon/service/inflight_limiter.h"
+#include "daemon/transport/initiator.h"
+#include "daemon/store/media_timing.h"
+#include "daemon/service/stats.h"
+#include "daemon/store/store.h"
+#include "daemon/store/sync_worker.h"
+#include "daemon/service/token_auth.h"
+#include "daemon/transport/transfer_op.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
 
 namespace gdr {
@@ -158,8 +158,5 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   std::string rc_detail_ = "no RDMA device configured";
   std::string dc_detail_ = "no mlx5 DC-capable device configured";
 };
-
-// absl::Status -> grpc::Status with the same code and message.
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace gdr

@@ -1,7 +1,7 @@
 // StoreService::GetStats: the op accounting of DaemonStats plus live pool, admission and media
 // figures. Answered inline: it only reads atomics and small maps.
 #include "absl/strings/str_cat.h"
-#include "daemon/store_service.h"
+#include "daemon/service/store_service.h"
 
 namespace gdr {
 

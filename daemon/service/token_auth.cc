@@ -1,4 +1,4 @@
-#include "daemon/token_auth.h"
+#include "daemon/service/token_auth.h"
 
 #include "absl/strings/match.h"
 #include "common/log.h"

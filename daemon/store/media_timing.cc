@@ -1,4 +1,4 @@
-#include "daemon/media_timing.h"
+#include "daemon/store/media_timing.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "daemon/sync_worker.h"
+#include "daemon/store/sync_worker.h"
 
 namespace gdr {
 

@@ -1,4 +1,4 @@
-#include "daemon/dc/dc_types.h"
+#include "daemon/transport/dc_endpoint.h"
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
-// Value types of the dc transport that need no hardware: where a DC target is (the validated
-// DcEndpoint of a request), the key an address handle is cached under, the device's DC
-// capabilities, and the DC access key wrapper that keeps the secret out of every log line.
+// Where a request's DC target is (its validated DcEndpoint): the key an address handle is
+// cached under, the scheduling identity of a DCT, and the DC access key wrapper that keeps the
+// secret out of every log line. Part of TransferOp, so it lives beside it, not in dc/.
 #pragma once
 
 #include <array>
@@ -69,19 +69,5 @@ std::string DescribeDest(const DestKey& key);
 // LID 0..0xFFFF, and GID or LID present. INVALID_ARGUMENT naming the field otherwise. The
 // error messages never quote the key.
 absl::StatusOr<DcDestination> ParseDcEndpoint(const gdrstore::v1::DcEndpoint& endpoint);
-
-// What the device offers for DC, as queried through the seam (see dc_device.h).
-struct DcCaps {
-  bool mlx5 = false;          // mlx5dv_is_supported() on the device
-  bool dc = false;            // DC initiators can be created (probed with one DCI)
-  std::string why_not;        // when !mlx5 || !dc: one line naming the missing capability
-  uint32_t max_qp = 0;        // ibv_device_attr.max_qp
-  uint32_t max_qp_wr = 0;     // ibv_device_attr.max_qp_wr
-  uint8_t max_qp_rd_atom = 0; // ibv_device_attr.max_qp_rd_atom: RDMA READs in flight per QP
-  // DCI stream channels (MLX5DV_CONTEXT_MASK_DCI_STREAMS); 0 when the device has none.
-  uint8_t max_log_num_concurent = 0;
-  uint8_t max_log_num_errored = 0;
-  uint32_t port_max_msg_size = 0;
-};
 
 }  // namespace gdr::dc

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "daemon/transfer_op.h"
+#include "daemon/transport/transfer_op.h"
 
 namespace gdr {
 

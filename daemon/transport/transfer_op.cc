@@ -1,17 +1,15 @@
-#include "daemon/transfer_op.h"
+#include "daemon/transport/transfer_op.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/units.h"
-#include "daemon/store.h"
+#include "common/host_port.h"
+#include "daemon/store/store.h"
 
 namespace gdr {
 
-std::string TcpDestination::Key() const {
-  if (absl::StrContains(host, ':')) return absl::StrCat("[", host, "]:", port);
-  return absl::StrCat(host, ":", port);
-}
+std::string TcpDestination::Key() const { return JoinHostPort(host, port); }
 
 absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::Extent* extent,
                                       const gdrstore::v1::RemoteBuffer* buffer, const Store& store,

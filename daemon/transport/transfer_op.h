@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "daemon/dc/dc_types.h"
+#include "daemon/transport/dc_endpoint.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "daemon/initiator.h"
+#include "daemon/transport/initiator.h"
 
 namespace gdr {
 

@@ -4,7 +4,8 @@
 //
 // On the rc transport the library opens an RDMA device, connects passive RC QPs to the daemon
 // through the Connect RPC (the call lasts as long as the Client) and registers buffers with
-// ibv_reg_mr; the daemon reads and writes them with one-sided RDMA.
+// ibv_reg_mr; the daemon reads and writes them with one-sided RDMA. On dc it creates an mlx5
+// DC target instead, which the daemon's DC initiators reach without any connection.
 //
 // On the tcp transport the library runs a small target in this process (a listening socket and
 // one thread per daemon link) that owns the registered regions, gives each a random rkey, and
@@ -116,15 +117,10 @@ enum class OpKind {
 using OpCallback = std::function<void(absl::StatusOr<OpResult>)>;
 
 }  // namespace gdrstore
-namespace gdr::verbs {
-class VerbsDevice;
-}  // namespace gdr::verbs
 namespace gdrstore {
 
 class Client;
-class TcpTarget;
-class RcSession;
-class DcSession;
+class ClientTransport;
 struct Region;
 
 // Registered memory: page-aligned host memory, or device memory on a GPU. Deregistered (and
@@ -158,9 +154,10 @@ class Buffer {
 
  private:
   friend class Client;
-  Buffer(std::shared_ptr<Region> region, std::shared_ptr<TcpTarget> target);
+  // `withdraw` (may be empty) undoes the transport's registration when the Buffer goes.
+  Buffer(std::shared_ptr<Region> region, std::function<void()> withdraw);
   std::shared_ptr<Region> region_;
-  std::shared_ptr<TcpTarget> target_;
+  std::function<void()> withdraw_;
   std::string gpu_pci_;
   std::string rdma_device_;
 };
@@ -190,11 +187,14 @@ class OpStream {
 
 class Client {
  public:
-  // Creates the channel and starts the tcp target. Does not contact the daemon (use GetInfo or
-  // Ping to check it). INVALID_ARGUMENT on a bad address, UNAVAILABLE when the target cannot
-  // listen.
+  // Creates the channel and opens the transport: tcp starts the in-process target and does not
+  // contact the daemon (use GetInfo or Ping to check it); rc opens the RDMA device and runs
+  // the Connect handshake; dc opens the device and creates the DCT; auto asks the daemon
+  // (GetInfo) and tries dc, rc, tcp in turn. INVALID_ARGUMENT on a bad address, UNAVAILABLE
+  // when the target cannot listen, the device's or the handshake's error otherwise.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
-  // Stops the target (daemon links see EOF) and the channel. Ops still running fail.
+  // Closes the transport (tcp: daemon links see EOF; rc: the Connect call ends) and the
+  // channel. Ops still running fail.
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -251,16 +251,12 @@ class Client {
   const std::string& auto_notes() const { return auto_notes_; }
 
  private:
-  Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel,
-         std::shared_ptr<TcpTarget> target);
-  // The verbs device of the rc / dc session and an owner that keeps its PD alive; nulls on tcp.
-  std::pair<const gdr::verbs::VerbsDevice*, std::shared_ptr<const void>> VerbsDevice() const;
+  Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::GdrStore::Stub> stub_;
-  std::shared_ptr<TcpTarget> target_;  // tcp
-  std::shared_ptr<RcSession> rc_;      // rc
-  std::shared_ptr<DcSession> dc_;      // dc
+  // tcp, rc or dc behind one interface; shared with the registrations that need it alive.
+  std::shared_ptr<ClientTransport> transport_;
   std::string auto_notes_;
 };
 

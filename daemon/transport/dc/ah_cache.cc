@@ -1,4 +1,4 @@
-#include "daemon/dc/ah_cache.h"
+#include "daemon/transport/dc/ah_cache.h"
 
 #include <algorithm>
 

@@ -11,7 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/dc/dc_device.h"
+#include "daemon/transport/dc/dc_device.h"
 
 namespace gdr::dc {
 

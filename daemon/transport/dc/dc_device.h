@@ -9,13 +9,29 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/verbs/completion_poller.h"
-#include "daemon/dc/dc_types.h"
+#include "daemon/transport/dc/dc_options.h"
+#include "daemon/transport/dc_endpoint.h"
 
 namespace gdr::dc {
+
+// What the device offers for DC, as queried through this seam.
+struct DcCaps {
+  bool mlx5 = false;          // mlx5dv_is_supported() on the device
+  bool dc = false;            // DC initiators can be created (probed with one DCI)
+  std::string why_not;        // when !mlx5 || !dc: one line naming the missing capability
+  uint32_t max_qp = 0;        // ibv_device_attr.max_qp
+  uint32_t max_qp_wr = 0;     // ibv_device_attr.max_qp_wr
+  uint8_t max_qp_rd_atom = 0; // ibv_device_attr.max_qp_rd_atom: RDMA READs in flight per QP
+  // DCI stream channels (MLX5DV_CONTEXT_MASK_DCI_STREAMS); 0 when the device has none.
+  uint8_t max_log_num_concurent = 0;
+  uint8_t max_log_num_errored = 0;
+  uint32_t port_max_msg_size = 0;
+};
 
 // An address handle (ibv_ah) to one remote port. Destroyed when the last holder lets go: the
 // AH cache holds one reference, every op using it holds another until its last completion, so
@@ -23,26 +39,6 @@ namespace gdr::dc {
 class AddressHandle {
  public:
   virtual ~AddressHandle() = default;
-};
-
-// How DCIs are created and taken INIT -> RTR -> RTS. The device fills in what comes from the
-// port (pkey index 0, port number, path MTU).
-struct DciSettings {
-  uint32_t sq_depth = 128;       // send WRs per DCI (capped at the device's max_qp_wr)
-  uint8_t max_rd_atomic = 16;    // RDMA READs in flight per DCI (capped at max_qp_rd_atom)
-  uint8_t timeout = 14;          // local ACK timeout: 4.096 us * 2^timeout per try
-  uint8_t retry_cnt = 7;
-  uint8_t rnr_retry = 7;
-  uint8_t log_streams = 0;       // DCI stream channels: 2^log_streams; 0 creates no streams
-  uint8_t log_errored = 0;       // errored streams tolerated before the DCI moves to ERR
-};
-
-// Routing of the address handles: RoCEv2 across routers needs a hop limit above 1.
-struct AhSettings {
-  uint8_t hop_limit = 64;
-  uint8_t traffic_class = 0;
-  uint8_t service_level = 0;
-  uint32_t flow_label = 0;
 };
 
 enum class DcOpcode {

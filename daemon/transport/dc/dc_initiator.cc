@@ -1,4 +1,4 @@
-#include "daemon/dc/dc_initiator.h"
+#include "daemon/transport/dc/dc_initiator.h"
 
 #include <algorithm>
 

@@ -20,27 +20,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/verbs/completion_poller.h"
-#include "daemon/dc/ah_cache.h"
-#include "daemon/dc/dc_device.h"
-#include "daemon/dc/dci_scheduler.h"
-#include "daemon/initiator.h"
+#include "daemon/transport/dc/ah_cache.h"
+#include "daemon/transport/dc/dc_device.h"
+#include "daemon/transport/dc/dci_scheduler.h"
+#include "daemon/transport/initiator.h"
 
 namespace gdr::dc {
-
-struct DcInitiatorOptions {
-  uint32_t dci_count = 16;   // bounded by the device's max_qp
-  DciSettings dci;           // sq_depth / max_rd_atomic are capped at the device's caps
-  bool use_streams = true;   // DCI stream channels where the device reports them
-  uint8_t log_streams = 4;   // wanted 2^n streams per DCI (capped at the caps)
-  uint8_t log_errored = 2;   // wanted errored streams before the DCI fails (capped)
-  AhSettings ah;
-  size_t ah_cache_size = 1024;
-  uint64_t chunk_bytes = 1 << 20;  // further capped at the port's max message size
-  uint64_t max_op_bytes = 64ull << 20;  // the largest op must fit the pool's send queues
-  uint32_t max_spread = 4;   // DCIs one op's chunks may spread over
-  uint32_t max_attempts = 3; // posts of one chunk when its DCI failed under it (flushes)
-  absl::Duration shutdown_wait = absl::Seconds(10);
-};
 
 // The lkey of the registered store memory an op moves ([op.local, +op.length) of volume
 // op.volume): the daemon registers its volumes once at start. FAILED_PRECONDITION when that

@@ -1,4 +1,4 @@
-#include "daemon/dc/mlx5_dc_device.h"
+#include "daemon/transport/dc/mlx5_dc_device.h"
 
 #include <cerrno>
 #include <cstring>

@@ -12,7 +12,7 @@
 #include "common/verbs/dc_qp.h"
 #include "common/verbs/queue_pair.h"
 #include "common/verbs/verbs_device.h"
-#include "daemon/dc/dc_device.h"
+#include "daemon/transport/dc/dc_device.h"
 
 namespace gdr::dc {
 

@@ -1,4 +1,4 @@
-#include "daemon/rc_connection.h"
+#include "daemon/transport/rc/rc_connection.h"
 
 #include <algorithm>
 #include <cstring>

@@ -19,7 +19,7 @@
 #include "common/verbs/queue_pair.h"
 #include "common/verbs/rc_qp.h"
 #include "common/verbs/verbs_device.h"
-#include "daemon/initiator.h"
+#include "daemon/transport/initiator.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {

@@ -1,15 +1,15 @@
-#include "daemon/rc_initiator.h"
+#include "daemon/transport/rc/rc_initiator.h"
 
 #include <deque>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/units.h"
 #include "common/verbs/chunk_plan.h"
 #include "common/verbs/verbs_status.h"
-#include "daemon/store_service.h"
 
 namespace gdr {
 

@@ -19,23 +19,13 @@
 #include "common/verbs/completion_poller.h"
 #include "common/verbs/memory_region.h"
 #include "common/verbs/verbs_device.h"
-#include "daemon/initiator.h"
-#include "daemon/rc_connection.h"
-#include "daemon/store.h"
+#include "daemon/transport/initiator.h"
+#include "daemon/transport/rc/rc_connection.h"
+#include "daemon/transport/rc/rc_options.h"
+#include "daemon/store/store.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
 
 namespace gdr {
-
-struct RcInitiatorOptions {
-  verbs::DeviceSelector device;
-  verbs::PollerOptions poller;
-  uint32_t max_qps = 256;            // RC QPs in total, all clients
-  uint32_t max_qps_per_client = 4;   // per Connect call
-  verbs::RcQpConfig qp;              // sq_depth, rd_atomic, timeouts
-  uint64_t chunk_bytes = 1 << 20;    // capped at the port's max message size
-  uint32_t max_backlog = 8192;       // chunks queued per connection
-  absl::Duration reset_timeout = absl::Seconds(10);  // client must answer RcResetQp within
-};
 
 struct RcStats {
   uint32_t qps = 0;

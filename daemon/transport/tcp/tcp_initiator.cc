@@ -1,4 +1,4 @@
-#include "daemon/tcp_initiator.h"
+#include "daemon/transport/tcp/tcp_initiator.h"
 
 #include <algorithm>
 

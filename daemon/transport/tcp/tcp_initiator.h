@@ -15,19 +15,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "daemon/initiator.h"
-#include "daemon/tcp_link.h"
+#include "daemon/transport/initiator.h"
+#include "daemon/transport/tcp/tcp_link.h"
+#include "daemon/transport/tcp/tcp_options.h"
 
 namespace gdr {
-
-struct TcpInitiatorOptions {
-  uint32_t max_links = 64;          // links in total, all destinations
-  uint32_t links_per_target = 2;    // links to one destination
-  uint64_t chunk_bytes = 1 << 20;   // split size; <= tcpwire::kMaxPayload
-  absl::Duration op_timeout = absl::Seconds(30);     // no response for this long: link fails
-  absl::Duration idle_timeout = absl::Seconds(60);   // idle links are closed after this
-  TcpLinkOptions link;
-};
 
 struct TcpInitiatorStats {
   uint32_t links = 0;

@@ -1,4 +1,4 @@
-#include "daemon/tcp_link.h"
+#include "daemon/transport/tcp/tcp_link.h"
 
 #include <sys/socket.h>
 #include <sys/uio.h>

@@ -22,8 +22,9 @@
 #include "absl/time/time.h"
 #include "common/socket.h"
 #include "common/tcp_frame.h"
-#include "daemon/initiator.h"
-#include "daemon/transfer_op.h"
+#include "daemon/transport/initiator.h"
+#include "daemon/transport/tcp/tcp_options.h"
+#include "daemon/transport/transfer_op.h"
 
 namespace gdr {
 
@@ -49,12 +50,6 @@ struct Chunk {
   uint32_t rkey = 0;
   std::shared_ptr<OpState> op;
   uint64_t tag = 0;  // assigned by the link
-};
-
-struct TcpLinkOptions {
-  absl::Duration connect_timeout = absl::Seconds(3);
-  uint32_t max_chunk_bytes = 1 << 20;
-  int socket_buffer_bytes = 4 << 20;
 };
 
 class TcpLink {

@@ -1,5 +1,5 @@
 // Unit tests of gdrstored's flag and config-file parsing (daemon/daemon_config.h).
-#include "daemon/daemon_config.h"
+#include "daemon/ops/daemon_config.h"
 
 #include <stdlib.h>
 #include <unistd.h>

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/daemon_config.h"
+#include "daemon/ops/daemon_config.h"
 #include "gtest/gtest.h"
 
 namespace gdr {

@@ -1,6 +1,6 @@
 // Unit tests of SIGHUP planning (daemon/reload.h): which changes apply live, which are reported
 // as needing a restart, and what the effective configuration becomes.
-#include "daemon/reload.h"
+#include "daemon/ops/reload.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

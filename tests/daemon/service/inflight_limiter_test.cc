@@ -1,5 +1,5 @@
 // Unit tests of daemon-wide admission control (daemon/inflight_limiter.h).
-#include "daemon/inflight_limiter.h"
+#include "daemon/service/inflight_limiter.h"
 
 #include <atomic>
 #include <thread>

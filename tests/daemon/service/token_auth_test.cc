@@ -1,6 +1,6 @@
 // Unit tests of the bearer-token rule (daemon/token_auth.h) on metadata values; the integration
 // suite (tests/integration/token_auth_test.cc) checks it on real calls.
-#include "daemon/token_auth.h"
+#include "daemon/service/token_auth.h"
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"

@@ -6,8 +6,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "daemon/delay_queue.h"
-#include "daemon/media_timing.h"
+#include "daemon/store/delay_queue.h"
+#include "daemon/store/media_timing.h"
 #include "gtest/gtest.h"
 
 namespace gdr {

@@ -1,6 +1,6 @@
 // Unit tests of the memory store (daemon/store.h): volume specs, the initial pattern fill,
 // lookups and the errors of Store::Create.
-#include "daemon/store.h"
+#include "daemon/store/store.h"
 
 #include <stdlib.h>
 

@@ -1,4 +1,4 @@
-#include "daemon/dc/dc_types.h"
+#include "daemon/transport/dc_endpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -19,7 +19,7 @@ gdrstore::v1::DcEndpoint Endpoint() {
   return e;
 }
 
-TEST(DcTypesTest, ParsesAValidRoceEndpoint) {
+TEST(DcEndpointTest, ParsesAValidRoceEndpoint) {
   auto d = ParseDcEndpoint(Endpoint());
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->key.dct_number, 0xABCDEu);
@@ -28,7 +28,7 @@ TEST(DcTypesTest, ParsesAValidRoceEndpoint) {
   EXPECT_EQ(d->access_key.value(), 0x1122334455667788ull);
 }
 
-TEST(DcTypesTest, InfinibandEndpointNeedsOnlyALid) {
+TEST(DcEndpointTest, InfinibandEndpointNeedsOnlyALid) {
   gdrstore::v1::DcEndpoint e = Endpoint();
   e.clear_gid();
   e.set_lid(17);
@@ -37,7 +37,7 @@ TEST(DcTypesTest, InfinibandEndpointNeedsOnlyALid) {
   EXPECT_EQ(d->key.addr.lid, 17);
 }
 
-TEST(DcTypesTest, RejectsHostileFields) {
+TEST(DcEndpointTest, RejectsHostileFields) {
   auto bad = [](auto mutate) {
     gdrstore::v1::DcEndpoint e = Endpoint();
     mutate(e);
@@ -60,7 +60,7 @@ TEST(DcTypesTest, RejectsHostileFields) {
   EXPECT_EQ(s.message().find("1122334455667788"), std::string::npos);
 }
 
-TEST(DcTypesTest, DescribeDestNeverIncludesTheKey) {
+TEST(DcEndpointTest, DescribeDestNeverIncludesTheKey) {
   auto d = ParseDcEndpoint(Endpoint());
   ASSERT_TRUE(d.ok());
   const std::string text = DescribeDest(d->key);

@@ -1,11 +1,11 @@
 // Unit tests of request validation (daemon/transfer_op.h) against the status table of
 // proto/gdrstore/v1/gdrstore.proto: every malformed field gets its documented code.
-#include "daemon/transfer_op.h"
+#include "daemon/transport/transfer_op.h"
 
 #include <memory>
 #include <string>
 
-#include "daemon/store.h"
+#include "daemon/store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

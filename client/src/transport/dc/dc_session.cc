@@ -1,4 +1,6 @@
-#include "client/src/dc_session.h"
+#include "client/src/transport/dc/dc_session.h"
+
+#include "client/src/transport/verbs_registration.h"
 
 #include <cerrno>
 
@@ -31,7 +33,13 @@ absl::StatusOr<std::shared_ptr<DcSession>> DcSession::Open(const DcSessionOption
   return s;
 }
 
-void DcSession::Describe(gdrstore::v1::DcEndpoint* e) const {
+absl::StatusOr<std::function<void()>> DcSession::Register(const std::shared_ptr<Region>& region) {
+  if (absl::Status s = RegisterOnDevice(*device_, shared_from_this(), *region); !s.ok()) return s;
+  return std::function<void()>();
+}
+
+void DcSession::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
+  v1::DcEndpoint* e = buffer->mutable_dc();
   e->set_dct_number(dct_.dct_number);
   e->set_dc_key(key_);
   const gdr::verbs::Gid& gid = device_->port().gid;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "client/src/transport/client_transport.h"
 #include "common/verbs/dc_qp.h"
 #include "common/verbs/memory_region.h"
 #include "common/verbs/verbs_device.h"
@@ -22,7 +23,7 @@ struct DcSessionOptions {
   gdr::verbs::DctConfig dct;
 };
 
-class DcSession {
+class DcSession final : public ClientTransport, public std::enable_shared_from_this<DcSession> {
  public:
   // Opens the device and creates the DCT. FAILED_PRECONDITION naming the missing capability
   // on a device that is not mlx5 or cannot do DC (rxe, iWARP, ConnectX-4); the device's NOT_FOUND
@@ -32,10 +33,13 @@ class DcSession {
   DcSession& operator=(const DcSession&) = delete;
 
   const gdr::verbs::VerbsDevice& device() const { return *device_; }
-  uint32_t dct_number() const { return dct_.dct_number; }
 
-  // Fills `endpoint` with the DCT number, the access key, and this port's GID and LID.
-  void Describe(gdrstore::v1::DcEndpoint* endpoint) const;
+  // ClientTransport: buffers on this device's PD; a descriptor carries the DCT number, the
+  // access key, and this port's GID and LID. Nothing is held open, so Close does nothing.
+  absl::StatusOr<std::function<void()>> Register(const std::shared_ptr<Region>& region) override;
+  void DescribeEndpoint(v1::RemoteBuffer* buffer) const override;
+  void Close() override {}
+  uint32_t dct_number() const override { return dct_.dct_number; }
 
 
  private:

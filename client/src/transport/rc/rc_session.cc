@@ -1,10 +1,11 @@
-#include "client/src/rc_session.h"
+#include "client/src/transport/rc/rc_session.h"
 
 #include <grpcpp/grpcpp.h>
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/transport/verbs_registration.h"
 #include "common/verbs/verbs_status.h"
 
 namespace gdrstore {
@@ -242,6 +243,31 @@ uint64_t RcSession::resets() const { return reactor_ ? reactor_->resets() : 0; }
 
 absl::Status RcSession::call_status() const {
   return reactor_ ? reactor_->status() : absl::OkStatus();
+}
+
+absl::StatusOr<std::function<void()>> RcSession::Register(const std::shared_ptr<Region>& region) {
+  if (absl::Status s = RegisterOnDevice(*device_, shared_from_this(), *region); !s.ok()) return s;
+  return std::function<void()>();
+}
+
+void RcSession::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
+  buffer->mutable_rc()->set_connection_id(connection_id_);
+}
+
+std::optional<RdmaLocalInfo> RcSession::rdma_info() const {
+  const verbs::VerbsDevice& d = *device_;
+  RdmaLocalInfo i;
+  i.device = d.name();
+  i.port = d.port().port;
+  i.port_state = verbs::PortStateName(d.QueryPortState());
+  i.gid_index = d.port().gid_index;
+  i.gid = verbs::DescribeGid(d.port().gid);
+  i.mtu = verbs::MtuBytes(d.port().active_mtu);
+  i.qps = qp_count();
+  i.connection_id = connection_id_;
+  i.daemon_device = daemon_device_;
+  i.qp_resets = resets();
+  return i;
 }
 
 }  // namespace gdrstore

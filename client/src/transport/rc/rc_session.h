@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/src/transport/client_transport.h"
 #include "common/verbs/memory_region.h"
 #include "common/verbs/queue_pair.h"
 #include "common/verbs/rc_qp.h"
@@ -28,7 +29,7 @@ struct RcSessionOptions {
   std::chrono::milliseconds connect_timeout{10000};
 };
 
-class RcSession {
+class RcSession final : public ClientTransport, public std::enable_shared_from_this<RcSession> {
  public:
   // Opens the device, creates the QPs, runs the Connect handshake. The errors of the device
   // (NOT_FOUND naming what exists), of the Connect call (e.g. UNIMPLEMENTED when the daemon has
@@ -36,12 +37,17 @@ class RcSession {
   static absl::StatusOr<std::shared_ptr<RcSession>> Open(gdrstore::v1::GdrStore::Stub* stub,
                                                          const RcSessionOptions& options);
   // Close().
-  ~RcSession();
+  ~RcSession() override;
   RcSession(const RcSession&) = delete;
   RcSession& operator=(const RcSession&) = delete;
 
   // Ends the Connect call (the daemon then destroys its QPs) and waits for it. Idempotent.
-  void Close();
+  void Close() override;
+
+  // ClientTransport: buffers on this device's PD, described by the connection id.
+  absl::StatusOr<std::function<void()>> Register(const std::shared_ptr<Region>& region) override;
+  void DescribeEndpoint(v1::RemoteBuffer* buffer) const override;
+  std::optional<RdmaLocalInfo> rdma_info() const override;
 
   uint64_t connection_id() const { return connection_id_; }
   const gdr::verbs::VerbsDevice& device() const { return *device_; }

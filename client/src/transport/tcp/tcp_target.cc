@@ -1,4 +1,4 @@
-#include "client/src/tcp_target.h"
+#include "client/src/transport/tcp/tcp_target.h"
 
 #include <sys/socket.h>
 #include <netinet/in.h>

@@ -16,27 +16,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "client/src/transport/region.h"
 #include "common/cuda/gpu.h"
 #include "common/cuda/staging_pipe.h"
 #include "common/socket.h"
 #include "common/tcp_frame.h"
 
 namespace gdrstore {
-
-// One registered region. Memory is released by `release` (host) or with `gpu` (device memory)
-// when the last reference goes, so an access in flight keeps it mapped even after
-// deregistration.
-struct Region {
-  uint64_t base = 0;  // iova (= host address for host memory, the CUdeviceptr for GPU memory)
-  size_t size = 0;
-  std::byte* host = nullptr;  // null for GPU memory: device pointers are never dereferenced
-  std::shared_ptr<const gdr::cuda::DeviceMemory> gpu;  // set for GPU memory
-  uint32_t rkey = 0;
-  std::function<void()> release;
-  ~Region() {
-    if (release) release();
-  }
-};
 
 struct TcpTargetStats {
   uint64_t refused = 0;     // requests answered with an error status

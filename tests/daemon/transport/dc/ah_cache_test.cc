@@ -1,8 +1,8 @@
-#include "daemon/dc/ah_cache.h"
+#include "daemon/transport/dc/ah_cache.h"
 
 #include <gtest/gtest.h>
 
-#include "tests/daemon/dc/fake_dc_device.h"
+#include "tests/daemon/transport/dc/fake_dc_device.h"
 
 namespace gdr::dc {
 namespace {

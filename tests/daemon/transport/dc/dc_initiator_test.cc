@@ -1,7 +1,7 @@
 // DcInitiator through its device seam: the fake stands in for a ConnectX and models the
 // mlx5 error contract (see fake_dc_device.h). These tests cover the logic only; nothing here
 // shows that the DC path works on hardware.
-#include "daemon/dc/dc_initiator.h"
+#include "daemon/transport/dc/dc_initiator.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
-#include "tests/daemon/dc/fake_dc_device.h"
+#include "tests/daemon/transport/dc/fake_dc_device.h"
 
 namespace gdr::dc {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/dc/dc_transport.h"
+#include "daemon/transport/dc/dc_transport.h"
 
 #include <gtest/gtest.h>
 

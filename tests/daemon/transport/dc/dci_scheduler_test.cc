@@ -1,4 +1,4 @@
-#include "daemon/dc/dci_scheduler.h"
+#include "daemon/transport/dc/dci_scheduler.h"
 
 #include <gtest/gtest.h>
 

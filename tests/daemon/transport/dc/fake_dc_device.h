@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "daemon/dc/dc_device.h"
+#include "daemon/transport/dc/dc_device.h"
 
 namespace gdr::dc::testing {
 

@@ -1,7 +1,7 @@
 // Unit tests of the tcp initiator pool (daemon/tcp_initiator.h) over real loopback sockets,
 // against the client library's real tcp target (client/src/tcp_target.h) in this process, and
 // against test-owned sockets that misbehave (refuse, never answer).
-#include "daemon/tcp_initiator.h"
+#include "daemon/transport/tcp/tcp_initiator.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/src/tcp_target.h"
+#include "client/src/transport/tcp/tcp_target.h"
 #include "common/completion_batch.h"
 #include "common/pattern.h"
 #include "common/socket.h"

@@ -1,0 +1,22 @@
+// Filling one Write/Read request (extent + descriptor) for the unary calls and the Stream.
+#pragma once
+
+#include "absl/status/status.h"
+#include "gdrstore/client.h"
+
+namespace gdrstore {
+
+// INVALID_ARGUMENT when [buffer_offset, +extent.length) is outside `buffer`.
+template <typename Req>
+absl::Status FillRequest(const Client& client, const Extent& extent, const Buffer& buffer,
+                         size_t buffer_offset, Req* req) {
+  absl::StatusOr<v1::RemoteBuffer> rb = client.Describe(buffer, buffer_offset, extent.length);
+  if (!rb.ok()) return rb.status();
+  req->mutable_extent()->set_volume(extent.volume);
+  req->mutable_extent()->set_offset(extent.offset);
+  req->mutable_extent()->set_length(extent.length);
+  *req->mutable_buffer() = std::move(*rb);
+  return absl::OkStatus();
+}
+
+}  // namespace gdrstore

@@ -1,0 +1,207 @@
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "client/src/op_request.h"
+#include "gdrstore/client.h"
+
+namespace gdrstore {
+
+// Client side of one Stream call. Submitted ops queue while a write is outstanding and go out
+// together in the next StreamRequest; answers arrive batched too. Ops that answer callbacks
+// submit while a response is being delivered also wait, and leave in one message once every
+// answer of it has been handed out. One write outstanding at a time; callbacks run outside
+// the lock. Submit and Close start operations from the caller's thread, outside gRPC's
+// reactions, which is only safe while the call cannot finish under them: a hold keeps it open
+// until the client has sent its last message (Close) or the read side has ended (the daemon
+// finished the call, e.g. refused it), and nothing is started after the hold is gone.
+class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse> {
+ public:
+  static constexpr int kMaxOpsPerMessage = 1024;
+
+  explicit Reactor(Client* client) : client_(client) {
+    client_->stub()->async()->Stream(&ctx_, this);
+    AddHold();
+    StartRead(&response_);
+    StartCall();
+  }
+
+  void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
+              OpCallback done) {
+    v1::StreamOp op;
+    absl::Status s = kind == OpKind::kWrite
+                         ? FillRequest(*client_, extent, buffer, buffer_offset, op.mutable_write())
+                         : FillRequest(*client_, extent, buffer, buffer_offset, op.mutable_read());
+    if (kind == OpKind::kReadSync) op.mutable_read()->set_sync(true);
+    if (!s.ok()) {
+      done(s);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closing_ || ended_) {
+        // An op after the call failed gets the call's error (e.g. the daemon refused the
+        // stream); after a clean end or Close, FAILED_PRECONDITION.
+        s = ended_ && !status_.ok()
+                ? absl::Status(status_.code(), absl::StrCat("stream has ended: ", status_.message()))
+                : absl::FailedPreconditionError(ended_ ? "stream has ended" : "stream is closed");
+      } else {
+        const uint64_t id = next_id_++;
+        op.set_id(id);
+        pending_.emplace(id, std::move(done));
+        unsent_.push_back(std::move(op));
+        // Submitted from an answer's callback: OnReadDone writes once all have run. (Not a
+        // CompletionBatch: that would let another stream's burst run this one's flush, after
+        // this stream may have been closed and destroyed.)
+        if (delivering_ && delivering_thread_ == std::this_thread::get_id()) return;
+        WriteNextLocked();
+        return;
+      }
+    }
+    done(s);
+  }
+
+  absl::Status Close() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!closing_) {
+      closing_ = true;
+      WriteNextLocked();
+    }
+    cv_.wait(lock, [this] { return done_; });
+    return status_;
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) {
+      write_failed_ = true;  // the call is over; OnDone reports why
+      return;
+    }
+    WriteNextLocked();
+  }
+
+  void OnWritesDoneDone(bool ok) override {}
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The call is over (the daemon finished it): let OnDone come.
+      std::lock_guard<std::mutex> lock(mu_);
+      ReleaseHoldLocked();
+      return;
+    }
+    std::vector<std::pair<OpCallback, const v1::StreamResult*>> ready;
+    ready.reserve(static_cast<size_t>(response_.results_size()));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const v1::StreamResult& r : response_.results()) {
+        auto it = pending_.find(r.id());
+        if (it == pending_.end()) continue;  // not ours: ignore rather than misattribute
+        ready.emplace_back(std::move(it->second), &r);
+        pending_.erase(it);
+      }
+      delivering_ = true;
+      delivering_thread_ = std::this_thread::get_id();
+    }
+    for (auto& [cb, r] : ready) {
+      if (r->code() == 0) {
+        cb(OpResult{r->bytes(), r->service_ns(), r->synced()});
+      } else {
+        cb(absl::Status(static_cast<absl::StatusCode>(r->code()), r->message()));
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      delivering_ = false;
+      WriteNextLocked();
+    }
+    StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status& s) override {
+    absl::flat_hash_map<uint64_t, OpCallback> orphans;
+    absl::Status status = FromGrpcStatus(s);
+    {
+      // From here Submit refuses, so no op can join pending_ after this swap.
+      std::lock_guard<std::mutex> lock(mu_);
+      orphans.swap(pending_);
+      unsent_.clear();
+      if (status.ok() && !orphans.empty()) {
+        status = absl::InternalError("stream ended with ops unanswered");
+      }
+      status_ = status;
+      ended_ = true;
+    }
+    for (auto& [id, cb] : orphans) {
+      cb(status.ok() ? absl::UnavailableError("stream ended before the op was answered") : status);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  void ReleaseHoldLocked() {
+    if (hold_released_) return;
+    hold_released_ = true;
+    RemoveHold();
+  }
+
+  void WriteNextLocked() {
+    if (writing_ || write_failed_ || hold_released_) return;
+    if (!unsent_.empty()) {
+      writing_ = true;
+      out_.Clear();
+      const size_t n = std::min<size_t>(unsent_.size(), kMaxOpsPerMessage);
+      out_.mutable_ops()->Reserve(static_cast<int>(n));
+      for (size_t i = 0; i < n; ++i) {
+        *out_.add_ops() = std::move(unsent_.front());
+        unsent_.pop_front();
+      }
+      StartWrite(&out_);
+    } else if (closing_ && !writes_done_sent_) {
+      writes_done_sent_ = true;
+      StartWritesDone();
+      ReleaseHoldLocked();  // the client will start nothing more
+    }
+  }
+
+  Client* client_;
+  grpc::ClientContext ctx_;
+  v1::StreamResponse response_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::StreamOp> unsent_;  // submitted, not yet in a message
+  v1::StreamRequest out_;            // the message being written
+  absl::flat_hash_map<uint64_t, OpCallback> pending_;
+  uint64_t next_id_ = 1;
+  bool writing_ = false;
+  bool delivering_ = false;  // OnReadDone is running answer callbacks on delivering_thread_
+  std::thread::id delivering_thread_;
+  bool write_failed_ = false;
+  bool closing_ = false;
+  bool writes_done_sent_ = false;
+  bool hold_released_ = false;  // after this, nothing may be started on the call
+  bool ended_ = false;          // OnDone has begun: Submit refuses
+  bool done_ = false;           // OnDone has answered every op
+  absl::Status status_;
+};
+
+OpStream::OpStream(std::unique_ptr<Reactor> reactor) : reactor_(std::move(reactor)) {}
+OpStream::~OpStream() { (void)reactor_->Close(); }
+
+void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
+                      size_t buffer_offset, OpCallback done) {
+  reactor_->Submit(kind, extent, buffer, buffer_offset, std::move(done));
+}
+
+absl::Status OpStream::Close() { return reactor_->Close(); }
+
+absl::StatusOr<std::unique_ptr<OpStream>> Client::OpenStream() {
+  return std::unique_ptr<OpStream>(new OpStream(std::make_unique<OpStream::Reactor>(this)));
+}
+
+}  // namespace gdrstore

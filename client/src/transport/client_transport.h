@@ -1,0 +1,44 @@
+// The one interface the Client talks to for the transport it runs on: how memory becomes
+// reachable by the daemon, how a request's descriptor names it, and what there is to show.
+// tcp/, rc/ and dc/ each implement it; OpenClientTransport is the one place that picks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/src/transport/region.h"
+#include "gdrstore/client.h"
+#include "gdrstore/v1/gdrstore.pb.h"
+
+namespace gdrstore {
+
+class ClientTransport {
+ public:
+  virtual ~ClientTransport() = default;
+
+  // Makes `region` (base, size and host or gpu set) reachable by the daemon and sets its rkey.
+  // Returns what withdraws it (run when the Buffer goes; may be empty when the registration
+  // ends with the region itself). The registration's error otherwise (e.g. RESOURCE_EXHAUSTED
+  // for a memlock limit, FAILED_PRECONDITION for GPU memory the NIC cannot reach).
+  // Thread-safe.
+  virtual absl::StatusOr<std::function<void()>> Register(const std::shared_ptr<Region>& region) = 0;
+  // OK when GPU memory can be served at all, checked before any is allocated.
+  virtual absl::Status CanServeGpuMemory() const { return absl::OkStatus(); }
+  // Fills the endpoint (the oneof) of a descriptor for this process's memory.
+  virtual void DescribeEndpoint(v1::RemoteBuffer* buffer) const = 0;
+  // Ends what the transport holds open (tcp: the target's links; rc: the Connect call).
+  // Ops still running fail. Idempotent.
+  virtual void Close() = 0;
+
+  // For display; the defaults say "nothing of that kind here".
+  virtual TargetStats target_stats() const { return {}; }
+  virtual uint16_t target_port() const { return 0; }
+  virtual std::optional<RdmaLocalInfo> rdma_info() const { return std::nullopt; }
+  virtual uint32_t dct_number() const { return 0; }
+};
+
+}  // namespace gdrstore

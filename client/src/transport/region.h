@@ -1,0 +1,39 @@
+// Client memory the daemon may reach: one allocation (host or GPU) with its iova, size and
+// rkey, shared by the Buffer that exposes it and the transport that registered it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/cuda/gpu.h"
+
+namespace gdrstore {
+
+// One registered region. Memory is released by `release` (host) or with `gpu` (device memory)
+// when the last reference goes, so an access in flight keeps it mapped even after
+// deregistration.
+struct Region {
+  uint64_t base = 0;  // iova (= host address for host memory, the CUdeviceptr for GPU memory)
+  size_t size = 0;
+  std::byte* host = nullptr;  // null for GPU memory: device pointers are never dereferenced
+  std::shared_ptr<const gdr::cuda::DeviceMemory> gpu;  // set for GPU memory
+  uint32_t rkey = 0;
+  std::function<void()> release;
+  ~Region() {
+    if (release) release();
+  }
+};
+
+// OK when [offset, offset+n) lies inside a `size`-byte buffer; otherwise a status of `code`
+// saying so (callers differ only in the code: a bad descriptor vs a bad copy).
+inline absl::Status CheckRange(size_t offset, size_t n, size_t size, absl::StatusCode code) {
+  if (offset <= size && n <= size - offset) return absl::OkStatus();
+  return absl::Status(code, absl::StrCat("range [", offset, ", +", n, ") is outside the ", size,
+                                         "-byte buffer"));
+}
+
+}  // namespace gdrstore

@@ -1,0 +1,62 @@
+#include "client/src/transport/tcp/tcp_transport.h"
+
+#include "common/host_port.h"
+#include "common/socket.h"
+
+namespace gdrstore {
+
+absl::StatusOr<std::shared_ptr<TcpTransport>> TcpTransport::Open(ClientOptions* options) {
+  if (options->target_host.empty()) {
+    absl::StatusOr<gdr::HostPort> daemon = gdr::SplitHostPort(options->daemon_address);
+    if (!daemon.ok()) return daemon.status();
+    if (gdr::IsLoopbackHost(daemon->host)) {
+      options->target_host = "127.0.0.1";
+    } else {
+      absl::StatusOr<std::string> local = gdr::LocalAddressToward(daemon->host, daemon->port);
+      if (!local.ok()) return local.status();
+      options->target_host = *local;
+    }
+  }
+  const GpuStagingOptions staging{options->gpu_staging_slot_bytes, options->gpu_staging_slots};
+  absl::StatusOr<std::shared_ptr<TcpTarget>> target =
+      TcpTarget::Start(options->target_host, options->target_port,
+                       options->max_target_connections, staging);
+  if (!target.ok()) return target.status();
+  return std::shared_ptr<TcpTransport>(
+      new TcpTransport(std::move(*target), options->target_host, staging));
+}
+
+TcpTransport::~TcpTransport() { Close(); }
+
+absl::StatusOr<std::function<void()>> TcpTransport::Register(
+    const std::shared_ptr<Region>& region) {
+  target_->Register(region);
+  return [target = target_, rkey = region->rkey] { target->Deregister(rkey); };
+}
+
+absl::Status TcpTransport::CanServeGpuMemory() const {
+  if (staging_.slot_bytes == 0 || staging_.slots < 2) {
+    return absl::InvalidArgumentError("GPU staging needs >= 2 slots of > 0 bytes");
+  }
+  return absl::OkStatus();
+}
+
+void TcpTransport::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
+  buffer->mutable_tcp()->set_host(host_);
+  buffer->mutable_tcp()->set_port(target_->port());
+}
+
+void TcpTransport::Close() { target_->Stop(); }
+
+TargetStats TcpTransport::target_stats() const {
+  const TcpTargetStats t = target_->stats();
+  TargetStats s;
+  s.refused = t.refused;
+  s.gpu_bytes_to_device = t.gpu.bytes_to_device;
+  s.gpu_bytes_from_device = t.gpu.bytes_from_device;
+  s.gpu_copy_ns = t.gpu.copy_ns;
+  s.gpu_wait_ns = t.gpu.wait_ns;
+  return s;
+}
+
+}  // namespace gdrstore

@@ -1,0 +1,44 @@
+// The client side of the tcp transport: the in-process target the daemon's links connect to,
+// and the address the daemon is told to reach it at.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "client/src/transport/client_transport.h"
+#include "client/src/transport/tcp/tcp_target.h"
+#include "gdrstore/client.h"
+
+namespace gdrstore {
+
+class TcpTransport final : public ClientTransport {
+ public:
+  // Starts the target on options->target_host (filled in when empty: 127.0.0.1 for a daemon
+  // on loopback, else this host's address on the route to the daemon). INVALID_ARGUMENT for a
+  // bad daemon address, UNAVAILABLE when the target cannot listen.
+  static absl::StatusOr<std::shared_ptr<TcpTransport>> Open(ClientOptions* options);
+  ~TcpTransport() override;  // Close()
+
+  // Registers with the target under a fresh random rkey; withdrawn when the Buffer goes.
+  absl::StatusOr<std::function<void()>> Register(const std::shared_ptr<Region>& region) override;
+  // GPU memory is staged through pinned slots: INVALID_ARGUMENT for a ring that cannot work.
+  absl::Status CanServeGpuMemory() const override;
+  void DescribeEndpoint(v1::RemoteBuffer* buffer) const override;
+  // Stops the target: the daemon's links see EOF.
+  void Close() override;
+  TargetStats target_stats() const override;
+  uint16_t target_port() const override { return target_->port(); }
+
+ private:
+  TcpTransport(std::shared_ptr<TcpTarget> target, std::string host, GpuStagingOptions staging)
+      : target_(std::move(target)), host_(std::move(host)), staging_(staging) {}
+
+  // Shared with every Buffer registered here, so a Buffer that outlives the Client still
+  // deregisters from a live target.
+  std::shared_ptr<TcpTarget> target_;
+  std::string host_;
+  GpuStagingOptions staging_;
+};
+
+}  // namespace gdrstore

@@ -1,0 +1,48 @@
+#include "client/src/transport/verbs_registration.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/cuda/gpu_mr.h"
+#include "common/verbs/memory_region.h"
+
+namespace gdrstore {
+
+namespace {
+// What the daemon may do to a registered buffer: one-sided reads and writes.
+constexpr int kRemoteAccess =
+    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+}  // namespace
+
+absl::Status RegisterOnDevice(const gdr::verbs::VerbsDevice& device,
+                              std::shared_ptr<const void> owner, Region& region) {
+  std::function<void()> deregister;
+  if (region.gpu) {
+    // The NIC reaches GPU memory itself (dma-buf, else nvidia-peermem).
+    absl::StatusOr<gdr::cuda::GpuMr> mr =
+        gdr::cuda::RegisterGpuMemory(device.pd(), region.base, region.size, kRemoteAccess);
+    if (!mr.ok()) {
+      return absl::Status(mr.status().code(),
+                          absl::StrCat("memory cannot be registered with ", device.name(), ": ",
+                                       mr.status().message()));
+    }
+    region.rkey = mr->mr->rkey;
+    deregister = [mr = std::make_shared<gdr::cuda::MrPtr>(std::move(mr->mr))] { mr->reset(); };
+  } else {
+    absl::StatusOr<std::unique_ptr<gdr::verbs::MemoryRegion>> mr =
+        gdr::verbs::MemoryRegion::Register(device.pd(), region.host, region.size, kRemoteAccess);
+    if (!mr.ok()) return mr.status();
+    region.rkey = (*mr)->rkey();
+    deregister = [mr = std::shared_ptr<gdr::verbs::MemoryRegion>(std::move(*mr))]() mutable {
+      mr.reset();
+    };
+  }
+  // Deregistered before the memory goes (host: before the region's own release unmaps it;
+  // GPU: before the device memory member is freed); the owner keeps the PD until then.
+  region.release = [deregister = std::move(deregister), owner = std::move(owner),
+                    free_memory = std::move(region.release)] {
+    deregister();
+    if (free_memory) free_memory();
+  };
+  return absl::OkStatus();
+}
+
+}  // namespace gdrstore

@@ -1,0 +1,26 @@
+// The tcp transport's settings as plain values: what the daemon's configuration fills in and
+// reload compares, kept apart from the transport's code so neither has to include the other.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/time/time.h"
+
+namespace gdr {
+
+struct TcpLinkOptions {
+  absl::Duration connect_timeout = absl::Seconds(3);
+  uint32_t max_chunk_bytes = 1 << 20;
+  int socket_buffer_bytes = 4 << 20;
+};
+
+struct TcpInitiatorOptions {
+  uint32_t max_links = 64;          // links in total, all destinations
+  uint32_t links_per_target = 2;    // links to one destination
+  uint64_t chunk_bytes = 1 << 20;   // split size; <= tcpwire::kMaxPayload
+  absl::Duration op_timeout = absl::Seconds(30);     // no response for this long: link fails
+  absl::Duration idle_timeout = absl::Seconds(60);   // idle links are closed after this
+  TcpLinkOptions link;
+};
+
+}  // namespace gdr

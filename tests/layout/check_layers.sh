@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Checks that includes point down the layers of the tree under ROOT (default: the repository):
+#   daemon: main.cc -> ops -> service -> transport (interface) -> transport/{tcp,rc,dc} -> store
+#   client: Client -> src/transport (interface, factory) -> src/transport/{tcp,rc,dc}
+#   common/ sees neither daemon/ nor client/; public client headers see no private header.
+# Prints one line per include that runs the wrong way and exits 1 if there is any.
+set -euo pipefail
+ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$ROOT"
+
+bad=0
+# includes FILE -> the quoted project includes of FILE
+includes() { sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$1"; }
+# forbid DIR REGEX WHY [ALLOW]: no file under DIR may include a path matching REGEX (unless it
+# also matches ALLOW).
+forbid() {
+  local dir=$1 re=$2 why=$3 allow=${4:-} f inc
+  [[ -d $dir ]] || return 0
+  while IFS= read -r f; do
+    while IFS= read -r inc; do
+      if [[ $inc =~ $re ]] && ! [[ -n $allow && $inc =~ $allow ]]; then
+        echo "$f includes \"$inc\": $why"
+        bad=1
+      fi
+    done < <(includes "$f")
+  done < <(find "$dir" -type f \( -name '*.h' -o -name '*.cc' \) | sort)
+}
+
+forbid daemon/store '^daemon/(service|ops|transport)/' "the store is the bottom layer"
+forbid daemon/transport '^daemon/(service|ops)/' "a transport never reaches up to the service or ops"
+forbid daemon/service '^daemon/ops/' "the service never reaches up to ops"
+# ops sees a transport's settings (*_options.h) and the interface, never a transport's code.
+forbid daemon/ops '^daemon/transport/(tcp|rc|dc)/' "ops may include a transport's *_options.h only" \
+  '^daemon/transport/(tcp|rc|dc)/[a-z]+_options\.h$'
+for t in tcp rc dc; do
+  others=$(echo tcp rc dc | tr ' ' '\n' | grep -vx "$t" | paste -sd'|')
+  # dc runs on rc's device and poller until the shared verbs core exists (issue 13).
+  [[ $t == dc ]] && others=tcp
+  forbid "daemon/transport/$t" "^daemon/transport/($others)/" "transports do not include each other"
+  forbid "client/src/transport/$t" "^client/src/transport/($(echo tcp rc dc | tr ' ' '\n' | grep -vx "$t" | paste -sd'|'))/" \
+    "transports do not include each other"
+  forbid "client/src/transport/$t" '^client/src/[^/]*$' "a transport never reaches up to the Client"
+done
+# The interface layer of each side names no transport (the client's factory excepted).
+for f in daemon/transport/*.h daemon/transport/*.cc; do
+  [[ -f $f ]] || continue
+  while IFS= read -r inc; do
+    if [[ $inc =~ ^daemon/transport/(tcp|rc|dc)/ ]]; then
+      echo "$f includes \"$inc\": the transport interface names no transport"; bad=1
+    fi
+  done < <(includes "$f")
+done
+for f in client/src/*.h client/src/*.cc client/src/transport/*.h client/src/transport/*.cc; do
+  [[ -f $f && $f != client/src/transport/open_client_transport.cc ]] || continue
+  while IFS= read -r inc; do
+    if [[ $inc =~ ^client/src/transport/(tcp|rc|dc)/ ]]; then
+      echo "$f includes \"$inc\": only open_client_transport.cc picks a transport"; bad=1
+    fi
+  done < <(includes "$f")
+done
+forbid common '^(daemon|client)/' "common/ is shared by both sides and sees neither"
+forbid client/include '^(client/src|common|daemon)/' "public headers include no private header"
+forbid client '^daemon/' "the client never includes the daemon"
+forbid daemon '^client/' "the daemon never includes the client"
+
+# daemon/main.cc is the only file at the top of daemon/.
+for f in daemon/*.h daemon/*.cc; do
+  [[ -f $f && $f != daemon/main.cc ]] || continue
+  echo "$f: only main.cc lives at the top of daemon/ (put it in service/, store/, ops/ or transport/)"
+  bad=1
+done
+
+if ((bad)); then exit 1; fi
+echo "layers: every include points down ($(find daemon client common -name '*.h' -o -name '*.cc' | wc -l) files checked)"

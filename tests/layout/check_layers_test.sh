@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# check_layers.sh must catch each kind of upward include: plant one at a time in a copy of the
+# tree and expect it to be named; the allowed ones (a transport's settings from ops) must pass.
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+CHECK="$SRC/tests/layout/check_layers.sh"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp -r "$SRC/daemon" "$SRC/client" "$SRC/common" "$work/"
+
+bash "$CHECK" "$work" >/dev/null || { echo "FAIL: the unchanged tree does not pass"; exit 1; }
+fails=0
+# expect FILE INCLUDE 0|1: plant `#include "INCLUDE"` at the end of FILE, run the check.
+expect() {
+  local file=$1 inc=$2 want=$3 out rc
+  cp "$work/$file" "$work/$file.orig" 2>/dev/null || : >"$work/$file.orig"
+  echo "#include \"$inc\"" >>"$work/$file"
+  rc=0
+  out=$(bash "$CHECK" "$work" 2>&1) || rc=$?
+  if [[ $want == 1 && ( $rc == 0 || $out != *"$file includes \"$inc\""* ) ]]; then
+    echo "FAIL: $file -> $inc was not reported (rc $rc): $out"; fails=$((fails + 1))
+  elif [[ $want == 0 && $rc != 0 ]]; then
+    echo "FAIL: $file -> $inc was refused: $out"; fails=$((fails + 1))
+  else
+    echo "ok: $file -> $inc $([[ $want == 1 ]] && echo refused || echo allowed)"
+  fi
+  if [[ -s $work/$file.orig ]]; then mv "$work/$file.orig" "$work/$file"; else rm -f "$work/$file" "$work/$file.orig"; fi
+}
+expect daemon/transport/tcp/tcp_link.cc daemon/service/store_service.h 1
+expect daemon/transport/transfer_op.cc daemon/ops/daemon_config.h 1
+expect daemon/store/store.cc daemon/transport/initiator.h 1
+expect daemon/service/stats.cc daemon/ops/reload.h 1
+expect daemon/ops/reload.cc daemon/transport/tcp/tcp_initiator.h 1
+expect daemon/ops/reload.cc daemon/transport/tcp/tcp_options.h 0
+expect daemon/transport/rc/rc_connection.cc daemon/transport/tcp/tcp_link.h 1
+expect daemon/transport/initiator.h daemon/transport/rc/rc_initiator.h 1
+expect client/src/transport/tcp/tcp_target.cc client/src/transport/rc/rc_session.h 1
+expect client/src/transport/rc/rc_session.cc client/src/op_request.h 1
+expect client/src/client.cc client/src/transport/tcp/tcp_target.h 1
+expect client/include/gdrstore/client.h client/src/transport/region.h 1
+expect common/log.cc daemon/store/store.h 1
+expect client/src/client.cc daemon/transport/transfer_op.h 1
+
+# A file at the top of daemon/ other than main.cc.
+echo '// stray' >"$work/daemon/stray.cc"
+if out=$(bash "$CHECK" "$work" 2>&1) || [[ $out != *"daemon/stray.cc: only main.cc"* ]]; then
+  echo "FAIL: daemon/stray.cc was not reported: $out"; fails=$((fails + 1))
+else
+  echo "ok: daemon/stray.cc refused"
+fi
+rm -f "$work/daemon/stray.cc"
+
+echo "$((15 - fails)) passed, $fails failed"
+((fails == 0))
