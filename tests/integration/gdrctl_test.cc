@@ -147,6 +147,38 @@ TEST_F(GdrctlTest, BadUsageExitsTwoWithOneLine) {
   }
 }
 
+// -a takes HOST, HOST:PORT and [V6]:PORT; a port given twice must agree, a malformed one is a
+// usage error naming the forms (it once became "HOST:PORT:PORT" and a DNS failure).
+TEST_F(GdrctlTest, AddressFlagTakesHostPort) {
+  const std::string port = absl::StrCat(daemon_->port());
+  const std::string other = absl::StrCat(daemon_->port() == 1 ? 2 : daemon_->port() - 1);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"-a", "127.0.0.1:" + port, "info"},
+        std::vector<std::string>{"-a", "127.0.0.1", "-p", port, "info"},
+        std::vector<std::string>{"-a", "127.0.0.1:" + port, "-p", port, "info"},
+        std::vector<std::string>{"--daemon", "127.0.0.1:" + port, "info"}}) {
+    ProcessResult r = Gdrctl(args, /*with_daemon=*/false);
+    EXPECT_EQ(r.exit_code, 0) << absl::StrJoin(args, " ") << ": " << r.Describe();
+    EXPECT_TRUE(absl::StrContains(r.out, "vol0")) << r.out;
+  }
+  struct Refused {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  for (const Refused& c : std::vector<Refused>{
+           {{"-a", "127.0.0.1:" + port, "-p", other, "info"}, "give the port once"},
+           {{"-a", "127.0.0.1:", "info"}, "-a takes HOST, HOST:PORT or [V6]:PORT"},
+           {{"-a", "127.0.0.1:http", "info"}, "-a takes HOST, HOST:PORT or [V6]:PORT"},
+           {{"-a", "[::1", "info"}, "-a takes HOST, HOST:PORT or [V6]:PORT"},
+           {{"--daemon", "127.0.0.1", "info"}, "--daemon: bad address"}}) {
+    ProcessResult r = Gdrctl(c.args, /*with_daemon=*/false);
+    const std::string what = absl::StrJoin(c.args, " ");
+    EXPECT_EQ(r.exit_code, 2) << what << ": " << r.Describe();
+    EXPECT_TRUE(IsOneLine(r.err)) << what << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, c.says)) << what << ": " << r.err;
+  }
+}
+
 TEST_F(GdrctlTest, OpErrorsExitOneWithOneLineReason) {
   struct Case {
     std::vector<std::string> args;
