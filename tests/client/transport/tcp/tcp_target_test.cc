@@ -1,5 +1,5 @@
-// Unit tests of the client's tcp target (client/src/tcp_target.h), spoken to with raw frames
-// over loopback sockets: the checks a target makes before touching memory, and how it treats
+// Unit tests of the client's tcp target (client/src/transport/tcp/tcp_target.h), spoken to with
+// raw frames over loopback sockets: the checks a target makes before touching memory, and how it treats
 // peers that break the framing.
 #include "client/src/transport/tcp/tcp_target.h"
 

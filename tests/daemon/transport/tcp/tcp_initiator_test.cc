@@ -1,6 +1,7 @@
-// Unit tests of the tcp initiator pool (daemon/tcp_initiator.h) over real loopback sockets,
-// against the client library's real tcp target (client/src/tcp_target.h) in this process, and
-// against test-owned sockets that misbehave (refuse, never answer).
+// Unit tests of the tcp initiator pool (daemon/transport/tcp/tcp_initiator.h) over real
+// loopback sockets, against the client library's real tcp target
+// (client/src/transport/tcp/tcp_target.h) in this process, and against test-owned sockets that
+// misbehave (refuse, never answer).
 #include "daemon/transport/tcp/tcp_initiator.h"
 
 #include <netinet/in.h>
