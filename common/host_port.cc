@@ -13,14 +13,14 @@ absl::StatusOr<HostPort> SplitHostPort(absl::string_view address) {
     const size_t close = address.find(']');
     if (close == absl::string_view::npos || close + 1 >= address.size() ||
         address[close + 1] != ':') {
-      return absl::InvalidArgumentError(absl::StrCat("bad address '", address, "' (want [V6]:PORT)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad address '", address, "' (want [V6]:PORT)"));
     }
     out.host = std::string(address.substr(1, close - 1));
     port_text = address.substr(close + 2);
   } else {
     const size_t colon = address.rfind(':');
-    if (colon == absl::string_view::npos || colon == 0 ||
-        address.find(':') != colon) {
+    if (colon == absl::string_view::npos || colon == 0 || address.find(':') != colon) {
       return absl::InvalidArgumentError(absl::StrCat(
           "bad address '", address, "' (want HOST:PORT, an IPv6 host in brackets: [V6]:PORT)"));
     }

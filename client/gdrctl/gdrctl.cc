@@ -97,7 +97,9 @@ absl::StatusOr<std::string> DaemonAddress(const Common& c, bool port_given) {
   const std::string& a = c.address;
   const size_t colons = std::count(a.begin(), a.end(), ':');
   if (a.empty()) return absl::InvalidArgumentError("-a: empty daemon host");
-  if (a.front() == '[' && a.back() == ']') return gdr::JoinHostPort(a.substr(1, a.size() - 2), c.port);
+  if (a.front() == '[' && a.back() == ']') {
+    return gdr::JoinHostPort(a.substr(1, a.size() - 2), c.port);
+  }
   if (a.front() != '[' && colons != 1) return gdr::JoinHostPort(a, c.port);  // a host or a bare V6
   absl::StatusOr<gdr::HostPort> hp = gdr::SplitHostPort(a);
   if (!hp.ok()) {
@@ -105,8 +107,8 @@ absl::StatusOr<std::string> DaemonAddress(const Common& c, bool port_given) {
         "-a: ", hp.status().message(), "; -a takes HOST, HOST:PORT or [V6]:PORT (or use -p)"));
   }
   if (port_given && hp->port != c.port) {
-    return absl::InvalidArgumentError(absl::StrCat("-a ", a, " names port ", hp->port, " but -p says ",
-                                                   c.port, ": give the port once"));
+    return absl::InvalidArgumentError(absl::StrCat("-a ", a, " names port ", hp->port,
+                                                   " but -p says ", c.port, ": give the port once"));
   }
   return gdr::JoinHostPort(hp->host, hp->port);
 }

@@ -149,7 +149,8 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::str
   buffer->gpu_pci_ = info->pci;
   if (!options_.rdma_device.empty()) {
     buffer->rdma_device_ = options_.rdma_device;
-  } else if (absl::StatusOr<gdr::topo::Topology> topo = gdr::topo::ReadTopology(options_.sysfs_root);
+  } else if (absl::StatusOr<gdr::topo::Topology> topo =
+                 gdr::topo::ReadTopology(options_.sysfs_root);
              topo.ok()) {
     absl::StatusOr<const gdr::topo::Nic*> nic = gdr::topo::NearestNic(*topo, info->pci);
     if (nic.ok()) buffer->rdma_device_ = (*nic)->name;
@@ -159,7 +160,8 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::str
 
 absl::StatusOr<v1::RemoteBuffer> Client::Describe(const Buffer& buffer, size_t offset,
                                                   size_t length) const {
-  if (absl::Status s = CheckRange(offset, length, buffer.size(), absl::StatusCode::kInvalidArgument);
+  if (absl::Status s =
+          CheckRange(offset, length, buffer.size(), absl::StatusCode::kInvalidArgument);
       !s.ok()) {
     return s;
   }
