@@ -35,8 +35,10 @@ const char* PollModeName(PollMode mode) {
 
 absl::StatusOr<std::unique_ptr<CompletionPoller>> CompletionPoller::Create(
     ibv_context* context, const PollerOptions& options, std::string name) {
-  if (options.batch <= 0 || options.cq_depth == 0) {
-    return absl::InvalidArgumentError("poller batch and CQ depth must be > 0");
+  if (options.batch <= 0 || options.batch > kMaxBatch || options.cq_depth == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("poller batch ", options.batch, " is not in 1..",
+                                                   kMaxBatch, ", or CQ depth ", options.cq_depth,
+                                                   " is 0"));
   }
   auto p = std::unique_ptr<CompletionPoller>(new CompletionPoller(options, std::move(name)));
   ibv_device_attr attr{};
@@ -152,7 +154,7 @@ void CompletionPoller::Sleep() {
     GDR_LOG_EVERY_N_SEC(kError, 5) << name_ << ": ibv_req_notify_cq failed";
     return;
   }
-  ibv_wc wcs[64];
+  ibv_wc wcs[kMaxBatch];
   if (PollOnce(wcs) > 0) return;
   if (stop_.load() || has_tasks_.load(std::memory_order_acquire)) return;
   pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};

@@ -47,13 +47,18 @@ const char* PollModeName(PollMode mode);
 struct PollerOptions {
   PollMode mode = PollMode::kAdaptive;
   uint32_t cq_depth = 4096;  // capped at the device's max_cqe
-  int batch = 32;            // CQEs per ibv_poll_cq
+  int batch = 32;            // CQEs per ibv_poll_cq: 1..CompletionPoller::kMaxBatch
   absl::Duration spin = absl::Microseconds(50);
 };
 
 class CompletionPoller {
  public:
-  // Creates the completion channel, the CQ and the thread. The errno status of a verbs call.
+  // The most CQEs one poll takes: the sleeping path polls into a stack array of this size.
+  static constexpr int kMaxBatch = 64;
+
+  // Creates the completion channel, the CQ and the thread. INVALID_ARGUMENT for a batch outside
+  // 1..kMaxBatch or a zero CQ depth (checked before `context` is touched); the errno status of
+  // a verbs call.
   static absl::StatusOr<std::unique_ptr<CompletionPoller>> Create(ibv_context* context,
                                                                   const PollerOptions& options,
                                                                   std::string name);

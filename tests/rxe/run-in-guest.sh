@@ -114,7 +114,11 @@ trap 'rm -rf "$RUN"' EXIT
 # the command in the caller's directory and environment; its status goes to $RUN/status.
 {
   echo "set +e"
+  # Fresh /run and /tmp would hide a caller working under them (a clone in /tmp): the caller's
+  # directory is bound aside first and put back on top afterwards.
+  echo "mkdir -p /mnt/gdr-caller && mount --bind $(printf %q "$PWD") /mnt/gdr-caller"
   echo "mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /tmp; mkdir -p /dev/pts /dev/shm"
+  echo "mkdir -p $(printf %q "$PWD") && mount --bind /mnt/gdr-caller $(printf %q "$PWD")"
   echo "mount -t devpts devpts /dev/pts; mount -t tmpfs tmpfs /dev/shm"
   echo "mkdir -p /lib/modules/$KV && mount --bind $CACHE/kernel/lib/modules/$KV /lib/modules/$KV"
   export -p | grep -v -E '^declare -x (PWD|OLDPWD|SHLVL|_|HOME|PATH|TERM|TMPDIR)='

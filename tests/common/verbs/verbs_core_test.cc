@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/verbs/chunk_plan.h"
@@ -143,6 +144,25 @@ std::vector<RdmaWr> Plan(RdmaOp op, const MemoryRegion& local, size_t loff, cons
     wrs.push_back(w);
   }
   return wrs;
+}
+
+// The poll batch is bounded where it is set: the sleeping path polls into a fixed array, so a
+// larger batch must be refused before any device is touched (none is needed here).
+TEST(CompletionPollerTest, BatchOutsideItsBoundIsRefusedBeforeTouchingTheDevice) {
+  for (int batch : {0, -1, CompletionPoller::kMaxBatch + 1, 1 << 20}) {
+    PollerOptions o;
+    o.batch = batch;
+    auto p = CompletionPoller::Create(nullptr, o, "test");
+    ASSERT_FALSE(p.ok()) << batch;
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
+    EXPECT_NE(p.status().message().find(absl::StrCat("batch ", batch, " is not in 1..64")),
+              absl::string_view::npos)
+        << p.status();
+  }
+  PollerOptions zero_depth;
+  zero_depth.cq_depth = 0;
+  EXPECT_EQ(CompletionPoller::Create(nullptr, zero_depth, "test").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(VerbsDeviceTest, OpensByNameAndByAddressToTheSamePortAndGid) {
