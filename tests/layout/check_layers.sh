@@ -33,12 +33,12 @@ forbid daemon/service '^daemon/ops/' "the service never reaches up to ops"
 forbid daemon/ops '^daemon/transport/(tcp|rc|dc)/' "ops may include a transport's *_options.h only" \
   '^daemon/transport/(tcp|rc|dc)/[a-z]+_options\.h$'
 for t in tcp rc dc; do
-  others=$(echo tcp rc dc | tr ' ' '\n' | grep -vx "$t" | paste -sd'|')
+  siblings=$(echo tcp rc dc | tr ' ' '\n' | grep -vx "$t" | paste -sd'|')
   # dc runs on rc's device and poller until the shared verbs core exists (issue 13).
-  [[ $t == dc ]] && others=tcp
-  forbid "daemon/transport/$t" "^daemon/transport/($others)/" "transports do not include each other"
-  forbid "client/src/transport/$t" "^client/src/transport/($(echo tcp rc dc | tr ' ' '\n' | grep -vx "$t" | paste -sd'|'))/" \
-    "transports do not include each other"
+  daemon_siblings=$siblings
+  [[ $t == dc ]] && daemon_siblings=tcp
+  forbid "daemon/transport/$t" "^daemon/transport/($daemon_siblings)/" "transports do not include each other"
+  forbid "client/src/transport/$t" "^client/src/transport/($siblings)/" "transports do not include each other"
   forbid "client/src/transport/$t" '^client/src/[^/]*$' "a transport never reaches up to the Client"
 done
 # The interface layer of each side names no transport (the client's factory excepted).

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/transport/verbs_registration.h"
+#include "common/grpc_status.h"
 #include "common/verbs/verbs_status.h"
 
 namespace gdrstore {
@@ -101,8 +102,7 @@ class RcSession::Reactor final
 
   void OnDone(const grpc::Status& s) override {
     std::lock_guard<std::mutex> lock(mu_);
-    status_ = s.ok() ? absl::OkStatus()
-                     : absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    status_ = gdr::FromGrpcStatus(s);
     done_ = true;
     cv_.notify_all();
   }
