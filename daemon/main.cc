@@ -1,5 +1,5 @@
-// gdrstored entry point: parse settings, build the store, the tcp initiator pool and the gRPC
-// server, then hand over to the supervisor (systemd notify/watchdog, SIGHUP reload, SIGTERM
+// gdrstored entry point: parse settings, build the store, the verbs core and the transports (one
+// TransportSet), the gRPC service and server, then hand over to the supervisor (systemd notify/watchdog, SIGHUP reload, SIGTERM
 // drain) until it returns the exit code.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -22,18 +22,20 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "daemon/ops/daemon_config.h"
-#include "daemon/transport/dc/dc_transport.h"
+#include "daemon/ops/supervisor.h"
+#include "daemon/ops/systemd_notifier.h"
+#include "daemon/service/stats.h"
+#include "daemon/service/store_service.h"
 #include "daemon/store/delay_queue.h"
 #include "daemon/store/media_timing.h"
-#include "daemon/service/stats.h"
 #include "daemon/store/store.h"
-#include "daemon/service/store_service.h"
-#include "daemon/transport/rc/rc_initiator.h"
-#include "daemon/ops/supervisor.h"
 #include "daemon/store/sync_worker.h"
-#include "daemon/ops/systemd_notifier.h"
+#include "daemon/transport/dc/dc_transport.h"
+#include "daemon/transport/rc/rc_connect_service.h"
+#include "daemon/transport/rc/rc_initiator.h"
 #include "daemon/transport/tcp/tcp_initiator.h"
-#include "daemon/transport/transport_router.h"
+#include "daemon/transport/transport_set.h"
+#include "daemon/verbs_core/verbs_core.h"
 
 namespace {
 
@@ -91,67 +93,72 @@ int Run(int argc, char** argv) {
   gdr::SyncWorker syncer;
   GDR_LOG(kInfo) << "store ready in " << absl::FormatDuration(absl::Now() - t0);
 
-  absl::StatusOr<std::unique_ptr<gdr::TcpInitiator>> tcp = gdr::TcpInitiator::Create(cfg->tcp);
-  if (!tcp.ok()) return Fatal(tcp.status());
-
-  // rc: an RDMA device, opened once; its absence is fatal only when one was asked for.
-  std::unique_ptr<gdr::RcInitiator> rc;
-  std::string rc_detail = "disabled by configuration (--rc off)";
-  if (cfg->rc_mode != gdr::DaemonConfig::RcMode::kOff) {
-    absl::StatusOr<std::unique_ptr<gdr::RcInitiator>> made =
-        gdr::RcInitiator::Create(cfg->rc, **store);
-    if (made.ok()) {
-      rc = std::move(*made);
-    } else if (cfg->rc_mode == gdr::DaemonConfig::RcMode::kOn) {
-      return Fatal(made.status());
+  // The transports, built once here and from then on seen only through the TransportSet.
+  // The verbs core is declared first so that it outlives every transport that runs on it.
+  std::unique_ptr<gdr::VerbsCore> core;
+  std::string core_detail = "no transport asked for an RDMA device (--rc off, --dc off)";
+  if (cfg->WantsRdmaDevice()) {
+    absl::StatusOr<std::unique_ptr<gdr::VerbsCore>> opened =
+        gdr::VerbsCore::Open(cfg->verbs, **store);
+    if (opened.ok()) {
+      core = std::move(*opened);
+    } else if (cfg->dc.mode == gdr::dc::DcTransportConfig::Mode::kOn &&
+               cfg->rc_mode != gdr::DaemonConfig::RcMode::kOn) {
+      return Fatal(absl::Status(opened.status().code(),
+                                absl::StrCat("transport dc needs an RDMA device, and none opens: ",
+                                             opened.status().message())));
+    } else if (cfg->NeedsRdmaDevice()) {
+      return Fatal(opened.status());
     } else {
-      rc_detail = std::string(made.status().message());
-      GDR_LOG(kInfo) << "rc transport not offered: " << rc_detail;
+      core_detail = std::string(opened.status().message());
     }
   }
-
-  // dc: a DCI pool on rc's device, offered only where the device is mlx5 and can do DC.
-  // Declared after rc so that it is destroyed first (it uses rc's poller and MRs).
+  gdr::TransportSet transports;
+  {
+    absl::StatusOr<std::unique_ptr<gdr::TcpInitiator>> tcp = gdr::TcpInitiator::Create(cfg->tcp);
+    if (!tcp.ok()) return Fatal(tcp.status());
+    transports.Add(std::move(*tcp));
+  }
+  std::unique_ptr<gdr::RcConnectService> rc_connect;
+  if (cfg->rc_mode == gdr::DaemonConfig::RcMode::kOff) {
+    transports.SetAbsent(gdr::TransportKind::kRc, "disabled by configuration (--rc off)");
+  } else if (core == nullptr) {
+    transports.SetAbsent(gdr::TransportKind::kRc, core_detail);
+  } else {
+    absl::StatusOr<std::unique_ptr<gdr::RcInitiator>> rc =
+        gdr::RcInitiator::Create(cfg->rc, core.get());
+    if (!rc.ok()) return Fatal(rc.status());
+    rc_connect = std::make_unique<gdr::RcConnectService>(rc->get());
+    transports.Add(std::move(*rc));
+  }
   absl::StatusOr<gdr::dc::DcStart> dc = gdr::dc::StartDcTransport(
-      cfg->dc, rc.get(), rc_detail, cfg->limits.max_op_bytes, cfg->rc.chunk_bytes);
+      cfg->dc, core.get(), core_detail, cfg->limits.max_op_bytes, cfg->rc.chunk_bytes);
   if (!dc.ok()) return Fatal(dc.status());
   if (dc->initiator) {
-    GDR_LOG(kInfo) << "dc: " << dc->detail;
+    transports.Add(std::move(dc->initiator));
   } else {
-    GDR_LOG(kInfo) << "dc transport not offered: " << dc->detail;
+    transports.SetAbsent(gdr::TransportKind::kDc, dc->detail);
   }
+  // A device no transport runs on is closed again: GetInfo shows a device only where one works.
+  if (core != nullptr && transports.Find(gdr::TransportKind::kRc) == nullptr &&
+      transports.Find(gdr::TransportKind::kDc) == nullptr) {
+    core.reset();
+  }
+  transports.set_verbs_core(core.get());
+  for (gdr::TransportKind k : gdr::kTransportKinds) {
+    GDR_LOG(kInfo) << gdr::TransportName(k)
+                   << (transports.Find(k) != nullptr ? ": " : " not offered: ")
+                   << transports.Describe(k);
+  }
+  GDR_LOG(kInfo) << "transports: " << transports.Names();
 
-  gdr::OfferedTransports offered;
-  offered.rc = rc != nullptr;
-  offered.dc = dc->initiator != nullptr;
-  gdr::TransportRouter router(tcp->get(), rc.get(), dc->initiator.get());
   gdr::ServiceExtras extras;
   extras.stats = &stats;
   extras.media = &media;
   extras.delays = &delays;
   extras.syncer = &syncer;
-  gdr::TcpInitiator* tcp_initiator = tcp->get();
-  gdr::RcInitiator* rc_initiator = rc.get();
-  const uint32_t tcp_capacity = cfg->tcp.max_links;
-  const uint32_t rc_capacity = cfg->rc.max_qps;
-  extras.pool_stats = [tcp_initiator, tcp_capacity, rc_initiator, rc_capacity](
-                          gdrstore::v1::Transport t, gdrstore::v1::PoolStats* pool) {
-    if (t == gdrstore::v1::TRANSPORT_TCP) {
-      const gdr::TcpInitiatorStats s = tcp_initiator->stats();
-      pool->set_in_use(s.links);
-      pool->set_capacity(tcp_capacity);
-      pool->set_destinations(s.destinations);
-    } else if (t == gdrstore::v1::TRANSPORT_RC && rc_initiator != nullptr) {
-      const gdr::RcStats s = rc_initiator->stats();
-      pool->set_in_use(s.qps);
-      pool->set_capacity(rc_capacity);
-      pool->set_destinations(s.connections);
-    }
-  };
-  gdr::StoreService service(store->get(), &router, cfg->limits, offered, extras);
-  service.set_rc(rc.get());
-  service.set_rc_detail(rc_detail);
-  service.set_dc_detail(dc->detail);
+  gdr::StoreService service(store->get(), &transports, cfg->limits, extras);
+  service.set_connect_handler(rc_connect.get());
   service.SetTokens(cfg->tokens);
   if (!cfg->tokens.empty()) {
     GDR_LOG(kInfo) << "token authentication on: " << cfg->tokens.size()
@@ -184,7 +191,7 @@ int Run(int argc, char** argv) {
   }
   server->GetHealthCheckService()->SetServingStatus(true);
   GDR_LOG(kInfo) << "gdrstored " << GDR_VERSION << " serving gdrstore.v1 on " << cfg->listen
-                 << " (port " << port << "), transports: tcp" << (rc ? ", rc" : "");
+                 << " (port " << port << "), transports: " << transports.Names();
   if (!cfg->port_file.empty()) {
     // Write-then-rename so a reader never sees a partial number.
     const std::string tmp = cfg->port_file + ".tmp";
@@ -205,27 +212,14 @@ int Run(int argc, char** argv) {
   d.server = server.get();
   d.service = &service;
   d.store = store->get();
-  // The router shuts its transports down in their order (tcp, dc, then rc whose device dc uses).
-  d.initiators = {&router};
-  d.health_checked = {tcp->get()};
-  if (rc) {
-    d.start_drain.push_back([rc_initiator] { rc_initiator->StartDrain(); });
-    d.probes.push_back({"rc completion poller", [rc_initiator]() -> absl::Status {
-                          if (rc_initiator->Healthy()) return absl::OkStatus();
-                          return absl::UnavailableError("has not polled its CQ for 5 s");
-                        }});
-  }
+  d.transports = &transports;
   d.delays = &delays;
   d.syncer = &syncer;
   d.media = &media;
   d.stats = &stats;
   d.notifier = notifier.get();
-  d.clients = [tcp_initiator, rc_initiator] {
-    return tcp_initiator->stats().destinations +
-           (rc_initiator != nullptr ? rc_initiator->stats().connections : 0);
-  };
-  d.serving = absl::StrCat("serving on ", cfg->listen, " (port ", port, "), transports tcp",
-                           rc ? ", rc" : "");
+  d.serving = absl::StrCat("serving on ", cfg->listen, " (port ", port, "), transports ",
+                           transports.Names());
   return gdr::ServeUntilStopped(d, signals);
 }
 

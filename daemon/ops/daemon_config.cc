@@ -61,19 +61,19 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   app.add_option("--rc", rc_mode,
                  "rc transport: auto (use an RDMA device if there is one), on (fail without one), off")
       ->capture_default_str();
-  app.add_option("--rdma-device", cfg.rc.device.device, "RDMA device by name (e.g. rxe0, mlx5_0)");
-  app.add_option("--rdma-addr", cfg.rc.device.address,
+  app.add_option("--rdma-device", cfg.verbs.device.device, "RDMA device by name (e.g. rxe0, mlx5_0)");
+  app.add_option("--rdma-addr", cfg.verbs.device.address,
                  "RDMA device by local IP address (resolved to device, port and RoCE v2 GID)");
-  app.add_option("--rdma-port", cfg.rc.device.port, "device port (0: first ACTIVE)")
+  app.add_option("--rdma-port", cfg.verbs.device.port, "device port (0: first ACTIVE)")
       ->capture_default_str()->check(CLI::Range(0, 255));
-  app.add_option("--rdma-gid-index", cfg.rc.device.gid_index,
+  app.add_option("--rdma-gid-index", cfg.verbs.device.gid_index,
                  "GID index (-1: RoCE v2 IPv4-mapped entry, found in sysfs)")
       ->capture_default_str()->check(CLI::Range(-1, 65535));
   app.add_option("--rdma-poll-mode", poll_mode, "completion polling: busy, event, adaptive")
       ->capture_default_str();
   app.add_option("--rdma-poll-spin-us", spin_us, "adaptive: poll this long before sleeping")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1000000}));
-  app.add_option("--rdma-cq-depth", cfg.rc.poller.cq_depth, "completion queue entries")
+  app.add_option("--rdma-cq-depth", cfg.verbs.poller.cq_depth, "completion queue entries")
       ->capture_default_str()->check(CLI::Range(16u, 1u << 22));
   app.add_option("--rc-max-qps", cfg.rc.max_qps, "RC QPs in total, all clients")
       ->capture_default_str()->check(CLI::Range(1u, 65536u));
@@ -132,22 +132,19 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   } else {
     return absl::InvalidArgumentError(absl::StrCat("--rc must be auto, on or off, not '", rc_mode, "'"));
   }
-  if (!cfg.rc.device.device.empty() || !cfg.rc.device.address.empty()) {
-    if (cfg.rc_mode == DaemonConfig::RcMode::kOff) {
-      return absl::InvalidArgumentError("--rdma-device/--rdma-addr conflict with --rc off");
-    }
-    cfg.rc_mode = DaemonConfig::RcMode::kOn;
-  }
   GDR_ASSIGN_OR_RETURN(cfg.dc, FinishDcFlags(dc_flags));
-  if (cfg.dc.mode == dc::DcTransportConfig::Mode::kOn &&
-      cfg.rc_mode == DaemonConfig::RcMode::kOff) {
-    return absl::InvalidArgumentError(
-        "--dc on needs the RDMA device that --rc off leaves closed (dc runs on rc's device)");
+  if (!cfg.verbs.device.device.empty() || !cfg.verbs.device.address.empty()) {
+    if (cfg.rc_mode == DaemonConfig::RcMode::kOff &&
+        cfg.dc.mode == dc::DcTransportConfig::Mode::kOff) {
+      return absl::InvalidArgumentError(
+          "--rdma-device/--rdma-addr name a device for rc or dc, and both are off");
+    }
+    if (cfg.rc_mode == DaemonConfig::RcMode::kAuto) cfg.rc_mode = DaemonConfig::RcMode::kOn;
   }
   absl::StatusOr<verbs::PollMode> pm = verbs::ParsePollMode(poll_mode);
   if (!pm.ok()) return absl::InvalidArgumentError(absl::StrCat("--rdma-poll-mode: ", pm.status().message()));
-  cfg.rc.poller.mode = *pm;
-  cfg.rc.poller.spin = absl::Microseconds(spin_us);
+  cfg.verbs.poller.mode = *pm;
+  cfg.verbs.poller.spin = absl::Microseconds(spin_us);
   cfg.rc.qp.sq_depth = sq_depth;
   cfg.rc.qp.max_rd_atomic = static_cast<uint8_t>(rd_atomic);
   cfg.rc.chunk_bytes = cfg.tcp.chunk_bytes;

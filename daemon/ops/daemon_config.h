@@ -14,6 +14,7 @@
 #include "daemon/transport/dc/dc_options.h"
 #include "daemon/transport/rc/rc_options.h"
 #include "daemon/transport/tcp/tcp_options.h"
+#include "daemon/verbs_core/verbs_core_options.h"
 
 namespace gdr {
 
@@ -28,13 +29,25 @@ struct DaemonConfig {
   enum class RcMode { kAuto, kOn, kOff };
   RcMode rc_mode = RcMode::kAuto;
   RcInitiatorOptions rc;
-  // dc: runs on rc's device; auto offers it where the device is mlx5 and can do DC.
+  // dc: auto offers it where the device is mlx5 and can do DC; it runs with or without rc.
   dc::DcTransportConfig dc;
+  // The RDMA device rc and dc share, and its completion poller.
+  VerbsCoreOptions verbs;
   absl::Duration drain_timeout = absl::Seconds(10);
   LogLevel log_level = LogLevel::kInfo;
   // Bearer tokens callers must present, read from token_file (re-read on SIGHUP); none: open.
   std::string token_file;
   std::vector<std::string> tokens;
+
+  // Whether the RDMA device is opened at all (rc or dc may run), and whether failing to open
+  // it is fatal (a transport that needs it is on, or a device was named).
+  bool WantsRdmaDevice() const {
+    return rc_mode != RcMode::kOff || dc.mode != dc::DcTransportConfig::Mode::kOff;
+  }
+  bool NeedsRdmaDevice() const {
+    return rc_mode == RcMode::kOn || dc.mode == dc::DcTransportConfig::Mode::kOn ||
+           !verbs.device.device.empty() || !verbs.device.address.empty();
+  }
 };
 
 // Parses argv (and the file named by --config). On --help returns a status of code

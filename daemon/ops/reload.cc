@@ -127,14 +127,16 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
                   &plan.needs_restart);
   CompareDuration("tcp-idle-timeout", current.tcp.idle_timeout, next.tcp.idle_timeout,
                   &plan.needs_restart);
-  // rc: the device and its QPs are set up once.
+  // The RDMA device (verbs core) and rc's QPs are set up once.
   if (current.rc_mode != next.rc_mode) plan.needs_restart.push_back("rc: mode changed");
-  Compare("rdma-device", current.rc.device.device, next.rc.device.device, &plan.needs_restart);
-  Compare("rdma-addr", current.rc.device.address, next.rc.device.address, &plan.needs_restart);
-  Compare("rdma-port", current.rc.device.port, next.rc.device.port, &plan.needs_restart);
-  Compare("rdma-gid-index", current.rc.device.gid_index, next.rc.device.gid_index,
+  Compare("rdma-device", current.verbs.device.device, next.verbs.device.device,
           &plan.needs_restart);
-  Compare("rdma-cq-depth", current.rc.poller.cq_depth, next.rc.poller.cq_depth,
+  Compare("rdma-addr", current.verbs.device.address, next.verbs.device.address,
+          &plan.needs_restart);
+  Compare("rdma-port", current.verbs.device.port, next.verbs.device.port, &plan.needs_restart);
+  Compare("rdma-gid-index", current.verbs.device.gid_index, next.verbs.device.gid_index,
+          &plan.needs_restart);
+  Compare("rdma-cq-depth", current.verbs.poller.cq_depth, next.verbs.poller.cq_depth,
           &plan.needs_restart);
   Compare("rc-max-qps", current.rc.max_qps, next.rc.max_qps, &plan.needs_restart);
   Compare("rc-max-qps-per-client", current.rc.max_qps_per_client, next.rc.max_qps_per_client,
@@ -144,7 +146,7 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
           static_cast<int>(next.rc.qp.max_rd_atomic), &plan.needs_restart);
   CompareDuration("rc-reset-timeout", current.rc.reset_timeout, next.rc.reset_timeout,
                   &plan.needs_restart);
-  // dc: the DCI pool and its address handles are built once, on rc's device.
+  // dc: the DCI pool and its address handles are built once, on the verbs core.
   if (current.dc.mode != next.dc.mode) plan.needs_restart.push_back("dc: mode changed");
   const dc::DcInitiatorOptions& cd = current.dc.options;
   const dc::DcInitiatorOptions& nd = next.dc.options;

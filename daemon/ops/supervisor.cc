@@ -56,7 +56,7 @@ void Reload(SupervisedDaemon& d) {
 
 std::string StatusLine(const SupervisedDaemon& d) {
   std::string s = d.serving;
-  const uint32_t clients = d.clients ? d.clients() : 0;
+  const uint32_t clients = d.transports != nullptr ? d.transports->clients() : 0;
   absl::StrAppend(&s, "; ", clients, clients == 1 ? " client, " : " clients, ",
                   d.service->inflight_ops(), " ops in flight");
   if (d.stats != nullptr) {
@@ -81,10 +81,10 @@ int ServeUntilStopped(SupervisedDaemon& d, const sigset_t& signals) {
   // A loop that should come round every 100 ms is stuck when it has not for this long.
   const absl::Duration max_stall = std::max(period, absl::Milliseconds(500));
   HealthMonitor monitor(&notifier, period, [&d] { return StatusLine(d); });
-  for (Initiator* i : d.health_checked) {
-    monitor.AddProbe("transport", [i, max_stall] { return i->CheckHealth(max_stall); });
+  if (d.transports != nullptr) {
+    monitor.AddProbe("transport",
+                     [&d, max_stall] { return d.transports->CheckHealth(max_stall); });
   }
-  for (auto& [name, probe] : d.probes) monitor.AddProbe(name, probe);
   if (d.delays != nullptr) {
     monitor.AddProbe("media timing", [&d, max_stall] { return d.delays->CheckHealth(max_stall); });
   }
@@ -137,7 +137,7 @@ int ServeUntilStopped(SupervisedDaemon& d, const sigset_t& signals) {
                                  absl::FormatDuration(d.config.drain_timeout), ")"));
   d.server->GetHealthCheckService()->SetServingStatus(false);
   d.service->StartDrain();
-  for (auto& f : d.start_drain) f();
+  if (d.transports != nullptr) d.transports->StartDrain();
   const absl::Time drain_deadline = absl::Now() + d.config.drain_timeout;
   // Server::Shutdown cancels the calls still running at the deadline, but a callback call only
   // ends once its reactor finishes, and ours finish when their transport op completes. An op
@@ -149,7 +149,7 @@ int ServeUntilStopped(SupervisedDaemon& d, const sigset_t& signals) {
     if (drained.WaitForNotificationWithDeadline(drain_deadline)) return;
     GDR_LOG(kWarning) << "drain deadline reached with " << d.service->inflight_ops()
                       << " ops in flight; cancelling them";
-    for (Initiator* i : d.initiators) i->Shutdown();
+    if (d.transports != nullptr) d.transports->Shutdown();
     if (d.delays != nullptr) d.delays->Shutdown();
   });
   // Stops accepting calls, lets running ones finish until the deadline, then cancels the rest.
@@ -158,7 +158,7 @@ int ServeUntilStopped(SupervisedDaemon& d, const sigset_t& signals) {
   drained.Notify();
   canceller.join();
   // Anything a cancelled call left on the links fails now; the links close. Idempotent.
-  for (Initiator* i : d.initiators) i->Shutdown();
+  if (d.transports != nullptr) d.transports->Shutdown();
   if (d.delays != nullptr) d.delays->Shutdown();
   if (d.syncer != nullptr) d.syncer->Shutdown();
   // A clean stop leaves file-backed volumes durable, not only in the page cache.

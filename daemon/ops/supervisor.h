@@ -12,7 +12,7 @@
 
 #include "daemon/ops/daemon_config.h"
 #include "daemon/store/delay_queue.h"
-#include "daemon/transport/initiator.h"
+#include "daemon/transport/transport_set.h"
 #include "daemon/store/media_timing.h"
 #include "daemon/service/stats.h"
 #include "daemon/store/store.h"
@@ -29,20 +29,13 @@ struct SupervisedDaemon {
   grpc::Server* server = nullptr;
   StoreService* service = nullptr;
   const Store* store = nullptr;
-  std::vector<Initiator*> initiators;      // shut down at the drain deadline
-  std::vector<Initiator*> health_checked;  // CheckHealth()ed by the watchdog monitor
-  // Run when the drain starts, after the service stops admitting ops (e.g. rc refuses new
-  // Connect calls).
-  std::vector<std::function<void()>> start_drain;
-  // More watchdog probes (name, check), e.g. a verbs completion poller.
-  std::vector<std::pair<std::string, std::function<absl::Status()>>> probes;
+  // Health-checked by the watchdog, drained and shut down with the daemon; the client count.
+  TransportSet* transports = nullptr;
   DelayQueue* delays = nullptr;
   SyncWorker* syncer = nullptr;
   MediaTiming* media = nullptr;
   DaemonStats* stats = nullptr;
   const SystemdNotifier* notifier = nullptr;
-  // Clients with live transport connections (tcp destinations, rc connections...).
-  std::function<uint32_t()> clients;
   // "serving on 127.0.0.1:50051, transports tcp": the first words of every STATUS line.
   std::string serving;
 };

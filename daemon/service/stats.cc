@@ -122,14 +122,9 @@ DaemonStats::DaemonStats(const std::vector<std::string>& volume_names)
   for (const std::string& n : volume_names) volumes_.emplace(n, std::make_unique<OpCounters>());
 }
 
-OpScopes DaemonStats::Resolve(v1::RemoteBuffer::EndpointCase endpoint, absl::string_view volume) {
+OpScopes DaemonStats::Resolve(std::optional<TransportKind> transport, absl::string_view volume) {
   OpScopes s;
-  switch (endpoint) {
-    case v1::RemoteBuffer::kTcp: s.transport = &transports_[0]; break;
-    case v1::RemoteBuffer::kRc: s.transport = &transports_[1]; break;
-    case v1::RemoteBuffer::kDc: s.transport = &transports_[2]; break;
-    case v1::RemoteBuffer::ENDPOINT_NOT_SET: break;
-  }
+  if (transport) s.transport = &transports_[static_cast<size_t>(*transport)];
   auto it = volumes_.find(volume);
   if (it != volumes_.end()) s.volume = it->second.get();
   return s;
@@ -151,11 +146,10 @@ void DaemonStats::Finished(const OpScopes& scopes, Direction direction, absl::St
 void DaemonStats::Fill(v1::GetStatsResponse* out) const {
   out->set_uptime_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - started_at_)));
   total_.Fill(out->mutable_total());
-  const v1::Transport kinds[3] = {v1::TRANSPORT_TCP, v1::TRANSPORT_RC, v1::TRANSPORT_DC};
-  for (int i = 0; i < 3; ++i) {
+  for (TransportKind k : kTransportKinds) {
     v1::TransportStats* t = out->add_transports();
-    t->set_transport(kinds[i]);
-    transports_[i].Fill(t->mutable_ops());
+    t->set_transport(ToProto(k));
+    transports_[static_cast<size_t>(k)].Fill(t->mutable_ops());
   }
   for (const auto& [name, c] : volumes_) {
     v1::VolumeStats* v = out->add_volumes();

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -82,9 +83,8 @@ class DaemonStats {
   // One OpCounters per volume name (the set is fixed for the daemon's life).
   explicit DaemonStats(const std::vector<std::string>& volume_names);
 
-  // Scopes for a request's transport (RemoteBuffer endpoint case) and volume name.
-  OpScopes Resolve(gdrstore::v1::RemoteBuffer::EndpointCase endpoint,
-                   absl::string_view volume);
+  // Scopes for a request's transport (none when it named none) and volume name.
+  OpScopes Resolve(std::optional<TransportKind> transport, absl::string_view volume);
   void Started(const OpScopes& scopes, uint64_t bytes);
   void Finished(const OpScopes& scopes, Direction direction, absl::StatusCode code,
                 uint64_t bytes, uint64_t latency_ns, bool started);
@@ -100,7 +100,7 @@ class DaemonStats {
  private:
   absl::Time started_at_;
   OpCounters total_;
-  std::array<OpCounters, 3> transports_;  // tcp, rc, dc
+  std::array<OpCounters, std::size(kTransportKinds)> transports_;  // by TransportKind
   std::map<std::string, std::unique_ptr<OpCounters>, std::less<>> volumes_;
   std::atomic<uint64_t> reloads_{0};
 };

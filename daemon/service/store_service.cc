@@ -10,20 +10,19 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status_macros.h"
-#include "daemon/transport/rc/rc_initiator.h"
 
 namespace gdr {
 
 namespace v1 = gdrstore::v1;
 
-StoreService::StoreService(const Store* store, Initiator* initiator, ServiceLimits limits,
-                           OfferedTransports offered, ServiceExtras extras)
+StoreService::StoreService(const Store* store, TransportSet* transports, ServiceLimits limits,
+                           ServiceExtras extras)
     : store_(store),
-      initiator_(initiator),
+      transports_(transports),
       limits_(limits),
       max_op_bytes_(limits.max_op_bytes),
       max_inflight_per_stream_(limits.max_inflight_per_stream),
-      offered_(offered),
+      offered_(transports->offered()),
       extras_(std::move(extras)),
       limiter_(limits.max_inflight_ops, limits.max_inflight_bytes) {}
 
@@ -60,7 +59,7 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
   DaemonStats* stats = extras_.stats;
   OpScopes scopes;
   if (stats != nullptr) {
-    scopes = stats->Resolve(buffer ? buffer->endpoint_case() : v1::RemoteBuffer::ENDPOINT_NOT_SET,
+    scopes = stats->Resolve(buffer ? TransportOfEndpoint(buffer->endpoint_case()) : std::nullopt,
                             extent ? absl::string_view(extent->volume()) : absl::string_view());
   }
   auto refuse = [&](absl::Status s) {
@@ -132,7 +131,7 @@ void StoreService::CountRefused(const Submission& sub) {
   LogRefusal(sub.status);
   if (extras_.stats == nullptr || sub.status.ok()) return;
   // Prepare counted the op as started: close it as failed with the initiator's reason.
-  const OpScopes scopes = extras_.stats->Resolve(sub.op.endpoint, sub.op.volume);
+  const OpScopes scopes = extras_.stats->Resolve(sub.op.transport, sub.op.volume);
   extras_.stats->Finished(scopes, sub.op.direction, sub.status.code(), sub.op.length, 0, true);
 }
 
@@ -155,7 +154,7 @@ absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent
                                    const v1::RemoteBuffer* buffer, bool sync, Done done) {
   GDR_ASSIGN_OR_RETURN(Submission sub,
                        Prepare(direction, extent, buffer, sync, std::move(done)));
-  sub.status = initiator_->Submit(sub.op, std::move(sub.done));
+  sub.status = transports_->Submit(sub.op, std::move(sub.done));
   if (!sub.status.ok()) CountRefused(sub);
   return sub.status;
 }
@@ -257,7 +256,7 @@ class StoreService::OpStream final
       }
       PrepareOp(request_.ops(i));
     }
-    service_->initiator_->SubmitBatch(batch_);
+    service_->transports_->SubmitBatch(batch_);
     for (size_t k = 0; k < batch_.size(); ++k) {
       if (batch_[k].status.ok()) continue;
       service_->CountRefused(batch_[k]);
@@ -436,20 +435,7 @@ grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx
                                                 v1::GetInfoResponse* response) {
   if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx)) return refused;
   response->set_version(GDR_VERSION);
-  auto add = [&](v1::Transport t, bool available, const char* detail) {
-    auto* ti = response->add_transports();
-    ti->set_transport(t);
-    ti->set_available(available);
-    ti->set_detail(detail);
-  };
-  add(v1::TRANSPORT_TCP, offered_.tcp, offered_.tcp ? "software one-sided emulation over TCP" : "disabled by configuration");
-  std::string rc_detail = rc_detail_;
-  if (rc_ != nullptr) {
-    rc_detail = rc_->device().Describe();
-    rc_->FillInfo(response->mutable_rdma());
-  }
-  add(v1::TRANSPORT_RC, offered_.rc && rc_ != nullptr, rc_detail.c_str());
-  add(v1::TRANSPORT_DC, offered_.dc, dc_detail_.c_str());
+  transports_->FillInfo(response);
   for (const auto& [name, volume] : store_->volumes()) {
     auto* vi = response->add_volumes();
     vi->set_name(name);
@@ -473,12 +459,13 @@ grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse>* StoreService::
     grpc::CallbackServerContext* ctx) {
   using Refuse = RefusedBidi<v1::ConnectRequest, v1::ConnectResponse>;
   if (absl::Status s = auth_.Check(*ctx); !s.ok()) return new Refuse(ToGrpcStatus(s));
-  if (rc_ != nullptr && offered_.rc && !draining_.load()) return rc_->OpenConnection(ctx);
   if (draining_.load()) {
     return new Refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "daemon is shutting down"));
   }
+  if (connect_ != nullptr) return connect_->Open(ctx);
   return new Refuse(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                 "transport rc is not offered by this daemon: " + rc_detail_));
+                                 "no transport of this daemon takes Connect calls (rc is not "
+                                 "running; see GetInfo)"));
 }
 
 grpc::ServerUnaryReactor* StoreService::Ping(grpc::CallbackServerContext* ctx,

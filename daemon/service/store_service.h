@@ -13,7 +13,8 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/store/delay_queue.h"
 #include "daemon/service/inflight_limiter.h"
-#include "daemon/transport/initiator.h"
+#include "daemon/transport/connect_handler.h"
+#include "daemon/transport/transport_set.h"
 #include "daemon/store/media_timing.h"
 #include "daemon/service/stats.h"
 #include "daemon/store/store.h"
@@ -23,8 +24,6 @@
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
 
 namespace gdr {
-
-class RcInitiator;
 
 struct ServiceLimits {
   uint64_t max_op_bytes = 256ull << 20;
@@ -42,15 +41,14 @@ struct ServiceExtras {
   MediaTiming* media = nullptr;    // simulated media timing; needs `delays`
   DelayQueue* delays = nullptr;    // holds completions until the simulated media is done
   SyncWorker* syncer = nullptr;    // msync for Read{sync=true} on file volumes
-  // Fills the initiator pool occupancy of a transport for GetStats.
-  std::function<void(gdrstore::v1::Transport, gdrstore::v1::PoolStats*)> pool_stats;
 };
 
 class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
  public:
-  // `store` and `initiator` must outlive the service and every RPC it started.
-  StoreService(const Store* store, Initiator* initiator, ServiceLimits limits,
-               OfferedTransports offered, ServiceExtras extras = {});
+  // `store` and `transports` must outlive the service and every RPC it started; requests
+  // naming a transport the set does not run answer UNIMPLEMENTED.
+  StoreService(const Store* store, TransportSet* transports, ServiceLimits limits,
+               ServiceExtras extras = {});
 
   grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext* ctx,
                                   const gdrstore::v1::WriteRequest* request,
@@ -69,13 +67,9 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   grpc::ServerBidiReactor<gdrstore::v1::ConnectRequest, gdrstore::v1::ConnectResponse>* Connect(
       grpc::CallbackServerContext* ctx) override;
 
-  // The rc transport serving Connect and the RDMA part of GetInfo; null (the default) answers
-  // Connect with UNIMPLEMENTED. Set before the server starts; must outlive the service.
-  void set_rc(RcInitiator* rc) { rc_ = rc; }
-  // Why rc is not offered, for GetInfo (e.g. the device error at start).
-  void set_rc_detail(std::string detail) { rc_detail_ = std::move(detail); }
-  // GetInfo's dc line: what runs (DCIs, device), or why dc is not offered.
-  void set_dc_detail(std::string detail) { dc_detail_ = std::move(detail); }
+  // The transport that serves Connect calls; null (the default) answers them UNIMPLEMENTED.
+  // Set before the server starts; must outlive the service.
+  void set_connect_handler(ConnectHandler* handler) { connect_ = handler; }
 
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* ctx,
                                      const gdrstore::v1::GetStatsRequest* request,
@@ -143,7 +137,7 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   }
 
   const Store* store_;
-  Initiator* initiator_;
+  TransportSet* transports_;
   mutable absl::Mutex limits_mu_;
   ServiceLimits limits_ ABSL_GUARDED_BY(limits_mu_);
   std::atomic<uint64_t> max_op_bytes_;
@@ -154,9 +148,7 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   TokenAuth auth_;
   std::atomic<bool> draining_{false};
   std::atomic<uint32_t> streams_{0};
-  RcInitiator* rc_ = nullptr;
-  std::string rc_detail_ = "no RDMA device configured";
-  std::string dc_detail_ = "no mlx5 DC-capable device configured";
+  ConnectHandler* connect_ = nullptr;
 };
 
 }  // namespace gdr

@@ -19,9 +19,7 @@ grpc::ServerUnaryReactor* StoreService::GetStats(grpc::CallbackServerContext* ct
   }
   response->set_version(GDR_VERSION);
   extras_.stats->Fill(response);
-  for (v1::TransportStats& t : *response->mutable_transports()) {
-    if (extras_.pool_stats) extras_.pool_stats(t.transport(), t.mutable_pool());
-  }
+  transports_->FillStats(response);
   for (v1::VolumeStats& v : *response->mutable_volumes()) {
     if (extras_.media == nullptr) continue;
     if (MediaModel* m = extras_.media->Find(v.name())) {

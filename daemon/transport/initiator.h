@@ -1,14 +1,20 @@
 // The initiator side of a transport: the daemon's half that moves bytes one-sidedly between
-// store memory and a client's registered memory. tcp implements it now; rc and dc (verbs) plug
-// in behind the same interface.
+// store memory and a client's registered memory. tcp, rc and dc each implement it; the daemon
+// holds them in a TransportSet and never looks behind this interface after start-up.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "daemon/transport/transfer_op.h"
+
+namespace gdrstore::v1 {
+class GetInfoResponse;
+}
 
 namespace gdr {
 
@@ -24,9 +30,21 @@ struct Submission {
   absl::Status status;
 };
 
+// A transport's pool and its clients, in the same terms for every transport (GetStats, the
+// systemd STATUS line, logs).
+struct InitiatorStats {
+  uint32_t in_use = 0;      // links (tcp), QPs (rc), ready DCIs (dc)
+  uint32_t capacity = 0;    // the most the pool may hold
+  uint32_t clients = 0;     // tcp destinations with links, rc connections, dc destinations busy
+  uint64_t in_flight = 0;   // ops started and not yet done
+  uint64_t errors = 0;      // transport failures: links (tcp), QP errors (rc), DCI errors (dc)
+  uint64_t recoveries = 0;  // QPs / DCIs / streams brought back after an error
+};
+
 class Initiator {
  public:
   virtual ~Initiator() = default;
+  virtual TransportKind kind() const = 0;
   // Starts moving `op`. Never blocks on I/O. On a non-OK return (e.g. RESOURCE_EXHAUSTED when
   // the pool is full) nothing was started and `done` is not called. Thread-safe.
   virtual absl::Status Submit(const TransferOp& op, OpDone done) = 0;
@@ -37,11 +55,19 @@ class Initiator {
   virtual void SubmitBatch(std::span<Submission> batch) {
     for (Submission& s : batch) s.status = Submit(s.op, std::move(s.done));
   }
-  // Fails everything queued or in flight with CANCELLED and stops. Idempotent.
-  virtual void Shutdown() = 0;
   // Liveness of the completion path for systemd's watchdog: OK when the transport's polling /
   // housekeeping thread has run within `max_stall`; otherwise a status saying what is stuck.
   virtual absl::Status CheckHealth(absl::Duration max_stall) const { return absl::OkStatus(); }
+  // The daemon is stopping: refuse new clients (e.g. rc Connect calls) and let idle ones go;
+  // ops already started run on. The default has nothing to refuse.
+  virtual void StartDrain() {}
+  // Fails everything queued or in flight with CANCELLED and stops. Idempotent.
+  virtual void Shutdown() = 0;
+  virtual InitiatorStats stats() const = 0;
+  // GetInfo's one line for this transport: what runs (device, pool size).
+  virtual std::string Describe() const = 0;
+  // The transport's own parts of GetInfo beyond its line (rc: its QP figures). Default: none.
+  virtual void FillInfo(gdrstore::v1::GetInfoResponse* info) const {}
 };
 
 }  // namespace gdr

@@ -3,8 +3,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/units.h"
 #include "common/host_port.h"
+#include "common/status_macros.h"
+#include "common/units.h"
 #include "daemon/store/store.h"
 
 namespace gdr {
@@ -57,11 +58,14 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
   op.length = extent->length();
   op.remote_address = buffer->address();
   op.rkey = buffer->rkey();
-  op.endpoint = buffer->endpoint_case();
   using RB = gdrstore::v1::RemoteBuffer;
+  const std::optional<TransportKind> kind = TransportOfEndpoint(buffer->endpoint_case());
+  if (kind && !offered.Has(*kind)) {
+    return absl::UnimplementedError(absl::StrCat("transport ", TransportName(*kind),
+                                                 " is not offered by this daemon (see GetInfo)"));
+  }
   switch (buffer->endpoint_case()) {
     case RB::kTcp: {
-      if (!offered.tcp) return absl::UnimplementedError("transport tcp is disabled on this daemon");
       const auto& tcp = buffer->tcp();
       if (tcp.host().empty() || tcp.host().size() > 255 ||
           tcp.host().find('\0') != std::string::npos) {
@@ -77,28 +81,17 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
       return op;
     }
     case RB::kRc:
-      if (!offered.rc) {
-        return absl::UnimplementedError(
-            "transport rc is not offered by this daemon (no RDMA device; see GetInfo)");
-      }
       if (buffer->rc().connection_id() == 0) {
         return absl::InvalidArgumentError("buffer.rc.connection_id is 0 (call Connect first)");
       }
       op.transport = TransportKind::kRc;
       op.rc_connection_id = buffer->rc().connection_id();
       return op;
-    case RB::kDc:
-      if (!offered.dc) {
-        return absl::UnimplementedError(
-            "transport dc is not offered by this daemon (no mlx5 DC-capable device; see GetInfo)");
-      }
-      {
-        absl::StatusOr<dc::DcDestination> dest = dc::ParseDcEndpoint(buffer->dc());
-        if (!dest.ok()) return dest.status();
-        op.dc = *dest;
-      }
+    case RB::kDc: {
+      GDR_ASSIGN_OR_RETURN(op.dc, dc::ParseDcEndpoint(buffer->dc()));
       op.transport = TransportKind::kDc;
       return op;
+    }
     case RB::ENDPOINT_NOT_SET:
       return absl::InvalidArgumentError(
           "buffer has no endpoint (or one this daemon does not know): set dc, rc or tcp");

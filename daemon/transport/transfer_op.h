@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/transport_kind.h"
 #include "daemon/transport/dc_endpoint.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
@@ -27,10 +28,8 @@ struct TcpDestination {
   bool operator==(const TcpDestination&) const = default;
 };
 
-// Which initiator moves the op's bytes (the endpoint kind of its RemoteBuffer).
-enum class TransportKind { kTcp, kRc, kDc };
-
 struct TransferOp {
+  // Which initiator moves the op's bytes (the endpoint kind of its RemoteBuffer).
   TransportKind transport = TransportKind::kTcp;
   Direction direction = Direction::kStoreToClient;
   std::string volume;
@@ -39,8 +38,6 @@ struct TransferOp {
   uint64_t length = 0;
   uint64_t remote_address = 0;
   uint32_t rkey = 0;
-  // Which transport the request named (for accounting; the fields below say how to reach it).
-  gdrstore::v1::RemoteBuffer::EndpointCase endpoint = gdrstore::v1::RemoteBuffer::ENDPOINT_NOT_SET;
   TcpDestination tcp;
   uint64_t rc_connection_id = 0;  // transport rc: RcAccept.connection_id, nonzero
   dc::DcDestination dc;  // transport dc: the client's DCT (its access key is never logged)
@@ -51,6 +48,9 @@ struct OfferedTransports {
   bool tcp = true;
   bool rc = false;
   bool dc = false;
+  bool Has(TransportKind kind) const {
+    return kind == TransportKind::kTcp ? tcp : kind == TransportKind::kRc ? rc : dc;
+  }
 };
 
 // Checks one request against the store and limits (see the status table in gdrstore.proto).

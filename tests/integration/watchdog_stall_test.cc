@@ -17,6 +17,7 @@
 #include "daemon/ops/systemd_notifier.h"
 #include "client/src/transport/tcp/tcp_target.h"
 #include "daemon/transport/tcp/tcp_initiator.h"
+#include "daemon/transport/transport_set.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/notify_listener.h"
 #include "tests/integration/silent_listener.h"
@@ -78,7 +79,10 @@ TEST(WatchdogStallTest, StuckCompletionThreadStopsPingsUntilItRecovers) {
   const absl::Duration period = notifier->watchdog_timeout() / 2;
   const absl::Duration max_stall = absl::Milliseconds(300);
   HealthMonitor monitor(notifier.get(), period, [] { return std::string("test status"); });
-  monitor.AddProbe("transport", [&] { return (*tcp)->CheckHealth(max_stall); });
+  // As in the daemon: the watchdog asks the set of transports, which asks each one.
+  TransportSet transports;
+  transports.Add(std::move(*tcp));
+  monitor.AddProbe("transport", [&] { return transports.CheckHealth(max_stall); });
   monitor.Start();
   ASSERT_GE(sd.WaitFor("WATCHDOG=1", 0, absl::Seconds(10)), 0);
 
@@ -97,8 +101,8 @@ TEST(WatchdogStallTest, StuckCompletionThreadStopsPingsUntilItRecovers) {
   op.tcp = {"127.0.0.1", (*silent)->port()};
   absl::Notification stuck, release;
   absl::Status op_status;
-  ASSERT_TRUE((*tcp)
-                  ->Submit(op,
+  ASSERT_TRUE(transports
+                  .Submit(op,
                            [&](absl::Status s) {
                              op_status = s;
                              stuck.Notify();
@@ -116,7 +120,7 @@ TEST(WatchdogStallTest, StuckCompletionThreadStopsPingsUntilItRecovers) {
       },
       release, "the completion thread was stuck");
   monitor.Stop();
-  (*tcp)->Shutdown();
+  transports.Shutdown();
   ::unsetenv("NOTIFY_SOCKET");
   ::unsetenv("WATCHDOG_USEC");
 }
@@ -148,7 +152,10 @@ TEST(WatchdogStallTest, StuckReceiverCompletionStopsPings) {
   const absl::Duration max_stall = absl::Milliseconds(300);
   HealthMonitor monitor(notifier.get(), notifier->watchdog_timeout() / 2,
                         [] { return std::string("test status"); });
-  monitor.AddProbe("transport", [&] { return (*tcp)->CheckHealth(max_stall); });
+  // As in the daemon: the watchdog asks the set of transports, which asks each one.
+  TransportSet transports;
+  transports.Add(std::move(*tcp));
+  monitor.AddProbe("transport", [&] { return transports.CheckHealth(max_stall); });
   monitor.Start();
   ASSERT_GE(sd.WaitFor("WATCHDOG=1", 0, absl::Seconds(10)), 0);
 
@@ -162,8 +169,8 @@ TEST(WatchdogStallTest, StuckReceiverCompletionStopsPings) {
   op.tcp = {"127.0.0.1", (*target)->port()};
   absl::Notification stuck, release;
   absl::Status op_status;
-  ASSERT_TRUE((*tcp)
-                  ->Submit(op,
+  ASSERT_TRUE(transports
+                  .Submit(op,
                            [&](absl::Status s) {
                              op_status = s;
                              stuck.Notify();
@@ -179,7 +186,7 @@ TEST(WatchdogStallTest, StuckReceiverCompletionStopsPings) {
       },
       release, "a receiver was stuck");
   monitor.Stop();
-  (*tcp)->Shutdown();
+  transports.Shutdown();
   (*target)->Stop();
   ::unsetenv("NOTIFY_SOCKET");
   ::unsetenv("WATCHDOG_USEC");

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks that includes point down the layers of the tree under ROOT (default: the repository):
-#   daemon: main.cc -> ops -> service -> transport (interface) -> transport/{tcp,rc,dc} -> store
+#   daemon: main.cc -> ops -> service -> transport (interface) -> transport/{tcp,rc,dc}
+#           -> verbs_core -> store
 #   client: Client -> src/transport (interface, factory) -> src/transport/{tcp,rc,dc}
 #   common/ sees neither daemon/ nor client/; public client headers see no private header.
 # Prints one line per include that runs the wrong way and exits 1 if there is any.
@@ -26,7 +27,9 @@ forbid() {
   done < <(find "$dir" -type f \( -name '*.h' -o -name '*.cc' \) | sort)
 }
 
-forbid daemon/store '^daemon/(service|ops|transport)/' "the store is the bottom layer"
+forbid daemon/store '^daemon/(service|ops|transport|verbs_core)/' "the store is the bottom layer"
+forbid daemon/verbs_core '^daemon/(service|ops|transport)/' \
+  "the verbs core sits below the transports and knows none of them"
 forbid daemon/transport '^daemon/(service|ops)/' "a transport never reaches up to the service or ops"
 forbid daemon/service '^daemon/ops/' "the service never reaches up to ops"
 # ops sees a transport's settings (*_options.h) and the interface, never a transport's code.
@@ -34,10 +37,7 @@ forbid daemon/ops '^daemon/transport/(tcp|rc|dc)/' "ops may include a transport'
   '^daemon/transport/(tcp|rc|dc)/[a-z]+_options\.h$'
 for t in tcp rc dc; do
   siblings=$(echo tcp rc dc | tr ' ' '\n' | grep -vx "$t" | paste -sd'|')
-  # dc runs on rc's device and poller until the shared verbs core exists (issue 13).
-  daemon_siblings=$siblings
-  [[ $t == dc ]] && daemon_siblings=tcp
-  forbid "daemon/transport/$t" "^daemon/transport/($daemon_siblings)/" "transports do not include each other"
+  forbid "daemon/transport/$t" "^daemon/transport/($siblings)/" "transports do not include each other"
   forbid "client/src/transport/$t" "^client/src/transport/($siblings)/" "transports do not include each other"
   forbid "client/src/transport/$t" '^client/src/[^/]*$' "a transport never reaches up to the Client"
 done
@@ -66,7 +66,8 @@ forbid daemon '^client/' "the daemon never includes the client"
 # daemon/main.cc is the only file at the top of daemon/.
 for f in daemon/*.h daemon/*.cc; do
   [[ -f $f && $f != daemon/main.cc ]] || continue
-  echo "$f: only main.cc lives at the top of daemon/ (put it in service/, store/, ops/ or transport/)"
+  echo "$f: only main.cc lives at the top of daemon/ (put it in ops/, service/, transport/," \
+    "verbs_core/ or store/)"
   bad=1
 done
 

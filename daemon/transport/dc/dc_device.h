@@ -31,6 +31,7 @@ struct DcCaps {
   uint8_t max_log_num_concurent = 0;
   uint8_t max_log_num_errored = 0;
   uint32_t port_max_msg_size = 0;
+  std::string where;          // "mlx5_0 port 1": the port the DCIs send from (GetInfo, logs)
 };
 
 // An address handle (ibv_ah) to one remote port. Destroyed when the last holder lets go: the

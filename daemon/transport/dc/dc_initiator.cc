@@ -89,6 +89,7 @@ DcInitiator::DcInitiator(std::unique_ptr<DcDevice> device, const DcInitiatorOpti
       options_(options),
       local_key_(std::move(local_key)),
       eff_(eff),
+      where_(device_->caps().where.empty() ? "the device" : device_->caps().where),
       ah_cache_(std::make_unique<AhCache>(device_.get(), options.ah, options.ah_cache_size)),
       sched_(eff.dci_count, eff.sq_depth,
              static_cast<uint8_t>(__builtin_ctz(eff.streams_per_dci)), options.max_spread) {}
@@ -238,6 +239,7 @@ void DcInitiator::OnWorkCompletion(Work* w, ibv_wc_status status, uint32_t vendo
       }
     } else {
       absl::Status st = verbs::WcStatusToStatus(status, vendor_err, Describe(*w));
+      ++error_completions_;
       // A bad client can cause these at line rate: one warning a second, every one at debug.
       GDR_LOG(kDebug) << "dc: " << st.message();
       GDR_LOG_EVERY_N_SEC(kWarning, 1) << "dc: " << st.message();
@@ -366,19 +368,37 @@ void DcInitiator::Shutdown() {
   }
 }
 
-DcInitiator::Stats DcInitiator::stats() const {
+InitiatorStats DcInitiator::stats() const {
+  InitiatorStats s;
+  s.capacity = eff_.dci_count;
   absl::MutexLock lock(&mu_);
-  Stats s;
-  s.ready_dcis = sched_.ready_dcis();
-  s.outstanding_wrs = sched_.total_outstanding();
-  s.ops_inflight = ops_.size();
-  s.dci_recoveries = dci_recoveries_;
-  s.stream_resets = stream_resets_;
-  s.reposted_wrs = reposted_;
-  for (uint32_t i = 0; i < sched_.dci_count(); ++i) {
-    s.failed_dcis += sched_.state(i) == DciScheduler::DciState::kFailed ? 1 : 0;
-  }
+  s.in_use = sched_.ready_dcis();
+  s.clients = static_cast<uint32_t>(sched_.destinations());
+  s.in_flight = ops_.size();
+  s.errors = error_completions_;
+  s.recoveries = dci_recoveries_ + stream_resets_;
   return s;
+}
+
+DcInitiator::PoolDetail DcInitiator::pool_detail() const {
+  absl::MutexLock lock(&mu_);
+  PoolDetail d;
+  d.outstanding_wrs = sched_.total_outstanding();
+  d.dci_recoveries = dci_recoveries_;
+  d.stream_resets = stream_resets_;
+  d.reposted_wrs = reposted_;
+  for (uint32_t i = 0; i < sched_.dci_count(); ++i) {
+    d.failed_dcis += sched_.state(i) == DciScheduler::DciState::kFailed ? 1 : 0;
+  }
+  return d;
+}
+
+std::string DcInitiator::Describe() const {
+  return absl::StrCat(eff_.dci_count, " DCIs on ", where_, ", send queue ", eff_.sq_depth,
+                      ", max_rd_atomic ", eff_.max_rd_atomic,
+                      eff_.streams_per_dci > 1
+                          ? absl::StrCat(", ", eff_.streams_per_dci, " DCI streams each")
+                          : ", no DCI streams");
 }
 
 }  // namespace gdr::dc

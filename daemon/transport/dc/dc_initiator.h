@@ -2,7 +2,7 @@
 // target by (address handle, DCT number, DC access key) per work request, behind the same
 // Initiator interface as tcp and rc. The DCI count is independent of the number of clients.
 // All hardware access goes through DcDevice (dc_device.h), so this logic is unit-tested with a
-// fake; on a ConnectX the device is Mlx5DcDevice on the shared verbs core.
+// fake; on a ConnectX the device is Mlx5DcDevice on the daemon's verbs core.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -62,16 +62,22 @@ class DcInitiator final : public Initiator {
   };
   const Effective& effective() const { return eff_; }
 
-  struct Stats {
-    uint32_t ready_dcis = 0;
+  TransportKind kind() const override { return TransportKind::kDc; }
+  // in_use: ready DCIs; capacity: DCIs created; clients: destinations with work in flight;
+  // errors: error completions (flushes excluded); recoveries: DCIs and streams brought back.
+  InitiatorStats stats() const override;
+  // "16 DCIs on mlx5_0 port 1, send queue 128, max_rd_atomic 16, 16 DCI streams each".
+  std::string Describe() const override;
+
+  // The DCI pool's own figures beyond InitiatorStats, for tests and diagnosis.
+  struct PoolDetail {
     uint32_t outstanding_wrs = 0;
-    uint64_t ops_inflight = 0;
     uint64_t dci_recoveries = 0;
     uint64_t stream_resets = 0;
     uint64_t reposted_wrs = 0;
     uint32_t failed_dcis = 0;
   };
-  Stats stats() const;
+  PoolDetail pool_detail() const;
   const AhCache& ah_cache() const { return *ah_cache_; }
 
  private:
@@ -116,6 +122,7 @@ class DcInitiator final : public Initiator {
   const DcInitiatorOptions options_;
   const LocalKeyFn local_key_;
   const Effective eff_;
+  const std::string where_;  // the device port, for Describe
   std::unique_ptr<AhCache> ah_cache_;
   mutable absl::Mutex mu_;
   DciScheduler sched_ ABSL_GUARDED_BY(mu_);
@@ -126,6 +133,7 @@ class DcInitiator final : public Initiator {
   uint64_t dci_recoveries_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t stream_resets_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t reposted_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t error_completions_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gdr::dc

@@ -32,6 +32,7 @@ DcCaps CapsFromProbe(const verbs::DcProbe& probe, const verbs::VerbsDevice& devi
   c.max_log_num_concurent = probe.dci_streams_log_concurrent;
   c.max_log_num_errored = probe.dci_streams_log_errored;
   c.port_max_msg_size = device.port().max_msg_size;
+  c.where = absl::StrCat(device.name(), " port ", device.port().port);
   return c;
 }
 

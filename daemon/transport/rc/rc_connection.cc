@@ -310,6 +310,7 @@ void RcConnection::MarkFailedLocked(uint32_t index, const std::string& reason) {
   if (s.state != SlotState::kReady) return;
   s.state = SlotState::kDraining;
   s.reason = reason;
+  if (!closing_) qp_errors_.fetch_add(1, std::memory_order_relaxed);
 }
 
 // A failed QP whose last WR has completed goes RESET -> INIT with a fresh PSN, and the client is
@@ -360,6 +361,7 @@ absl::Status RcConnection::OnQpReady(uint32_t index, uint32_t psn) {
       return st;
     }
     s.state = SlotState::kReady;
+    qp_recoveries_.fetch_add(1, std::memory_order_relaxed);
     GDR_LOG(kInfo) << "rc connection " << id_ << " QP " << s.qp->qp_num() << " recovered";
     PumpLocked(&fin);
   }

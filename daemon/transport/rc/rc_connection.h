@@ -82,6 +82,9 @@ class RcConnection {
   bool ResetOverdue(absl::Time now, absl::Duration timeout) const;
   // Ops accepted and not yet finished.
   uint64_t ops_in_flight() const;
+  // QPs that failed while the connection was open, and those brought back with the client.
+  uint64_t qp_errors() const { return qp_errors_.load(std::memory_order_relaxed); }
+  uint64_t qp_recoveries() const { return qp_recoveries_.load(std::memory_order_relaxed); }
   // QPs per state, for logs: "2 ready".
   std::string Summary() const;
 
@@ -124,6 +127,8 @@ class RcConnection {
   std::function<void()> on_closed_ ABSL_GUARDED_BY(mu_);
   RcControl* control_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::atomic<uint64_t> ops_in_flight_{0};
+  std::atomic<uint64_t> qp_errors_{0};
+  std::atomic<uint64_t> qp_recoveries_{0};
 };
 
 }  // namespace gdr

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/units.h"
 #include "common/verbs/chunk_plan.h"
@@ -15,161 +14,20 @@ namespace gdr {
 
 namespace v1 = gdrstore::v1;
 
-// One Connect call. Reads the hello, answers RcAccept, then relays RcResetQp / RcQpReady for
-// the connection's lifetime. Writes go out one at a time from a queue. The connection is
-// released in OnDone, whatever ended the call.
-class RcInitiator::ConnectReactor final
-    : public grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse>,
-      public RcControl {
- public:
-  explicit ConnectReactor(RcInitiator* owner) : owner_(owner) {
-    owner_->open_calls_.fetch_add(1);
-    StartRead(&request_);
-  }
-
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      End(absl::OkStatus());
-      return;
-    }
-    if (absl::Status s = Handle(); !s.ok()) {
-      End(s);
-      return;
-    }
-    StartRead(&request_);
-  }
-
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!out_.empty()) out_.pop_front();
-    if (!ok) {
-      out_.clear();
-      if (!finishing_) {
-        finishing_ = true;
-        final_ = absl::UnavailableError("rc connection: the client stopped reading");
-      }
-    }
-    WriteNextLocked();
-  }
-
-  void OnCancel() override { End(absl::CancelledError("Connect call cancelled")); }
-
-  void OnDone() override {
-    if (conn_) {
-      conn_->SetControl(nullptr);
-      owner_->Release(conn_->id(),
-                      absl::UnavailableError(absl::StrCat("rc connection ", conn_->id(),
-                                                          " was closed by its Connect call")));
-      conn_.reset();
-    }
-    owner_->open_calls_.fetch_sub(1);
-    delete this;
-  }
-
-  void SendResetQp(uint32_t index, uint32_t psn, const std::string& reason) override {
-    v1::ConnectResponse r;
-    r.mutable_reset_qp()->set_index(index);
-    r.mutable_reset_qp()->set_psn(psn);
-    r.mutable_reset_qp()->set_reason(reason);
-    Queue(std::move(r));
-  }
-
-  void Fail(const absl::Status& status) override { End(status); }
-
- private:
-  absl::Status Handle() {
-    if (!conn_) {
-      if (!request_.has_hello()) {
-        return absl::InvalidArgumentError("the first Connect message must be a hello");
-      }
-      v1::ConnectResponse resp;
-      absl::StatusOr<std::shared_ptr<RcConnection>> c =
-          owner_->Accept(request_.hello(), this, resp.mutable_accept());
-      if (!c.ok()) return c.status();
-      conn_ = std::move(*c);
-      Queue(std::move(resp));
-      return absl::OkStatus();
-    }
-    if (!request_.has_qp_ready()) {
-      return absl::InvalidArgumentError("after the hello, a Connect call carries only qp_ready");
-    }
-    return conn_->OnQpReady(request_.qp_ready().index(), request_.qp_ready().psn());
-  }
-
-  void Queue(v1::ConnectResponse msg) {
-    absl::MutexLock lock(&mu_);
-    if (finishing_) return;
-    out_.push_back(std::move(msg));
-    WriteNextLocked();
-  }
-
-  // Starts the next write, or Finish once finishing and nothing is left to write.
-  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_) return;
-    if (!out_.empty() && !finishing_) {
-      writing_ = true;
-      StartWrite(&out_.front());
-      return;
-    }
-    if (finishing_) {
-      finished_ = true;
-      Finish(ToGrpcStatus(final_));
-    }
-  }
-
-  void End(const absl::Status& status) {
-    absl::MutexLock lock(&mu_);
-    if (finishing_) return;
-    finishing_ = true;
-    final_ = status;
-    out_.clear();
-    WriteNextLocked();
-  }
-
-  RcInitiator* owner_;
-  v1::ConnectRequest request_;  // read callbacks never overlap
-  std::shared_ptr<RcConnection> conn_;  // set by the first read, cleared in OnDone
-  absl::Mutex mu_;
-  std::deque<v1::ConnectResponse> out_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status final_ ABSL_GUARDED_BY(mu_);
-};
-
 absl::StatusOr<std::unique_ptr<RcInitiator>> RcInitiator::Create(
-    const RcInitiatorOptions& options, const Store& store) {
+    const RcInitiatorOptions& options, VerbsCore* core) {
   if (options.max_qps == 0 || options.max_qps_per_client == 0 || options.qp.sq_depth == 0) {
     return absl::InvalidArgumentError("rc QP limits and send queue depth must be > 0");
   }
-  auto r = std::unique_ptr<RcInitiator>(new RcInitiator(options));
-  absl::StatusOr<std::unique_ptr<verbs::VerbsDevice>> dev = verbs::VerbsDevice::Open(options.device);
-  if (!dev.ok()) return dev.status();
-  r->device_ = std::move(*dev);
-  for (const auto& [name, volume] : store.volumes()) {
-    absl::StatusOr<std::unique_ptr<verbs::MemoryRegion>> mr = verbs::MemoryRegion::Register(
-        r->device_->pd(), volume->data(), volume->size(), IBV_ACCESS_LOCAL_WRITE);
-    if (!mr.ok()) {
-      return absl::Status(mr.status().code(),
-                          absl::StrCat("registering volume ", name, ": ", mr.status().message()));
-    }
-    r->volume_mrs_.emplace(name, std::move(*mr));
-  }
-  absl::StatusOr<std::unique_ptr<verbs::CompletionPoller>> poller = verbs::CompletionPoller::Create(
-      r->device_->context(), options.poller, r->device_->name());
-  if (!poller.ok()) return poller.status();
-  r->poller_ = std::move(*poller);
-  r->chunk_bytes_ = verbs::EffectiveChunkBytes(options.chunk_bytes, r->device_->port().max_msg_size);
+  auto r = std::unique_ptr<RcInitiator>(new RcInitiator(options, core));
+  r->chunk_bytes_ = verbs::EffectiveChunkBytes(options.chunk_bytes, core->device().port().max_msg_size);
   {
     absl::MutexLock lock(&r->mu_);
     r->next_id_ = (std::random_device{}() | (uint64_t{std::random_device{}()} << 32)) | 1;
   }
+  r->housekeeping_ns_.store(absl::GetCurrentTimeNanos());
   r->housekeeper_ = std::thread([raw = r.get()] { raw->Housekeeping(); });
-  GDR_LOG(kInfo) << "rc: " << r->device_->Describe() << "; " << r->volume_mrs_.size()
-                 << " volumes registered; chunks of " << FormatSize(r->chunk_bytes_)
-                 << "; up to " << options.max_qps << " QPs (" << options.max_qps_per_client
-                 << " per client); poller " << verbs::PollModeName(options.poller.mode);
+  GDR_LOG(kInfo) << "rc: " << r->Describe();
   return r;
 }
 
@@ -183,10 +41,8 @@ absl::Status RcInitiator::Submit(const TransferOp& op, OpDone done) {
   if (op.transport != TransportKind::kRc) {
     return absl::InternalError("rc initiator got an op of another transport");
   }
-  auto mr = volume_mrs_.find(op.volume);
-  if (mr == volume_mrs_.end()) {
-    return absl::InternalError(absl::StrCat("volume ", op.volume, " is not registered"));
-  }
+  absl::StatusOr<uint32_t> lkey = core_->VolumeLkey(op.volume);
+  if (!lkey.ok()) return absl::InternalError(lkey.status().message());
   std::shared_ptr<RcConnection> conn;
   {
     absl::MutexLock lock(&mu_);
@@ -200,7 +56,7 @@ absl::Status RcInitiator::Submit(const TransferOp& op, OpDone done) {
                      " is not open on this daemon (never connected, or its Connect call ended); "
                      "reconnect"));
   }
-  return conn->Submit(op, mr->second->lkey(), std::move(done));
+  return conn->Submit(op, *lkey, std::move(done));
 }
 
 absl::StatusOr<std::shared_ptr<RcConnection>> RcInitiator::Accept(const v1::RcHello& hello,
@@ -230,7 +86,7 @@ absl::StatusOr<std::shared_ptr<RcConnection>> RcInitiator::Accept(const v1::RcHe
   cfg.chunk_bytes = chunk_bytes_;
   cfg.max_backlog = options_.max_backlog;
   absl::StatusOr<std::unique_ptr<RcConnection>> made =
-      RcConnection::Create(id, device_.get(), poller_.get(), cfg, hello, n, accept);
+      RcConnection::Create(id, &core_->device(), core_->poller(), cfg, hello, n, accept);
   absl::MutexLock lock(&mu_);
   if (!made.ok()) {
     qps_in_use_ -= n;
@@ -254,7 +110,7 @@ void RcInitiator::Release(uint64_t id, const absl::Status& why) {
   }
   conn->Close(why, [this, id] {
     // Destroy on the poller thread, outside any completion of the connection.
-    poller_->Post([this, id] {
+    core_->poller()->Post([this, id] {
       std::shared_ptr<RcConnection> dead;
       {
         absl::MutexLock lock(&mu_);
@@ -263,6 +119,8 @@ void RcInitiator::Release(uint64_t id, const absl::Status& why) {
         dead = std::move(it->second);
         connections_.erase(it);
         qps_in_use_ -= dead->qp_count();
+        closed_qp_errors_ += dead->qp_errors();
+        closed_qp_recoveries_ += dead->qp_recoveries();
         GDR_LOG(kInfo) << "rc connection " << id << " closed; " << qps_in_use_ << " QPs in use";
       }
     });
@@ -273,6 +131,7 @@ void RcInitiator::StartDrain() { draining_.store(true); }
 
 void RcInitiator::Housekeeping() {
   while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(250))) {
+    housekeeping_ns_.store(absl::GetCurrentTimeNanos());
     std::vector<std::shared_ptr<RcConnection>> conns;
     {
       absl::MutexLock lock(&mu_);
@@ -311,7 +170,6 @@ void RcInitiator::Shutdown() {
     Release(c->id(), why);
   }
   conns.clear();
-  if (!poller_) return;  // Create failed before the poller existed: nothing was connected
   {
     absl::MutexLock lock(&mu_);
     auto empty = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return connections_.empty(); };
@@ -320,47 +178,48 @@ void RcInitiator::Shutdown() {
                       << " connections still had work requests outstanding at shutdown";
     }
   }
-  poller_->Stop();
 }
 
-grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse>* RcInitiator::OpenConnection(
-    grpc::CallbackServerContext* ctx) {
-  return new ConnectReactor(this);
-}
-
-RcStats RcInitiator::stats() const {
-  absl::MutexLock lock(&mu_);
-  return RcStats{qps_in_use_, static_cast<uint32_t>(connections_.size())};
-}
-
-void RcInitiator::FillInfo(v1::RdmaInfo* info) const {
-  const verbs::PortInfo& p = device_->port();
-  info->set_device(device_->name());
-  info->set_port(p.port);
-  info->set_port_state(verbs::PortStateName(device_->QueryPortState()));
-  info->set_link_layer(device_->is_roce() ? "Ethernet" : "InfiniBand");
-  info->set_gid_index(static_cast<uint32_t>(p.gid_index));
-  info->set_gid(std::string(reinterpret_cast<const char*>(p.gid.data()), 16));
-  info->set_gid_address(verbs::DescribeGid(p.gid));
-  info->set_gid_type(p.gid_type);
-  info->set_lid(p.lid);
-  info->set_mtu(verbs::MtuBytes(p.active_mtu));
-  info->set_max_msg_bytes(p.max_msg_size);
-  info->set_poll_mode(verbs::PollModeName(options_.poller.mode));
-  RcStats s = stats();
-  info->set_rc_qps(s.qps);
-  info->set_rc_max_qps(options_.max_qps);
-  info->set_rc_max_qps_per_client(options_.max_qps_per_client);
-  info->set_rc_connections(s.connections);
-}
-
-absl::StatusOr<uint32_t> RcInitiator::VolumeLkey(const std::string& volume) const {
-  auto it = volume_mrs_.find(volume);
-  if (it == volume_mrs_.end()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("volume '", volume, "' is not registered with ", device_->name()));
+absl::Status RcInitiator::CheckHealth(absl::Duration max_stall) const {
+  if (stop_.HasBeenNotified()) return absl::OkStatus();  // shut down: nothing left to watch
+  const absl::Duration age =
+      absl::Nanoseconds(absl::GetCurrentTimeNanos() - housekeeping_ns_.load());
+  if (age > max_stall) {
+    return absl::UnavailableError(absl::StrCat("rc housekeeping thread has not run for ",
+                                               absl::FormatDuration(age)));
   }
-  return it->second->lkey();
+  return absl::OkStatus();
+}
+
+InitiatorStats RcInitiator::stats() const {
+  InitiatorStats s;
+  s.capacity = options_.max_qps;
+  absl::MutexLock lock(&mu_);
+  s.in_use = qps_in_use_;
+  s.clients = static_cast<uint32_t>(connections_.size());
+  s.errors = closed_qp_errors_;
+  s.recoveries = closed_qp_recoveries_;
+  for (const auto& [id, c] : connections_) {
+    s.in_flight += c->ops_in_flight();
+    s.errors += c->qp_errors();
+    s.recoveries += c->qp_recoveries();
+  }
+  return s;
+}
+
+std::string RcInitiator::Describe() const {
+  return absl::StrCat(core_->device().Describe(), "; up to ", options_.max_qps, " QPs (",
+                      options_.max_qps_per_client, " per client), chunks of ",
+                      FormatSize(chunk_bytes_));
+}
+
+void RcInitiator::FillInfo(v1::GetInfoResponse* info) const {
+  const InitiatorStats s = stats();
+  v1::RdmaInfo* rdma = info->mutable_rdma();
+  rdma->set_rc_qps(s.in_use);
+  rdma->set_rc_max_qps(options_.max_qps);
+  rdma->set_rc_max_qps_per_client(options_.max_qps_per_client);
+  rdma->set_rc_connections(s.clients);
 }
 
 }  // namespace gdr

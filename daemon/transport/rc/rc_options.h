@@ -1,19 +1,16 @@
 // The rc transport's settings as plain values: what the daemon's configuration fills in and
 // reload compares, kept apart from the transport's code so neither has to include the other.
+// The device and its poller are the verbs core's (daemon/verbs_core/verbs_core_options.h).
 #pragma once
 
 #include <cstdint>
 
 #include "absl/time/time.h"
-#include "common/verbs/completion_poller.h"
 #include "common/verbs/rc_qp.h"
-#include "common/verbs/verbs_device.h"
 
 namespace gdr {
 
 struct RcInitiatorOptions {
-  verbs::DeviceSelector device;
-  verbs::PollerOptions poller;
   uint32_t max_qps = 256;            // RC QPs in total, all clients
   uint32_t max_qps_per_client = 4;   // per Connect call
   verbs::RcQpConfig qp;              // sq_depth, rd_atomic, timeouts

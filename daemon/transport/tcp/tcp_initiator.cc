@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/units.h"
 
 namespace gdr {
 
@@ -76,9 +77,35 @@ absl::Status TcpInitiator::CheckHealth(absl::Duration max_stall) const {
   return absl::OkStatus();
 }
 
-TcpInitiatorStats TcpInitiator::stats() const {
+InitiatorStats TcpInitiator::stats() const {
+  InitiatorStats s;
+  s.capacity = options_.max_links;
+  s.in_flight = ops_in_flight_.load(std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
-  return {total_links_, static_cast<uint32_t>(links_.size())};
+  s.in_use = total_links_;
+  s.clients = static_cast<uint32_t>(links_.size());
+  s.errors = link_errors_;
+  return s;
+}
+
+std::string TcpInitiator::Describe() const {
+  return absl::StrCat("software one-sided emulation over TCP; up to ", options_.max_links,
+                      " links (", options_.links_per_target, " per client), chunks of ",
+                      FormatSize(options_.chunk_bytes));
+}
+
+void TcpInitiator::BuryLocked(std::shared_ptr<TcpLink> link) {
+  if (!absl::IsCancelled(link->error())) ++link_errors_;
+  graveyard_.push_back(std::move(link));
+  --total_links_;
+}
+
+OpDone TcpInitiator::Counted(OpDone done) {
+  ops_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  return [this, done = std::move(done)](absl::Status s) {
+    ops_in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    done(std::move(s));
+  };
 }
 
 void TcpInitiator::ReapDeadLocked() {
@@ -86,9 +113,8 @@ void TcpInitiator::ReapDeadLocked() {
     auto& vec = it->second;
     for (auto l = vec.begin(); l != vec.end();) {
       if ((*l)->dead()) {
-        graveyard_.push_back(std::move(*l));
+        BuryLocked(std::move(*l));
         l = vec.erase(l);
-        --total_links_;
       } else {
         ++l;
       }
@@ -142,8 +168,7 @@ absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& 
   auto& existing = links_[key];
   std::erase_if(existing, [this](const std::shared_ptr<TcpLink>& l) {
     if (!l->dead()) return false;
-    graveyard_.push_back(l);
-    --total_links_;
+    BuryLocked(l);
     return true;
   });
   // This destination's links as indices into `plan`, with their load (enqueued + planned).
@@ -174,7 +199,7 @@ absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& 
             " links are busy with other clients; retry later"));
       }
     }
-    if (state == nullptr) state = std::make_shared<OpState>(static_cast<uint32_t>(nchunks), std::move(done));
+    if (state == nullptr) state = std::make_shared<OpState>(static_cast<uint32_t>(nchunks), Counted(std::move(done)));
     Chunk c;
     c.opcode = opcode;
     c.local = op.local + i * chunk;

@@ -21,11 +21,6 @@
 
 namespace gdr {
 
-struct TcpInitiatorStats {
-  uint32_t links = 0;
-  uint32_t destinations = 0;
-};
-
 class TcpInitiator final : public Initiator {
  public:
   // INVALID_ARGUMENT on an option out of range.
@@ -42,7 +37,11 @@ class TcpInitiator final : public Initiator {
   // the completions of the links it fails) has not come round within `max_stall`, or when a
   // link's receiver (its completion poller) has been inside one completion for longer.
   absl::Status CheckHealth(absl::Duration max_stall) const override;
-  TcpInitiatorStats stats() const;
+  TransportKind kind() const override { return TransportKind::kTcp; }
+  // in_use: links; clients: destinations with links; errors: links lost to a failure (not
+  // the idle closes and evictions the pool chose).
+  InitiatorStats stats() const override;
+  std::string Describe() const override;
 
  private:
   explicit TcpInitiator(TcpInitiatorOptions options);
@@ -63,6 +62,10 @@ class TcpInitiator final : public Initiator {
   std::shared_ptr<TcpLink> OpenLinkLocked(const TcpDestination& dest, const Plan& plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReapDeadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves a dead link out of the pool (its threads are joined later, outside mu_).
+  void BuryLocked(std::shared_ptr<TcpLink> link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `done` wrapped to count the op in flight until it runs.
+  OpDone Counted(OpDone done);
 
   const TcpInitiatorOptions options_;
   mutable absl::Mutex mu_;
@@ -71,6 +74,8 @@ class TcpInitiator final : public Initiator {
   uint32_t total_links_ ABSL_GUARDED_BY(mu_) = 0;
   // Links out of the pool whose threads still need joining (done outside mu_).
   std::vector<std::shared_ptr<TcpLink>> graveyard_ ABSL_GUARDED_BY(mu_);
+  uint64_t link_errors_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> ops_in_flight_{0};
   absl::Notification stop_;
   std::atomic<int64_t> housekeeping_ns_{0};  // start of the housekeeper's last round
   std::thread housekeeper_;

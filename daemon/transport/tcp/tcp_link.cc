@@ -145,6 +145,11 @@ void TcpLink::Complete(Chunk& chunk, const absl::Status& status) {
   chunk.op->ChunkDone(status);
 }
 
+absl::Status TcpLink::error() const {
+  absl::MutexLock lock(&mu_);
+  return error_;
+}
+
 void TcpLink::Fail(const absl::Status& status) {
   std::deque<Chunk> pending, inflight;
   {

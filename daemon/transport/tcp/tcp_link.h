@@ -71,6 +71,8 @@ class TcpLink {
   void CheckStall(absl::Time now, absl::Duration timeout);
 
   bool dead() const { return dead_.load(std::memory_order_acquire); }
+  // Why the link died (OK while alive); CANCELLED for closes the daemon chose (idle, evicted).
+  absl::Status error() const;
   // How long the receiver (this link's completion poller) has been inside one op completion
   // callback; zero when it is not in one. Lock-free; for the watchdog's health probe.
   absl::Duration completion_busy_for() const;

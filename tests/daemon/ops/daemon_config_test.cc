@@ -254,7 +254,7 @@ TEST(DaemonConfigDcTest, BadDcValuesNameTheFlag) {
       {{"--dc-hop-limit", "0"}, "--dc-hop-limit"},
       {{"--dc-sl", "16"}, "--dc-sl"},
       {{"--dc-flow-label", "1048576"}, "--dc-flow-label"},
-      {{"--dc", "on", "--rc", "off"}, "--dc on"},
+      {{"--rdma-device", "mlx5_0", "--rc", "off", "--dc", "off"}, "--rdma-device"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<DaemonConfig> r = Parse(c.args);
@@ -262,6 +262,27 @@ TEST(DaemonConfigDcTest, BadDcValuesNameTheFlag) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.flag));
   }
+}
+
+// dc runs on the verbs core, not on rc: it may run alone, and a named device is then dc's.
+TEST(DaemonConfigDcTest, DcRunsWithoutRc) {
+  absl::StatusOr<DaemonConfig> r = Parse({"--dc", "on", "--rc", "off"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rc_mode, DaemonConfig::RcMode::kOff);
+  EXPECT_TRUE(r->WantsRdmaDevice());
+  EXPECT_TRUE(r->NeedsRdmaDevice());
+  r = Parse({"--rdma-device", "mlx5_0", "--rc", "off"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->verbs.device.device, "mlx5_0");
+  EXPECT_EQ(r->rc_mode, DaemonConfig::RcMode::kOff);
+  EXPECT_TRUE(r->NeedsRdmaDevice()) << "a named device that does not open is fatal";
+  r = Parse({"--rc", "off", "--dc", "off"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->WantsRdmaDevice());
+  r = Parse({});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->WantsRdmaDevice());
+  EXPECT_FALSE(r->NeedsRdmaDevice()) << "auto runs without a device";
 }
 
 }  // namespace

@@ -41,10 +41,10 @@ TEST(LatencyHistogramTest, PercentilesWithinABucketOfTheTruth) {
 
 TEST(DaemonStatsTest, ScopesAndErrors) {
   DaemonStats s({"a", "b"});
-  const OpScopes tcp_a = s.Resolve(gdrstore::v1::RemoteBuffer::kTcp, "a");
+  const OpScopes tcp_a = s.Resolve(TransportKind::kTcp, "a");
   ASSERT_NE(tcp_a.transport, nullptr);
   ASSERT_NE(tcp_a.volume, nullptr);
-  const OpScopes nowhere = s.Resolve(gdrstore::v1::RemoteBuffer::ENDPOINT_NOT_SET, "zz");
+  const OpScopes nowhere = s.Resolve(std::nullopt, "zz");
   EXPECT_EQ(nowhere.transport, nullptr);
   EXPECT_EQ(nowhere.volume, nullptr);
 

@@ -3,6 +3,7 @@
 // shows that the DC path works on hardware.
 #include "daemon/transport/dc/dc_initiator.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -200,7 +201,7 @@ TEST(DcInitiatorTest, WritePostsOneRdmaWriteAddressedToTheDct) {
   ASSERT_TRUE(h.Result(1).has_value());
   EXPECT_TRUE(h.Result(1)->ok()) << *h.Result(1);
   EXPECT_EQ(h.fake->cq_reserved(), 0u);
-  EXPECT_EQ(h.initiator->stats().outstanding_wrs, 0u);
+  EXPECT_EQ(h.initiator->pool_detail().outstanding_wrs, 0u);
 }
 
 TEST(DcInitiatorTest, ReadPostsRdmaRead) {
@@ -257,6 +258,28 @@ TEST(DcInitiatorTest, SameDestinationStaysOnItsDciWhileInFlight) {
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(h.Result(i)->ok());
 }
 
+// The pool's figures in the terms every transport uses (GetStats, STATUS, client counts).
+TEST(DcInitiatorTest, StatsCountReadyDcisBusyDestinationsAndOpsInFlight) {
+  Harness h(FakeDcDevice::ConnectX6Caps(), Small(4, 8));
+  InitiatorStats st = h.initiator->stats();
+  EXPECT_EQ(st.in_use, 4u);
+  EXPECT_EQ(st.capacity, 4u);
+  EXPECT_EQ(st.clients, 0u);
+  EXPECT_EQ(st.in_flight, 0u);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(h.Submit(h.Op(Direction::kStoreToClient, 0, 64), i).ok());
+  ASSERT_TRUE(h.Submit(h.Op(Direction::kClientToStore, 0, 64, 0x999, 2), 100).ok());
+  st = h.initiator->stats();
+  EXPECT_EQ(st.clients, 2u) << "two destinations have work in flight";
+  EXPECT_EQ(st.in_flight, 4u);
+  h.fake->CompleteAll();
+  st = h.initiator->stats();
+  EXPECT_EQ(st.clients, 0u);
+  EXPECT_EQ(st.in_flight, 0u);
+  EXPECT_EQ(st.errors, 0u);
+  EXPECT_EQ(h.initiator->kind(), TransportKind::kDc);
+  EXPECT_THAT(h.initiator->Describe(), ::testing::HasSubstr("4 DCIs on "));
+}
+
 TEST(DcInitiatorTest, FullPoolAnswersResourceExhaustedWithoutPosting) {
   DcInitiatorOptions o = Small(1, 2);
   o.max_op_bytes = 1 << 20;
@@ -278,7 +301,7 @@ TEST(DcInitiatorTest, PostFailureRefusesTheOpAndReturnsItsSlots) {
   absl::Status s = h.Submit(h.Op(Direction::kStoreToClient, 0, 8), 1);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_NE(s.message().find("ibv_wr_complete"), std::string::npos);
-  EXPECT_EQ(h.initiator->stats().outstanding_wrs, 0u);
+  EXPECT_EQ(h.initiator->pool_detail().outstanding_wrs, 0u);
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(h.Submit(h.Op(Direction::kStoreToClient, 0, 8), 10 + i).ok());
 }
 
@@ -323,10 +346,14 @@ TEST(DcInitiatorTest, RemoteAccessErrorFailsOnlyItsOpAndTheDciIsRecovered) {
   h.fake->CompleteAll();
   ASSERT_TRUE(h.Result(2).has_value());
   EXPECT_TRUE(h.Result(2)->ok()) << *h.Result(2);
-  auto st = h.initiator->stats();
-  EXPECT_EQ(st.ready_dcis, 2u);
-  EXPECT_EQ(st.dci_recoveries, 1u);
-  EXPECT_EQ(st.reposted_wrs, 1u);
+  const InitiatorStats st = h.initiator->stats();
+  EXPECT_EQ(st.in_use, 2u);
+  EXPECT_EQ(st.capacity, 2u);
+  EXPECT_EQ(st.errors, 1u) << "one error completion; the flush behind it is not an error";
+  EXPECT_EQ(st.recoveries, 1u);
+  const DcInitiator::PoolDetail pd = h.initiator->pool_detail();
+  EXPECT_EQ(pd.dci_recoveries, 1u);
+  EXPECT_EQ(pd.reposted_wrs, 1u);
   EXPECT_EQ(h.fake->cq_reserved(), 0u);
   // And the recovered DCI serves again.
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(h.Submit(h.Op(Direction::kStoreToClient, 0, 8, 0x50 + i), 10 + i).ok());
@@ -388,8 +415,8 @@ TEST(DcInitiatorTest, StreamErrorFlushesOnlyThatStreamAndResetsIt) {
   h.fake->CompleteAll();
   EXPECT_TRUE(h.Result(2)->ok()) << *h.Result(2);
   EXPECT_TRUE(h.Result(3)->ok()) << *h.Result(3);
-  EXPECT_EQ(h.initiator->stats().stream_resets, 1u);
-  EXPECT_EQ(h.initiator->stats().dci_recoveries, 0u);
+  EXPECT_EQ(h.initiator->pool_detail().stream_resets, 1u);
+  EXPECT_EQ(h.initiator->pool_detail().dci_recoveries, 0u);
 }
 
 TEST(DcInitiatorTest, TooManyErroredStreamsRecoverTheWholeDci) {
@@ -413,9 +440,8 @@ TEST(DcInitiatorTest, ADciThatCannotBeRecoveredLeavesThePoolAndOthersCarryOn) {
   ASSERT_TRUE(h.Submit(h.Op(Direction::kStoreToClient, 0, 64), 1).ok());
   const uint32_t bad = h.fake->posted()[0].dci;
   h.fake->Complete(h.fake->posted()[0].seq, IBV_WC_REM_ACCESS_ERR);
-  auto st = h.initiator->stats();
-  EXPECT_EQ(st.failed_dcis, 1u);
-  EXPECT_EQ(st.ready_dcis, 1u);
+  EXPECT_EQ(h.initiator->pool_detail().failed_dcis, 1u);
+  EXPECT_EQ(h.initiator->stats().in_use, 1u);
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(h.Submit(h.Op(Direction::kStoreToClient, 0, 64, 0x100 + i), 10 + i).ok());
   }
@@ -533,9 +559,10 @@ TEST(DcInitiatorTest, ConcurrentSubmittersAndCompletionsWithErrorsSettleEverythi
   int ok = 0;
   for (auto& [id, s] : h.results) ok += s.ok();
   EXPECT_GT(ok, 0);
-  auto st = h.initiator->stats();
-  EXPECT_EQ(st.outstanding_wrs, 0u);
-  EXPECT_EQ(st.ops_inflight, 0u);
+  EXPECT_EQ(h.initiator->pool_detail().outstanding_wrs, 0u);
+  const InitiatorStats st = h.initiator->stats();
+  EXPECT_EQ(st.in_flight, 0u);
+  EXPECT_EQ(st.clients, 0u) << "no destination keeps state once its work is done";
   EXPECT_EQ(h.fake->cq_reserved(), 0u);
 }
 

@@ -327,9 +327,13 @@ TEST_F(TcpInitiatorTest, ManyConcurrentOpsInBothDirections) {
     }
     EXPECT_EQ(waiters[i].calls(), 1) << "op " << i;
   }
-  const TcpInitiatorStats st = initiator_->stats();
-  EXPECT_LE(st.links, o.links_per_target);
-  EXPECT_EQ(st.destinations, 1u);
+  const InitiatorStats st = initiator_->stats();
+  EXPECT_LE(st.in_use, o.links_per_target);
+  EXPECT_EQ(st.clients, 1u);
+  EXPECT_EQ(st.capacity, o.max_links);
+  // Each op leaves the in-flight count before its callback runs.
+  EXPECT_EQ(st.in_flight, 0u);
+  EXPECT_EQ(st.errors, 0u);
 }
 
 TEST_F(TcpInitiatorTest, BadRkeyIsPermissionDeniedAndTouchesNothing) {
@@ -353,12 +357,12 @@ TEST_F(TcpInitiatorTest, BadRkeyIsPermissionDeniedAndTouchesNothing) {
   EXPECT_GE(target_->stats().refused, 2u);
 
   // A refusal is an answer, not a broken link: the same links still carry good ops.
-  const TcpInitiatorStats before = initiator_->stats();
+  const InitiatorStats before = initiator_->stats();
   ASSERT_TRUE(Run(MakeOp(Direction::kStoreToClient, store.at(0), 4096, client.address(0),
                          client.rkey(), target_->port()))
                   .ok());
   EXPECT_EQ(PatternMismatch(store.seed(), 0, client.span(0, 4096)), std::nullopt);
-  EXPECT_EQ(initiator_->stats().links, before.links);
+  EXPECT_EQ(initiator_->stats().in_use, before.in_use);
 }
 
 TEST_F(TcpInitiatorTest, OutOfRegionIsPermissionDeniedAndTouchesNothing) {
@@ -408,8 +412,10 @@ TEST_F(TcpInitiatorTest, ClosedPortIsUnavailable) {
     EXPECT_EQ(Run(MakeOp(Direction::kStoreToClient, store.at(0), 100, 0x10000, 7, closed.port))
                   .code(),
               absl::StatusCode::kUnavailable);
-    EXPECT_LE(initiator_->stats().links, o.links_per_target);
+    EXPECT_LE(initiator_->stats().in_use, o.links_per_target);
   }
+  // Each refused connection is a lost link in the stats (all but the newest are reaped).
+  EXPECT_GE(initiator_->stats().errors, 20u);
 }
 
 TEST_F(TcpInitiatorTest, SilentTargetIsDeadlineExceeded) {
@@ -451,11 +457,11 @@ TEST_F(TcpInitiatorTest, LinksAreReusedPerDestination) {
     ASSERT_TRUE(
         Run(MakeOp(d, store.at(i * 4096), 3 * 4096, c.address(i * 4096), c.rkey(), port)).ok())
         << "op " << i;
-    const TcpInitiatorStats st = initiator_->stats();
-    ASSERT_LE(st.links, 2 * o.links_per_target) << "op " << i;
-    ASSERT_LE(st.destinations, 2u);
+    const InitiatorStats st = initiator_->stats();
+    ASSERT_LE(st.in_use, 2 * o.links_per_target) << "op " << i;
+    ASSERT_LE(st.clients, 2u);
   }
-  EXPECT_EQ(initiator_->stats().destinations, 2u);
+  EXPECT_EQ(initiator_->stats().clients, 2u);
   // The targets saw no more connections than links exist.
   EXPECT_LE(target_->stats().connections, o.links_per_target);
   EXPECT_LE((*other)->stats().connections, o.links_per_target);
@@ -477,7 +483,7 @@ TEST_F(TcpInitiatorTest, FullPoolOfBusyLinksIsResourceExhausted) {
                                         silent.port()),
                                  busy.Callback())
                   .ok());
-  EXPECT_EQ(initiator_->stats().links, 1u);
+  EXPECT_EQ(initiator_->stats().in_use, 1u);
 
   OpWaiter refused;
   absl::Status s = initiator_->Submit(
@@ -485,8 +491,8 @@ TEST_F(TcpInitiatorTest, FullPoolOfBusyLinksIsResourceExhausted) {
              target_->port()),
       refused.Callback());
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
-  EXPECT_EQ(initiator_->stats().links, 1u);
-  EXPECT_EQ(initiator_->stats().destinations, 1u);
+  EXPECT_EQ(initiator_->stats().in_use, 1u);
+  EXPECT_EQ(initiator_->stats().clients, 1u);
 
   initiator_->Shutdown();
   EXPECT_TRUE(absl::IsCancelled(busy.Wait()));
@@ -510,9 +516,11 @@ TEST_F(TcpInitiatorTest, IdleLinkIsEvictedForAnotherDestination) {
     absl::Status s = Run(MakeOp(Direction::kStoreToClient, store.at(0), 100000, c.address(0),
                                 c.rkey(), port));
     ASSERT_TRUE(s.ok()) << "op " << i << ": " << s;
-    EXPECT_EQ(initiator_->stats().links, 1u);
+    EXPECT_EQ(initiator_->stats().in_use, 1u);
   }
   EXPECT_EQ(PatternMismatch(store.seed(), 0, client2.span(0, 100000)), std::nullopt);
+  // Evictions are the pool's choice, not failures.
+  EXPECT_EQ(initiator_->stats().errors, 0u);
   initiator_.reset();
   (*other)->Stop();
 }
@@ -550,8 +558,8 @@ TEST_F(TcpInitiatorTest, SubmitBatchMovesEveryOpOnce) {
         << "op " << i;
   }
   for (auto& w : waiters) EXPECT_EQ(w.calls(), 1);
-  EXPECT_EQ(initiator_->stats().destinations, 2u);
-  EXPECT_LE(initiator_->stats().links, 2 * o.links_per_target);
+  EXPECT_EQ(initiator_->stats().clients, 2u);
+  EXPECT_LE(initiator_->stats().in_use, 2 * o.links_per_target);
   initiator_.reset();
   (*other)->Stop();
 }
@@ -604,11 +612,11 @@ TEST_F(TcpInitiatorTest, SecondLinkOnlyForBulk) {
   }
   initiator_->SubmitBatch(batch);
   for (int i = 0; i < 32; ++i) ASSERT_TRUE(waiters[i].Wait().ok()) << "op " << i;
-  EXPECT_EQ(initiator_->stats().links, 1u);
+  EXPECT_EQ(initiator_->stats().in_use, 1u);
   ASSERT_TRUE(Run(MakeOp(Direction::kStoreToClient, store.at(0), 8 << 20, client.address(0),
                          client.rkey(), target_->port()))
                   .ok());
-  EXPECT_EQ(initiator_->stats().links, 2u);
+  EXPECT_EQ(initiator_->stats().in_use, 2u);
   EXPECT_EQ(PatternMismatch(store.seed(), 0, client.span(0, 8 << 20)), std::nullopt);
 }
 
@@ -635,7 +643,7 @@ TEST_F(TcpInitiatorTest, ShutdownCancelsQueuedOps) {
     EXPECT_TRUE(absl::IsCancelled(s)) << "op " << i << ": " << s;
     EXPECT_EQ(waiters[i].calls(), 1);
   }
-  EXPECT_EQ(initiator_->stats().links, 0u);
+  EXPECT_EQ(initiator_->stats().in_use, 0u);
 
   OpWaiter late;
   absl::Status s = initiator_->Submit(

@@ -1,0 +1,47 @@
+// The transport name table and its conversions: every kind round-trips through its name, the
+// wire enum and the endpoint oneof, and what the table does not know is refused, not guessed.
+#include "common/transport_kind.h"
+
+#include <gtest/gtest.h>
+
+namespace gdr {
+namespace {
+
+namespace v1 = gdrstore::v1;
+
+TEST(TransportKindTest, NamesRoundTrip) {
+  EXPECT_STREQ(TransportName(TransportKind::kTcp), "tcp");
+  EXPECT_STREQ(TransportName(TransportKind::kRc), "rc");
+  EXPECT_STREQ(TransportName(TransportKind::kDc), "dc");
+  for (TransportKind k : kTransportKinds) EXPECT_EQ(ParseTransportName(TransportName(k)), k);
+  EXPECT_EQ(ParseTransportName("auto"), std::nullopt);
+  EXPECT_EQ(ParseTransportName("TCP"), std::nullopt);
+  EXPECT_EQ(ParseTransportName(""), std::nullopt);
+}
+
+TEST(TransportKindTest, WireEnumRoundTripsAndUnknownValuesAreNamedUnknown) {
+  EXPECT_EQ(ToProto(TransportKind::kTcp), v1::TRANSPORT_TCP);
+  EXPECT_EQ(ToProto(TransportKind::kRc), v1::TRANSPORT_RC);
+  EXPECT_EQ(ToProto(TransportKind::kDc), v1::TRANSPORT_DC);
+  for (TransportKind k : kTransportKinds) {
+    EXPECT_EQ(FromProto(ToProto(k)), k);
+    EXPECT_STREQ(TransportName(ToProto(k)), TransportName(k));
+  }
+  EXPECT_EQ(FromProto(v1::TRANSPORT_UNSPECIFIED), std::nullopt);
+  EXPECT_EQ(FromProto(static_cast<v1::Transport>(42)), std::nullopt);
+  EXPECT_STREQ(TransportName(static_cast<v1::Transport>(42)), "unknown");
+}
+
+TEST(TransportKindTest, EndpointCaseNamesItsTransport) {
+  v1::RemoteBuffer b;
+  EXPECT_EQ(TransportOfEndpoint(b.endpoint_case()), std::nullopt);
+  b.mutable_tcp();
+  EXPECT_EQ(TransportOfEndpoint(b.endpoint_case()), TransportKind::kTcp);
+  b.mutable_rc();
+  EXPECT_EQ(TransportOfEndpoint(b.endpoint_case()), TransportKind::kRc);
+  b.mutable_dc();
+  EXPECT_EQ(TransportOfEndpoint(b.endpoint_case()), TransportKind::kDc);
+}
+
+}  // namespace
+}  // namespace gdr
