@@ -23,6 +23,7 @@
 #include "client/gdrctl/stats.h"
 #include "common/pattern.h"
 #include "common/token_file.h"
+#include "common/transport_kind.h"
 #include "common/units.h"
 #include "client/gdrctl/selftest.h"
 #include "gdrstore/client.h"
@@ -144,15 +145,6 @@ absl::StatusOr<std::unique_ptr<gdrstore::Client>> Connect(const Common& c) {
   return gdrstore::Client::Connect(*o);
 }
 
-std::string TransportName(gdrstore::v1::Transport t) {
-  switch (t) {
-    case gdrstore::v1::TRANSPORT_DC: return "dc";
-    case gdrstore::v1::TRANSPORT_RC: return "rc";
-    case gdrstore::v1::TRANSPORT_TCP: return "tcp";
-    default: return "unknown";
-  }
-}
-
 int CmdInfo(const Common& c) {
   auto client = Connect(c);
   if (!client.ok()) return Fail(client.status(), "connect");
@@ -162,7 +154,7 @@ int CmdInfo(const Common& c) {
     std::string out = absl::StrCat("{\"version\":\"", info->version(), "\",\"transports\":[");
     for (int i = 0; i < info->transports_size(); ++i) {
       const auto& t = info->transports(i);
-      absl::StrAppend(&out, i ? "," : "", "{\"name\":\"", TransportName(t.transport()),
+      absl::StrAppend(&out, i ? "," : "", "{\"name\":\"", gdr::TransportName(t.transport()),
                       "\",\"available\":", t.available() ? "true" : "false", "}");
     }
     absl::StrAppend(&out, "],\"volumes\":[");
@@ -198,7 +190,7 @@ int CmdInfo(const Common& c) {
   std::cout << "gdrstored " << info->version() << "\n";
   std::cout << "transports:\n";
   for (const auto& t : info->transports()) {
-    std::cout << absl::StrFormat("  %-4s %-13s %s\n", TransportName(t.transport()),
+    std::cout << absl::StrFormat("  %-4s %-13s %s\n", gdr::TransportName(t.transport()),
                                  t.available() ? "available" : "unavailable", t.detail());
   }
   std::cout << "volumes:\n";

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/transport_kind.h"
 #include "common/units.h"
 
 namespace gdrctl {
@@ -23,15 +24,6 @@ std::string Bytes(double b) {
   if (b >= 1e6) return absl::StrFormat("%.1f MB", b / 1e6);
   if (b >= 1e3) return absl::StrFormat("%.1f kB", b / 1e3);
   return absl::StrFormat("%.0f B", b);
-}
-
-const char* TransportName(v1::Transport t) {
-  switch (t) {
-    case v1::TRANSPORT_DC: return "dc";
-    case v1::TRANSPORT_RC: return "rc";
-    case v1::TRANSPORT_TCP: return "tcp";
-    default: return "?";
-  }
 }
 
 std::string Errors(const v1::OpCounters& c) {
@@ -91,9 +83,15 @@ std::string FormatStats(const v1::GetStatsResponse& now, const v1::GetStatsRespo
     if (idle) continue;  // a transport this daemon does not run
     const v1::OpCounters* prev = nullptr;
     if (previous != nullptr && i < previous->transports_size()) prev = &previous->transports(i).ops();
-    AppendScope(&out, absl::StrCat("transport ", TransportName(t.transport())), t.ops(), prev, secs,
-                absl::StrFormat("pool %u/%u in use, %u clients", t.pool().in_use(),
-                                t.pool().capacity(), t.pool().destinations()));
+    const v1::PoolStats& pool = t.pool();
+    std::string pool_line = absl::StrFormat("pool %u/%u in use, %u clients", pool.in_use(),
+                                            pool.capacity(), pool.destinations());
+    if (pool.errors() != 0 || pool.recoveries() != 0) {
+      absl::StrAppendFormat(&pool_line, ", %u transport errors, %u recovered", pool.errors(),
+                            pool.recoveries());
+    }
+    AppendScope(&out, absl::StrCat("transport ", gdr::TransportName(t.transport())), t.ops(),
+                prev, secs, pool_line);
   }
   for (int i = 0; i < now.volumes_size(); ++i) {
     const auto& v = now.volumes(i);

@@ -13,6 +13,7 @@
 #include "common/cuda/gpu.h"
 #include "common/host_port.h"
 #include "common/topo/pci_topology.h"
+#include "common/transport_kind.h"
 
 namespace gdrstore {
 
@@ -20,6 +21,17 @@ namespace {
 
 void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
   if (timeout.count() > 0) ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+// The transport a concrete choice names; kAuto names none until it has picked one.
+std::optional<gdr::TransportKind> KindOf(Transport t) {
+  switch (t) {
+    case Transport::kTcp: return gdr::TransportKind::kTcp;
+    case Transport::kRc: return gdr::TransportKind::kRc;
+    case Transport::kDc: return gdr::TransportKind::kDc;
+    case Transport::kAuto: break;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -61,11 +73,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
       return false;
     };
     std::string notes;
-    for (auto [t, wire] : {std::pair{Transport::kDc, v1::TRANSPORT_DC},
-                           std::pair{Transport::kRc, v1::TRANSPORT_RC},
-                           std::pair{Transport::kTcp, v1::TRANSPORT_TCP}}) {
+    for (Transport t : {Transport::kDc, Transport::kRc, Transport::kTcp}) {
       std::string why;
-      if (offered(wire, &why)) {
+      if (offered(gdr::ToProto(*KindOf(t)), &why)) {
         ClientOptions o = opts;
         o.transport = t;
         absl::StatusOr<std::unique_ptr<Client>> c = Connect(o);
@@ -88,13 +98,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
 }
 
 const char* TransportName(Transport t) {
-  switch (t) {
-    case Transport::kTcp: return "tcp";
-    case Transport::kRc: return "rc";
-    case Transport::kDc: return "dc";
-    case Transport::kAuto: return "auto";
-  }
-  return "unknown";
+  const std::optional<gdr::TransportKind> kind = KindOf(t);
+  return kind ? gdr::TransportName(*kind) : "auto";
 }
 
 uint32_t Client::dct_number() const { return transport_->dct_number(); }

@@ -41,6 +41,45 @@ TEST(DcRxeTest, DaemonWithDcOnFailsFastNamingTheCapability) {
   EXPECT_TRUE(absl::StrContains(r->err, DeviceName())) << r->err;
 }
 
+// dc runs on the daemon's verbs core, not on rc: with rc off the device is still opened and
+// probed for dc, which is refused for the device's own reason (not as a usage error).
+TEST(DcRxeTest, DcIsProbedOnTheDeviceWithRcOff) {
+  SKIP_WITHOUT_DEVICE();
+  auto dir = TempDir::Create("dc_rxe");
+  ASSERT_TRUE(dir.ok());
+  auto r = RunProcess({GDR_GDRSTORED_BIN, "--listen", "127.0.0.1:0", "--volume", "v=4MiB",
+                       "--rdma-device", DeviceName(), "--rc", "off", "--dc", "on"},
+                      (*dir)->path(), "dc_no_rc", absl::Seconds(120));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 1) << r->Describe();
+  EXPECT_TRUE(NamesMissingCapability(r->err)) << r->err;
+  EXPECT_FALSE(absl::StrContains(r->err, "--rc off")) << r->err;
+
+  auto d = DaemonProcess::Start(
+      {"--rdma-device", DeviceName(), "--rc", "off", "--volume", "vol0=8MiB"}, absl::Seconds(120));
+  ASSERT_TRUE(d.ok()) << d.status();
+  gdrstore::ClientOptions o;
+  o.daemon_address = (*d)->address();
+  auto c = gdrstore::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto info = (*c)->GetInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  for (const auto& t : info->transports()) {
+    if (t.transport() == gdrstore::v1::TRANSPORT_RC) {
+      EXPECT_FALSE(t.available());
+      EXPECT_EQ(t.detail(), "disabled by configuration (--rc off)");
+    }
+    if (t.transport() == gdrstore::v1::TRANSPORT_DC) {
+      EXPECT_FALSE(t.available());
+      EXPECT_TRUE(NamesMissingCapability(t.detail())) << t.detail();
+    }
+  }
+  EXPECT_FALSE(info->has_rdma()) << "no transport runs on the device, so it was closed again";
+  auto st = (*d)->Terminate(absl::Seconds(60));
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(absl::StrContains((*d)->Stderr(), "transports: tcp\n")) << (*d)->Stderr();
+}
+
 TEST(DcRxeTest, AutoOffersRcAndSaysWhyNotDc) {
   SKIP_WITHOUT_DEVICE();
   auto d = DaemonProcess::Start({"--rdma-device", DeviceName(), "--volume", "vol0=32MiB"},
@@ -71,6 +110,9 @@ TEST(DcRxeTest, AutoOffersRcAndSaysWhyNotDc) {
   auto st = (*d)->Terminate(absl::Seconds(60));
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(DescribeWaitStatus(*st), "exited 0") << (*d)->Stderr();
+  // The start-up log names every transport: what runs, and why dc does not.
+  EXPECT_TRUE(absl::StrContains((*d)->Stderr(), "transports: tcp, rc")) << (*d)->Stderr();
+  EXPECT_TRUE(absl::StrContains((*d)->Stderr(), "dc not offered: ")) << (*d)->Stderr();
 }
 
 TEST(DcRxeTest, ClientDctOnANonMlx5DeviceIsRefusedNamingTheCapability) {
