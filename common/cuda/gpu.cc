@@ -11,6 +11,7 @@
 #include "common/cuda/context.h"
 #include "common/cuda/gpu_select.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 
 namespace gdr::cuda {
 
@@ -76,7 +77,7 @@ absl::StatusOr<std::vector<GpuInfo>> ListGpus() {
 }
 
 absl::StatusOr<GpuInfo> FindGpu(absl::string_view spec) {
-  if (absl::Status s = ValidateGpuSpec(spec); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(ValidateGpuSpec(spec));
   absl::StatusOr<std::vector<GpuInfo>> gpus = ListGpus();
   if (!gpus.ok()) {
     return absl::Status(gpus.status().code(),
@@ -92,7 +93,7 @@ absl::StatusOr<std::unique_ptr<DeviceMemory>> DeviceMemory::Create(int ordinal, 
   absl::StatusOr<const CudaApi*> loaded = Api();
   if (!loaded.ok()) return loaded.status();
   const CudaApi& api = **loaded;
-  if (absl::Status s = UseDevice(api, ordinal); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(UseDevice(api, ordinal));
   CUdeviceptr p = 0;
   GDR_CU_RETURN_IF_ERROR(api, cuMemAlloc(&p, bytes));
   std::unique_ptr<DeviceMemory> mem(new DeviceMemory(ordinal, p, bytes));
@@ -121,7 +122,7 @@ absl::StatusOr<const CudaApi*> DeviceMemory::ApiForCopy(size_t offset, size_t n)
   }
   absl::StatusOr<const CudaApi*> loaded = Api();
   if (!loaded.ok()) return loaded.status();
-  if (absl::Status s = UseDevice(**loaded, ordinal_); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(UseDevice(**loaded, ordinal_));
   return *loaded;
 }
 
@@ -147,7 +148,7 @@ absl::Status DeviceMemory::Memset(uint8_t value) const {
   absl::StatusOr<const CudaApi*> loaded = Api();
   if (!loaded.ok()) return loaded.status();
   const CudaApi& api = **loaded;
-  if (absl::Status s = UseDevice(api, ordinal_); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(UseDevice(api, ordinal_));
   GDR_CU_RETURN_IF_ERROR(api, cuMemsetD8(ptr_, value, size_));
   return absl::OkStatus();
 }
@@ -161,7 +162,7 @@ absl::StatusOr<std::unique_ptr<PinnedMemory>> PinnedMemory::Create(size_t bytes)
   const CudaApi& api = **loaded;
   // Pinned memory needs a current context; the first GPU's primary context is as good as any
   // (CU_MEMHOSTALLOC_PORTABLE makes it pinned for every context).
-  if (absl::Status s = UseDevice(api, 0); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(UseDevice(api, 0));
   void* p = nullptr;
   GDR_CU_RETURN_IF_ERROR(api, cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE));
   return std::unique_ptr<PinnedMemory>(new PinnedMemory(static_cast<std::byte*>(p), bytes));
@@ -182,7 +183,7 @@ absl::StatusOr<int> DmaBufFd(uint64_t ptr, size_t length) {
   const CudaApi& api = **loaded;
   absl::StatusOr<int> ordinal = PointerOrdinal(ptr);
   if (!ordinal.ok()) return ordinal.status();
-  if (absl::Status s = UseDevice(api, *ordinal); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(UseDevice(api, *ordinal));
   int fd = -1;
   GDR_CU_RETURN_IF_ERROR(api, cuMemGetHandleForAddressRange(
                                   &fd, ptr, length, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));

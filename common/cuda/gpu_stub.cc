@@ -4,6 +4,7 @@
 #include "common/cuda/gpu.h"
 #include "common/cuda/gpu_select.h"
 #include "common/cuda/staging_pipe.h"
+#include "common/status_macros.h"
 
 namespace gdr::cuda {
 namespace {
@@ -18,7 +19,7 @@ bool BuiltWithCuda() { return false; }
 absl::Status DriverStatus() { return NoCuda(); }
 absl::StatusOr<std::vector<GpuInfo>> ListGpus() { return NoCuda(); }
 absl::StatusOr<GpuInfo> FindGpu(absl::string_view spec) {
-  if (absl::Status s = ValidateGpuSpec(spec); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(ValidateGpuSpec(spec));
   return absl::FailedPreconditionError(absl::StrCat("GPU '", spec, "': ", NoCuda().message()));
 }
 

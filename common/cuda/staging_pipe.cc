@@ -7,6 +7,7 @@
 #include "common/cuda/context.h"
 #include "common/cuda/cuda_api.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 
 namespace gdr::cuda {
 
@@ -29,7 +30,7 @@ absl::StatusOr<std::unique_ptr<StagingPipe>> StagingPipe::Create(int ordinal, si
   absl::StatusOr<const CudaApi*> loaded = Api();
   if (!loaded.ok()) return loaded.status();
   const CudaApi& api = **loaded;
-  if (absl::Status s = UseDevice(api, ordinal); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(UseDevice(api, ordinal));
   std::unique_ptr<StagingPipe> pipe(new StagingPipe(ordinal, slot_bytes));
   pipe->slots_ = std::make_unique<Slot[]>(static_cast<size_t>(slots));
   pipe->nslots_ = slots;

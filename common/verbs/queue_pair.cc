@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/verbs/verbs_status.h"
+#include "common/status_macros.h"
 
 namespace gdr::verbs {
 
@@ -85,7 +86,7 @@ absl::Status QueuePair::Modify(const QpTransition& t, const char* step) {
 absl::Status QueuePair::BringUp(std::span<const QpTransition> steps) {
   for (const QpTransition& t : steps) {
     const char* step = (t.mask & IBV_QP_STATE) ? QpStateName(t.attr.qp_state) : "(attributes)";
-    if (absl::Status s = Modify(t, step); !s.ok()) return s;
+    GDR_RETURN_IF_ERROR(Modify(t, step));
   }
   return absl::OkStatus();
 }
@@ -94,7 +95,7 @@ absl::Status QueuePair::Recover(std::span<const QpTransition> steps) {
   QpTransition reset;
   reset.attr.qp_state = IBV_QPS_RESET;
   reset.mask = IBV_QP_STATE;
-  if (absl::Status s = Modify(reset, "RESET"); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(Modify(reset, "RESET"));
   return BringUp(steps);
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/verbs/verbs_status.h"
+#include "common/status_macros.h"
 
 namespace gdr::dc {
 namespace {
@@ -61,7 +62,7 @@ absl::Status Mlx5DcDevice::CreateDci(uint32_t index, const DciSettings& s) {
   d.mqp = verbs::DciEx(*d.qp);
   d.bring_up = verbs::DciTransitions(*device_, cfg);
   d.streams = s.log_streams > 0;
-  if (absl::Status st = d.qp->BringUp(d.bring_up); !st.ok()) return st;
+  GDR_RETURN_IF_ERROR(d.qp->BringUp(d.bring_up));
   dcis_.push_back(std::move(d));
   return absl::OkStatus();
 }

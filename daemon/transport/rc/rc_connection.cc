@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/verbs/chunk_plan.h"
 #include "common/verbs/verbs_status.h"
+#include "common/status_macros.h"
 
 namespace gdr {
 
@@ -93,7 +94,7 @@ absl::StatusOr<std::unique_ptr<RcConnection>> RcConnection::Create(
     uint64_t id, const verbs::VerbsDevice* device, verbs::CompletionPoller* poller,
     const RcConnectionConfig& config, const v1::RcHello& hello, uint32_t n_qps,
     v1::RcAccept* accept) {
-  if (absl::Status s = ValidateHello(hello); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(ValidateHello(hello));
   n_qps = std::min<uint32_t>(n_qps, static_cast<uint32_t>(hello.qps_size()));
   auto conn = std::unique_ptr<RcConnection>(new RcConnection(id, device, poller, config));
   verbs::RcPeer remote;

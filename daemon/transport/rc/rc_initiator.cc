@@ -9,6 +9,7 @@
 #include "common/units.h"
 #include "common/verbs/chunk_plan.h"
 #include "common/verbs/verbs_status.h"
+#include "common/status_macros.h"
 
 namespace gdr {
 
@@ -63,7 +64,7 @@ absl::StatusOr<std::shared_ptr<RcConnection>> RcInitiator::Accept(const v1::RcHe
                                                                   RcControl* control,
                                                                   v1::RcAccept* accept) {
   if (draining_.load()) return absl::UnavailableError("daemon is shutting down");
-  if (absl::Status s = RcConnection::ValidateHello(hello); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(RcConnection::ValidateHello(hello));
   uint32_t n = 0;
   uint64_t id = 0;
   {
