@@ -8,18 +8,25 @@
 #include "client/src/transport/verbs_registration.h"
 #include "common/grpc_status.h"
 #include "common/verbs/verbs_status.h"
+#include "common/write_queue.h"
 
 namespace gdrstore {
 
 namespace verbs = gdr::verbs;
 
 // The client half of one Connect call: sends the hello, waits for the accept, then answers
-// every RcResetQp with an RcQpReady. Writes are queued, one in flight.
+// every RcResetQp with an RcQpReady. Writes are queued, one in flight (a WriteQueue under mu_).
 class RcSession::Reactor final
     : public grpc::ClientBidiReactor<v1::ConnectRequest, v1::ConnectResponse> {
  public:
   Reactor(RcSession* session, v1::GdrStore::Stub* stub, v1::ConnectRequest hello)
-      : session_(session) {
+      : session_(session),
+        writes_(
+            [this](std::deque<v1::ConnectRequest>& queue) {
+              StartWrite(&queue.front());
+              return size_t{1};
+            },
+            [this](bool all_written) { EndWritesLocked(all_written); }) {
     stub->async()->Connect(&ctx_, this);
     // Close starts WritesDone from the caller's thread: the hold keeps the call from finishing
     // under it until then, or until the read side has ended.
@@ -45,10 +52,7 @@ class RcSession::Reactor final
 
   void Close() {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!closing_) {
-      closing_ = true;
-      WriteNextLocked();
-    }
+    writes_.EndWhenDrained();
     if (!cv_.wait_for(lock, std::chrono::seconds(10), [this] { return done_; })) {
       lock.unlock();
       ctx_.TryCancel();
@@ -60,6 +64,7 @@ class RcSession::Reactor final
   void OnReadDone(bool ok) override {
     if (!ok) {  // the call is over: let OnDone come
       std::lock_guard<std::mutex> lock(mu_);
+      writes_.Discard();
       ReleaseHoldLocked();
       return;
     }
@@ -89,13 +94,7 @@ class RcSession::Reactor final
 
   void OnWriteDone(bool ok) override {
     std::lock_guard<std::mutex> lock(mu_);
-    writing_ = false;
-    if (!ok) {
-      write_failed_ = true;
-      return;
-    }
-    out_.pop_front();
-    WriteNextLocked();
+    writes_.OnWriteDone(ok);
   }
 
   void OnWritesDoneDone(bool ok) override {}
@@ -119,24 +118,18 @@ class RcSession::Reactor final
  private:
   void Queue(v1::ConnectRequest msg) {
     std::lock_guard<std::mutex> lock(mu_);
-    out_.push_back(std::move(msg));
-    WriteNextLocked();
+    writes_.Push(std::move(msg));  // dropped once the call is over or WritesDone went out
   }
   void ReleaseHoldLocked() {
     if (hold_released_) return;
     hold_released_ = true;
     RemoveHold();
   }
-  void WriteNextLocked() {
-    if (writing_ || write_failed_ || hold_released_) return;  // OnDone comes after the release
-    if (!out_.empty()) {
-      writing_ = true;
-      StartWrite(&out_.front());
-    } else if (closing_ && !writes_done_) {
-      writes_done_ = true;
-      StartWritesDone();
-      ReleaseHoldLocked();
-    }
+  void EndWritesLocked(bool all_written) {
+    // Not all written: a write failed or the read side ended, and the call is over already.
+    if (!all_written) return;
+    StartWritesDone();
+    ReleaseHoldLocked();  // OnDone comes after the release
   }
 
   RcSession* session_;
@@ -144,8 +137,7 @@ class RcSession::Reactor final
   v1::ConnectResponse response_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<v1::ConnectRequest> out_;
-  bool writing_ = false, write_failed_ = false, closing_ = false, writes_done_ = false;
+  gdr::WriteQueue<v1::ConnectRequest> writes_;  // ending once Close was called
   bool hold_released_ = false;  // after this, nothing may be started on the call
   bool have_accept_ = false, done_ = false;
   v1::RcAccept accept_;
