@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "client/src/op_request.h"
+#include "common/stream_limits.h"
 #include "common/write_queue.h"
 #include "gdrstore/client.h"
 
@@ -22,8 +23,6 @@ namespace gdrstore {
 // gone.
 class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
-  static constexpr int kMaxOpsPerMessage = 1024;
-
   explicit Reactor(Client* client)
       : client_(client),
         writes_([this](std::deque<v1::StreamOp>& unsent) { return StartWriteLocked(unsent); },
@@ -154,7 +153,7 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   // Packs the ops submitted so far, up to a message's worth, into out_ and writes it.
   size_t StartWriteLocked(std::deque<v1::StreamOp>& unsent) {
     out_.Clear();
-    const size_t n = std::min<size_t>(unsent.size(), kMaxOpsPerMessage);
+    const size_t n = std::min<size_t>(unsent.size(), gdr::kMaxOpsPerMessage);
     out_.mutable_ops()->Reserve(static_cast<int>(n));
     for (size_t i = 0; i < n; ++i) *out_.add_ops() = std::move(unsent[i]);
     StartWrite(&out_);

@@ -10,6 +10,7 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/stream_limits.h"
 #include "common/write_queue.h"
 #include "daemon/transport/rc/rc_initiator.h"
 
@@ -228,8 +229,6 @@ grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
 class StoreService::OpStream final
     : public grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
-  static constexpr int kMaxOpsPerMessage = 1024;
-
   explicit OpStream(StoreService* service)
       : service_(service),
         writes_([this](std::deque<v1::StreamResult>& unsent) { return StartWriteLocked(unsent); },
