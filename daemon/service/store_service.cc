@@ -226,10 +226,10 @@ grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
 // write, when the burst ends (CompletionBatch). Exactly one write is outstanding at a time
 // (a WriteQueue under mu_). Finishes once the client has closed its side and every op is
 // answered. Lives until OnDone.
-class StoreService::OpStream final
+class StoreService::StreamCall final
     : public grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
-  explicit OpStream(StoreService* service)
+  explicit StreamCall(StoreService* service)
       : service_(service),
         writes_([this](std::deque<v1::StreamResult>& unsent) { return StartWriteLocked(unsent); },
                 [this](bool all_written) { Finish(grpc::Status::OK); }) {
@@ -422,7 +422,7 @@ grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* StoreService::St
   if (absl::Status s = auth_.Check(*ctx); !s.ok()) {
     return new RefusedBidi<v1::StreamRequest, v1::StreamResponse>(ToGrpcStatus(s));
   }
-  return new OpStream(this);
+  return new StreamCall(this);
 }
 
 grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx,
