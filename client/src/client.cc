@@ -14,8 +14,7 @@
 #include "common/host_port.h"
 #include "common/topo/pci_topology.h"
 
-namespace gdrstore {
-
+namespace gdr {
 namespace {
 
 void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
@@ -23,6 +22,9 @@ void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
 }
 
 }  // namespace
+}  // namespace gdr
+
+namespace gdrstore {
 
 Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
@@ -80,8 +82,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     return absl::UnavailableError(absl::StrCat("transport auto: no transport works (", notes, ")"));
   }
   auto client = std::unique_ptr<Client>(new Client(opts, OpenDaemonChannel(opts)));
-  absl::StatusOr<std::shared_ptr<ClientTransport>> transport =
-      OpenClientTransport(&client->options_, client->stub());
+  absl::StatusOr<std::shared_ptr<gdr::ClientTransport>> transport =
+      gdr::OpenClientTransport(&client->options_, client->stub());
   if (!transport.ok()) return transport.status();
   client->transport_ = std::move(*transport);
   return client;
@@ -112,7 +114,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes: ",
                                                      strerror(errno)));
   }
-  auto region = std::make_shared<Region>();
+  auto region = std::make_shared<gdr::Region>();
   region->host = static_cast<std::byte*>(p);
   region->base = reinterpret_cast<uint64_t>(p);
   region->size = bytes;
@@ -136,7 +138,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::str
                                      " (", info->pci, "): ", mem.status().message()));
   }
   if (absl::Status s = (*mem)->Memset(0); !s.ok()) return s;
-  auto region = std::make_shared<Region>();
+  auto region = std::make_shared<gdr::Region>();
   region->base = (*mem)->ptr();
   region->size = bytes;
   region->gpu = std::move(*mem);
@@ -161,7 +163,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::str
 absl::StatusOr<v1::RemoteBuffer> Client::Describe(const Buffer& buffer, size_t offset,
                                                   size_t length) const {
   if (absl::Status s =
-          CheckRange(offset, length, buffer.size(), absl::StatusCode::kInvalidArgument);
+          gdr::CheckRange(offset, length, buffer.size(), absl::StatusCode::kInvalidArgument);
       !s.ok()) {
     return s;
   }
@@ -185,8 +187,8 @@ void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer
   auto* call = new Call();
   call->done = std::move(done);
   absl::Status s = kind == OpKind::kWrite
-                       ? FillRequest(*this, extent, buffer, buffer_offset, &call->write)
-                       : FillRequest(*this, extent, buffer, buffer_offset, &call->read);
+                       ? gdr::FillRequest(*this, extent, buffer, buffer_offset, &call->write)
+                       : gdr::FillRequest(*this, extent, buffer, buffer_offset, &call->read);
   call->read.set_sync(kind == OpKind::kReadSync);
   if (!s.ok()) {
     OpCallback cb = std::move(call->done);
@@ -194,7 +196,7 @@ void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer
     cb(s);
     return;
   }
-  SetDeadline(&call->ctx, options_.rpc_timeout);
+  gdr::SetDeadline(&call->ctx, options_.rpc_timeout);
   auto on_done = [call](grpc::Status st) {
     absl::StatusOr<OpResult> result;
     if (st.ok()) {
@@ -237,7 +239,7 @@ absl::StatusOr<OpResult> Client::Read(const Extent& extent, const Buffer& buffer
 
 absl::StatusOr<v1::GetInfoResponse> Client::GetInfo(std::chrono::milliseconds timeout) {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, timeout);
+  gdr::SetDeadline(&ctx, timeout);
   v1::GetInfoResponse resp;
   grpc::Status s = stub_->GetInfo(&ctx, v1::GetInfoRequest(), &resp);
   if (!s.ok()) return FromGrpcStatus(s);
@@ -246,7 +248,7 @@ absl::StatusOr<v1::GetInfoResponse> Client::GetInfo(std::chrono::milliseconds ti
 
 absl::Status Client::Ping() {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, std::chrono::milliseconds(10000));
+  gdr::SetDeadline(&ctx, std::chrono::milliseconds(10000));
   v1::PingResponse resp;
   return FromGrpcStatus(stub_->Ping(&ctx, v1::PingRequest(), &resp));
 }

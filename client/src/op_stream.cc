@@ -37,8 +37,10 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
               OpCallback done) {
     v1::StreamOp op;
     absl::Status s = kind == OpKind::kWrite
-                         ? FillRequest(*client_, extent, buffer, buffer_offset, op.mutable_write())
-                         : FillRequest(*client_, extent, buffer, buffer_offset, op.mutable_read());
+                         ? gdr::FillRequest(*client_, extent, buffer, buffer_offset,
+                                            op.mutable_write())
+                         : gdr::FillRequest(*client_, extent, buffer, buffer_offset,
+                                            op.mutable_read());
     if (kind == OpKind::kReadSync) op.mutable_read()->set_sync(true);
     if (!s.ok()) {
       done(s);

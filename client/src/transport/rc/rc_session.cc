@@ -10,9 +10,9 @@
 #include "common/verbs/verbs_status.h"
 #include "common/write_queue.h"
 
-namespace gdrstore {
+namespace gdr {
 
-namespace verbs = gdr::verbs;
+namespace v1 = gdrstore::v1;
 
 // The client half of one Connect call: sends the hello, waits for the accept, then answers
 // every RcResetQp with an RcQpReady. Writes are queued, one in flight (a WriteQueue under mu_).
@@ -101,7 +101,7 @@ class RcSession::Reactor final
 
   void OnDone(const grpc::Status& s) override {
     std::lock_guard<std::mutex> lock(mu_);
-    status_ = gdr::FromGrpcStatus(s);
+    status_ = FromGrpcStatus(s);
     done_ = true;
     cv_.notify_all();
   }
@@ -137,7 +137,7 @@ class RcSession::Reactor final
   v1::ConnectResponse response_;
   std::mutex mu_;
   std::condition_variable cv_;
-  gdr::WriteQueue<v1::ConnectRequest> writes_;  // ending once Close was called
+  WriteQueue<v1::ConnectRequest> writes_;  // ending once Close was called
   bool hold_released_ = false;  // after this, nothing may be started on the call
   bool have_accept_ = false, done_ = false;
   v1::RcAccept accept_;
@@ -246,9 +246,9 @@ void RcSession::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
   buffer->mutable_rc()->set_connection_id(connection_id_);
 }
 
-std::optional<RdmaLocalInfo> RcSession::rdma_info() const {
+std::optional<gdrstore::RdmaLocalInfo> RcSession::rdma_info() const {
   const verbs::VerbsDevice& d = *device_;
-  RdmaLocalInfo i;
+  gdrstore::RdmaLocalInfo i;
   i.device = d.name();
   i.port = d.port().port;
   i.port_state = verbs::PortStateName(d.QueryPortState());
@@ -262,4 +262,4 @@ std::optional<RdmaLocalInfo> RcSession::rdma_info() const {
   return i;
 }
 
-}  // namespace gdrstore
+}  // namespace gdr
