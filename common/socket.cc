@@ -62,18 +62,24 @@ absl::Status WriteFullV(int fd, struct iovec* iov, int count) {
       if (errno == EINTR) continue;
       return absl::ErrnoToStatus(errno, "sendmsg");
     }
-    size_t left = static_cast<size_t>(w);
-    while (count > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --count;
-    }
-    if (count > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
+    const int done = AdvanceIovecs(iov, count, static_cast<size_t>(w));
+    iov += done;
+    count -= done;
   }
   return absl::OkStatus();
+}
+
+int AdvanceIovecs(struct iovec* iov, int count, size_t sent) {
+  int done = 0;
+  while (done < count && sent >= iov[done].iov_len) {
+    sent -= iov[done].iov_len;
+    ++done;
+  }
+  if (done < count) {
+    iov[done].iov_base = static_cast<char*>(iov[done].iov_base) + sent;
+    iov[done].iov_len -= sent;
+  }
+  return done;
 }
 
 absl::Status WriteFull(int fd, const void* buf, size_t n) {

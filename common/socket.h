@@ -50,6 +50,11 @@ absl::Status Discard(int fd, size_t n);
 
 // Writes all of `iov[0..count)`; modifies `iov` in place. Retries EINTR, uses MSG_NOSIGNAL.
 absl::Status WriteFullV(int fd, struct iovec* iov, int count);
+
+// After a (partial) sendmsg of `sent` bytes from `iov[0..count)`: returns how many leading
+// iovecs went out whole (empty ones included) and trims the next one in place by the bytes of
+// it that went. `sent` must not exceed the total length of the iovecs.
+int AdvanceIovecs(struct iovec* iov, int count, size_t sent);
 absl::Status WriteFull(int fd, const void* buf, size_t n);
 
 // Connects to host:port (numeric or name) within `timeout`; TCP_NODELAY set.

@@ -25,6 +25,7 @@
 #include "common/token_file.h"
 #include "common/transport_kind.h"
 #include "common/units.h"
+#include "common/status_macros.h"
 #include "client/gdrctl/selftest.h"
 #include "gdrstore/client.h"
 
@@ -72,7 +73,7 @@ absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> Allocate(gdrstore::Client& cli
 absl::StatusOr<std::vector<std::byte>> ReadBack(const gdrstore::Buffer& buffer, size_t offset,
                                                 size_t n) {
   std::vector<std::byte> out(n);
-  if (absl::Status s = buffer.CopyOut(offset, out.data(), n); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(buffer.CopyOut(offset, out.data(), n));
   return out;
 }
 

@@ -5,7 +5,7 @@
 
 namespace gdrstore {
 
-Buffer::Buffer(std::shared_ptr<Region> region, std::function<void()> withdraw)
+Buffer::Buffer(std::shared_ptr<gdr::Region> region, std::function<void()> withdraw)
     : region_(std::move(region)), withdraw_(std::move(withdraw)) {}
 Buffer::~Buffer() {
   if (withdraw_) withdraw_();
@@ -18,7 +18,7 @@ const std::string& Buffer::rdma_device() const { return rdma_device_; }
 
 absl::Status Buffer::CopyIn(size_t offset, const void* src, size_t n) const {
   if (region_->gpu) return region_->gpu->CopyFromHost(offset, src, n);
-  if (absl::Status s = CheckRange(offset, n, region_->size, absl::StatusCode::kOutOfRange);
+  if (absl::Status s = gdr::CheckRange(offset, n, region_->size, absl::StatusCode::kOutOfRange);
       !s.ok()) {
     return s;
   }
@@ -28,7 +28,7 @@ absl::Status Buffer::CopyIn(size_t offset, const void* src, size_t n) const {
 
 absl::Status Buffer::CopyOut(size_t offset, void* dst, size_t n) const {
   if (region_->gpu) return region_->gpu->CopyToHost(offset, dst, n);
-  if (absl::Status s = CheckRange(offset, n, region_->size, absl::StatusCode::kOutOfRange);
+  if (absl::Status s = gdr::CheckRange(offset, n, region_->size, absl::StatusCode::kOutOfRange);
       !s.ok()) {
     return s;
   }

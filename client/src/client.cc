@@ -13,10 +13,10 @@
 #include "common/cuda/gpu.h"
 #include "common/host_port.h"
 #include "common/topo/pci_topology.h"
+#include "common/status_macros.h"
 #include "common/transport_kind.h"
 
-namespace gdrstore {
-
+namespace gdr {
 namespace {
 
 void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
@@ -24,17 +24,20 @@ void SetDeadline(grpc::ClientContext* ctx, std::chrono::milliseconds timeout) {
 }
 
 // The transport a concrete choice names; kAuto names none until it has picked one.
-std::optional<gdr::TransportKind> KindOf(Transport t) {
+std::optional<TransportKind> KindOf(gdrstore::Transport t) {
   switch (t) {
-    case Transport::kTcp: return gdr::TransportKind::kTcp;
-    case Transport::kRc: return gdr::TransportKind::kRc;
-    case Transport::kDc: return gdr::TransportKind::kDc;
-    case Transport::kAuto: break;
+    case gdrstore::Transport::kTcp: return TransportKind::kTcp;
+    case gdrstore::Transport::kRc: return TransportKind::kRc;
+    case gdrstore::Transport::kDc: return TransportKind::kDc;
+    case gdrstore::Transport::kAuto: break;
   }
   return std::nullopt;
 }
 
 }  // namespace
+}  // namespace gdr
+
+namespace gdrstore {
 
 Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
@@ -75,7 +78,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     std::string notes;
     for (Transport t : {Transport::kDc, Transport::kRc, Transport::kTcp}) {
       std::string why;
-      if (offered(gdr::ToProto(*KindOf(t)), &why)) {
+      if (offered(gdr::ToProto(*gdr::KindOf(t)), &why)) {
         ClientOptions o = opts;
         o.transport = t;
         absl::StatusOr<std::unique_ptr<Client>> c = Connect(o);
@@ -90,15 +93,15 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     return absl::UnavailableError(absl::StrCat("transport auto: no transport works (", notes, ")"));
   }
   auto client = std::unique_ptr<Client>(new Client(opts, OpenDaemonChannel(opts)));
-  absl::StatusOr<std::shared_ptr<ClientTransport>> transport =
-      OpenClientTransport(&client->options_, client->stub());
+  absl::StatusOr<std::shared_ptr<gdr::ClientTransport>> transport =
+      gdr::OpenClientTransport(&client->options_, client->stub());
   if (!transport.ok()) return transport.status();
   client->transport_ = std::move(*transport);
   return client;
 }
 
 const char* TransportName(Transport t) {
-  const std::optional<gdr::TransportKind> kind = KindOf(t);
+  const std::optional<gdr::TransportKind> kind = gdr::KindOf(t);
   return kind ? gdr::TransportName(*kind) : "auto";
 }
 
@@ -117,7 +120,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes: ",
                                                      strerror(errno)));
   }
-  auto region = std::make_shared<Region>();
+  auto region = std::make_shared<gdr::Region>();
   region->host = static_cast<std::byte*>(p);
   region->base = reinterpret_cast<uint64_t>(p);
   region->size = bytes;
@@ -130,7 +133,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
 absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::string& gpu,
                                                                   size_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError("buffer size must be > 0");
-  if (absl::Status s = transport_->CanServeGpuMemory(); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(transport_->CanServeGpuMemory());
   absl::StatusOr<gdr::cuda::GpuInfo> info = gdr::cuda::FindGpu(gpu);
   if (!info.ok()) return info.status();
   absl::StatusOr<std::unique_ptr<gdr::cuda::DeviceMemory>> mem =
@@ -140,8 +143,8 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::str
                         absl::StrCat("cannot allocate ", bytes, " bytes on GPU ", info->ordinal,
                                      " (", info->pci, "): ", mem.status().message()));
   }
-  if (absl::Status s = (*mem)->Memset(0); !s.ok()) return s;
-  auto region = std::make_shared<Region>();
+  GDR_RETURN_IF_ERROR((*mem)->Memset(0));
+  auto region = std::make_shared<gdr::Region>();
   region->base = (*mem)->ptr();
   region->size = bytes;
   region->gpu = std::move(*mem);
@@ -166,7 +169,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::str
 absl::StatusOr<v1::RemoteBuffer> Client::Describe(const Buffer& buffer, size_t offset,
                                                   size_t length) const {
   if (absl::Status s =
-          CheckRange(offset, length, buffer.size(), absl::StatusCode::kInvalidArgument);
+          gdr::CheckRange(offset, length, buffer.size(), absl::StatusCode::kInvalidArgument);
       !s.ok()) {
     return s;
   }
@@ -190,8 +193,8 @@ void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer
   auto* call = new Call();
   call->done = std::move(done);
   absl::Status s = kind == OpKind::kWrite
-                       ? FillRequest(*this, extent, buffer, buffer_offset, &call->write)
-                       : FillRequest(*this, extent, buffer, buffer_offset, &call->read);
+                       ? gdr::FillRequest(*this, extent, buffer, buffer_offset, &call->write)
+                       : gdr::FillRequest(*this, extent, buffer, buffer_offset, &call->read);
   call->read.set_sync(kind == OpKind::kReadSync);
   if (!s.ok()) {
     OpCallback cb = std::move(call->done);
@@ -199,7 +202,7 @@ void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer
     cb(s);
     return;
   }
-  SetDeadline(&call->ctx, options_.rpc_timeout);
+  gdr::SetDeadline(&call->ctx, options_.rpc_timeout);
   auto on_done = [call](grpc::Status st) {
     absl::StatusOr<OpResult> result;
     if (st.ok()) {
@@ -242,7 +245,7 @@ absl::StatusOr<OpResult> Client::Read(const Extent& extent, const Buffer& buffer
 
 absl::StatusOr<v1::GetInfoResponse> Client::GetInfo(std::chrono::milliseconds timeout) {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, timeout);
+  gdr::SetDeadline(&ctx, timeout);
   v1::GetInfoResponse resp;
   grpc::Status s = stub_->GetInfo(&ctx, v1::GetInfoRequest(), &resp);
   if (!s.ok()) return FromGrpcStatus(s);
@@ -251,7 +254,7 @@ absl::StatusOr<v1::GetInfoResponse> Client::GetInfo(std::chrono::milliseconds ti
 
 absl::Status Client::Ping() {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, std::chrono::milliseconds(10000));
+  gdr::SetDeadline(&ctx, std::chrono::milliseconds(10000));
   v1::PingResponse resp;
   return FromGrpcStatus(stub_->Ping(&ctx, v1::PingRequest(), &resp));
 }

@@ -6,10 +6,7 @@
 #include "common/grpc_status.h"
 #include "gdrstore/client.h"
 
-namespace gdrstore {
-
-absl::Status FromGrpcStatus(const grpc::Status& status) { return gdr::FromGrpcStatus(status); }
-
+namespace gdr {
 namespace {
 
 // Adds `authorization: Bearer <token>` to the initial metadata of every call of a channel.
@@ -41,6 +38,11 @@ class BearerTokenFactory final : public grpc::experimental::ClientInterceptorFac
 };
 
 }  // namespace
+}  // namespace gdr
+
+namespace gdrstore {
+
+absl::Status FromGrpcStatus(const grpc::Status& status) { return gdr::FromGrpcStatus(status); }
 
 std::shared_ptr<grpc::Channel> OpenDaemonChannel(const ClientOptions& options) {
   grpc::ChannelArguments args;
@@ -50,7 +52,7 @@ std::shared_ptr<grpc::Channel> OpenDaemonChannel(const ClientOptions& options) {
                                      args);
   }
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> chain;
-  chain.push_back(std::make_unique<BearerTokenFactory>(options.token));
+  chain.push_back(std::make_unique<gdr::BearerTokenFactory>(options.token));
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       options.daemon_address, grpc::InsecureChannelCredentials(), args, std::move(chain));
 }

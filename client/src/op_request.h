@@ -4,13 +4,14 @@
 #include "absl/status/status.h"
 #include "gdrstore/client.h"
 
-namespace gdrstore {
+namespace gdr {
 
 // INVALID_ARGUMENT when [buffer_offset, +extent.length) is outside `buffer`.
 template <typename Req>
-absl::Status FillRequest(const Client& client, const Extent& extent, const Buffer& buffer,
-                         size_t buffer_offset, Req* req) {
-  absl::StatusOr<v1::RemoteBuffer> rb = client.Describe(buffer, buffer_offset, extent.length);
+absl::Status FillRequest(const gdrstore::Client& client, const gdrstore::Extent& extent,
+                         const gdrstore::Buffer& buffer, size_t buffer_offset, Req* req) {
+  absl::StatusOr<gdrstore::v1::RemoteBuffer> rb =
+      client.Describe(buffer, buffer_offset, extent.length);
   if (!rb.ok()) return rb.status();
   req->mutable_extent()->set_volume(extent.volume);
   req->mutable_extent()->set_offset(extent.offset);
@@ -19,4 +20,4 @@ absl::Status FillRequest(const Client& client, const Extent& extent, const Buffe
   return absl::OkStatus();
 }
 
-}  // namespace gdrstore
+}  // namespace gdr

@@ -6,6 +6,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "client/src/op_request.h"
+#include "common/stream_limits.h"
+#include "common/write_queue.h"
 #include "gdrstore/client.h"
 
 namespace gdrstore {
@@ -13,16 +15,18 @@ namespace gdrstore {
 // Client side of one Stream call. Submitted ops queue while a write is outstanding and go out
 // together in the next StreamRequest; answers arrive batched too. Ops that answer callbacks
 // submit while a response is being delivered also wait, and leave in one message once every
-// answer of it has been handed out. One write outstanding at a time; callbacks run outside
-// the lock. Submit and Close start operations from the caller's thread, outside gRPC's
-// reactions, which is only safe while the call cannot finish under them: a hold keeps it open
-// until the client has sent its last message (Close) or the read side has ended (the daemon
-// finished the call, e.g. refused it), and nothing is started after the hold is gone.
+// answer of it has been handed out. One write outstanding at a time (a WriteQueue under mu_);
+// callbacks run outside the lock. Submit and Close start operations from the caller's thread,
+// outside gRPC's reactions, which is only safe while the call cannot finish under them: a hold
+// keeps it open until the client has sent its last message (Close) or the read side has ended
+// (the daemon finished the call, e.g. refused it), and nothing is started after the hold is
+// gone.
 class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
-  static constexpr int kMaxOpsPerMessage = 1024;
-
-  explicit Reactor(Client* client) : client_(client) {
+  explicit Reactor(Client* client)
+      : client_(client),
+        writes_([this](std::deque<v1::StreamOp>& unsent) { return StartWriteLocked(unsent); },
+                [this](bool all_written) { EndWritesLocked(all_written); }) {
     client_->stub()->async()->Stream(&ctx_, this);
     AddHold();
     StartRead(&response_);
@@ -33,8 +37,10 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
               OpCallback done) {
     v1::StreamOp op;
     absl::Status s = kind == OpKind::kWrite
-                         ? FillRequest(*client_, extent, buffer, buffer_offset, op.mutable_write())
-                         : FillRequest(*client_, extent, buffer, buffer_offset, op.mutable_read());
+                         ? gdr::FillRequest(*client_, extent, buffer, buffer_offset,
+                                            op.mutable_write())
+                         : gdr::FillRequest(*client_, extent, buffer, buffer_offset,
+                                            op.mutable_read());
     if (kind == OpKind::kReadSync) op.mutable_read()->set_sync(true);
     if (!s.ok()) {
       done(s);
@@ -42,7 +48,7 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (closing_ || ended_) {
+      if (writes_.ending() || ended_) {
         // An op after the call failed gets the call's error (e.g. the daemon refused the
         // stream); after a clean end or Close, FAILED_PRECONDITION.
         s = ended_ && !status_.ok()
@@ -52,12 +58,15 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
         const uint64_t id = next_id_++;
         op.set_id(id);
         pending_.emplace(id, std::move(done));
-        unsent_.push_back(std::move(op));
         // Submitted from an answer's callback: OnReadDone writes once all have run. (Not a
         // CompletionBatch: that would let another stream's burst run this one's flush, after
-        // this stream may have been closed and destroyed.)
-        if (delivering_ && delivering_thread_ == std::this_thread::get_id()) return;
-        WriteNextLocked();
+        // this stream may have been closed and destroyed.) Dropped once the call is over: the
+        // op stays pending and OnDone answers it.
+        if (delivering_ && delivering_thread_ == std::this_thread::get_id()) {
+          writes_.Enqueue(std::move(op));
+        } else {
+          writes_.Push(std::move(op));
+        }
         return;
       }
     }
@@ -66,22 +75,14 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
 
   absl::Status Close() {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!closing_) {
-      closing_ = true;
-      WriteNextLocked();
-    }
+    writes_.EndWhenDrained();
     cv_.wait(lock, [this] { return done_; });
     return status_;
   }
 
   void OnWriteDone(bool ok) override {
     std::lock_guard<std::mutex> lock(mu_);
-    writing_ = false;
-    if (!ok) {
-      write_failed_ = true;  // the call is over; OnDone reports why
-      return;
-    }
-    WriteNextLocked();
+    writes_.OnWriteDone(ok);  // a failed write: the call is over, OnDone reports why
   }
 
   void OnWritesDoneDone(bool ok) override {}
@@ -90,6 +91,7 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     if (!ok) {
       // The call is over (the daemon finished it): let OnDone come.
       std::lock_guard<std::mutex> lock(mu_);
+      writes_.Discard();
       ReleaseHoldLocked();
       return;
     }
@@ -116,7 +118,7 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     {
       std::lock_guard<std::mutex> lock(mu_);
       delivering_ = false;
-      WriteNextLocked();
+      writes_.Flush();
     }
     StartRead(&response_);
   }
@@ -128,7 +130,7 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
       // From here Submit refuses, so no op can join pending_ after this swap.
       std::lock_guard<std::mutex> lock(mu_);
       orphans.swap(pending_);
-      unsent_.clear();
+      writes_.Discard();
       if (status.ok() && !orphans.empty()) {
         status = absl::InternalError("stream ended with ops unanswered");
       }
@@ -150,23 +152,21 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     RemoveHold();
   }
 
-  void WriteNextLocked() {
-    if (writing_ || write_failed_ || hold_released_) return;
-    if (!unsent_.empty()) {
-      writing_ = true;
-      out_.Clear();
-      const size_t n = std::min<size_t>(unsent_.size(), kMaxOpsPerMessage);
-      out_.mutable_ops()->Reserve(static_cast<int>(n));
-      for (size_t i = 0; i < n; ++i) {
-        *out_.add_ops() = std::move(unsent_.front());
-        unsent_.pop_front();
-      }
-      StartWrite(&out_);
-    } else if (closing_ && !writes_done_sent_) {
-      writes_done_sent_ = true;
-      StartWritesDone();
-      ReleaseHoldLocked();  // the client will start nothing more
-    }
+  // Packs the ops submitted so far, up to a message's worth, into out_ and writes it.
+  size_t StartWriteLocked(std::deque<v1::StreamOp>& unsent) {
+    out_.Clear();
+    const size_t n = std::min<size_t>(unsent.size(), gdr::kMaxOpsPerMessage);
+    out_.mutable_ops()->Reserve(static_cast<int>(n));
+    for (size_t i = 0; i < n; ++i) *out_.add_ops() = std::move(unsent[i]);
+    StartWrite(&out_);
+    return n;
+  }
+
+  void EndWritesLocked(bool all_written) {
+    // Not all written: a write failed or the read side ended, and the call is over already.
+    if (!all_written) return;
+    StartWritesDone();
+    ReleaseHoldLocked();  // the client will start nothing more
   }
 
   Client* client_;
@@ -174,16 +174,14 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   v1::StreamResponse response_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<v1::StreamOp> unsent_;  // submitted, not yet in a message
-  v1::StreamRequest out_;            // the message being written
+  v1::StreamRequest out_;  // the message being written
+  // Submitted ops not yet in a message. Ending once Close was called; discarded once the call
+  // is over (a write failed, the read side ended).
+  gdr::WriteQueue<v1::StreamOp> writes_;
   absl::flat_hash_map<uint64_t, OpCallback> pending_;
   uint64_t next_id_ = 1;
-  bool writing_ = false;
   bool delivering_ = false;  // OnReadDone is running answer callbacks on delivering_thread_
   std::thread::id delivering_thread_;
-  bool write_failed_ = false;
-  bool closing_ = false;
-  bool writes_done_sent_ = false;
   bool hold_released_ = false;  // after this, nothing may be started on the call
   bool ended_ = false;          // OnDone has begun: Submit refuses
   bool done_ = false;           // OnDone has answered every op

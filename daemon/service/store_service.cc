@@ -10,6 +10,8 @@
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/stream_limits.h"
+#include "common/write_queue.h"
 
 namespace gdr {
 
@@ -220,14 +222,16 @@ grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
 // starts every op in them; answers accumulate while a write is outstanding and go out together
 // in the next StreamResponse, so under load many answers share one message. Answers delivered
 // in one burst (a link receiver draining its buffer, a poller's batch of CQEs) start at most one
-// write, when the burst ends (CompletionBatch). Exactly one write is outstanding at a time.
-// Finishes once the client has closed its side and every op is answered. Lives until OnDone.
-class StoreService::OpStream final
+// write, when the burst ends (CompletionBatch). Exactly one write is outstanding at a time
+// (a WriteQueue under mu_). Finishes once the client has closed its side and every op is
+// answered. Lives until OnDone.
+class StoreService::StreamCall final
     : public grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
-  static constexpr int kMaxOpsPerMessage = 1024;
-
-  explicit OpStream(StoreService* service) : service_(service) {
+  explicit StreamCall(StoreService* service)
+      : service_(service),
+        writes_([this](std::deque<v1::StreamResult>& unsent) { return StartWriteLocked(unsent); },
+                [this](bool all_written) { Finish(grpc::Status::OK); }) {
     service_->streams_.fetch_add(1);
     StartRead(&request_);
   }
@@ -266,7 +270,7 @@ class StoreService::OpStream final
     absl::MutexLock lock(&mu_);
     // A client that sends but does not read its answers must not grow the queue without bound:
     // stop reading until the answers drain.
-    if (unsent_.size() >= QueueCap()) {
+    if (writes_.queued() >= QueueCap()) {
       read_paused_ = true;
       return;
     }
@@ -275,14 +279,9 @@ class StoreService::OpStream final
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!ok) {
-      // The client is gone: nothing more can be delivered.
-      broken_ = true;
-      unsent_.clear();
-    }
-    WriteNextLocked();
-    if (read_paused_ && (broken_ || unsent_.size() < QueueCap() / 2)) {
+    // A failed write: the client is gone, nothing more can be delivered (the queue discards).
+    writes_.OnWriteDone(ok);
+    if (read_paused_ && (writes_.discarded() || writes_.queued() < QueueCap() / 2)) {
       read_paused_ = false;
       StartRead(&request_);
     }
@@ -360,47 +359,44 @@ class StoreService::OpStream final
 
   void PushLocked(uint64_t id, const absl::Status& status, uint64_t bytes, uint64_t ns,
                   bool synced = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (broken_) return;
-    v1::StreamResult& r = unsent_.emplace_back();
+    if (writes_.discarded()) return;
+    v1::StreamResult r;
     r.set_id(id);
     r.set_code(static_cast<int32_t>(status.code()));
     if (!status.ok()) r.set_message(std::string(status.message()));
     r.set_bytes(bytes);
     r.set_service_ns(ns);
     r.set_synced(synced);
-    if (writing_ || flush_deferred_) return;  // the answer rides the next message
+    writes_.Enqueue(std::move(r));
+    if (writes_.writing() || flush_deferred_) return;  // the answer rides the next message
     if (CompletionBatch::Defer(this, [this] {
           absl::MutexLock lock(&mu_);
           flush_deferred_ = false;
-          WriteNextLocked();
+          writes_.Flush();
           MaybeFinishLocked();
         })) {
       flush_deferred_ = true;
       return;
     }
-    WriteNextLocked();
+    writes_.Flush();
   }
 
-  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || broken_ || unsent_.empty()) return;
-    writing_ = true;
+  // Packs the answers ready so far, up to a message's worth, into out_ and writes it.
+  size_t StartWriteLocked(std::deque<v1::StreamResult>& unsent)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     out_.Clear();
-    const size_t n = std::min<size_t>(unsent_.size(), kMaxOpsPerMessage);
+    const size_t n = std::min<size_t>(unsent.size(), kMaxOpsPerMessage);
     out_.mutable_results()->Reserve(static_cast<int>(n));
-    for (size_t i = 0; i < n; ++i) {
-      *out_.add_results() = std::move(unsent_.front());
-      unsent_.pop_front();
-    }
+    for (size_t i = 0; i < n; ++i) *out_.add_results() = std::move(unsent[i]);
     StartWrite(&out_);
+    return n;
   }
 
+  // Once the client has closed its side and every op is answered, the call finishes as soon
+  // as the last answer is written.
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || !reads_done_ || !inflight_ids_.empty() || writing_ || !unsent_.empty() ||
-        flush_deferred_) {
-      return;
-    }
-    finished_ = true;
-    Finish(grpc::Status::OK);
+    if (!reads_done_ || !inflight_ids_.empty() || flush_deferred_) return;
+    writes_.EndWhenDrained();
   }
 
   size_t QueueCap() const { return 2 * size_t{service_->max_inflight_per_stream()} + 64; }
@@ -410,13 +406,11 @@ class StoreService::OpStream final
   std::vector<Submission> batch_;   // likewise: the ops of request_ being submitted
   std::vector<uint64_t> batch_ids_;
   absl::Mutex mu_;
-  std::deque<v1::StreamResult> unsent_ ABSL_GUARDED_BY(mu_);  // answers not yet in a message
-  v1::StreamResponse out_ ABSL_GUARDED_BY(mu_);               // the message being written
+  v1::StreamResponse out_ ABSL_GUARDED_BY(mu_);  // the message being written
+  // Answers not yet in a message; discarded once a write failed (the client is gone).
+  WriteQueue<v1::StreamResult> writes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> inflight_ids_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool broken_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
   // A CompletionBatch holds a flush of this stream: it must not finish (and be deleted) first.
   bool flush_deferred_ ABSL_GUARDED_BY(mu_) = false;
@@ -427,7 +421,7 @@ grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* StoreService::St
   if (absl::Status s = auth_.Check(*ctx); !s.ok()) {
     return new RefusedBidi<v1::StreamRequest, v1::StreamResponse>(ToGrpcStatus(s));
   }
-  return new OpStream(this);
+  return new StreamCall(this);
 }
 
 grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx,

@@ -122,7 +122,7 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   void CountUnstarted(absl::StatusCode code);
 
  private:
-  class OpStream;
+  class StreamCall;  // the reactor of one Stream call
   // The file-backed volume such an op must msync before answering; nullptr when none.
   const Volume* SyncVolume(Direction direction, const gdrstore::v1::Extent* extent,
                            bool sync) const;

@@ -1,4 +1,5 @@
-// Unit tests of the socket helpers (common/socket.h) over real socketpairs and loopback TCP.
+// Unit tests of the socket helpers (common/socket.h) over real socketpairs and loopback TCP,
+// and of the iovec advance after a partial send.
 #include "common/socket.h"
 
 #include <fcntl.h>
@@ -272,6 +273,58 @@ ClosedPort BindClosedPort() {
   ::getsockname(c.fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
   c.port = ntohs(addr.sin_port);
   return c;
+}
+
+// Three iovecs of 10, 20 and 30 bytes laid end to end over `buf`.
+std::array<struct iovec, 3> ThreeIovecs(std::array<char, 60>& buf) {
+  return {{{buf.data(), 10}, {buf.data() + 10, 20}, {buf.data() + 30, 30}}};
+}
+
+TEST(AdvanceIovecsTest, WithinTheFirstIovec) {
+  std::array<char, 60> buf;
+  auto iov = ThreeIovecs(buf);
+  EXPECT_EQ(AdvanceIovecs(iov.data(), 3, 4), 0);
+  EXPECT_EQ(iov[0].iov_base, buf.data() + 4);
+  EXPECT_EQ(iov[0].iov_len, 6u);
+  EXPECT_EQ(iov[1].iov_base, buf.data() + 10);
+  EXPECT_EQ(iov[1].iov_len, 20u);
+}
+
+TEST(AdvanceIovecsTest, ExactlyToABoundaryLeavesTheNextWhole) {
+  std::array<char, 60> buf;
+  auto iov = ThreeIovecs(buf);
+  EXPECT_EQ(AdvanceIovecs(iov.data(), 3, 10), 1);
+  EXPECT_EQ(iov[1].iov_base, buf.data() + 10);
+  EXPECT_EQ(iov[1].iov_len, 20u);
+}
+
+TEST(AdvanceIovecsTest, AcrossSeveralIovecs) {
+  std::array<char, 60> buf;
+  auto iov = ThreeIovecs(buf);
+  EXPECT_EQ(AdvanceIovecs(iov.data(), 3, 10 + 20 + 5), 2);
+  EXPECT_EQ(iov[2].iov_base, buf.data() + 35);
+  EXPECT_EQ(iov[2].iov_len, 25u);
+  // Resuming from where it stopped, as the callers do.
+  EXPECT_EQ(AdvanceIovecs(iov.data() + 2, 1, 5), 0);
+  EXPECT_EQ(iov[2].iov_base, buf.data() + 40);
+  EXPECT_EQ(iov[2].iov_len, 20u);
+}
+
+TEST(AdvanceIovecsTest, ToTheEnd) {
+  std::array<char, 60> buf;
+  auto iov = ThreeIovecs(buf);
+  EXPECT_EQ(AdvanceIovecs(iov.data(), 3, 60), 3);
+  EXPECT_EQ(iov[2].iov_base, buf.data() + 30);  // whole iovecs are left as they were
+  EXPECT_EQ(iov[2].iov_len, 30u);
+}
+
+TEST(AdvanceIovecsTest, EmptyIovecsAtTheBoundaryCountAsSent) {
+  std::array<char, 8> buf;
+  std::array<struct iovec, 3> iov = {{{buf.data(), 4}, {buf.data() + 4, 0}, {buf.data() + 4, 4}}};
+  EXPECT_EQ(AdvanceIovecs(iov.data(), 3, 4), 2);
+  EXPECT_EQ(iov[2].iov_len, 4u);
+  EXPECT_EQ(AdvanceIovecs(iov.data(), 1, 0), 0);  // nothing sent: nothing moves
+  EXPECT_EQ(iov[0].iov_len, 4u);
 }
 
 TEST(ConnectTcpTest, ClosedLoopbackPortIsRefusedNotTimedOut) {

@@ -138,10 +138,10 @@ TEST(WatchdogStallTest, StuckReceiverCompletionStopsPings) {
   auto notifier = SystemdNotifier::FromEnvironment();
   ASSERT_EQ(notifier->watchdog_timeout(), absl::Milliseconds(400));
 
-  auto target = gdrstore::TcpTarget::Start("127.0.0.1", 0, 16);
+  auto target = TcpTarget::Start("127.0.0.1", 0, 16);
   ASSERT_TRUE(target.ok()) << target.status();
   std::vector<std::byte> remote(8192), local(8192);
-  auto region = std::make_shared<gdrstore::Region>();
+  auto region = std::make_shared<Region>();
   region->base = reinterpret_cast<uint64_t>(remote.data());
   region->size = remote.size();
   region->host = remote.data();

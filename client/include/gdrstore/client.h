@@ -117,11 +117,16 @@ enum class OpKind {
 using OpCallback = std::function<void(absl::StatusOr<OpResult>)>;
 
 }  // namespace gdrstore
+
+// The library's internals (client/src/), which the classes below hold by pointer only.
+namespace gdr {
+class ClientTransport;
+struct Region;
+}  // namespace gdr
+
 namespace gdrstore {
 
 class Client;
-class ClientTransport;
-struct Region;
 
 // Registered memory: page-aligned host memory, or device memory on a GPU. Deregistered (and
 // freed, when the library allocated it) on destruction; an access the daemon has in flight at
@@ -155,8 +160,8 @@ class Buffer {
  private:
   friend class Client;
   // `withdraw` (may be empty) undoes the transport's registration when the Buffer goes.
-  Buffer(std::shared_ptr<Region> region, std::function<void()> withdraw);
-  std::shared_ptr<Region> region_;
+  Buffer(std::shared_ptr<gdr::Region> region, std::function<void()> withdraw);
+  std::shared_ptr<gdr::Region> region_;
   std::function<void()> withdraw_;
   std::string gpu_pci_;
   std::string rdma_device_;
@@ -256,7 +261,7 @@ class Client {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::GdrStore::Stub> stub_;
   // tcp, rc or dc behind one interface; shared with the registrations that need it alive.
-  std::shared_ptr<ClientTransport> transport_;
+  std::shared_ptr<gdr::ClientTransport> transport_;
   std::string auto_notes_;
 };
 

@@ -14,7 +14,7 @@
 #include "gdrstore/client.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
-namespace gdrstore {
+namespace gdr {
 
 class ClientTransport {
  public:
@@ -29,16 +29,16 @@ class ClientTransport {
   // OK when GPU memory can be served at all, checked before any is allocated.
   virtual absl::Status CanServeGpuMemory() const { return absl::OkStatus(); }
   // Fills the endpoint (the oneof) of a descriptor for this process's memory.
-  virtual void DescribeEndpoint(v1::RemoteBuffer* buffer) const = 0;
+  virtual void DescribeEndpoint(gdrstore::v1::RemoteBuffer* buffer) const = 0;
   // Ends what the transport holds open (tcp: the target's links; rc: the Connect call).
   // Ops still running fail. Idempotent.
   virtual void Close() = 0;
 
   // For display; the defaults say "nothing of that kind here".
-  virtual TargetStats target_stats() const { return {}; }
+  virtual gdrstore::TargetStats target_stats() const { return {}; }
   virtual uint16_t target_port() const { return 0; }
-  virtual std::optional<RdmaLocalInfo> rdma_info() const { return std::nullopt; }
+  virtual std::optional<gdrstore::RdmaLocalInfo> rdma_info() const { return std::nullopt; }
   virtual uint32_t dct_number() const { return 0; }
 };
 
-}  // namespace gdrstore
+}  // namespace gdr

@@ -7,12 +7,14 @@
 #include "client/src/transport/rc/rc_session.h"
 #include "client/src/transport/tcp/tcp_transport.h"
 
-namespace gdrstore {
+namespace gdr {
+
+namespace v1 = gdrstore::v1;
 
 namespace {
 
-gdr::verbs::DeviceSelector DeviceOf(const ClientOptions& o) {
-  gdr::verbs::DeviceSelector d;
+verbs::DeviceSelector DeviceOf(const gdrstore::ClientOptions& o) {
+  verbs::DeviceSelector d;
   d.device = o.rdma_device;
   d.address = o.rdma_address;
   d.gid_index = o.rdma_gid_index;
@@ -21,12 +23,12 @@ gdr::verbs::DeviceSelector DeviceOf(const ClientOptions& o) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<ClientTransport>> OpenClientTransport(ClientOptions* options,
-                                                                     v1::GdrStore::Stub* stub) {
+absl::StatusOr<std::shared_ptr<ClientTransport>> OpenClientTransport(
+    gdrstore::ClientOptions* options, v1::GdrStore::Stub* stub) {
   switch (options->transport) {
-    case Transport::kTcp:
+    case gdrstore::Transport::kTcp:
       return TcpTransport::Open(options);
-    case Transport::kRc: {
+    case gdrstore::Transport::kRc: {
       RcSessionOptions ro;
       ro.device = DeviceOf(*options);
       ro.qps = options->rc_qps;
@@ -40,18 +42,19 @@ absl::StatusOr<std::shared_ptr<ClientTransport>> OpenClientTransport(ClientOptio
       }
       return std::shared_ptr<ClientTransport>(std::move(*session));
     }
-    case Transport::kDc: {
+    case gdrstore::Transport::kDc: {
       DcSessionOptions dopt;
       dopt.device = DeviceOf(*options);
       absl::StatusOr<std::shared_ptr<DcSession>> session = DcSession::Open(dopt);
       if (!session.ok()) return session.status();
       return std::shared_ptr<ClientTransport>(std::move(*session));
     }
-    case Transport::kAuto:
+    case gdrstore::Transport::kAuto:
       break;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("transport ", TransportName(options->transport), " cannot be opened directly"));
+      absl::StrCat("transport ", gdrstore::TransportName(options->transport),
+                   " cannot be opened directly"));
 }
 
-}  // namespace gdrstore
+}  // namespace gdr

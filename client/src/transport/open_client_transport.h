@@ -9,12 +9,12 @@
 #include "gdrstore/client.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
 
-namespace gdrstore {
+namespace gdr {
 
 // `stub` must outlive the transport (rc's Connect call runs on it). Fills in what was left to
 // be chosen (the tcp target's host). The transport's own errors: the device's NOT_FOUND, rc's
 // Connect errors prefixed "rc connect: ", dc's FAILED_PRECONDITION, the target's UNAVAILABLE.
-absl::StatusOr<std::shared_ptr<ClientTransport>> OpenClientTransport(ClientOptions* options,
-                                                                     v1::GdrStore::Stub* stub);
+absl::StatusOr<std::shared_ptr<ClientTransport>> OpenClientTransport(
+    gdrstore::ClientOptions* options, gdrstore::v1::GdrStore::Stub* stub);
 
-}  // namespace gdrstore
+}  // namespace gdr

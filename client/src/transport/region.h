@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cuda/gpu.h"
 
-namespace gdrstore {
+namespace gdr {
 
 // One registered region. Memory is released by `release` (host) or with `gpu` (device memory)
 // when the last reference goes, so an access in flight keeps it mapped even after
@@ -20,7 +20,7 @@ struct Region {
   uint64_t base = 0;  // iova (= host address for host memory, the CUdeviceptr for GPU memory)
   size_t size = 0;
   std::byte* host = nullptr;  // null for GPU memory: device pointers are never dereferenced
-  std::shared_ptr<const gdr::cuda::DeviceMemory> gpu;  // set for GPU memory
+  std::shared_ptr<const cuda::DeviceMemory> gpu;  // set for GPU memory
   uint32_t rkey = 0;
   std::function<void()> release;
   ~Region() {
@@ -36,4 +36,4 @@ inline absl::Status CheckRange(size_t offset, size_t n, size_t size, absl::Statu
                                          "-byte buffer"));
 }
 
-}  // namespace gdrstore
+}  // namespace gdr

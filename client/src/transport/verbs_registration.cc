@@ -4,7 +4,7 @@
 #include "common/cuda/gpu_mr.h"
 #include "common/verbs/memory_region.h"
 
-namespace gdrstore {
+namespace gdr {
 
 namespace {
 // What the daemon may do to a registered buffer: one-sided reads and writes.
@@ -12,26 +12,26 @@ constexpr int kRemoteAccess =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 }  // namespace
 
-absl::Status RegisterOnDevice(const gdr::verbs::VerbsDevice& device,
+absl::Status RegisterOnDevice(const verbs::VerbsDevice& device,
                               std::shared_ptr<const void> owner, Region& region) {
   std::function<void()> deregister;
   if (region.gpu) {
     // The NIC reaches GPU memory itself (dma-buf, else nvidia-peermem).
-    absl::StatusOr<gdr::cuda::GpuMr> mr =
-        gdr::cuda::RegisterGpuMemory(device.pd(), region.base, region.size, kRemoteAccess);
+    absl::StatusOr<cuda::GpuMr> mr =
+        cuda::RegisterGpuMemory(device.pd(), region.base, region.size, kRemoteAccess);
     if (!mr.ok()) {
       return absl::Status(mr.status().code(),
                           absl::StrCat("memory cannot be registered with ", device.name(), ": ",
                                        mr.status().message()));
     }
     region.rkey = mr->mr->rkey;
-    deregister = [mr = std::make_shared<gdr::cuda::MrPtr>(std::move(mr->mr))] { mr->reset(); };
+    deregister = [mr = std::make_shared<cuda::MrPtr>(std::move(mr->mr))] { mr->reset(); };
   } else {
-    absl::StatusOr<std::unique_ptr<gdr::verbs::MemoryRegion>> mr =
-        gdr::verbs::MemoryRegion::Register(device.pd(), region.host, region.size, kRemoteAccess);
+    absl::StatusOr<std::unique_ptr<verbs::MemoryRegion>> mr =
+        verbs::MemoryRegion::Register(device.pd(), region.host, region.size, kRemoteAccess);
     if (!mr.ok()) return mr.status();
     region.rkey = (*mr)->rkey();
-    deregister = [mr = std::shared_ptr<gdr::verbs::MemoryRegion>(std::move(*mr))]() mutable {
+    deregister = [mr = std::shared_ptr<verbs::MemoryRegion>(std::move(*mr))]() mutable {
       mr.reset();
     };
   }
@@ -45,4 +45,4 @@ absl::Status RegisterOnDevice(const gdr::verbs::VerbsDevice& device,
   return absl::OkStatus();
 }
 
-}  // namespace gdrstore
+}  // namespace gdr

@@ -9,12 +9,12 @@
 #include "client/src/transport/region.h"
 #include "common/verbs/verbs_device.h"
 
-namespace gdrstore {
+namespace gdr {
 
 // Registers `region` on `device`'s PD and sets its rkey; the MR is deregistered when the region
 // is released, before its memory is freed. `owner` keeps the device (its PD) alive until then.
 // The MR's error for host memory; for GPU memory FAILED_PRECONDITION naming what is missing.
-absl::Status RegisterOnDevice(const gdr::verbs::VerbsDevice& device,
+absl::Status RegisterOnDevice(const verbs::VerbsDevice& device,
                               std::shared_ptr<const void> owner, Region& region);
 
-}  // namespace gdrstore
+}  // namespace gdr

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/write_queue.h"
 
 namespace gdr {
 
@@ -12,13 +13,22 @@ namespace v1 = gdrstore::v1;
 namespace {
 
 // One Connect call. Reads the hello, answers RcAccept, then relays RcResetQp / RcQpReady for
-// the connection's lifetime. Writes go out one at a time from a queue. The connection is
-// released in OnDone, whatever ended the call.
+// the connection's lifetime. Writes go out one at a time through a WriteQueue. The connection
+// is released in OnDone, whatever ended the call.
 class ConnectReactor final
     : public grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse>,
       public RcControl {
  public:
-  explicit ConnectReactor(RcInitiator* owner) : owner_(owner) { StartRead(&request_); }
+  explicit ConnectReactor(RcInitiator* owner)
+      : owner_(owner),
+        writes_(
+            [this](std::deque<v1::ConnectResponse>& queue) {
+              StartWrite(&queue.front());
+              return size_t{1};
+            },
+            [this](bool) { Finish(ToGrpcStatus(final_)); }) {
+    StartRead(&request_);
+  }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
@@ -34,16 +44,8 @@ class ConnectReactor final
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!out_.empty()) out_.pop_front();
-    if (!ok) {
-      out_.clear();
-      if (!finishing_) {
-        finishing_ = true;
-        final_ = absl::UnavailableError("rc connection: the client stopped reading");
-      }
-    }
-    WriteNextLocked();
+    writes_.OnWriteDone(ok);  // a failed write discards the rest
+    if (!ok) EndLocked(absl::UnavailableError("rc connection: the client stopped reading"));
   }
 
   void OnCancel() override { End(absl::CancelledError("Connect call cancelled")); }
@@ -91,43 +93,28 @@ class ConnectReactor final
 
   void Queue(v1::ConnectResponse msg) {
     absl::MutexLock lock(&mu_);
-    if (finishing_) return;
-    out_.push_back(std::move(msg));
-    WriteNextLocked();
-  }
-
-  // Starts the next write, or Finish once finishing and nothing is left to write.
-  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_) return;
-    if (!out_.empty() && !finishing_) {
-      writing_ = true;
-      StartWrite(&out_.front());
-      return;
-    }
-    if (finishing_) {
-      finished_ = true;
-      Finish(ToGrpcStatus(final_));
-    }
+    writes_.Push(std::move(msg));  // dropped once the call is ending
   }
 
   void End(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
-    if (finishing_) return;
-    finishing_ = true;
+    EndLocked(status);
+  }
+
+  // Drops what is unsent and finishes with `status` once the outstanding write (if any) is done.
+  void EndLocked(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writes_.ending()) return;
     final_ = status;
-    out_.clear();
-    WriteNextLocked();
+    writes_.Discard();
+    writes_.EndWhenDrained();
   }
 
   RcInitiator* owner_;
   v1::ConnectRequest request_;  // read callbacks never overlap
   std::shared_ptr<RcConnection> conn_;  // set by the first read, cleared in OnDone
   absl::Mutex mu_;
-  std::deque<v1::ConnectResponse> out_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status final_ ABSL_GUARDED_BY(mu_);
+  absl::Status final_ ABSL_GUARDED_BY(mu_);  // set before writes_ can run its end
+  WriteQueue<v1::ConnectResponse> writes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -83,16 +83,8 @@ void TcpLink::Enqueue(std::vector<Chunk> chunks) {
       if (errno != EAGAIN && errno != EWOULDBLOCK) s = absl::ErrnoToStatus(errno, "sendmsg");
       break;
     }
-    size_t left = static_cast<size_t>(w);
-    while (send_iov_begin_ < send_iov_end_ && left >= send_iov_[send_iov_begin_].iov_len) {
-      left -= send_iov_[send_iov_begin_].iov_len;
-      ++send_iov_begin_;
-    }
-    if (send_iov_begin_ < send_iov_end_) {
-      auto& v = send_iov_[send_iov_begin_];
-      v.iov_base = static_cast<char*>(v.iov_base) + left;
-      v.iov_len -= left;
-    }
+    send_iov_begin_ += AdvanceIovecs(&send_iov_[send_iov_begin_], send_iov_end_ - send_iov_begin_,
+                                     static_cast<size_t>(w));
   }
   {
     absl::MutexLock lock(&mu_);

@@ -16,11 +16,11 @@
 #include "common/verbs/verbs_device.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
-namespace gdrstore {
+namespace gdr {
 
 struct DcSessionOptions {
-  gdr::verbs::DeviceSelector device;
-  gdr::verbs::DctConfig dct;
+  verbs::DeviceSelector device;
+  verbs::DctConfig dct;
 };
 
 class DcSession final : public ClientTransport, public std::enable_shared_from_this<DcSession> {
@@ -32,12 +32,12 @@ class DcSession final : public ClientTransport, public std::enable_shared_from_t
   DcSession(const DcSession&) = delete;
   DcSession& operator=(const DcSession&) = delete;
 
-  const gdr::verbs::VerbsDevice& device() const { return *device_; }
+  const verbs::VerbsDevice& device() const { return *device_; }
 
   // ClientTransport: buffers on this device's PD; a descriptor carries the DCT number, the
   // access key, and this port's GID and LID. Nothing is held open, so Close does nothing.
   absl::StatusOr<std::function<void()>> Register(const std::shared_ptr<Region>& region) override;
-  void DescribeEndpoint(v1::RemoteBuffer* buffer) const override;
+  void DescribeEndpoint(gdrstore::v1::RemoteBuffer* buffer) const override;
   void Close() override {}
   uint32_t dct_number() const override { return dct_.dct_number; }
 
@@ -45,10 +45,10 @@ class DcSession final : public ClientTransport, public std::enable_shared_from_t
  private:
   DcSession() = default;
   // Dependency order: device (context, PD), CQ, then the DCT (and its SRQ).
-  std::unique_ptr<gdr::verbs::VerbsDevice> device_;
-  gdr::verbs::VerbsPtr<ibv_cq> cq_;
-  gdr::verbs::DcTargetQp dct_;
+  std::unique_ptr<verbs::VerbsDevice> device_;
+  verbs::VerbsPtr<ibv_cq> cq_;
+  verbs::DcTargetQp dct_;
   uint64_t key_ = 0;  // the DC access key: a secret, never logged
 };
 
-}  // namespace gdrstore
+}  // namespace gdr

@@ -8,18 +8,26 @@
 #include "client/src/transport/verbs_registration.h"
 #include "common/grpc_status.h"
 #include "common/verbs/verbs_status.h"
+#include "common/write_queue.h"
+#include "common/status_macros.h"
 
-namespace gdrstore {
+namespace gdr {
 
-namespace verbs = gdr::verbs;
+namespace v1 = gdrstore::v1;
 
 // The client half of one Connect call: sends the hello, waits for the accept, then answers
-// every RcResetQp with an RcQpReady. Writes are queued, one in flight.
+// every RcResetQp with an RcQpReady. Writes are queued, one in flight (a WriteQueue under mu_).
 class RcSession::Reactor final
     : public grpc::ClientBidiReactor<v1::ConnectRequest, v1::ConnectResponse> {
  public:
   Reactor(RcSession* session, v1::GdrStore::Stub* stub, v1::ConnectRequest hello)
-      : session_(session) {
+      : session_(session),
+        writes_(
+            [this](std::deque<v1::ConnectRequest>& queue) {
+              StartWrite(&queue.front());
+              return size_t{1};
+            },
+            [this](bool all_written) { EndWritesLocked(all_written); }) {
     stub->async()->Connect(&ctx_, this);
     // Close starts WritesDone from the caller's thread: the hold keeps the call from finishing
     // under it until then, or until the read side has ended.
@@ -45,10 +53,7 @@ class RcSession::Reactor final
 
   void Close() {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!closing_) {
-      closing_ = true;
-      WriteNextLocked();
-    }
+    writes_.EndWhenDrained();
     if (!cv_.wait_for(lock, std::chrono::seconds(10), [this] { return done_; })) {
       lock.unlock();
       ctx_.TryCancel();
@@ -60,6 +65,7 @@ class RcSession::Reactor final
   void OnReadDone(bool ok) override {
     if (!ok) {  // the call is over: let OnDone come
       std::lock_guard<std::mutex> lock(mu_);
+      writes_.Discard();
       ReleaseHoldLocked();
       return;
     }
@@ -89,20 +95,14 @@ class RcSession::Reactor final
 
   void OnWriteDone(bool ok) override {
     std::lock_guard<std::mutex> lock(mu_);
-    writing_ = false;
-    if (!ok) {
-      write_failed_ = true;
-      return;
-    }
-    out_.pop_front();
-    WriteNextLocked();
+    writes_.OnWriteDone(ok);
   }
 
   void OnWritesDoneDone(bool ok) override {}
 
   void OnDone(const grpc::Status& s) override {
     std::lock_guard<std::mutex> lock(mu_);
-    status_ = gdr::FromGrpcStatus(s);
+    status_ = FromGrpcStatus(s);
     done_ = true;
     cv_.notify_all();
   }
@@ -119,24 +119,18 @@ class RcSession::Reactor final
  private:
   void Queue(v1::ConnectRequest msg) {
     std::lock_guard<std::mutex> lock(mu_);
-    out_.push_back(std::move(msg));
-    WriteNextLocked();
+    writes_.Push(std::move(msg));  // dropped once the call is over or WritesDone went out
   }
   void ReleaseHoldLocked() {
     if (hold_released_) return;
     hold_released_ = true;
     RemoveHold();
   }
-  void WriteNextLocked() {
-    if (writing_ || write_failed_ || hold_released_) return;  // OnDone comes after the release
-    if (!out_.empty()) {
-      writing_ = true;
-      StartWrite(&out_.front());
-    } else if (closing_ && !writes_done_) {
-      writes_done_ = true;
-      StartWritesDone();
-      ReleaseHoldLocked();
-    }
+  void EndWritesLocked(bool all_written) {
+    // Not all written: a write failed or the read side ended, and the call is over already.
+    if (!all_written) return;
+    StartWritesDone();
+    ReleaseHoldLocked();  // OnDone comes after the release
   }
 
   RcSession* session_;
@@ -144,8 +138,7 @@ class RcSession::Reactor final
   v1::ConnectResponse response_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<v1::ConnectRequest> out_;
-  bool writing_ = false, write_failed_ = false, closing_ = false, writes_done_ = false;
+  WriteQueue<v1::ConnectRequest> writes_;  // ending once Close was called
   bool hold_released_ = false;  // after this, nothing may be started on the call
   bool have_accept_ = false, done_ = false;
   v1::RcAccept accept_;
@@ -183,7 +176,7 @@ absl::StatusOr<std::shared_ptr<RcSession>> RcSession::Open(v1::GdrStore::Stub* s
     verbs::RcPeer local = verbs::LocalRcPeer(*s->device_, **qp, psn, s->config_);
     if (i == 0) h->set_max_rd_atomic(local.rd_atomic);
     auto steps = verbs::RcTransitions(*s->device_, s->config_, psn, verbs::RcPeer{});
-    if (absl::Status st = (*qp)->Modify(steps[0], "INIT"); !st.ok()) return st;
+    GDR_RETURN_IF_ERROR((*qp)->Modify(steps[0], "INIT"));
     v1::RcQp* q = h->add_qps();
     q->set_qp_number((*qp)->qp_num());
     q->set_psn(psn);
@@ -201,7 +194,7 @@ absl::StatusOr<std::shared_ptr<RcSession>> RcSession::Open(v1::GdrStore::Stub* s
   verbs::RcPeer daemon;
   std::memcpy(daemon.gid.data(), accept->gid().data(), 16);
   daemon.lid = static_cast<uint16_t>(accept->lid());
-  if (absl::Status st = verbs::MtuFromBytes(accept->mtu(), &daemon.mtu); !st.ok()) return st;
+  GDR_RETURN_IF_ERROR(verbs::MtuFromBytes(accept->mtu(), &daemon.mtu));
   daemon.rd_atomic = static_cast<uint8_t>(std::clamp<uint32_t>(accept->max_rd_atomic(), 1, 255));
   s->qps_.resize(static_cast<size_t>(accept->qps_size()));
   for (int i = 0; i < accept->qps_size(); ++i) {
@@ -228,7 +221,7 @@ absl::StatusOr<uint32_t> RcSession::ResetQp(uint32_t index, uint32_t daemon_psn)
   peer.psn = daemon_psn & 0xffffff;
   const uint32_t psn = verbs::RandomPsn();
   auto steps = verbs::RcTransitions(*device_, config_, psn, peer);
-  if (absl::Status st = qps_[index]->Recover(steps); !st.ok()) return st;
+  GDR_RETURN_IF_ERROR(qps_[index]->Recover(steps));
   daemon_qps_[index] = peer;
   return psn;
 }
@@ -246,7 +239,7 @@ absl::Status RcSession::call_status() const {
 }
 
 absl::StatusOr<std::function<void()>> RcSession::Register(const std::shared_ptr<Region>& region) {
-  if (absl::Status s = RegisterOnDevice(*device_, shared_from_this(), *region); !s.ok()) return s;
+  GDR_RETURN_IF_ERROR(RegisterOnDevice(*device_, shared_from_this(), *region));
   return std::function<void()>();
 }
 
@@ -254,9 +247,9 @@ void RcSession::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
   buffer->mutable_rc()->set_connection_id(connection_id_);
 }
 
-std::optional<RdmaLocalInfo> RcSession::rdma_info() const {
+std::optional<gdrstore::RdmaLocalInfo> RcSession::rdma_info() const {
   const verbs::VerbsDevice& d = *device_;
-  RdmaLocalInfo i;
+  gdrstore::RdmaLocalInfo i;
   i.device = d.name();
   i.port = d.port().port;
   i.port_state = verbs::PortStateName(d.QueryPortState());
@@ -270,4 +263,4 @@ std::optional<RdmaLocalInfo> RcSession::rdma_info() const {
   return i;
 }
 
-}  // namespace gdrstore
+}  // namespace gdr

@@ -21,10 +21,10 @@
 #include "common/verbs/verbs_device.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
 
-namespace gdrstore {
+namespace gdr {
 
 struct RcSessionOptions {
-  gdr::verbs::DeviceSelector device;
+  verbs::DeviceSelector device;
   uint32_t qps = 2;  // QPs offered to the daemon (it may take fewer)
   std::chrono::milliseconds connect_timeout{10000};
 };
@@ -46,11 +46,11 @@ class RcSession final : public ClientTransport, public std::enable_shared_from_t
 
   // ClientTransport: buffers on this device's PD, described by the connection id.
   absl::StatusOr<std::function<void()>> Register(const std::shared_ptr<Region>& region) override;
-  void DescribeEndpoint(v1::RemoteBuffer* buffer) const override;
-  std::optional<RdmaLocalInfo> rdma_info() const override;
+  void DescribeEndpoint(gdrstore::v1::RemoteBuffer* buffer) const override;
+  std::optional<gdrstore::RdmaLocalInfo> rdma_info() const override;
 
   uint64_t connection_id() const { return connection_id_; }
-  const gdr::verbs::VerbsDevice& device() const { return *device_; }
+  const verbs::VerbsDevice& device() const { return *device_; }
   const std::string& daemon_device() const { return daemon_device_; }
   uint32_t qp_count() const { return static_cast<uint32_t>(qps_.size()); }
   uint64_t resets() const;
@@ -64,15 +64,15 @@ class RcSession final : public ClientTransport, public std::enable_shared_from_t
   // Reconnects QP `index` after the daemon's RcResetQp; returns this side's new PSN.
   absl::StatusOr<uint32_t> ResetQp(uint32_t index, uint32_t daemon_psn);
 
-  gdr::verbs::RcQpConfig config_;
+  verbs::RcQpConfig config_;
   // Dependency order: device (context, PD), CQ, QPs; the reactor last so it goes first.
-  std::unique_ptr<gdr::verbs::VerbsDevice> device_;
-  gdr::verbs::VerbsPtr<ibv_cq> cq_;
-  std::vector<std::unique_ptr<gdr::verbs::QueuePair>> qps_;
-  std::vector<gdr::verbs::RcPeer> daemon_qps_;  // the peer of each QP
+  std::unique_ptr<verbs::VerbsDevice> device_;
+  verbs::VerbsPtr<ibv_cq> cq_;
+  std::vector<std::unique_ptr<verbs::QueuePair>> qps_;
+  std::vector<verbs::RcPeer> daemon_qps_;  // the peer of each QP
   uint64_t connection_id_ = 0;
   std::string daemon_device_;
   std::unique_ptr<Reactor> reactor_;
 };
 
-}  // namespace gdrstore
+}  // namespace gdr

@@ -12,16 +12,16 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 
-namespace gdrstore {
+namespace gdr {
 
-namespace wire = gdr::tcpwire;
+namespace wire = tcpwire;
 
 absl::StatusOr<std::shared_ptr<TcpTarget>> TcpTarget::Start(const std::string& bind_host,
                                                             uint16_t port,
                                                             uint32_t max_connections,
                                                             GpuStagingOptions staging) {
   std::shared_ptr<TcpTarget> t(new TcpTarget());
-  absl::StatusOr<gdr::ScopedFd> fd = gdr::ListenTcp(bind_host, port, 128, &t->port_);
+  absl::StatusOr<ScopedFd> fd = ListenTcp(bind_host, port, 128, &t->port_);
   if (!fd.ok()) {
     return absl::UnavailableError(absl::StrCat("tcp target cannot listen on ", bind_host, ":",
                                                port, ": ", fd.status().message()));
@@ -131,7 +131,7 @@ void TcpTarget::AcceptLoop() {
       GDR_LOG(kError) << "tcp target: accept failed: " << strerror(errno);
       return;
     }
-    gdr::ScopedFd owned(fd);
+    ScopedFd owned(fd);
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     ReapFinishedLocked();
@@ -142,7 +142,7 @@ void TcpTarget::AcceptLoop() {
     }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    gdr::SetSocketBuffers(fd, 4 << 20);
+    SetSocketBuffers(fd, 4 << 20);
     auto conn = std::make_unique<Connection>();
     conn->fd = std::move(owned);
     Connection* raw = conn.get();
@@ -160,29 +160,29 @@ void TcpTarget::AcceptLoop() {
 // next one is received, and its ack leaves only once the copies have completed.
 void TcpTarget::Serve(Connection* conn) {
   const int fd = conn->fd.get();
-  gdr::BufferedReader reader(fd);
+  BufferedReader reader(fd);
   std::vector<std::array<std::byte, wire::kHeaderSize>> acks;
   std::vector<bool> ack_on_gpu;  // parallel to acks
   acks.reserve(64);
-  std::map<int, std::unique_ptr<gdr::cuda::StagingPipe>> pipes;
-  std::map<int, gdr::cuda::StagingStats> accounted;
+  std::map<int, std::unique_ptr<cuda::StagingPipe>> pipes;
+  std::map<int, cuda::StagingStats> accounted;
   // Regions with device copies in flight stay referenced until the copies are done.
   std::vector<std::shared_ptr<Region>> in_flight;
 
-  auto account = [&](const gdr::cuda::StagingPipe& p) {
-    gdr::cuda::StagingStats& seen = accounted[p.ordinal()];
-    const gdr::cuda::StagingStats& now = p.stats();
+  auto account = [&](const cuda::StagingPipe& p) {
+    cuda::StagingStats& seen = accounted[p.ordinal()];
+    const cuda::StagingStats& now = p.stats();
     gpu_to_device_.fetch_add(now.bytes_to_device - seen.bytes_to_device);
     gpu_from_device_.fetch_add(now.bytes_from_device - seen.bytes_from_device);
     gpu_copy_ns_.fetch_add(now.copy_ns - seen.copy_ns);
     gpu_wait_ns_.fetch_add(now.wait_ns - seen.wait_ns);
     seen = now;
   };
-  auto pipe_for = [&](int ordinal) -> absl::StatusOr<gdr::cuda::StagingPipe*> {
+  auto pipe_for = [&](int ordinal) -> absl::StatusOr<cuda::StagingPipe*> {
     auto it = pipes.find(ordinal);
     if (it != pipes.end()) return it->second.get();
-    absl::StatusOr<std::unique_ptr<gdr::cuda::StagingPipe>> p =
-        gdr::cuda::StagingPipe::Create(ordinal, staging_.slot_bytes, staging_.slots);
+    absl::StatusOr<std::unique_ptr<cuda::StagingPipe>> p =
+        cuda::StagingPipe::Create(ordinal, staging_.slot_bytes, staging_.slots);
     if (!p.ok()) return p.status();
     return pipes.emplace(ordinal, std::move(*p)).first->second.get();
   };
@@ -217,7 +217,7 @@ void TcpTarget::Serve(Connection* conn) {
     std::vector<struct iovec> iov;
     iov.reserve(acks.size());
     for (auto& a : acks) iov.push_back({a.data(), a.size()});
-    absl::Status s = gdr::WriteFullV(fd, iov.data(), static_cast<int>(iov.size()));
+    absl::Status s = WriteFullV(fd, iov.data(), static_cast<int>(iov.size()));
     acks.clear();
     ack_on_gpu.clear();
     return s;
@@ -238,9 +238,9 @@ void TcpTarget::Serve(Connection* conn) {
     wire::TargetStatus st = Check(region.get(), *req);
     if (st != wire::TargetStatus::kOk) refused_.fetch_add(1);
     const bool on_gpu = st == wire::TargetStatus::kOk && region->gpu != nullptr;
-    gdr::cuda::StagingPipe* pipe = nullptr;
+    cuda::StagingPipe* pipe = nullptr;
     if (on_gpu) {
-      absl::StatusOr<gdr::cuda::StagingPipe*> p = pipe_for(region->gpu->ordinal());
+      absl::StatusOr<cuda::StagingPipe*> p = pipe_for(region->gpu->ordinal());
       if (p.ok()) {
         pipe = *p;
       } else {
@@ -255,7 +255,7 @@ void TcpTarget::Serve(Connection* conn) {
     if (req->opcode == wire::Opcode::kWriteReq) {
       resp.opcode = wire::Opcode::kWriteAck;
       if (pipe != nullptr) {
-        gdr::cuda::StagingPipe::Result r =
+        cuda::StagingPipe::Result r =
             pipe->ToDevice(req->address, req->length,
                            [&](std::byte* dst, size_t n) { return reader.Read(dst, n); });
         account(*pipe);
@@ -284,7 +284,7 @@ void TcpTarget::Serve(Connection* conn) {
       std::array<std::byte, wire::kHeaderSize> hdr;
       if (pipe != nullptr) {
         bool header_pending = false;
-        gdr::cuda::StagingPipe::Result r = pipe->FromDevice(
+        cuda::StagingPipe::Result r = pipe->FromDevice(
             req->address, req->length,
             [&]() {
               header_pending = true;
@@ -296,15 +296,15 @@ void TcpTarget::Serve(Connection* conn) {
               if (header_pending) {
                 header_pending = false;
                 wire::Encode(resp, hdr);
-                return gdr::WriteFullV(fd, iov, 2);
+                return WriteFullV(fd, iov, 2);
               }
-              return gdr::WriteFullV(fd, iov + 1, 1);
+              return WriteFullV(fd, iov + 1, 1);
             });
         account(*pipe);
         if (!r.io.ok()) break;
         if (r.gpu.ok() && header_pending) {  // zero-length read: the header alone
           wire::Encode(resp, hdr);
-          if (!gdr::WriteFull(fd, hdr.data(), hdr.size()).ok()) break;
+          if (!WriteFull(fd, hdr.data(), hdr.size()).ok()) break;
         }
         if (!r.gpu.ok()) {
           GDR_LOG_EVERY_N_SEC(kError, 1) << "tcp target: copy out of GPU failed: "
@@ -313,7 +313,7 @@ void TcpTarget::Serve(Connection* conn) {
           if (r.sent_any) break;  // the frame is half sent: only dropping the link is honest
           resp.status = wire::TargetStatus::kInternal;
           wire::Encode(resp, hdr);
-          if (!gdr::WriteFull(fd, hdr.data(), hdr.size()).ok()) break;
+          if (!WriteFull(fd, hdr.data(), hdr.size()).ok()) break;
         }
         continue;
       }
@@ -324,11 +324,11 @@ void TcpTarget::Serve(Connection* conn) {
         iov[1] = {region->host + (req->address - region->base), req->length};
         cnt = 2;
       }
-      if (!gdr::WriteFullV(fd, iov, cnt).ok()) break;
+      if (!WriteFullV(fd, iov, cnt).ok()) break;
     }
   }
   sync_gpu();  // no copy may outlive the link's staging memory or its regions
   ::shutdown(fd, SHUT_RDWR);
 }
 
-}  // namespace gdrstore
+}  // namespace gdr

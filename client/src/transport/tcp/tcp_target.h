@@ -22,13 +22,13 @@
 #include "common/socket.h"
 #include "common/tcp_frame.h"
 
-namespace gdrstore {
+namespace gdr {
 
 struct TcpTargetStats {
   uint64_t refused = 0;     // requests answered with an error status
   uint64_t bad_frames = 0;  // connections dropped for a malformed frame
   uint32_t connections = 0;
-  gdr::cuda::StagingStats gpu;  // staging copies into / out of GPU regions, all links
+  cuda::StagingStats gpu;  // staging copies into / out of GPU regions, all links
 };
 
 // Pinned staging ring of each daemon link that touches GPU memory (per link and GPU).
@@ -58,7 +58,7 @@ class TcpTarget {
 
  private:
   struct Connection {
-    gdr::ScopedFd fd;
+    ScopedFd fd;
     std::thread thread;
     std::atomic<bool> finished{false};
   };
@@ -66,10 +66,10 @@ class TcpTarget {
   void AcceptLoop();
   void Serve(Connection* conn);
   std::shared_ptr<Region> Lookup(uint32_t rkey) const;
-  gdr::tcpwire::TargetStatus Check(const Region* region, const gdr::tcpwire::Header& h) const;
+  tcpwire::TargetStatus Check(const Region* region, const tcpwire::Header& h) const;
   void ReapFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  gdr::ScopedFd listen_fd_;
+  ScopedFd listen_fd_;
   uint16_t port_ = 0;
   uint32_t max_connections_ = 0;
   GpuStagingOptions staging_;
@@ -87,4 +87,4 @@ class TcpTarget {
   std::atomic<uint64_t> gpu_to_device_{0}, gpu_from_device_{0}, gpu_copy_ns_{0}, gpu_wait_ns_{0};
 };
 
-}  // namespace gdrstore
+}  // namespace gdr

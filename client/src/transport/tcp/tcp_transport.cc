@@ -3,16 +3,19 @@
 #include "common/host_port.h"
 #include "common/socket.h"
 
-namespace gdrstore {
+namespace gdr {
 
-absl::StatusOr<std::shared_ptr<TcpTransport>> TcpTransport::Open(ClientOptions* options) {
+namespace v1 = gdrstore::v1;
+
+absl::StatusOr<std::shared_ptr<TcpTransport>> TcpTransport::Open(
+    gdrstore::ClientOptions* options) {
   if (options->target_host.empty()) {
-    absl::StatusOr<gdr::HostPort> daemon = gdr::SplitHostPort(options->daemon_address);
+    absl::StatusOr<HostPort> daemon = SplitHostPort(options->daemon_address);
     if (!daemon.ok()) return daemon.status();
-    if (gdr::IsLoopbackHost(daemon->host)) {
+    if (IsLoopbackHost(daemon->host)) {
       options->target_host = "127.0.0.1";
     } else {
-      absl::StatusOr<std::string> local = gdr::LocalAddressToward(daemon->host, daemon->port);
+      absl::StatusOr<std::string> local = LocalAddressToward(daemon->host, daemon->port);
       if (!local.ok()) return local.status();
       options->target_host = *local;
     }
@@ -48,9 +51,9 @@ void TcpTransport::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
 
 void TcpTransport::Close() { target_->Stop(); }
 
-TargetStats TcpTransport::target_stats() const {
+gdrstore::TargetStats TcpTransport::target_stats() const {
   const TcpTargetStats t = target_->stats();
-  TargetStats s;
+  gdrstore::TargetStats s;
   s.refused = t.refused;
   s.gpu_bytes_to_device = t.gpu.bytes_to_device;
   s.gpu_bytes_from_device = t.gpu.bytes_from_device;
@@ -59,4 +62,4 @@ TargetStats TcpTransport::target_stats() const {
   return s;
 }
 
-}  // namespace gdrstore
+}  // namespace gdr

@@ -10,24 +10,24 @@
 #include "client/src/transport/tcp/tcp_target.h"
 #include "gdrstore/client.h"
 
-namespace gdrstore {
+namespace gdr {
 
 class TcpTransport final : public ClientTransport {
  public:
   // Starts the target on options->target_host (filled in when empty: 127.0.0.1 for a daemon
   // on loopback, else this host's address on the route to the daemon). INVALID_ARGUMENT for a
   // bad daemon address, UNAVAILABLE when the target cannot listen.
-  static absl::StatusOr<std::shared_ptr<TcpTransport>> Open(ClientOptions* options);
+  static absl::StatusOr<std::shared_ptr<TcpTransport>> Open(gdrstore::ClientOptions* options);
   ~TcpTransport() override;  // Close()
 
   // Registers with the target under a fresh random rkey; withdrawn when the Buffer goes.
   absl::StatusOr<std::function<void()>> Register(const std::shared_ptr<Region>& region) override;
   // GPU memory is staged through pinned slots: INVALID_ARGUMENT for a ring that cannot work.
   absl::Status CanServeGpuMemory() const override;
-  void DescribeEndpoint(v1::RemoteBuffer* buffer) const override;
+  void DescribeEndpoint(gdrstore::v1::RemoteBuffer* buffer) const override;
   // Stops the target: the daemon's links see EOF.
   void Close() override;
-  TargetStats target_stats() const override;
+  gdrstore::TargetStats target_stats() const override;
   uint16_t target_port() const override { return target_->port(); }
 
  private:
@@ -41,4 +41,4 @@ class TcpTransport final : public ClientTransport {
   GpuStagingOptions staging_;
 };
 
-}  // namespace gdrstore
+}  // namespace gdr

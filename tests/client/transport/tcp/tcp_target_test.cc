@@ -18,11 +18,10 @@
 #include "common/tcp_frame.h"
 #include "gtest/gtest.h"
 
-namespace gdrstore {
+namespace gdr {
 namespace {
 
-namespace wire = gdr::tcpwire;
-using gdr::ScopedFd;
+namespace wire = tcpwire;
 using Raw = std::array<std::byte, wire::kHeaderSize>;
 
 constexpr size_t kRegion = 64 << 10;
@@ -36,7 +35,7 @@ class TcpTargetTest : public ::testing::Test {
     target_ = *t;
     ASSERT_NE(target_->port(), 0);
     buf_.resize(kRegion + 2 * kGuard);
-    gdr::PatternFill(seed_, 0, buf_);
+    PatternFill(seed_, 0, buf_);
     region_ = std::make_shared<Region>();
     region_->host = buf_.data() + kGuard;
     region_->base = reinterpret_cast<uint64_t>(region_->host);
@@ -49,7 +48,7 @@ class TcpTargetTest : public ::testing::Test {
   }
 
   ScopedFd Connect() {
-    absl::StatusOr<ScopedFd> fd = gdr::ConnectTcp("127.0.0.1", target_->port(), absl::Seconds(30));
+    absl::StatusOr<ScopedFd> fd = ConnectTcp("127.0.0.1", target_->port(), absl::Seconds(30));
     EXPECT_TRUE(fd.ok()) << fd.status();
     return fd.ok() ? std::move(*fd) : ScopedFd();
   }
@@ -57,11 +56,11 @@ class TcpTargetTest : public ::testing::Test {
   static absl::Status SendHeader(int fd, const wire::Header& h) {
     Raw raw;
     wire::Encode(h, raw);
-    return gdr::WriteFull(fd, raw.data(), raw.size());
+    return WriteFull(fd, raw.data(), raw.size());
   }
   static absl::StatusOr<wire::Header> RecvHeader(int fd) {
     Raw raw;
-    absl::Status s = gdr::ReadFull(fd, raw.data(), raw.size());
+    absl::Status s = ReadFull(fd, raw.data(), raw.size());
     if (!s.ok()) return s;
     return wire::Decode(raw, wire::kMaxPayload);
   }
@@ -79,7 +78,7 @@ class TcpTargetTest : public ::testing::Test {
   // Writes `data` at region offset `off` through a WRITE_REQ; returns the ack.
   absl::StatusOr<wire::Header> Write(int fd, const wire::Header& h, const void* data) {
     absl::Status s = SendHeader(fd, h);
-    if (s.ok()) s = gdr::WriteFull(fd, data, h.length);
+    if (s.ok()) s = WriteFull(fd, data, h.length);
     if (!s.ok()) return s;
     return RecvHeader(fd);
   }
@@ -94,14 +93,14 @@ class TcpTargetTest : public ::testing::Test {
     EXPECT_EQ(resp->tag, tag);
     ASSERT_EQ(resp->length, len);
     std::vector<std::byte> got(len);
-    ASSERT_TRUE(gdr::ReadFull(fd, got.data(), got.size()).ok());
+    ASSERT_TRUE(ReadFull(fd, got.data(), got.size()).ok());
     EXPECT_TRUE(std::equal(got.begin(), got.end(), region_->host + off));
   }
 
   // Index into the region of the first byte changed from the initial fill (guards included),
   // -1 when untouched.
   int64_t FirstChanged() const {
-    if (auto m = gdr::PatternMismatch(seed_, 0, buf_)) return int64_t(*m) - int64_t(kGuard);
+    if (auto m = PatternMismatch(seed_, 0, buf_)) return int64_t(*m) - int64_t(kGuard);
     return -1;
   }
 
@@ -118,10 +117,10 @@ class TcpTargetTest : public ::testing::Test {
   // The peer closed on us: a read sees EOF or a reset, never data.
   static bool PeerDropped(int fd) {
     std::byte b;
-    return !gdr::ReadFull(fd, &b, 1).ok();
+    return !ReadFull(fd, &b, 1).ok();
   }
 
-  const uint64_t seed_ = gdr::PatternSeed("tcp_target_test");
+  const uint64_t seed_ = PatternSeed("tcp_target_test");
   std::shared_ptr<TcpTarget> target_;
   std::vector<std::byte> buf_;
   std::shared_ptr<Region> region_;
@@ -129,7 +128,7 @@ class TcpTargetTest : public ::testing::Test {
 
 std::vector<std::byte> Payload(uint64_t salt, size_t n) {
   std::vector<std::byte> v(n);
-  gdr::PatternFill(gdr::PatternSeed("payload", salt), 0, v);
+  PatternFill(PatternSeed("payload", salt), 0, v);
   return v;
 }
 
@@ -147,9 +146,9 @@ TEST_F(TcpTargetTest, WriteThenReadHappyPath) {
   EXPECT_EQ(ack->address, region_->base + 13);
   EXPECT_TRUE(std::equal(data.begin(), data.end(), region_->host + 13));
   // Nothing outside [13, 13 + 5000) moved.
-  EXPECT_EQ(gdr::PatternMismatch(seed_, 0, {buf_.data(), kGuard + 13}), std::nullopt);
+  EXPECT_EQ(PatternMismatch(seed_, 0, {buf_.data(), kGuard + 13}), std::nullopt);
   const size_t end = kGuard + 13 + data.size();
-  EXPECT_EQ(gdr::PatternMismatch(seed_, end, {buf_.data() + end, buf_.size() - end}),
+  EXPECT_EQ(PatternMismatch(seed_, end, {buf_.data() + end, buf_.size() - end}),
             std::nullopt);
 
   ExpectReadable(fd.get(), 0, kRegion, 2);  // the whole region, including what we wrote
@@ -173,7 +172,7 @@ TEST_F(TcpTargetTest, PipelinedRequestsAreAnsweredInOrder) {
     }
   }
   // All requests go out in one burst from another thread while this one reads the answers.
-  std::thread sender([&] { EXPECT_TRUE(gdr::WriteFull(fd.get(), wire_bytes.data(), wire_bytes.size()).ok()); });
+  std::thread sender([&] { EXPECT_TRUE(WriteFull(fd.get(), wire_bytes.data(), wire_bytes.size()).ok()); });
   for (int i = 0; i < kReqs; ++i) {
     absl::StatusOr<wire::Header> resp = RecvHeader(fd.get());
     ASSERT_TRUE(resp.ok()) << i << ": " << resp.status();
@@ -182,9 +181,9 @@ TEST_F(TcpTargetTest, PipelinedRequestsAreAnsweredInOrder) {
     if (i % 3 == 0) {
       ASSERT_EQ(resp->opcode, wire::Opcode::kReadData);
       std::array<std::byte, 64> got;
-      ASSERT_TRUE(gdr::ReadFull(fd.get(), got.data(), got.size()).ok());
+      ASSERT_TRUE(ReadFull(fd.get(), got.data(), got.size()).ok());
       // Region slot i was never written (i % 3 == 0 slots are only read): initial pattern.
-      EXPECT_EQ(gdr::PatternMismatch(seed_, kGuard + i * 64, got), std::nullopt) << i;
+      EXPECT_EQ(PatternMismatch(seed_, kGuard + i * 64, got), std::nullopt) << i;
     } else {
       EXPECT_EQ(resp->opcode, wire::Opcode::kWriteAck);
     }
@@ -275,7 +274,7 @@ TEST_F(TcpTargetTest, GarbageDropsTheConnectionButNotTheTarget) {
   ScopedFd bad = Connect();
   std::array<char, 64> junk;
   junk.fill('x');
-  ASSERT_TRUE(gdr::WriteFull(bad.get(), junk.data(), junk.size()).ok());
+  ASSERT_TRUE(WriteFull(bad.get(), junk.data(), junk.size()).ok());
   EXPECT_TRUE(PeerDropped(bad.get()));
   EXPECT_EQ(target_->stats().bad_frames, 1u);
   EXPECT_EQ(FirstChanged(), -1);
@@ -289,7 +288,7 @@ TEST_F(TcpTargetTest, HalfFrameThenCloseDropsTheConnectionButNotTheTarget) {
     ScopedFd half = Connect();
     Raw raw;
     wire::Encode(Req(wire::Opcode::kWriteReq, 0, 64, 1), raw);
-    ASSERT_TRUE(gdr::WriteFull(half.get(), raw.data(), raw.size() / 2).ok());
+    ASSERT_TRUE(WriteFull(half.get(), raw.data(), raw.size() / 2).ok());
   }  // closed mid-header
   ASSERT_TRUE(WaitNoConnections());
   {
@@ -297,7 +296,7 @@ TEST_F(TcpTargetTest, HalfFrameThenCloseDropsTheConnectionButNotTheTarget) {
     ScopedFd half = Connect();
     const auto data = Payload(4, 64);
     ASSERT_TRUE(SendHeader(half.get(), Req(wire::Opcode::kWriteReq, 0, 64, 1)).ok());
-    ASSERT_TRUE(gdr::WriteFull(half.get(), data.data(), 32).ok());
+    ASSERT_TRUE(WriteFull(half.get(), data.data(), 32).ok());
   }
   ASSERT_TRUE(WaitNoConnections());
   EXPECT_EQ(target_->stats().bad_frames, 0u);  // a closed peer is not a protocol error
@@ -324,7 +323,7 @@ TEST_F(TcpTargetTest, OversizeLengthDropsTheConnection) {
   wire::Encode(Req(wire::Opcode::kWriteReq, 0, 16, 1), raw);
   const uint32_t huge = wire::kMaxPayload + 1;
   std::memcpy(raw.data() + 12, &huge, 4);
-  ASSERT_TRUE(gdr::WriteFull(fd.get(), raw.data(), raw.size()).ok());
+  ASSERT_TRUE(WriteFull(fd.get(), raw.data(), raw.size()).ok());
   EXPECT_TRUE(PeerDropped(fd.get()));
   EXPECT_EQ(target_->stats().bad_frames, 1u);
 }
@@ -371,7 +370,7 @@ TEST(TcpTargetLimitsTest, ConnectionsBeyondTheLimitAreRefused) {
   region->size = mem.size();
   (*t)->Register(region);
   auto connect = [&] {
-    absl::StatusOr<ScopedFd> fd = gdr::ConnectTcp("127.0.0.1", (*t)->port(), absl::Seconds(30));
+    absl::StatusOr<ScopedFd> fd = ConnectTcp("127.0.0.1", (*t)->port(), absl::Seconds(30));
     EXPECT_TRUE(fd.ok()) << fd.status();
     return std::move(*fd);
   };
@@ -383,11 +382,11 @@ TEST(TcpTargetLimitsTest, ConnectionsBeyondTheLimitAreRefused) {
     h.length = 8;
     Raw raw;
     wire::Encode(h, raw);
-    if (!gdr::WriteFull(fd, raw.data(), raw.size()).ok()) return false;
+    if (!WriteFull(fd, raw.data(), raw.size()).ok()) return false;
     Raw resp;
-    if (!gdr::ReadFull(fd, resp.data(), resp.size()).ok()) return false;
+    if (!ReadFull(fd, resp.data(), resp.size()).ok()) return false;
     std::array<std::byte, 8> data;
-    return gdr::ReadFull(fd, data.data(), data.size()).ok();
+    return ReadFull(fd, data.data(), data.size()).ok();
   };
   ScopedFd first = connect();
   ASSERT_TRUE(read_ok(first.get()));  // served, so it is the one live connection
@@ -405,14 +404,14 @@ TEST(TcpTargetLimitsTest, ConnectionsBeyondTheLimitAreRefused) {
 TEST(TcpTargetLimitsTest, StopIsIdempotentAndClosesConnections) {
   absl::StatusOr<std::shared_ptr<TcpTarget>> t = TcpTarget::Start("127.0.0.1", 0, 4);
   ASSERT_TRUE(t.ok()) << t.status();
-  absl::StatusOr<ScopedFd> fd = gdr::ConnectTcp("127.0.0.1", (*t)->port(), absl::Seconds(30));
+  absl::StatusOr<ScopedFd> fd = ConnectTcp("127.0.0.1", (*t)->port(), absl::Seconds(30));
   ASSERT_TRUE(fd.ok()) << fd.status();
   (*t)->Stop();
   (*t)->Stop();
   std::byte b;
-  EXPECT_FALSE(gdr::ReadFull(fd->get(), &b, 1).ok());
-  EXPECT_FALSE(gdr::ConnectTcp("127.0.0.1", (*t)->port(), absl::Seconds(30)).ok());
+  EXPECT_FALSE(ReadFull(fd->get(), &b, 1).ok());
+  EXPECT_FALSE(ConnectTcp("127.0.0.1", (*t)->port(), absl::Seconds(30)).ok());
 }
 
 }  // namespace
-}  // namespace gdrstore
+}  // namespace gdr

@@ -25,8 +25,6 @@
 namespace gdr {
 namespace {
 
-using ::gdrstore::Region;
-using ::gdrstore::TcpTarget;
 using ::testing::HasSubstr;
 
 // Bound on waiting for one op: only a hang would reach it; it turns a hang into a failure.

@@ -1,0 +1,11 @@
+// Limits of the Stream RPC that the client and the daemon both keep to; the proto
+// (gdrstore.v1.StreamRequest) documents them for other clients.
+#pragma once
+
+namespace gdr {
+
+// Ops in one StreamRequest: the client packs at most this many, the daemon answers the ops
+// past it INVALID_ARGUMENT and packs at most this many answers into one StreamResponse.
+inline constexpr int kMaxOpsPerMessage = 1024;
+
+}  // namespace gdr
