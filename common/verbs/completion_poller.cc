@@ -147,7 +147,7 @@ int CompletionPoller::PollOnce(ibv_wc* wcs) {
 }
 
 // Arms the CQ, re-polls (a CQE may have landed between the last poll and the arming), then
-// waits on the channel and the wake-up fd. Wakes at least once a second to refresh the health
+// waits on the channel and the wake-up fd. Wakes at least every kIdleWake to refresh the health
 // stamp.
 void CompletionPoller::Sleep() {
   if (ibv_req_notify_cq(cq_.get(), 0) != 0) {
@@ -158,7 +158,7 @@ void CompletionPoller::Sleep() {
   if (PollOnce(wcs) > 0) return;
   if (stop_.load() || has_tasks_.load(std::memory_order_acquire)) return;
   pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-  const int r = ::poll(fds, 2, 1000);
+  const int r = ::poll(fds, 2, static_cast<int>(absl::ToInt64Milliseconds(kIdleWake)));
   if (r <= 0) return;
   if (fds[0].revents & POLLIN) {
     ibv_cq* ev_cq = nullptr;

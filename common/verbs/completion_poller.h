@@ -82,7 +82,9 @@ class CompletionPoller {
   bool OnPollerThread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
   // Completions delivered so far, and whether the thread has looped within `max_age` (for the
-  // watchdog: a thread stuck in a handler stops looping).
+  // watchdog: a thread stuck in a handler stops looping). An idle poller sleeps up to
+  // kIdleWake, so an age below about twice that says nothing.
+  static constexpr absl::Duration kIdleWake = absl::Seconds(1);
   uint64_t completions() const { return completions_.load(std::memory_order_relaxed); }
   bool Healthy(absl::Duration max_age) const;
 

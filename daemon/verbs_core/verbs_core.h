@@ -35,7 +35,8 @@ class VerbsCore {
   absl::StatusOr<uint32_t> VolumeLkey(absl::string_view volume) const;
   size_t volumes_registered() const { return volume_mrs_.size(); }
 
-  // UNAVAILABLE when the completion poller has not come round within `max_stall`.
+  // UNAVAILABLE when the completion poller has not come round within `max_stall` (at least
+  // twice the idle poller's wake interval).
   absl::Status CheckHealth(absl::Duration max_stall) const;
   // Stops the poller (idempotent): called once every transport on the core has shut down.
   void Stop();
