@@ -86,6 +86,7 @@ TcpTargetStats TcpTarget::stats() const {
   TcpTargetStats s;
   s.refused = refused_.load();
   s.bad_frames = bad_frames_.load();
+  s.accepted = accepted_.load();
   s.gpu.bytes_to_device = gpu_to_device_.load();
   s.gpu.bytes_from_device = gpu_from_device_.load();
   s.gpu.copy_ns = gpu_copy_ns_.load();
@@ -147,6 +148,7 @@ void TcpTarget::AcceptLoop() {
     conn->fd = std::move(owned);
     Connection* raw = conn.get();
     connections_.push_back(std::move(conn));
+    accepted_.fetch_add(1);
     raw->thread = std::thread([this, raw] {
       Serve(raw);
       raw->finished.store(true);

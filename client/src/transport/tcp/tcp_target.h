@@ -28,6 +28,7 @@ struct TcpTargetStats {
   uint64_t refused = 0;     // requests answered with an error status
   uint64_t bad_frames = 0;  // connections dropped for a malformed frame
   uint32_t connections = 0;
+  uint64_t accepted = 0;    // connections accepted since start
   cuda::StagingStats gpu;  // staging copies into / out of GPU regions, all links
 };
 
@@ -84,6 +85,7 @@ class TcpTarget {
   std::list<std::unique_ptr<Connection>> connections_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> bad_frames_{0};
+  std::atomic<uint64_t> accepted_{0};
   std::atomic<uint64_t> gpu_to_device_{0}, gpu_from_device_{0}, gpu_copy_ns_{0}, gpu_wait_ns_{0};
 };
 

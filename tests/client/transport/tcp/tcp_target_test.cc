@@ -104,11 +104,13 @@ class TcpTargetTest : public ::testing::Test {
     return -1;
   }
 
-  // Waits (bounded) until the target has no live connection: the observable end of a drop.
-  bool WaitNoConnections() {
+  // Waits (bounded) until the target has accepted `accepted` connections in all and none is
+  // live: the observable end of a drop (a connection not yet accepted is not yet dropped).
+  bool WaitNoConnections(uint64_t accepted = 0) {
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
     while (absl::Now() < deadline) {
-      if (target_->stats().connections == 0) return true;
+      const TcpTargetStats st = target_->stats();
+      if (st.accepted >= accepted && st.connections == 0) return true;
       std::this_thread::yield();
     }
     return false;
@@ -284,13 +286,14 @@ TEST_F(TcpTargetTest, GarbageDropsTheConnectionButNotTheTarget) {
 }
 
 TEST_F(TcpTargetTest, HalfFrameThenCloseDropsTheConnectionButNotTheTarget) {
+  const uint64_t before = target_->stats().accepted;
   {
     ScopedFd half = Connect();
     Raw raw;
     wire::Encode(Req(wire::Opcode::kWriteReq, 0, 64, 1), raw);
     ASSERT_TRUE(WriteFull(half.get(), raw.data(), raw.size() / 2).ok());
   }  // closed mid-header
-  ASSERT_TRUE(WaitNoConnections());
+  ASSERT_TRUE(WaitNoConnections(before + 1));
   {
     // Whole header, half the payload, then close.
     ScopedFd half = Connect();
@@ -298,7 +301,7 @@ TEST_F(TcpTargetTest, HalfFrameThenCloseDropsTheConnectionButNotTheTarget) {
     ASSERT_TRUE(SendHeader(half.get(), Req(wire::Opcode::kWriteReq, 0, 64, 1)).ok());
     ASSERT_TRUE(WriteFull(half.get(), data.data(), 32).ok());
   }
-  ASSERT_TRUE(WaitNoConnections());
+  ASSERT_TRUE(WaitNoConnections(before + 2));
   EXPECT_EQ(target_->stats().bad_frames, 0u);  // a closed peer is not a protocol error
   ScopedFd good = Connect();
   ExpectReadable(good.get(), 0, 128, 2);
