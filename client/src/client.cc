@@ -7,7 +7,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/host_memory.h"
 #include "client/src/op_request.h"
+#include "client/src/registration.h"
 #include "client/src/transport/region.h"
 #include "client/src/transport/open_client_transport.h"
 #include "common/cuda/gpu.h"
@@ -42,7 +44,8 @@ namespace gdrstore {
 Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
       channel_(std::move(channel)),
-      stub_(v1::GdrStore::NewStub(channel_)) {}
+      stub_(v1::GdrStore::NewStub(channel_)),
+      registrations_(std::make_unique<gdr::RegistrationCache>()) {}
 
 Client::~Client() {
   if (transport_) transport_->Close();
@@ -127,7 +130,42 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
   region->release = [p, mapped] { ::munmap(p, mapped); };
   absl::StatusOr<std::function<void()>> withdraw = transport_->Register(region);
   if (!withdraw.ok()) return withdraw.status();
-  return std::unique_ptr<Buffer>(new Buffer(std::move(region), std::move(*withdraw)));
+  auto registration = std::make_shared<gdr::Registration>(std::move(region), std::move(*withdraw));
+  registrations_->Add(registration);
+  return std::unique_ptr<Buffer>(new Buffer(std::move(registration), 0, bytes));
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> Client::RegisterHostMemory(void* p, size_t n) {
+  if (p == nullptr || n == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host memory ", absl::Hex(reinterpret_cast<uintptr_t>(p)), " (+", n,
+                     " bytes): a buffer needs an address and a size > 0"));
+  }
+  const uint64_t base = reinterpret_cast<uint64_t>(p);
+  if (std::shared_ptr<gdr::Registration> hit = registrations_->Find(base, n, /*gpu=*/false)) {
+    const size_t offset = base - hit->region()->base;
+    return std::unique_ptr<Buffer>(new Buffer(std::move(hit), offset, n));
+  }
+  GDR_ASSIGN_OR_RETURN(const bool writable, gdr::HostRangeWritable(p, n));
+  auto region = std::make_shared<gdr::Region>();
+  region->host = static_cast<std::byte*>(p);
+  region->base = base;
+  region->size = n;
+  region->writable = writable;
+  absl::StatusOr<std::function<void()>> withdraw = transport_->Register(region);
+  if (!withdraw.ok()) {
+    return absl::Status(withdraw.status().code(),
+                        absl::StrCat("host memory 0x", absl::Hex(base), " (+", n,
+                                     " bytes): ", withdraw.status().message()));
+  }
+  auto registration = std::make_shared<gdr::Registration>(std::move(region), std::move(*withdraw));
+  registrations_->Add(registration);
+  return std::unique_ptr<Buffer>(new Buffer(std::move(registration), 0, n));
+}
+
+Client::RegistrationStats Client::registration_stats() const {
+  const gdr::RegistrationCache::Stats s = registrations_->stats();
+  return RegistrationStats{s.hits, s.misses, s.live};
 }
 
 absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::string& gpu,
@@ -153,7 +191,9 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::str
     return absl::Status(withdraw.status().code(),
                         absl::StrCat("GPU ", info->pci, " ", withdraw.status().message()));
   }
-  std::unique_ptr<Buffer> buffer(new Buffer(std::move(region), std::move(*withdraw)));
+  auto registration = std::make_shared<gdr::Registration>(std::move(region), std::move(*withdraw));
+  registrations_->Add(registration);
+  std::unique_ptr<Buffer> buffer(new Buffer(std::move(registration), 0, bytes));
   buffer->gpu_pci_ = info->pci;
   if (!options_.rdma_device.empty()) {
     buffer->rdma_device_ = options_.rdma_device;
@@ -191,7 +231,7 @@ void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer
     OpCallback done;
   };
   auto* call = new Call();
-  call->done = std::move(done);
+  call->done = buffer.Track(std::move(done));
   absl::Status s = kind == OpKind::kWrite
                        ? gdr::FillRequest(*this, extent, buffer, buffer_offset, &call->write)
                        : gdr::FillRequest(*this, extent, buffer, buffer_offset, &call->read);

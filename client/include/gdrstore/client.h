@@ -121,17 +121,20 @@ using OpCallback = std::function<void(absl::StatusOr<OpResult>)>;
 // The library's internals (client/src/), which the classes below hold by pointer only.
 namespace gdr {
 class ClientTransport;
-struct Region;
+class OpGate;
+class Registration;
+class RegistrationCache;
 }  // namespace gdr
 
 namespace gdrstore {
 
 class Client;
 
-// Registered memory: page-aligned host memory, or device memory on a GPU. Deregistered (and
-// freed, when the library allocated it) on destruction; an access the daemon has in flight at
-// that moment completes against memory that stays mapped until it is done. Not copyable;
-// every method is safe to call from any thread.
+// Registered memory: host memory or device memory on a GPU, allocated by the library or owned
+// by the caller (Client::RegisterHostMemory). The destructor waits for the ops submitted on the
+// buffer to finish, then lets go of its registration, which is withdrawn (and memory the
+// library allocated freed) once no Buffer views it. Not copyable; every method is safe to call
+// from any thread.
 class Buffer {
  public:
   ~Buffer();
@@ -143,6 +146,8 @@ class Buffer {
   std::byte* data() const;
   size_t size() const;
   uint32_t rkey() const;
+  // False for caller-owned host memory mapped read-only: puts (OpKind::kRead) only.
+  bool writable() const;
   // The address the daemon's descriptors name (the RDMA iova; the CUdeviceptr on a GPU).
   uint64_t address() const;
 
@@ -159,10 +164,15 @@ class Buffer {
 
  private:
   friend class Client;
-  // `withdraw` (may be empty) undoes the transport's registration when the Buffer goes.
-  Buffer(std::shared_ptr<gdr::Region> region, std::function<void()> withdraw);
-  std::shared_ptr<gdr::Region> region_;
-  std::function<void()> withdraw_;
+  friend class OpStream;
+  // A view of [offset, offset + size) of `registration`'s region.
+  Buffer(std::shared_ptr<gdr::Registration> registration, size_t offset, size_t size);
+  // `done` wrapped to count the op as in flight on this buffer until it is answered.
+  OpCallback Track(OpCallback done) const;
+  std::shared_ptr<gdr::Registration> registration_;
+  size_t offset_ = 0;
+  size_t size_ = 0;
+  std::shared_ptr<gdr::OpGate> gate_;
   std::string gpu_pci_;
   std::string rdma_device_;
 };
@@ -218,6 +228,22 @@ class Client {
   // missing when neither works.
   absl::StatusOr<std::unique_ptr<Buffer>> AllocateGpuBuffer(const std::string& gpu, size_t bytes);
 
+  // Host memory the caller owns, [p, p + n), registered in place: nothing is copied and the
+  // memory stays the caller's, who must keep it alive until the Buffer is destroyed. A range
+  // inside one this Client registered before (and still holds a Buffer on) reuses that
+  // registration, at no cost. INVALID_ARGUMENT naming the address when the range is empty or
+  // not mapped in this process; memory mapped read-only registers for puts only (a get into it
+  // fails PERMISSION_DENIED).
+  absl::StatusOr<std::unique_ptr<Buffer>> RegisterHostMemory(void* p, size_t n);
+
+  // Registrations made and handed out again (RegisterHostMemory hits), and how many are live.
+  struct RegistrationStats {
+    uint64_t hits = 0;
+    uint64_t misses = 0;
+    size_t live = 0;
+  };
+  RegistrationStats registration_stats() const;
+
   TargetStats target_stats() const;
 
   // The descriptor a request carries for [offset, offset+length) of `buffer`.
@@ -262,6 +288,7 @@ class Client {
   std::unique_ptr<v1::GdrStore::Stub> stub_;
   // tcp, rc or dc behind one interface; shared with the registrations that need it alive.
   std::shared_ptr<gdr::ClientTransport> transport_;
+  std::unique_ptr<gdr::RegistrationCache> registrations_;
   std::string auto_notes_;
 };
 

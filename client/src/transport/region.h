@@ -22,6 +22,9 @@ struct Region {
   std::byte* host = nullptr;  // null for GPU memory: device pointers are never dereferenced
   std::shared_ptr<const cuda::DeviceMemory> gpu;  // set for GPU memory
   uint32_t rkey = 0;
+  // False for host memory the caller registered that is mapped read-only: the daemon may read
+  // it (put), never write it (get).
+  bool writable = true;
   std::function<void()> release;
   ~Region() {
     if (release) release();

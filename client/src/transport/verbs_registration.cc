@@ -28,7 +28,8 @@ absl::Status RegisterOnDevice(const verbs::VerbsDevice& device,
     deregister = [mr = std::make_shared<cuda::MrPtr>(std::move(mr->mr))] { mr->reset(); };
   } else {
     absl::StatusOr<std::unique_ptr<verbs::MemoryRegion>> mr =
-        verbs::MemoryRegion::Register(device.pd(), region.host, region.size, kRemoteAccess);
+        verbs::MemoryRegion::Register(device.pd(), region.host, region.size,
+                                      region.writable ? kRemoteAccess : IBV_ACCESS_REMOTE_READ);
     if (!mr.ok()) return mr.status();
     region.rkey = (*mr)->rkey();
     deregister = [mr = std::shared_ptr<verbs::MemoryRegion>(std::move(*mr))]() mutable {

@@ -103,6 +103,9 @@ wire::TargetStatus TcpTarget::Check(const Region* region, const wire::Header& h)
       h.address - region->base > region->size - h.length) {
     return wire::TargetStatus::kOutOfBounds;
   }
+  if (h.opcode == wire::Opcode::kWriteReq && !region->writable) {
+    return wire::TargetStatus::kAccessDenied;
+  }
   return wire::TargetStatus::kOk;
 }
 
