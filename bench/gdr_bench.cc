@@ -69,7 +69,7 @@ struct Settings {
   uint64_t rate_ops = 20000;      // 4 KiB ops per ops/s measurement
   uint32_t rate_qd = 32;
   int64_t ready_timeout_ms = 20000;
-  std::vector<std::string> only;  // subset of {bw, lat, rate, gpu}; empty = all
+  std::vector<std::string> only;  // subset of {bw, lat, rate, gpu, reg}; empty = all
   std::string gpu;                // GPU for the gpu group (PCI address or ordinal); empty = none
   uint64_t gpu_copies = 16;       // cuMemcpyHtoD of bw_size per baseline sample
   std::string gpu_slot_text = "1MiB";  // the client's staging slot size (ClientOptions)
@@ -417,6 +417,67 @@ class Bench {
     if (s_.Wants("lat")) GDR_RETURN_IF_ERROR(Latency(rows));
     if (s_.Wants("rate")) GDR_RETURN_IF_ERROR(Rate(rows));
     if (s_.Wants("gpu")) GDR_RETURN_IF_ERROR(Gpu(rows));
+    if (s_.Wants("reg")) GDR_RETURN_IF_ERROR(Registration(rows));
+    return absl::OkStatus();
+  }
+
+  // (e) Registering memory the caller owns: the same range again (a registration cache hit)
+  // against the first registration of it, for 1 GiB of host memory and, with --gpu, of device
+  // memory. Each repeat registers fresh memory.
+  absl::Status Registration(std::vector<Row>* rows) {
+    constexpr size_t kBytes = size_t{1} << 30;
+    using Us = std::chrono::duration<double, std::micro>;
+    auto time_twice = [&](auto register_once, Row& row) -> absl::Status {
+      Progress(row.name);
+      for (int r = -s_.warmup; r < s_.repeats; ++r) {
+        const Clock::time_point t0 = Clock::now();
+        GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdrstore::Buffer> first, register_once());
+        const Clock::time_point t1 = Clock::now();
+        GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdrstore::Buffer> again, register_once());
+        const Clock::time_point t2 = Clock::now();
+        if (again->rkey() != first->rkey()) {
+          return absl::InternalError("the repeated registration was not the cached one");
+        }
+        if (r < 0) continue;
+        row.product.push_back(Us(t2 - t1).count());
+        row.base.push_back(Us(t1 - t0).count());
+      }
+      return absl::OkStatus();
+    };
+    {
+      TouchedMemory host(kBytes);
+      if (host.data() == nullptr) return absl::ResourceExhaustedError("1 GiB host buffer");
+      Row row;
+      row.name = "RegisterHostMemory 1 GiB again";
+      row.unit = "us";
+      row.baseline = "RegisterHostMemory 1 GiB first";
+      row.aim = "<= 0.01";
+      row.aim_ratio = 0.01;
+      row.higher_is_better = false;
+      GDR_RETURN_IF_ERROR(time_twice(
+          [&]() -> absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> {
+            return client_.RegisterHostMemory(host.data(), kBytes);
+          },
+          row));
+      rows->push_back(std::move(row));
+    }
+    if (s_.gpu.empty()) return absl::OkStatus();
+    GDR_ASSIGN_OR_RETURN(gdr::cuda::GpuInfo gpu, gdr::cuda::FindGpu(s_.gpu));
+    GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdr::cuda::DeviceMemory> dev,
+                         gdr::cuda::DeviceMemory::Create(gpu.ordinal, kBytes));
+    Row row;
+    row.name = "RegisterGpuMemory 1 GiB again";
+    row.unit = "us";
+    row.baseline = "RegisterGpuMemory 1 GiB first";
+    row.aim = "<= 0.01";
+    row.aim_ratio = 0.01;
+    row.higher_is_better = false;
+    GDR_RETURN_IF_ERROR(time_twice(
+        [&]() -> absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> {
+          return client_.RegisterGpuMemory(dev->ptr(), kBytes);
+        },
+        row));
+    rows->push_back(std::move(row));
     return absl::OkStatus();
   }
 
@@ -653,8 +714,9 @@ int Main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1u, 1024u));
   app.add_option("--ready-timeout-ms", s.ready_timeout_ms, "how long to wait for the daemon")
       ->capture_default_str();
-  app.add_option("--only", s.only, "run only these groups: bw (a), lat (b), rate (c), gpu (d)")
-      ->check(CLI::IsMember({"bw", "lat", "rate", "gpu"}));
+  app.add_option("--only", s.only,
+                 "run only these groups: bw (a), lat (b), rate (c), gpu (d), reg (e)")
+      ->check(CLI::IsMember({"bw", "lat", "rate", "gpu", "reg"}));
   app.add_option("--gpu", s.gpu,
                  "GPU for group (d), tcp Writes into GPU memory (PCI address or CUDA ordinal)");
   app.add_option("--gpu-slot", s.gpu_slot_text, "client staging slot size for GPU buffers")

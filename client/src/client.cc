@@ -195,15 +195,49 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::str
   registrations_->Add(registration);
   std::unique_ptr<Buffer> buffer(new Buffer(std::move(registration), 0, bytes));
   buffer->gpu_pci_ = info->pci;
-  if (!options_.rdma_device.empty()) {
-    buffer->rdma_device_ = options_.rdma_device;
-  } else if (absl::StatusOr<gdr::topo::Topology> topo =
-                 gdr::topo::ReadTopology(options_.sysfs_root);
-             topo.ok()) {
-    absl::StatusOr<const gdr::topo::Nic*> nic = gdr::topo::NearestNic(*topo, info->pci);
-    if (nic.ok()) buffer->rdma_device_ = (*nic)->name;
+  buffer->rdma_device_ = NicFor(info->pci);
+  return buffer;
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> Client::RegisterGpuMemory(uint64_t device_ptr, size_t n) {
+  GDR_RETURN_IF_ERROR(transport_->CanServeGpuMemory());
+  std::shared_ptr<gdr::Registration> registration =
+      registrations_->Find(device_ptr, n, /*gpu=*/true);
+  size_t offset = 0;
+  if (registration != nullptr) {
+    offset = device_ptr - registration->region()->base;
+  } else {
+    GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdr::cuda::DeviceMemory> mem,
+                         gdr::cuda::DeviceMemory::Borrow(device_ptr, n));
+    auto region = std::make_shared<gdr::Region>();
+    region->base = device_ptr;
+    region->size = n;
+    region->gpu = std::move(mem);
+    absl::StatusOr<std::function<void()>> withdraw = transport_->Register(region);
+    if (!withdraw.ok()) {
+      return absl::Status(withdraw.status().code(),
+                          absl::StrCat("GPU memory 0x", absl::Hex(device_ptr), " (+", n,
+                                       " bytes): ", withdraw.status().message()));
+    }
+    registration = std::make_shared<gdr::Registration>(std::move(region), std::move(*withdraw));
+    registrations_->Add(registration);
+  }
+  const int ordinal = registration->region()->gpu->ordinal();
+  std::unique_ptr<Buffer> buffer(new Buffer(std::move(registration), offset, n));
+  if (absl::StatusOr<gdr::cuda::GpuInfo> info = gdr::cuda::FindGpu(absl::StrCat(ordinal));
+      info.ok()) {
+    buffer->gpu_pci_ = info->pci;
+    buffer->rdma_device_ = NicFor(info->pci);
   }
   return buffer;
+}
+
+std::string Client::NicFor(const std::string& gpu_pci) const {
+  if (!options_.rdma_device.empty()) return options_.rdma_device;
+  absl::StatusOr<gdr::topo::Topology> topo = gdr::topo::ReadTopology(options_.sysfs_root);
+  if (!topo.ok()) return "";
+  absl::StatusOr<const gdr::topo::Nic*> nic = gdr::topo::NearestNic(*topo, gpu_pci);
+  return nic.ok() ? (*nic)->name : "";
 }
 
 absl::StatusOr<v1::RemoteBuffer> Client::Describe(const Buffer& buffer, size_t offset,

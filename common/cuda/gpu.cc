@@ -104,7 +104,44 @@ absl::StatusOr<std::unique_ptr<DeviceMemory>> DeviceMemory::Create(int ordinal, 
   return mem;
 }
 
+absl::StatusOr<std::unique_ptr<DeviceMemory>> DeviceMemory::Borrow(uint64_t ptr, size_t bytes) {
+  const std::string what = absl::StrCat("0x", absl::Hex(ptr), " (+", bytes, " bytes)");
+  if (ptr == 0 || bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("GPU memory ", what, ": needs a pointer and "
+                                                   "a size > 0"));
+  }
+  absl::StatusOr<const CudaApi*> loaded = Api();
+  if (!loaded.ok()) return loaded.status();
+  const CudaApi& api = **loaded;
+  unsigned int type = 0;
+  if (api.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) != CUDA_SUCCESS) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GPU memory ", what, ": CUDA does not know this pointer (host memory, freed, or never "
+        "allocated)"));
+  }
+  if (type != CU_MEMORYTYPE_DEVICE) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GPU memory ", what, ": is host memory to CUDA (pinned or mapped), not device memory; "
+        "register it as host memory"));
+  }
+  int ordinal = -1;
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  GDR_CU_RETURN_IF_ERROR(api, cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                                    ptr));
+  GDR_CU_RETURN_IF_ERROR(api,
+                         cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr));
+  GDR_CU_RETURN_IF_ERROR(api, cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr));
+  if (bytes > size - (ptr - start)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GPU memory ", what, ": runs past the end of its allocation [0x", absl::Hex(start),
+        ", +", size, ") on GPU ", ordinal, " (a range may not cross two allocations)"));
+  }
+  return std::unique_ptr<DeviceMemory>(new DeviceMemory(ordinal, ptr, bytes, /*owned=*/false));
+}
+
 DeviceMemory::~DeviceMemory() {
+  if (!owned_) return;
   absl::StatusOr<const CudaApi*> loaded = Api();
   if (!loaded.ok()) return;
   const CudaApi& api = **loaded;

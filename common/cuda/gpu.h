@@ -49,6 +49,11 @@ class DeviceMemory {
   // INVALID_ARGUMENT for size 0, RESOURCE_EXHAUSTED when the GPU is full, FAILED_PRECONDITION
   // without a driver.
   static absl::StatusOr<std::unique_ptr<DeviceMemory>> Create(int ordinal, size_t bytes);
+  // Device memory someone else allocated (cuMemAlloc, a torch or CuPy allocation), [ptr,
+  // ptr + bytes), never freed here. INVALID_ARGUMENT naming the pointer when CUDA does not
+  // know it as device memory (host memory, freed, never allocated) or the range runs past the
+  // end of its allocation; FAILED_PRECONDITION without a driver.
+  static absl::StatusOr<std::unique_ptr<DeviceMemory>> Borrow(uint64_t ptr, size_t bytes);
   ~DeviceMemory();
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
@@ -63,12 +68,14 @@ class DeviceMemory {
   absl::Status Memset(uint8_t value) const;
 
  private:
-  DeviceMemory(int ordinal, uint64_t ptr, size_t size) : ordinal_(ordinal), ptr_(ptr), size_(size) {}
+  DeviceMemory(int ordinal, uint64_t ptr, size_t size, bool owned = true)
+      : ordinal_(ordinal), ptr_(ptr), size_(size), owned_(owned) {}
   // Checks [offset, +n) against the buffer and makes this GPU current for a copy.
   absl::StatusOr<const CudaApi*> ApiForCopy(size_t offset, size_t n) const;
   int ordinal_;
   uint64_t ptr_;
   size_t size_;
+  bool owned_;  // freed by the destructor
 };
 
 // Page-locked host memory (cuMemHostAlloc, portable), for staging and baselines.

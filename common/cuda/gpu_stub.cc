@@ -26,6 +26,9 @@ absl::StatusOr<GpuInfo> FindGpu(absl::string_view spec) {
 absl::StatusOr<std::unique_ptr<DeviceMemory>> DeviceMemory::Create(int, size_t) {
   return NoCuda();
 }
+absl::StatusOr<std::unique_ptr<DeviceMemory>> DeviceMemory::Borrow(uint64_t, size_t) {
+  return NoCuda();
+}
 DeviceMemory::~DeviceMemory() = default;
 absl::Status DeviceMemory::CopyFromHost(size_t, const void*, size_t) const { return NoCuda(); }
 absl::Status DeviceMemory::CopyToHost(size_t, void*, size_t) const { return NoCuda(); }

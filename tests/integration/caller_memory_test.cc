@@ -153,6 +153,18 @@ TEST_F(CallerMemoryTest, UnmappedOrEmptyMemoryIsRefusedNamingTheAddress) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Device pointers need a CUDA driver to be recognised; where there is none (this CI machine),
+// the refusal says so instead of guessing. On a GPU host gpu_data_path_test covers the rest.
+TEST_F(CallerMemoryTest, GpuMemoryIsRecognisedFromThePointerOrRefusedSayingWhy) {
+  std::vector<std::byte> host(4096);
+  auto r = client_->RegisterGpuMemory(reinterpret_cast<uint64_t>(host.data()), host.size());
+  ASSERT_FALSE(r.ok());
+  // No driver: FAILED_PRECONDITION; a driver: host memory is not device memory.
+  EXPECT_TRUE(r.status().code() == absl::StatusCode::kFailedPrecondition ||
+              r.status().code() == absl::StatusCode::kInvalidArgument)
+      << r.status();
+}
+
 // The volume's media model holds each op for 300 ms, so the op is surely in flight when the
 // Buffer is destroyed; the destructor must not return before the op has been answered.
 TEST(CallerMemoryDrainTest, DestroyingABufferWaitsForItsOpsInFlight) {

@@ -2,19 +2,23 @@
 // gdrstored process with an RDMA device, libgdrclient and gdrctl with --transport rc. Verified
 // data both ways at sizes 1 B .. 16 MiB, unaligned; concurrent clients with their own QPs; a
 // remote access error reported by name and the QP recovered; a killed client's QPs destroyed;
-// a daemon asked for a device that does not exist refusing to start. Without a verbs device
-// every test skips, saying so.
+// memory the caller owns registered in place; a daemon asked for a device that does not exist
+// refusing to start. Without a verbs device every test skips, saying so.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/pattern.h"
 #include "common/verbs/verbs_device.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
@@ -243,6 +247,48 @@ TEST_F(RcTest, RemoteAccessErrorsAreNamedAndTheQpRecovers) {
   EXPECT_EQ(mine->qp_resets, 2u) << "one QP reset per remote access error";
   EXPECT_EQ(b->rdma_info()->qp_resets, 0u);
   EXPECT_TRUE(absl::StrContains(daemon_->Stderr(), "recovered")) << daemon_->Stderr();
+}
+
+// Memory the caller owns, registered in place with the NIC (an MR on the caller's heap): gets
+// and puts land in it, the same range registered again is the same MR, and a read-only
+// mapping is registered remote-read only, so a get into it is refused by the NIC itself.
+TEST_F(RcTest, CallerMemoryIsRegisteredInPlace) {
+  SKIP_WITHOUT_DEVICE();
+  StartDaemon();
+  auto client = RcClient(*daemon_);
+  ASSERT_NE(client, nullptr);
+  std::vector<std::byte> mine(2 * kMiB + 5);
+  std::byte* p = mine.data() + 5;
+  const size_t n = 2 * kMiB;
+  auto buf = client->RegisterHostMemory(p, n);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  auto again = client->RegisterHostMemory(p, n);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->rkey(), (*buf)->rkey());
+  ASSERT_TRUE(client->Write({"vol0", 777, n}, **buf).ok());
+  EXPECT_EQ(PatternMismatch(PatternSeed("vol0"), 777, std::span(p, n)), std::nullopt);
+  PatternFill(PatternSeed("vol0", 3), 0, std::span(p, n));
+  ASSERT_TRUE(client->Read({"vol0", 8 * kMiB, n}, **again).ok());
+  std::vector<std::byte> back(n);
+  auto back_buf = client->RegisterHostMemory(back.data(), n);
+  ASSERT_TRUE(back_buf.ok()) << back_buf.status();
+  ASSERT_TRUE(client->Write({"vol0", 8 * kMiB, n}, **back_buf).ok());
+  EXPECT_EQ(PatternMismatch(PatternSeed("vol0", 3), 0, std::span(back.data(), n)), std::nullopt);
+
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* ro = ::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(ro, MAP_FAILED);
+  std::memset(ro, 0x5a, 4 * page);
+  ASSERT_EQ(::mprotect(ro, 4 * page, PROT_READ), 0);
+  {
+    auto rob = client->RegisterHostMemory(ro, 4 * page);
+    ASSERT_TRUE(rob.ok()) << rob.status();
+    EXPECT_FALSE((*rob)->writable());
+    EXPECT_TRUE(client->Read({"vol0", 0, 4 * page}, **rob).ok());
+    EXPECT_EQ(client->Write({"vol0", 0, 4 * page}, **rob).status().code(),
+              absl::StatusCode::kPermissionDenied);
+  }
+  ::munmap(ro, 4 * page);
 }
 
 TEST_F(RcTest, KilledClientsQpsAreDestroyed) {

@@ -236,6 +236,14 @@ class Client {
   // fails PERMISSION_DENIED).
   absl::StatusOr<std::unique_ptr<Buffer>> RegisterHostMemory(void* p, size_t n);
 
+  // Device memory the caller owns (cuMemAlloc, a torch tensor's or a CuPy array's storage),
+  // [device_ptr, device_ptr + n), registered in place; the GPU is found from the pointer. The
+  // NIC registers it as it does AllocateGpuBuffer's memory (rc/dc: dma-buf first, then
+  // nvidia-peermem); the tcp target stages through pinned memory. Reuse and lifetime as for
+  // RegisterHostMemory. INVALID_ARGUMENT naming the pointer when it is not device memory (host
+  // memory, freed) or the range runs past the end of its allocation.
+  absl::StatusOr<std::unique_ptr<Buffer>> RegisterGpuMemory(uint64_t device_ptr, size_t n);
+
   // Registrations made and handed out again (RegisterHostMemory hits), and how many are live.
   struct RegistrationStats {
     uint64_t hits = 0;
@@ -283,6 +291,9 @@ class Client {
 
  private:
   Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
+  // The RDMA device GPU buffers on `gpu_pci` use: ClientOptions::rdma_device, else the nearest
+  // on the PCIe tree; empty when none is found.
+  std::string NicFor(const std::string& gpu_pci) const;
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::GdrStore::Stub> stub_;
