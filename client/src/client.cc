@@ -220,15 +220,17 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::RegisterGpuMemory(uint64_t devic
                                        " bytes): ", withdraw.status().message()));
     }
     registration = std::make_shared<gdr::Registration>(std::move(region), std::move(*withdraw));
+    const int ordinal = registration->region()->gpu->ordinal();
+    if (absl::StatusOr<gdr::cuda::GpuInfo> info = gdr::cuda::FindGpu(absl::StrCat(ordinal));
+        info.ok()) {
+      registration->gpu_pci = info->pci;
+      registration->rdma_device = NicFor(info->pci);
+    }
     registrations_->Add(registration);
   }
-  const int ordinal = registration->region()->gpu->ordinal();
-  std::unique_ptr<Buffer> buffer(new Buffer(std::move(registration), offset, n));
-  if (absl::StatusOr<gdr::cuda::GpuInfo> info = gdr::cuda::FindGpu(absl::StrCat(ordinal));
-      info.ok()) {
-    buffer->gpu_pci_ = info->pci;
-    buffer->rdma_device_ = NicFor(info->pci);
-  }
+  std::unique_ptr<Buffer> buffer(new Buffer(registration, offset, n));
+  buffer->gpu_pci_ = registration->gpu_pci;
+  buffer->rdma_device_ = registration->rdma_device;
   return buffer;
 }
 

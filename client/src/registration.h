@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -40,6 +41,11 @@ class Registration {
   Registration(const Registration&) = delete;
   Registration& operator=(const Registration&) = delete;
   const std::shared_ptr<Region>& region() const { return region_; }
+
+  // GPU memory: the GPU's PCI address and the RDMA device nearest it, found once when the
+  // registration is made (looking them up costs more than a cache hit may).
+  std::string gpu_pci;
+  std::string rdma_device;
 
  private:
   std::shared_ptr<Region> region_;
