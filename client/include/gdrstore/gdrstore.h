@@ -1,0 +1,186 @@
+/* The C ABI of libgdrclient: usable from C, Rust, Go or Python (ctypes) without a C++ compiler.
+ *
+ * Handles are opaque. Every call returns a gdrstore_status whose values are gRPC's codes; the
+ * message of a handle's last failure is gdrstore_error(handle). No C++ type or exception
+ * crosses this boundary, and no callback ever runs on a thread the caller did not make: async
+ * ops are collected with gdrstore_poll.
+ *
+ * Verbs: a "get" moves store bytes into the caller's buffer (the wire's Write RPC: the daemon
+ * writes into client memory); a "put" moves the buffer's bytes into the store (the wire's Read).
+ *
+ * Thread safety: every function may be called from any thread; one stream may be used by
+ * several threads at once. A buffer must not be released while another thread submits on it.
+ */
+#ifndef GDRSTORE_GDRSTORE_H_
+#define GDRSTORE_GDRSTORE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define GDRSTORE_EXPORT __attribute__((visibility("default")))
+#else
+#define GDRSTORE_EXPORT
+#endif
+
+/* Bumped when a declaration here changes incompatibly; new functions do not bump it. */
+#define GDRSTORE_ABI_VERSION 1
+GDRSTORE_EXPORT uint32_t gdrstore_abi_version(void);
+
+/* gRPC's status codes, same numbers. */
+typedef enum gdrstore_status {
+  GDRSTORE_OK = 0,
+  GDRSTORE_CANCELLED = 1,
+  GDRSTORE_UNKNOWN = 2,
+  GDRSTORE_INVALID_ARGUMENT = 3,
+  GDRSTORE_DEADLINE_EXCEEDED = 4,
+  GDRSTORE_NOT_FOUND = 5,
+  GDRSTORE_ALREADY_EXISTS = 6,
+  GDRSTORE_PERMISSION_DENIED = 7,
+  GDRSTORE_RESOURCE_EXHAUSTED = 8,
+  GDRSTORE_FAILED_PRECONDITION = 9,
+  GDRSTORE_ABORTED = 10,
+  GDRSTORE_OUT_OF_RANGE = 11,
+  GDRSTORE_UNIMPLEMENTED = 12,
+  GDRSTORE_INTERNAL = 13,
+  GDRSTORE_UNAVAILABLE = 14,
+  GDRSTORE_DATA_LOSS = 15,
+  GDRSTORE_UNAUTHENTICATED = 16
+} gdrstore_status;
+
+/* "OK", "NOT_FOUND", ...; "UNKNOWN" for a value outside the enum. Static storage. */
+GDRSTORE_EXPORT const char* gdrstore_status_name(gdrstore_status status);
+
+typedef struct gdrstore_client gdrstore_client;
+typedef struct gdrstore_buffer gdrstore_buffer;
+typedef struct gdrstore_stream gdrstore_stream;
+
+/* The message of the last failing call on `handle` (a client, buffer or stream), "" when none
+ * failed. Valid until the next call on that handle. */
+GDRSTORE_EXPORT const char* gdrstore_error(const void* handle);
+
+typedef struct gdrstore_client_options {
+  size_t struct_size;         /* sizeof(gdrstore_client_options); set by _init */
+  const char* daemon_address; /* "HOST:PORT"; NULL: 127.0.0.1:50051 */
+  const char* transport;      /* "tcp", "rc", "dc" or "auto"; NULL: tcp */
+  const char* token;          /* bearer token; NULL or "": none */
+  const char* token_file;     /* read the token from this file (first line); NULL: none */
+  const char* rdma_device;    /* rc/dc: the device; NULL: chosen as the C++ library does */
+  uint32_t rpc_timeout_ms;    /* deadline of each op; 0: none */
+} gdrstore_client_options;
+
+GDRSTORE_EXPORT void gdrstore_client_options_init(gdrstore_client_options* options);
+
+/* Connects (see gdrstore::Client::Connect). On failure *client is NULL and, when `error` is not
+ * NULL, the reason is copied there (NUL-terminated, truncated to error_len). */
+GDRSTORE_EXPORT gdrstore_status gdrstore_client_open(const gdrstore_client_options* options,
+                                                     gdrstore_client** client, char* error,
+                                                     size_t error_len);
+/* Closes the transport; buffers and streams of the client must have been released first. */
+GDRSTORE_EXPORT void gdrstore_client_close(gdrstore_client* client);
+
+/* GetInfo / GetStats of the daemon as proto3 JSON, in memory the caller frees with
+ * gdrstore_free. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_info_json(gdrstore_client* client, char** json);
+GDRSTORE_EXPORT gdrstore_status gdrstore_stats_json(gdrstore_client* client, char** json);
+GDRSTORE_EXPORT void gdrstore_free(void* p);
+
+/* Memory the caller owns, registered in place (no copy); the same range again reuses the
+ * registration. GPU memory is a device pointer (CUdeviceptr); its GPU is found from it. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_register_host(gdrstore_client* client, void* p,
+                                                       size_t n, gdrstore_buffer** buffer);
+GDRSTORE_EXPORT gdrstore_status gdrstore_register_gpu(gdrstore_client* client,
+                                                      uint64_t device_ptr, size_t n,
+                                                      gdrstore_buffer** buffer);
+/* Memory the library allocates: host (page-aligned, zeroed) or on the GPU `gpu` names (PCI
+ * address or CUDA ordinal). */
+GDRSTORE_EXPORT gdrstore_status gdrstore_alloc_host(gdrstore_client* client, size_t n,
+                                                    gdrstore_buffer** buffer);
+GDRSTORE_EXPORT gdrstore_status gdrstore_alloc_gpu(gdrstore_client* client, const char* gpu,
+                                                   size_t n, gdrstore_buffer** buffer);
+/* Waits for the ops in flight on the buffer, then lets go of it (memory the caller owns may be
+ * freed once this returns). */
+GDRSTORE_EXPORT void gdrstore_buffer_release(gdrstore_buffer* buffer);
+
+typedef struct gdrstore_buffer_info {
+  void* host;        /* host memory: its address; GPU memory: NULL */
+  uint64_t address;  /* the address descriptors name (the device pointer on a GPU) */
+  size_t size;
+  int gpu_ordinal;   /* -1 for host memory */
+  int writable;      /* 0: read-only host memory, puts only */
+} gdrstore_buffer_info;
+GDRSTORE_EXPORT void gdrstore_buffer_get_info(const gdrstore_buffer* buffer,
+                                              gdrstore_buffer_info* info);
+
+/* Host <-> buffer copies of [offset, offset + n) (cuMemcpy for GPU memory). */
+GDRSTORE_EXPORT gdrstore_status gdrstore_buffer_copy_in(gdrstore_buffer* buffer, size_t offset,
+                                                        const void* src, size_t n);
+GDRSTORE_EXPORT gdrstore_status gdrstore_buffer_copy_out(gdrstore_buffer* buffer, size_t offset,
+                                                         void* dst, size_t n);
+
+/* Checks [offset, offset + n) of the buffer against the store's initial pattern of `volume` at
+ * `volume_offset` (what a get of an unwritten extent delivers). GDRSTORE_DATA_LOSS with the
+ * first differing byte in *first_bad (when not NULL) if they differ. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_verify(gdrstore_buffer* buffer, size_t offset,
+                                                size_t n, const char* volume,
+                                                uint64_t volume_offset, uint64_t* first_bad);
+
+typedef struct gdrstore_result {
+  uint64_t bytes;       /* bytes moved */
+  uint64_t service_ns;  /* daemon-side time */
+} gdrstore_result;
+
+/* Blocking ops; `result` may be NULL. get: store [offset, +n) of `volume` -> buffer at
+ * buffer_offset. put: buffer -> store; `sync` != 0 answers only once a file-backed volume has
+ * the bytes on disk. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_get(gdrstore_client* client, const char* volume,
+                                             uint64_t offset, uint64_t n,
+                                             gdrstore_buffer* buffer, size_t buffer_offset,
+                                             gdrstore_result* result);
+GDRSTORE_EXPORT gdrstore_status gdrstore_put(gdrstore_client* client, gdrstore_buffer* buffer,
+                                             size_t buffer_offset, const char* volume,
+                                             uint64_t offset, uint64_t n, int sync,
+                                             gdrstore_result* result);
+
+/* Many ops over one Stream call. Submissions return at once; each op's outcome is collected
+ * once by gdrstore_poll, tagged with the caller's `tag`. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_stream_open(gdrstore_client* client,
+                                                     gdrstore_stream** stream);
+GDRSTORE_EXPORT gdrstore_status gdrstore_stream_get(gdrstore_stream* stream, const char* volume,
+                                                    uint64_t offset, uint64_t n,
+                                                    gdrstore_buffer* buffer,
+                                                    size_t buffer_offset, uint64_t tag);
+GDRSTORE_EXPORT gdrstore_status gdrstore_stream_put(gdrstore_stream* stream,
+                                                    gdrstore_buffer* buffer, size_t buffer_offset,
+                                                    const char* volume, uint64_t offset,
+                                                    uint64_t n, uint64_t tag);
+
+typedef struct gdrstore_completion {
+  uint64_t tag;
+  gdrstore_status status;
+  uint64_t bytes;
+  uint64_t service_ns;
+  char message[256];  /* why, when status is not OK (truncated); "" otherwise */
+} gdrstore_completion;
+
+/* Moves up to `max` finished ops into `completions` and their count into *count. Waits up to
+ * `timeout_ms` for at least one (0: does not wait; -1: waits as long as ops are outstanding).
+ * *count is 0 after the timeout or when nothing is outstanding. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_poll(gdrstore_stream* stream,
+                                              gdrstore_completion* completions, size_t max,
+                                              int timeout_ms, size_t* count);
+/* Ops submitted and not yet collected by gdrstore_poll. */
+GDRSTORE_EXPORT size_t gdrstore_stream_outstanding(const gdrstore_stream* stream);
+/* Half-closes the call, waits for every op to be answered (answers not yet polled are dropped)
+ * and frees the stream; the call's final status. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_stream_close(gdrstore_stream* stream);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* GDRSTORE_GDRSTORE_H_ */
