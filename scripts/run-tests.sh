@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Fresh Debian 12 machine -> every test: install packages, build, run ctest (unit + integration)
-# here, then the verbs tests (label rxe) inside a QEMU guest with SoftRoCE, where they run for
-# real (they skip here when this machine has no RDMA device). GDR_SKIP_RXE=1 leaves the guest out.
+# here, the Python package's pytest suite, then the verbs tests (label rxe) inside a QEMU guest
+# with SoftRoCE, where they run for real (they skip here when this machine has no RDMA device).
+# GDR_SKIP_RXE=1 leaves the guest out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
 status=0
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --timeout 600 || status=$?
+# The Python package against the shared library just built (Debian's python3 has its numpy and
+# pytest; a python3 earlier on the PATH may not).
+echo "== Python package: /usr/bin/python3 -m pytest tests/python =="
+B=$(cd "${BUILD_DIR:-build}" && pwd)
+GDRSTORE_LIBRARY="$B/client/libgdrclient.so.1" GDRSTORED_BIN="$B/daemon/gdrstored" \
+  /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider tests/python || status=$?
 if [[ ${GDR_SKIP_RXE:-0} != 1 ]]; then
   echo "== verbs tests inside the SoftRoCE guest: tests/rxe/run-in-guest.sh tests/rxe/guest-ci.sh =="
   tests/rxe/run-in-guest.sh bash tests/rxe/guest-ci.sh || status=$?

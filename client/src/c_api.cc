@@ -329,6 +329,18 @@ gdrstore_status gdrstore_verify(gdrstore_buffer* b, size_t offset, size_t n, con
   });
 }
 
+gdrstore_status gdrstore_pattern_check(const void* data, size_t n, const char* volume,
+                                       uint64_t volume_offset, uint64_t* first_bad) {
+  if ((data == nullptr && n > 0) || volume == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  const auto* bytes = static_cast<const std::byte*>(data);
+  if (auto bad = gdr::PatternMismatch(gdr::PatternSeed(volume), volume_offset,
+                                      std::span(bytes, n))) {
+    if (first_bad != nullptr) *first_bad = *bad;
+    return GDRSTORE_DATA_LOSS;
+  }
+  return GDRSTORE_OK;
+}
+
 gdrstore_status gdrstore_get(gdrstore_client* c, const char* volume, uint64_t offset, uint64_t n,
                              gdrstore_buffer* buffer, size_t buffer_offset,
                              gdrstore_result* result) {

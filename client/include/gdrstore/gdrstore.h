@@ -129,6 +129,12 @@ GDRSTORE_EXPORT gdrstore_status gdrstore_verify(gdrstore_buffer* buffer, size_t 
                                                 size_t n, const char* volume,
                                                 uint64_t volume_offset, uint64_t* first_bad);
 
+/* The same check on host memory [data, data + n), no client needed. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_pattern_check(const void* data, size_t n,
+                                                       const char* volume,
+                                                       uint64_t volume_offset,
+                                                       uint64_t* first_bad);
+
 typedef struct gdrstore_result {
   uint64_t bytes;       /* bytes moved */
   uint64_t service_ns;  /* daemon-side time */

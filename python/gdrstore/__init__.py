@@ -1,0 +1,22 @@
+"""gdrstore: move bytes between a gdrstored daemon's volumes and memory you already own (torch
+tensors, numpy and CuPy arrays, bytearrays), in place.
+
+    import gdrstore
+    c = gdrstore.Client("127.0.0.1:50051", transport="auto")
+    c.get("vol0", 0, into=tensor)      # store -> tensor (the wire's Write RPC)
+    c.put(tensor, "vol0", 0)           # tensor -> store (the wire's Read RPC)
+"""
+
+from .client import Client, Future, Stream, verify
+from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,
+                     FailedPrecondition, Internal, InvalidArgument, NotFound, OutOfRange,
+                     PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
+                     Unimplemented, Unknown)
+from .memory import Memory, describe
+
+__all__ = [
+    "Client", "Stream", "Future", "verify", "Memory", "describe", "Error", "Cancelled",
+    "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
+    "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange",
+    "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",
+]

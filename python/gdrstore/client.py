@@ -1,0 +1,330 @@
+"""Client, Stream and Future over the C ABI. Verbs are the caller's: get moves store bytes into
+the caller's memory (the wire's Write RPC), put moves the caller's bytes into the store (the
+wire's Read RPC)."""
+
+import ctypes
+import json
+import threading
+import time
+import weakref
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import errors
+from ._native import (BufferInfo, ClientOptions, Completion, Result, lib)
+from .memory import Memory, describe
+
+
+def _check(status: int, handle) -> None:
+    if status != 0:
+        raise errors.from_status(status, lib.gdrstore_error(handle).decode(errors="replace"))
+
+
+class _Registration:
+    """One registered buffer (a gdrstore_buffer handle). It holds no reference to the object
+    whose memory it views: a cached one is released when that object dies."""
+
+    def __init__(self, handle, nbytes: int):
+        self.handle = handle
+        self.nbytes = nbytes
+        self.released = False
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            lib.gdrstore_buffer_release(self.handle)
+
+
+class Client:
+    """A connection to one gdrstored: `Client("127.0.0.1:50051", transport="auto")`.
+
+    transport: "tcp", "rc", "dc" or "auto". token / token_file: the bearer token a daemon
+    started with --token-file expects. timeout: seconds per op (None: no deadline)."""
+
+    def __init__(self, address: str = "127.0.0.1:50051", transport: str = "tcp",
+                 token: Optional[str] = None, token_file: Optional[str] = None,
+                 rdma_device: Optional[str] = None, timeout: Optional[float] = 120.0):
+        opts = ClientOptions()
+        lib.gdrstore_client_options_init(ctypes.byref(opts))
+        self._keep = [s.encode() if s is not None else None
+                      for s in (address, transport, token, token_file, rdma_device)]
+        (opts.daemon_address, opts.transport, opts.token, opts.token_file,
+         opts.rdma_device) = self._keep
+        opts.rpc_timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
+        handle = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(1024)
+        status = lib.gdrstore_client_open(ctypes.byref(opts), ctypes.byref(handle), err,
+                                          len(err))
+        if status != 0:
+            raise errors.from_status(status, err.value.decode(errors="replace"))
+        self._handle = handle
+        self._lock = threading.Lock()
+        # Registrations kept while their object lives (objects that take weak references).
+        self._regs: Dict[Tuple[int, int, bool], _Registration] = {}
+
+    # ---- lifetime ----
+    def close(self) -> None:
+        """Releases every registration (waiting for their ops) and closes the connection."""
+        if self._handle is None:
+            return
+        with self._lock:
+            regs, self._regs = list(self._regs.values()), {}
+        for r in regs:
+            r.release()
+        lib.gdrstore_client_close(self._handle)
+        self._handle = None
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ---- memory ----
+    def _register_memory(self, mem: Memory) -> _Registration:
+        if mem.nbytes == 0:
+            raise ValueError("buffer is empty")
+        out = ctypes.c_void_p()
+        if mem.gpu:
+            status = lib.gdrstore_register_gpu(self._handle, mem.address, mem.nbytes,
+                                               ctypes.byref(out))
+        else:
+            status = lib.gdrstore_register_host(self._handle, mem.address, mem.nbytes,
+                                                ctypes.byref(out))
+        _check(status, self._handle)
+        return _Registration(out, mem.nbytes)
+
+    def _acquire(self, obj) -> Tuple[_Registration, bool]:
+        """The registration for `obj` and whether the caller must release it after the op."""
+        mem = describe(obj)
+        key = (mem.address, mem.nbytes, mem.gpu)
+        with self._lock:
+            reg = self._regs.get(key)
+            if reg is not None and not reg.released:
+                return reg, False
+        reg = self._register_memory(mem)
+        try:
+            weakref.finalize(mem.owner if not isinstance(mem.owner, tuple) else mem.owner[0],
+                             self._forget, key, reg)
+        except TypeError:
+            return reg, True  # no weak references: registered for this op only
+        with self._lock:
+            self._regs[key] = reg
+        return reg, False
+
+    def _forget(self, key, reg: _Registration) -> None:
+        with self._lock:
+            if self._regs.get(key) is reg:
+                del self._regs[key]
+        if self._handle is not None:
+            reg.release()
+
+    def register(self, obj) -> None:
+        """Registers `obj` now (and keeps it registered while `obj` lives), so that ops on it
+        and on any slice of it skip registration."""
+        self._acquire(obj)
+
+    # ---- ops ----
+    def _span(self, obj, length: Optional[int]) -> Tuple[_Registration, bool, int]:
+        reg, temporary = self._acquire(obj)
+        n = reg.nbytes if length is None else length
+        return reg, temporary, n
+
+    def get(self, volume: str, offset: int, into, length: Optional[int] = None) -> int:
+        """Store -> `into` (volume bytes [offset, offset + length), length defaulting to the
+        size of `into`), in place. Returns the bytes moved."""
+        mem = describe(into)
+        if not mem.writable:
+            raise ValueError("`into` is read-only; a get needs writable memory")
+        reg, temporary, n = self._span(mem, length)
+        try:
+            result = Result()
+            _check(lib.gdrstore_get(self._handle, volume.encode(), offset, n, reg.handle, 0,
+                                    ctypes.byref(result)), self._handle)
+            return result.bytes
+        finally:
+            if temporary:
+                reg.release()
+
+    def put(self, src, volume: str, offset: int, length: Optional[int] = None,
+            sync: bool = False) -> int:
+        """`src` -> store at volume [offset, offset + length). sync: answered only once a
+        file-backed volume has the bytes on disk. Returns the bytes moved."""
+        reg, temporary, n = self._span(describe(src), length)
+        try:
+            result = Result()
+            _check(lib.gdrstore_put(self._handle, reg.handle, 0, volume.encode(), offset, n,
+                                    1 if sync else 0, ctypes.byref(result)), self._handle)
+            return result.bytes
+        finally:
+            if temporary:
+                reg.release()
+
+    def stream(self) -> "Stream":
+        """Many ops over one Stream call; use as a context manager."""
+        return Stream(self)
+
+    def info(self) -> Dict[str, Any]:
+        """The daemon's GetInfo as a dict (proto field names)."""
+        return self._json(lib.gdrstore_info_json)
+
+    def stats(self) -> Dict[str, Any]:
+        """The daemon's GetStats as a dict (proto field names)."""
+        return self._json(lib.gdrstore_stats_json)
+
+    def _json(self, fn) -> Dict[str, Any]:
+        p = ctypes.c_void_p()
+        _check(fn(self._handle, ctypes.byref(p)), self._handle)
+        try:
+            return json.loads(ctypes.string_at(p).decode())
+        finally:
+            lib.gdrstore_free(p)
+
+    def registration_handles(self) -> int:
+        """Registrations this Client keeps alive for live objects (for tests and diagnosis)."""
+        with self._lock:
+            return len(self._regs)
+
+
+class Future:
+    """The outcome of one stream op: result() returns the bytes moved or raises."""
+
+    def __init__(self, stream: "Stream", tag: int):
+        self._stream, self._tag = stream, tag
+        self._done = False
+        self._bytes = 0
+        self._error: Optional[errors.Error] = None
+
+    def _resolve(self, c: Completion) -> None:
+        self._done = True
+        if c.status == 0:
+            self._bytes = c.bytes
+        else:
+            self._error = errors.from_status(c.status, c.message.decode(errors="replace"))
+
+    def done(self) -> bool:
+        return self._done
+
+    def result(self, timeout: Optional[float] = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._done:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError("stream op not answered in time")
+            self._stream._collect(left)
+        if self._error is not None:
+            raise self._error
+        return self._bytes
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[errors.Error]:
+        try:
+            self.result(timeout)
+        except errors.Error as e:
+            return e
+        return None
+
+
+class Stream:
+    """Ops submitted at once and answered in any order: get/put return Futures."""
+
+    def __init__(self, client: Client):
+        self._client = client
+        handle = ctypes.c_void_p()
+        _check(lib.gdrstore_stream_open(client._handle, ctypes.byref(handle)), client._handle)
+        self._handle = handle
+        self._lock = threading.Lock()
+        self._next = 1
+        # Each op in flight keeps its object (so its memory) alive until it is answered.
+        self._pending: Dict[int, Tuple[Future, _Registration, bool, Memory]] = {}
+        self._batch = (Completion * 64)()
+
+    def _submit(self, fn, obj, length, writable_needed, args_before, args_after) -> Future:
+        mem = describe(obj)
+        if writable_needed and not mem.writable:
+            raise ValueError("`into` is read-only; a get needs writable memory")
+        reg, temporary, n = self._client._span(mem, length)
+        with self._lock:
+            tag = self._next
+            self._next += 1
+            fut = Future(self, tag)
+            self._pending[tag] = (fut, reg, temporary, mem)
+        status = fn(self._handle, *args_before(reg, n), *args_after(tag))
+        if status != 0:
+            with self._lock:
+                self._pending.pop(tag, None)
+            if temporary:
+                reg.release()
+            _check(status, self._handle)
+        return fut
+
+    def get(self, volume: str, offset: int, into, length: Optional[int] = None) -> Future:
+        """Store -> `into`, as Client.get; the Future resolves to the bytes moved."""
+        return self._submit(lib.gdrstore_stream_get, into, length, True,
+                            lambda reg, n: (volume.encode(), offset, n, reg.handle, 0),
+                            lambda tag: (tag,))
+
+    def put(self, src, volume: str, offset: int, length: Optional[int] = None) -> Future:
+        """`src` -> store, as Client.put; the Future resolves to the bytes moved."""
+        return self._submit(lib.gdrstore_stream_put, src, length, False,
+                            lambda reg, n: (reg.handle, 0, volume.encode(), offset, n),
+                            lambda tag: (tag,))
+
+    def _collect(self, timeout: Optional[float]) -> None:
+        got = ctypes.c_size_t()
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        _check(lib.gdrstore_poll(self._handle, self._batch, len(self._batch), ms,
+                                 ctypes.byref(got)), self._handle)
+        for i in range(got.value):
+            c = self._batch[i]
+            with self._lock:
+                fut, reg, temporary, _ = self._pending.pop(c.tag)
+            fut._resolve(c)
+            if temporary:
+                reg.release()
+
+    def wait_all(self, timeout: Optional[float] = None) -> List[Future]:
+        """Waits until every op submitted so far is answered; returns their Futures."""
+        with self._lock:
+            futures = [f for f, _, _, _ in self._pending.values()]
+        for f in futures:
+            f.exception(timeout)
+        return futures
+
+    def close(self) -> None:
+        """Waits for every op, then ends the call; raises the call's error if it failed."""
+        if self._handle is None:
+            return
+        self.wait_all()
+        handle, self._handle = self._handle, None
+        status = lib.gdrstore_stream_close(handle)
+        if status != 0:
+            raise errors.from_status(status, "stream ended with an error")
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def verify(buffer, volume: str, offset: int) -> None:
+    """Checks that `buffer` holds the store's initial pattern of `volume` from `offset` (what a
+    get of an extent nobody wrote delivers). GPU tensors and arrays are copied to the host for
+    the check. Raises gdrstore.DataLoss naming the first differing byte."""
+    mem = describe(buffer)
+    if mem.gpu:
+        host = buffer.cpu() if hasattr(buffer, "cpu") else buffer.get()  # torch / CuPy
+        mem = describe(host)
+    bad = ctypes.c_uint64()
+    status = lib.gdrstore_pattern_check(mem.address, mem.nbytes, volume.encode(), offset,
+                                        ctypes.byref(bad))
+    if status == 15:
+        raise errors.DataLoss(f"byte {bad.value} of the buffer differs from {volume} at "
+                              f"{offset + bad.value}")
+    if status != 0:
+        raise errors.from_status(status, "pattern check refused its arguments")
