@@ -5,7 +5,8 @@
 #      by full PCI address, short B:D.F and CUDA ordinal;
 #   3. two gdrctl clients on the same GPU at once, each verifying its own extents;
 #   4. the GoogleTest suites that need a GPU (they skip elsewhere);
-#   5. gdr_bench --only gpu: tcp 64 MiB Writes into GPU memory vs pinned cuMemcpyHtoD.
+#   5. gdr_bench --only gpu: tcp 64 MiB Writes into GPU memory vs pinned cuMemcpyHtoD;
+#   6. the Python package on torch CUDA tensors and CuPy arrays, and docs/python.md's example.
 # Usage: tests/gpu/run-gpu-tests.sh [BIN_DIR]   (BIN_DIR holds gdrstored, gdrctl, gdr_bench and the
 # test binaries; default: ./build with its usual layout). Prints PASS/FAIL per step and exits
 # non-zero when any step failed. Needs an NVIDIA GPU and driver; nothing else from CUDA.
@@ -113,6 +114,24 @@ step "gdr_bench --only gpu"
 if "$BENCH" --daemon "$GDRSTORED" --only gpu --gpu "$GPU_PCI" --bw-qd 1 --bw-qd 2; then
   pass "gdr_bench"
 else fail "gdr_bench"; fi
+
+step "Python: torch CUDA tensors and CuPy arrays (python/gdrstore over libgdrclient.so)"
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+export GDRSTORE_LIBRARY=${GDRSTORE_LIBRARY:-$(dirname "$GDRCTL")/libgdrclient.so.1}
+if PYTHONPATH=$SRC/python python3 "$SRC/tests/gpu/python_gpu_check.py" "127.0.0.1:$PORT"; then
+  pass "python GPU checks"
+else fail "python GPU checks"; fi
+
+step "docs/python.md's example, as written (its own daemon on 127.0.0.1:50051)"
+"$GDRSTORED" --listen 127.0.0.1:50051 --volume vol0=256MiB --log-level warning \
+  >"$WORK/example-daemon.log" 2>&1 &
+EXAMPLE_PID=$!
+for _ in $(seq 1 600); do "$GDRCTL" -p 50051 info >/dev/null 2>&1 && break; sleep 0.05; done
+awk '/^```python$/{f=1;next} /^```$/{if(f)exit} f' "$SRC/docs/python.md" >"$WORK/example.py"
+if PYTHONPATH=$SRC/python python3 "$WORK/example.py"; then
+  pass "docs/python.md example"
+else fail "docs/python.md example"; fi
+kill -TERM "$EXAMPLE_PID"; wait "$EXAMPLE_PID" 2>/dev/null
 
 echo
 if ((FAILED == 0)); then echo "ALL GPU CHECKS PASSED"; else echo "FAILED steps: $FAILED"; fi
