@@ -11,7 +11,7 @@ PKGS=(
   libgtest-dev libgmock-dev libcli11-dev
   procps iproute2
   systemd file dpkg-dev
-  python3 python3-numpy python3-pytest python3-setuptools
+  python3 python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
 )
 
 missing=()
