@@ -7,7 +7,7 @@
 # edited config is never overwritten: the packaged one goes next to it as gdrstored.conf.dist.
 
 # The install script runs without the project's variables: hand it the source directory.
-install(CODE "set(GDR_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")")
+install(CODE "set(GDR_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")" COMPONENT daemon)
 install(CODE [[
   set(_gdr_prefix "${CMAKE_INSTALL_PREFIX}")
   if(_gdr_prefix STREQUAL "/usr")
@@ -29,6 +29,6 @@ install(CODE [[
   endif()
   message(STATUS "Installing: ${_gdr_conf}")
   file(COPY_FILE "${GDR_SOURCE_DIR}/deploy/systemd/gdrstored.conf" "${_gdr_conf}")
-]])
+]] COMPONENT daemon)
 install(FILES README.md docs/operations.md docs/architecture.md docs/benchmarks.md
-        DESTINATION ${CMAKE_INSTALL_DOCDIR})
+        DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT daemon)

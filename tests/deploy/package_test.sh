@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds the .deb with CPack, unpacks it into a fresh root with dpkg -x, checks that every file
-# is where the unit and docs say, that the control data is right, and that the unpacked daemon
-# starts from that root with the packaged config (volumes and listen overridden on the command
-# line), serves, and stops with exit 0 on SIGTERM.
+# Builds the .debs with CPack (gdrstored, libgdrclient1, libgdrclient-dev, python3-gdrstore),
+# unpacks them into a fresh root with dpkg -x, checks that every file is where the unit and docs
+# say and in the package it belongs to, that the control data is right, and that the unpacked
+# daemon starts from that root with the packaged config (volumes and listen overridden on the
+# command line), serves the packaged CLI and the packaged Python package, and stops with exit 0
+# on SIGTERM.
 set -euo pipefail
 trap 'echo "package_test: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 build_dir=$(realpath "$1")
@@ -30,9 +32,27 @@ mkdir "$root"
 dpkg -x "$deb" "$root"
 for f in usr/sbin/gdrstored usr/bin/gdrctl usr/lib/systemd/system/gdrstored.service \
          etc/gdrstored/gdrstored.conf usr/share/doc/gdrstored/operations.md \
-         usr/share/doc/gdrstored/README.md usr/include/gdrstore/client.h; do
+         usr/share/doc/gdrstored/README.md; do
   [[ -e $root/$f ]] || { echo "missing from the package: /$f"; dpkg-deb -c "$deb"; exit 1; }
 done
+# The library, its development files and the Python package are packages of their own.
+lib_deb=$(ls "$tmp"/pkg/libgdrclient1_*.deb)
+dev_deb=$(ls "$tmp"/pkg/libgdrclient-dev_*.deb)
+py_deb=$(ls "$tmp"/pkg/python3-gdrstore_*_all.deb)
+for d in "$lib_deb" "$dev_deb" "$py_deb"; do dpkg -x "$d" "$root"; done
+for f in usr/lib/libgdrclient.so.1 usr/lib/libgdrclient.so usr/include/gdrstore/client.h \
+         usr/include/gdrstore/gdrstore.h usr/include/gdrstore/v1/gdrstore.grpc.pb.h \
+         usr/lib/pkgconfig/gdrstore.pc usr/lib/cmake/gdrstore/gdrstoreConfig.cmake \
+         usr/lib/python3/dist-packages/gdrstore/__init__.py; do
+  [[ -e $root/$f ]] || { echo "missing from the packages: /$f"; exit 1; }
+done
+[[ -z $(dpkg-deb -c "$deb" | grep -E "libgdrclient|include/gdrstore" || true) ]]
+dpkg-deb -I "$dev_deb" >"$tmp/dev_info"
+grep -q "^ Depends: libgdrclient1 (= " "$tmp/dev_info"
+dpkg-deb -I "$py_deb" >"$tmp/py_info"
+grep -q "^ Depends: python3, libgdrclient1 (= " "$tmp/py_info"
+lib_ctrl=$(dpkg-deb --ctrl-tarfile "$lib_deb" | tar -t)
+grep -qx "./shlibs" <<<"$lib_ctrl" || { echo "no shlibs in libgdrclient1: $lib_ctrl"; exit 1; }
 [[ -x $root/usr/sbin/gdrstored && -x $root/usr/bin/gdrctl ]]
 grep -q '^ExecStart=/usr/sbin/gdrstored --config /etc/gdrstored/gdrstored.conf$' \
   "$root/usr/lib/systemd/system/gdrstored.service"
@@ -52,6 +72,16 @@ for _ in $(seq 600); do
 done
 [[ -s $tmp/port ]] || { echo "no port file"; cat "$tmp/daemon.log"; exit 1; }
 "$root/usr/bin/gdrctl" -p "$(cat "$tmp/port")" write --volume f -s 64KiB --verify
+# The packaged Python package, on the packaged library, against the packaged daemon.
+GDRSTORE_LIBRARY=$root/usr/lib/libgdrclient.so.1 PYTHONPATH=$root/usr/lib/python3/dist-packages \
+  /usr/bin/python3 -c "
+import sys, gdrstore
+assert gdrstore.__file__.startswith('$root'), gdrstore.__file__
+with gdrstore.Client('127.0.0.1:$(cat "$tmp/port")') as c:
+    b = bytearray(65536)
+    c.get('vol0', 0, into=b)
+print('python3-gdrstore: 64 KiB moved with the packaged package and library')
+"
 kill -TERM "$pid"
 rc=0
 wait "$pid" || rc=$?
