@@ -108,6 +108,30 @@ def test_info_and_stats(client):
     assert "total" in stats
 
 
+class DlpackOnly:
+    """An object that offers its memory through DLPack alone (as JAX arrays do)."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def __dlpack__(self, stream=None):
+        return self._array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+
+def test_dlpack_producers(client):
+    a = np.zeros(MiB, dtype=np.uint16)
+    if not hasattr(a, "__dlpack__"):
+        pytest.skip("this numpy has no DLPack export to stand in for a producer")
+    client.get("vol0", 2 * MiB, into=DlpackOnly(a))
+    gdrstore.verify(a, "vol0", 2 * MiB)
+    strided = DlpackOnly(np.zeros((512, 512), dtype=np.uint8)[:, ::2])
+    with pytest.raises(ValueError, match="not contiguous"):
+        client.get("vol0", 0, into=strided)
+
+
 def test_torch_cpu_tensor(client):
     torch = pytest.importorskip("torch", reason="torch is not installed for this python")
     t = torch.empty(2 * MiB, dtype=torch.uint8)
