@@ -13,13 +13,6 @@ const char* TransportName(TransportKind kind) {
   return "unknown";
 }
 
-std::optional<TransportKind> ParseTransportName(std::string_view name) {
-  for (TransportKind k : kTransportKinds) {
-    if (TransportName(k) == name) return k;
-  }
-  return std::nullopt;
-}
-
 v1::Transport ToProto(TransportKind kind) {
   switch (kind) {
     case TransportKind::kTcp: return v1::TRANSPORT_TCP;

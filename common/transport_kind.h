@@ -4,7 +4,6 @@
 #pragma once
 
 #include <optional>
-#include <string_view>
 
 #include "gdrstore/v1/gdrstore.pb.h"
 
@@ -17,8 +16,6 @@ inline constexpr TransportKind kTransportKinds[] = {TransportKind::kTcp, Transpo
 
 // "tcp", "rc", "dc": flags, logs, GetInfo lines and errors all use these.
 const char* TransportName(TransportKind kind);
-// The inverse of TransportName; nullopt for any other string.
-std::optional<TransportKind> ParseTransportName(std::string_view name);
 
 gdrstore::v1::Transport ToProto(TransportKind kind);
 // nullopt for TRANSPORT_UNSPECIFIED and values this build does not know (a newer peer).

@@ -129,10 +129,12 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const Common& c) {
   o.daemon_address = c.daemon;  // resolved by DaemonAddress after parsing
   o.target_host = c.target_host;
   o.rpc_timeout = std::chrono::milliseconds(c.timeout_ms);
-  o.transport = c.transport == "rc"     ? gdrstore::Transport::kRc
-                : c.transport == "dc"   ? gdrstore::Transport::kDc
-                : c.transport == "auto" ? gdrstore::Transport::kAuto
-                                        : gdrstore::Transport::kTcp;
+  std::optional<gdrstore::Transport> transport = gdrstore::ParseTransport(c.transport);
+  if (!transport) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--transport '", c.transport, "' is not one of tcp, rc, dc, auto"));
+  }
+  o.transport = *transport;
   o.rdma_device = c.rdma_device;
   o.rdma_address = c.rdma_addr;
   o.rdma_gid_index = c.gid_index;

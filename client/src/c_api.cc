@@ -201,18 +201,13 @@ gdrstore_status gdrstore_client_open(const gdrstore_client_options* o, gdrstore_
   try {
     gdrstore::ClientOptions opts;
     if (o->daemon_address != nullptr) opts.daemon_address = o->daemon_address;
-    const std::string transport = o->transport != nullptr ? o->transport : "tcp";
-    if (transport == "tcp") {
-      opts.transport = gdrstore::Transport::kTcp;
-    } else if (transport == "rc") {
-      opts.transport = gdrstore::Transport::kRc;
-    } else if (transport == "dc") {
-      opts.transport = gdrstore::Transport::kDc;
-    } else if (transport == "auto") {
-      opts.transport = gdrstore::Transport::kAuto;
-    } else {
-      return fail(absl::InvalidArgumentError(
-          absl::StrCat("transport '", transport, "' is not one of tcp, rc, dc, auto")));
+    if (o->transport != nullptr) {
+      std::optional<gdrstore::Transport> t = gdrstore::ParseTransport(o->transport);
+      if (!t) {
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("transport '", o->transport, "' is not one of tcp, rc, dc, auto")));
+      }
+      opts.transport = *t;
     }
     if (o->token != nullptr) opts.token = o->token;
     if (o->token_file != nullptr && o->token_file[0] != '\0') {

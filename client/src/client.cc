@@ -108,6 +108,13 @@ const char* TransportName(Transport t) {
   return kind ? gdr::TransportName(*kind) : "auto";
 }
 
+std::optional<Transport> ParseTransport(const std::string& name) {
+  for (Transport t : {Transport::kTcp, Transport::kRc, Transport::kDc, Transport::kAuto}) {
+    if (name == TransportName(t)) return t;
+  }
+  return std::nullopt;
+}
+
 uint32_t Client::dct_number() const { return transport_->dct_number(); }
 const std::string& Client::target_host() const { return options_.target_host; }
 uint16_t Client::target_port() const { return transport_->target_port(); }

@@ -1,5 +1,5 @@
-// The transport name table and its conversions: every kind round-trips through its name, the
-// wire enum and the endpoint oneof, and what the table does not know is refused, not guessed.
+// The transport name table and its conversions: every kind has its name and round-trips through
+// the wire enum and the endpoint oneof; what the table does not know is refused, not guessed.
 #include "common/transport_kind.h"
 
 #include <gtest/gtest.h>
@@ -9,14 +9,10 @@ namespace {
 
 namespace v1 = gdrstore::v1;
 
-TEST(TransportKindTest, NamesRoundTrip) {
+TEST(TransportKindTest, EachKindHasItsName) {
   EXPECT_STREQ(TransportName(TransportKind::kTcp), "tcp");
   EXPECT_STREQ(TransportName(TransportKind::kRc), "rc");
   EXPECT_STREQ(TransportName(TransportKind::kDc), "dc");
-  for (TransportKind k : kTransportKinds) EXPECT_EQ(ParseTransportName(TransportName(k)), k);
-  EXPECT_EQ(ParseTransportName("auto"), std::nullopt);
-  EXPECT_EQ(ParseTransportName("TCP"), std::nullopt);
-  EXPECT_EQ(ParseTransportName(""), std::nullopt);
 }
 
 TEST(TransportKindTest, WireEnumRoundTripsAndUnknownValuesAreNamedUnknown) {

@@ -38,6 +38,8 @@ enum class Transport {
 
 // "tcp", "rc", "dc", "auto".
 const char* TransportName(Transport t);
+// The inverse of TransportName; nullopt for any other name.
+std::optional<Transport> ParseTransport(const std::string& name);
 
 struct ClientOptions {
   Transport transport = Transport::kTcp;
