@@ -100,14 +100,6 @@ void TcpInitiator::BuryLocked(std::shared_ptr<TcpLink> link) {
   --total_links_;
 }
 
-OpDone TcpInitiator::Counted(OpDone done) {
-  ops_in_flight_.fetch_add(1, std::memory_order_relaxed);
-  return [this, done = std::move(done)](absl::Status s) {
-    ops_in_flight_.fetch_sub(1, std::memory_order_relaxed);
-    done(std::move(s));
-  };
-}
-
 void TcpInitiator::ReapDeadLocked() {
   for (auto it = links_.begin(); it != links_.end();) {
     auto& vec = it->second;
@@ -199,7 +191,10 @@ absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& 
             " links are busy with other clients; retry later"));
       }
     }
-    if (state == nullptr) state = std::make_shared<OpState>(static_cast<uint32_t>(nchunks), Counted(std::move(done)));
+    if (state == nullptr) {
+      state = std::make_shared<OpState>(static_cast<uint32_t>(nchunks), std::move(done),
+                                        &ops_in_flight_);
+    }
     Chunk c;
     c.opcode = opcode;
     c.local = op.local + i * chunk;

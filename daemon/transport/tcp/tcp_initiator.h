@@ -64,8 +64,6 @@ class TcpInitiator final : public Initiator {
   void ReapDeadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves a dead link out of the pool (its threads are joined later, outside mu_).
   void BuryLocked(std::shared_ptr<TcpLink> link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `done` wrapped to count the op in flight until it runs.
-  OpDone Counted(OpDone done);
 
   const TcpInitiatorOptions options_;
   mutable absl::Mutex mu_;

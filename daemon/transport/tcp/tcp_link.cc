@@ -23,6 +23,7 @@ void OpState::ChunkDone(const absl::Status& status) {
     final_status = status_;
   }
   OpDone done = std::move(done_);
+  in_flight_->fetch_sub(1, std::memory_order_relaxed);
   done(std::move(final_status));
 }
 

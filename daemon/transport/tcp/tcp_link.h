@@ -28,10 +28,14 @@
 
 namespace gdr {
 
-// Completion state shared by the chunks of one op; the first failure wins.
+// Completion state shared by the chunks of one op; the first failure wins. The op counts in
+// `in_flight` from construction until just before `done` runs.
 class OpState {
  public:
-  OpState(uint32_t chunks, OpDone done) : remaining_(chunks), done_(std::move(done)) {}
+  OpState(uint32_t chunks, OpDone done, std::atomic<uint64_t>* in_flight)
+      : remaining_(chunks), done_(std::move(done)), in_flight_(in_flight) {
+    in_flight_->fetch_add(1, std::memory_order_relaxed);
+  }
   // Thread-safe; runs `done` when the last chunk reports.
   void ChunkDone(const absl::Status& status);
 
@@ -40,6 +44,7 @@ class OpState {
   absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   OpDone done_;
+  std::atomic<uint64_t>* const in_flight_;
 };
 
 struct Chunk {
