@@ -111,9 +111,13 @@ void CompletionPoller::Stop() {
   for (auto& t : rest) t();
 }
 
+absl::Duration CompletionPoller::since_last_loop() const {
+  return absl::Nanoseconds(absl::GetCurrentTimeNanos() -
+                           last_loop_ns_.load(std::memory_order_relaxed));
+}
+
 bool CompletionPoller::Healthy(absl::Duration max_age) const {
-  return absl::GetCurrentTimeNanos() - last_loop_ns_.load(std::memory_order_relaxed) <=
-         absl::ToInt64Nanoseconds(max_age);
+  return since_last_loop() <= std::max(max_age, 2 * kIdleWake);
 }
 
 void CompletionPoller::RunTasks() {

@@ -83,12 +83,14 @@ class CompletionPoller {
 
   // Completions delivered so far, and whether the thread has looped within `max_age` (for the
   // watchdog: a thread stuck in a handler stops looping). An idle poller sleeps up to
-  // kIdleWake, so an age below about twice that says nothing.
-  static constexpr absl::Duration kIdleWake = absl::Seconds(1);
+  // kIdleWake between loops, so a `max_age` below twice that is raised to it.
   uint64_t completions() const { return completions_.load(std::memory_order_relaxed); }
   bool Healthy(absl::Duration max_age) const;
+  // Time since the thread last looped (for the watchdog's message).
+  absl::Duration since_last_loop() const;
 
  private:
+  static constexpr absl::Duration kIdleWake = absl::Seconds(1);
   CompletionPoller(PollerOptions options, std::string name)
       : options_(options), name_(std::move(name)) {}
   void Loop();

@@ -1,7 +1,5 @@
 #include "daemon/verbs_core/verbs_core.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -47,12 +45,10 @@ absl::StatusOr<uint32_t> VerbsCore::VolumeLkey(absl::string_view volume) const {
 }
 
 absl::Status VerbsCore::CheckHealth(absl::Duration max_stall) const {
-  // An idle poller sleeps up to kIdleWake between stamps: a tighter bound would flag it.
-  const absl::Duration bound = std::max(max_stall, 2 * verbs::CompletionPoller::kIdleWake);
-  if (poller_->Healthy(bound)) return absl::OkStatus();
+  if (poller_->Healthy(max_stall)) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat("the completion poller of ", device_->name(),
                                              " has not polled its CQ for ",
-                                             absl::FormatDuration(bound)));
+                                             absl::FormatDuration(poller_->since_last_loop())));
 }
 
 void VerbsCore::FillInfo(gdrstore::v1::RdmaInfo* info) const {

@@ -33,10 +33,9 @@ class VerbsCore {
   verbs::CompletionPoller* poller() const { return poller_.get(); }
   // The lkey of volume `volume`'s registration; FAILED_PRECONDITION when it has none.
   absl::StatusOr<uint32_t> VolumeLkey(absl::string_view volume) const;
-  size_t volumes_registered() const { return volume_mrs_.size(); }
 
-  // UNAVAILABLE when the completion poller has not come round within `max_stall` (at least
-  // twice the idle poller's wake interval).
+  // UNAVAILABLE when the completion poller has not come round within `max_stall` (see
+  // CompletionPoller::Healthy for the floor an idle poller needs).
   absl::Status CheckHealth(absl::Duration max_stall) const;
   // Stops the poller (idempotent): called once every transport on the core has shut down.
   void Stop();

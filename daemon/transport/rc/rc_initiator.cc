@@ -28,7 +28,6 @@ absl::StatusOr<std::unique_ptr<RcInitiator>> RcInitiator::Create(
   }
   r->housekeeping_ns_.store(absl::GetCurrentTimeNanos());
   r->housekeeper_ = std::thread([raw = r.get()] { raw->Housekeeping(); });
-  GDR_LOG(kInfo) << "rc: " << r->Describe();
   return r;
 }
 
