@@ -427,7 +427,15 @@ class Bench {
   absl::Status Registration(std::vector<Row>* rows) {
     constexpr size_t kBytes = size_t{1} << 30;
     using Us = std::chrono::duration<double, std::micro>;
-    auto time_twice = [&](auto register_once, Row& row) -> absl::Status {
+    // One row: `call` ("RegisterHostMemory") registering the same range twice per repeat.
+    auto time_twice = [&](const std::string& call, auto register_once) -> absl::Status {
+      Row row;
+      row.name = absl::StrCat(call, " 1 GiB again");
+      row.unit = "us";
+      row.baseline = absl::StrCat(call, " 1 GiB first");
+      row.aim = "<= 0.05";
+      row.aim_ratio = 0.05;
+      row.higher_is_better = false;
       Progress(row.name);
       for (int r = -s_.warmup; r < s_.repeats; ++r) {
         const Clock::time_point t0 = Clock::now();
@@ -442,43 +450,22 @@ class Bench {
         row.product.push_back(Us(t2 - t1).count());
         row.base.push_back(Us(t1 - t0).count());
       }
+      rows->push_back(std::move(row));
       return absl::OkStatus();
     };
     {
       TouchedMemory host(kBytes);
       if (host.data() == nullptr) return absl::ResourceExhaustedError("1 GiB host buffer");
-      Row row;
-      row.name = "RegisterHostMemory 1 GiB again";
-      row.unit = "us";
-      row.baseline = "RegisterHostMemory 1 GiB first";
-      row.aim = "<= 0.05";
-      row.aim_ratio = 0.05;
-      row.higher_is_better = false;
-      GDR_RETURN_IF_ERROR(time_twice(
-          [&]() -> absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> {
-            return client_.RegisterHostMemory(host.data(), kBytes);
-          },
-          row));
-      rows->push_back(std::move(row));
+      GDR_RETURN_IF_ERROR(time_twice("RegisterHostMemory", [&] {
+        return client_.RegisterHostMemory(host.data(), kBytes);
+      }));
     }
     if (s_.gpu.empty()) return absl::OkStatus();
     GDR_ASSIGN_OR_RETURN(gdr::cuda::GpuInfo gpu, gdr::cuda::FindGpu(s_.gpu));
     GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdr::cuda::DeviceMemory> dev,
                          gdr::cuda::DeviceMemory::Create(gpu.ordinal, kBytes));
-    Row row;
-    row.name = "RegisterGpuMemory 1 GiB again";
-    row.unit = "us";
-    row.baseline = "RegisterGpuMemory 1 GiB first";
-    row.aim = "<= 0.05";
-    row.aim_ratio = 0.05;
-    row.higher_is_better = false;
-    GDR_RETURN_IF_ERROR(time_twice(
-        [&]() -> absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> {
-          return client_.RegisterGpuMemory(dev->ptr(), kBytes);
-        },
-        row));
-    rows->push_back(std::move(row));
-    return absl::OkStatus();
+    return time_twice("RegisterGpuMemory",
+                      [&] { return client_.RegisterGpuMemory(dev->ptr(), kBytes); });
   }
 
   // (d) tcp Writes into GPU memory (staged through pinned memory by the client's tcp target)

@@ -10,7 +10,7 @@ import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import errors
-from ._native import (BufferInfo, ClientOptions, Completion, Result, lib)
+from ._native import ClientOptions, Completion, Result, lib
 from .memory import Memory, describe
 
 

@@ -17,6 +17,7 @@
 #include "common/pattern.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/read_only_pages.h"
 
 namespace gdr::integ {
 namespace {
@@ -119,20 +120,14 @@ TEST_F(CallerMemoryTest, ARangeReachingPastARegistrationIsRegisteredOnItsOwn) {
 }
 
 TEST_F(CallerMemoryTest, ReadOnlyMemoryTakesPutsOnly) {
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  void* p = ::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(p, MAP_FAILED);
-  PatternFill(PatternSeed("vol0", 9), 0, std::span(static_cast<std::byte*>(p), 4 * page));
-  ASSERT_EQ(::mprotect(p, 4 * page, PROT_READ), 0);
-  {
-    auto buf = client_->RegisterHostMemory(p, 4 * page);
-    ASSERT_TRUE(buf.ok()) << buf.status();
-    EXPECT_FALSE((*buf)->writable());
-    ASSERT_TRUE(client_->Read({"vol0", 0, 4 * page}, **buf).ok());  // put
-    absl::StatusOr<gdrstore::OpResult> get = client_->Write({"vol0", 0, 4 * page}, **buf);
-    EXPECT_EQ(get.status().code(), absl::StatusCode::kPermissionDenied) << get.status();
-  }
-  ::munmap(p, 4 * page);
+  ReadOnlyPages ro(4, [](std::span<std::byte> s) { PatternFill(PatternSeed("vol0", 9), 0, s); });
+  ASSERT_TRUE(ro.ok());
+  auto buf = client_->RegisterHostMemory(ro.data(), ro.size());
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  EXPECT_FALSE((*buf)->writable());
+  ASSERT_TRUE(client_->Read({"vol0", 0, ro.size()}, **buf).ok());  // put
+  absl::StatusOr<gdrstore::OpResult> get = client_->Write({"vol0", 0, ro.size()}, **buf);
+  EXPECT_EQ(get.status().code(), absl::StatusCode::kPermissionDenied) << get.status();
 }
 
 TEST_F(CallerMemoryTest, UnmappedOrEmptyMemoryIsRefusedNamingTheAddress) {

@@ -28,6 +28,15 @@ bool NamesMissingCapability(const std::string& text) {
          absl::StrContains(text, "no mlx5dv support");
 }
 
+// What the daemon offers, asked over a tcp client.
+absl::StatusOr<gdrstore::v1::GetInfoResponse> InfoOf(const DaemonProcess& d) {
+  gdrstore::ClientOptions o;
+  o.daemon_address = d.address();
+  auto c = gdrstore::Client::Connect(o);
+  if (!c.ok()) return c.status();
+  return (*c)->GetInfo();
+}
+
 TEST(DcRxeTest, DaemonWithDcOnFailsFastNamingTheCapability) {
   SKIP_WITHOUT_DEVICE();
   auto dir = TempDir::Create("dc_rxe");
@@ -58,11 +67,7 @@ TEST(DcRxeTest, DcIsProbedOnTheDeviceWithRcOff) {
   auto d = DaemonProcess::Start(
       {"--rdma-device", DeviceName(), "--rc", "off", "--volume", "vol0=8MiB"}, absl::Seconds(120));
   ASSERT_TRUE(d.ok()) << d.status();
-  gdrstore::ClientOptions o;
-  o.daemon_address = (*d)->address();
-  auto c = gdrstore::Client::Connect(o);
-  ASSERT_TRUE(c.ok()) << c.status();
-  auto info = (*c)->GetInfo();
+  auto info = InfoOf(**d);
   ASSERT_TRUE(info.ok()) << info.status();
   for (const auto& t : info->transports()) {
     if (t.transport() == gdrstore::v1::TRANSPORT_RC) {
@@ -85,11 +90,7 @@ TEST(DcRxeTest, AutoOffersRcAndSaysWhyNotDc) {
   auto d = DaemonProcess::Start({"--rdma-device", DeviceName(), "--volume", "vol0=32MiB"},
                                 absl::Seconds(120));
   ASSERT_TRUE(d.ok()) << d.status();
-  gdrstore::ClientOptions o;
-  o.daemon_address = (*d)->address();
-  auto c = gdrstore::Client::Connect(o);
-  ASSERT_TRUE(c.ok()) << c.status();
-  auto info = (*c)->GetInfo();
+  auto info = InfoOf(**d);
   ASSERT_TRUE(info.ok()) << info.status();
   for (const auto& t : info->transports()) {
     if (t.transport() == gdrstore::v1::TRANSPORT_DC) {

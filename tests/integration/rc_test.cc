@@ -6,12 +6,9 @@
 // refusing to start. Without a verbs device every test skips, saying so.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <unistd.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <thread>
 
@@ -22,6 +19,7 @@
 #include "common/verbs/verbs_device.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/read_only_pages.h"
 #include "tests/integration/verified_ops.h"
 
 namespace gdr::integ {
@@ -275,20 +273,14 @@ TEST_F(RcTest, CallerMemoryIsRegisteredInPlace) {
   ASSERT_TRUE(client->Write({"vol0", 8 * kMiB, n}, **back_buf).ok());
   EXPECT_EQ(PatternMismatch(PatternSeed("vol0", 3), 0, std::span(back.data(), n)), std::nullopt);
 
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  void* ro = ::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(ro, MAP_FAILED);
-  std::memset(ro, 0x5a, 4 * page);
-  ASSERT_EQ(::mprotect(ro, 4 * page, PROT_READ), 0);
-  {
-    auto rob = client->RegisterHostMemory(ro, 4 * page);
-    ASSERT_TRUE(rob.ok()) << rob.status();
-    EXPECT_FALSE((*rob)->writable());
-    EXPECT_TRUE(client->Read({"vol0", 0, 4 * page}, **rob).ok());
-    EXPECT_EQ(client->Write({"vol0", 0, 4 * page}, **rob).status().code(),
-              absl::StatusCode::kPermissionDenied);
-  }
-  ::munmap(ro, 4 * page);
+  ReadOnlyPages ro(4, [](std::span<std::byte> s) { std::ranges::fill(s, std::byte{0x5a}); });
+  ASSERT_TRUE(ro.ok());
+  auto rob = client->RegisterHostMemory(ro.data(), ro.size());
+  ASSERT_TRUE(rob.ok()) << rob.status();
+  EXPECT_FALSE((*rob)->writable());
+  EXPECT_TRUE(client->Read({"vol0", 0, ro.size()}, **rob).ok());
+  EXPECT_EQ(client->Write({"vol0", 0, ro.size()}, **rob).status().code(),
+            absl::StatusCode::kPermissionDenied);
 }
 
 TEST_F(RcTest, KilledClientsQpsAreDestroyed) {
