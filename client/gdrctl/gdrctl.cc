@@ -222,6 +222,9 @@ int CmdInfo(const Common& c) {
                                  "connections, poller %s\n",
                                  r.rc_qps(), r.rc_max_qps(), r.rc_max_qps_per_client(),
                                  r.rc_connections(), r.poll_mode());
+    if (!r.relaxed_ordering().empty()) {
+      std::cout << "  relaxed ordering    " << r.relaxed_ordering() << "\n";
+    }
   }
   if (auto mine = (*client)->rdma_info()) {
     std::cout << "rdma (this client):\n"

@@ -94,8 +94,13 @@ absl::StatusOr<std::unique_ptr<DeviceMemory>> DeviceMemory::Create(int ordinal, 
   if (!loaded.ok()) return loaded.status();
   const CudaApi& api = **loaded;
   GDR_RETURN_IF_ERROR(UseDevice(api, ordinal));
+  if (bytes > SIZE_MAX - kGpuAllocationGranule) {
+    return absl::InvalidArgumentError(absl::StrCat("GPU buffer size ", bytes, " is too large"));
+  }
   CUdeviceptr p = 0;
-  GDR_CU_RETURN_IF_ERROR(api, cuMemAlloc(&p, bytes));
+  const size_t rounded = (bytes + kGpuAllocationGranule - 1) / kGpuAllocationGranule *
+                         kGpuAllocationGranule;
+  GDR_CU_RETURN_IF_ERROR(api, cuMemAlloc(&p, rounded));
   std::unique_ptr<DeviceMemory> mem(new DeviceMemory(ordinal, p, bytes));
   // Synchronous memory operations on this range (cuMemcpy, and the copies a peer device's DMA
   // races with) complete in order: what GPUDirect RDMA users must set on buffers they expose.
@@ -214,17 +219,44 @@ PinnedMemory::~PinnedMemory() {
   }
 }
 
-absl::StatusOr<int> DmaBufFd(uint64_t ptr, size_t length) {
+absl::StatusOr<AllocationRange> AllocationOf(uint64_t ptr) {
+  absl::StatusOr<const CudaApi*> loaded = Api();
+  if (!loaded.ok()) return loaded.status();
+  const CudaApi& api = **loaded;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  const CUresult r = api.cuMemGetAddressRange(&base, &size, ptr);
+  if (r != CUDA_SUCCESS) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "0x", absl::Hex(ptr), " is not CUDA device memory: ",
+        CudaError(api, r, "cuMemGetAddressRange", __FILE__, __LINE__).message()));
+  }
+  return AllocationRange{base, size};
+}
+
+absl::StatusOr<DmaBuf> DmaBufFd(uint64_t ptr, size_t length) {
   absl::StatusOr<const CudaApi*> loaded = Api();
   if (!loaded.ok()) return loaded.status();
   const CudaApi& api = **loaded;
   absl::StatusOr<int> ordinal = PointerOrdinal(ptr);
   if (!ordinal.ok()) return ordinal.status();
   GDR_RETURN_IF_ERROR(UseDevice(api, *ordinal));
-  int fd = -1;
+  DmaBuf buf;
+#if CUDA_VERSION >= 12080
+  // Drivers before 12.8 refuse the flag; a platform without C2C may too. Either way the default
+  // mapping is the answer.
+  if (api.driver_version >= 12080 &&
+      api.cuMemGetHandleForAddressRange(&buf.fd, ptr, length,
+                                        CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+                                        CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE) ==
+          CUDA_SUCCESS) {
+    buf.pcie_mapping = true;
+    return buf;
+  }
+#endif
   GDR_CU_RETURN_IF_ERROR(api, cuMemGetHandleForAddressRange(
-                                  &fd, ptr, length, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));
-  return fd;
+                                  &buf.fd, ptr, length, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));
+  return buf;
 }
 
 absl::StatusOr<int> PointerOrdinal(uint64_t ptr) {

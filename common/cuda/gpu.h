@@ -94,9 +94,29 @@ class PinnedMemory {
   size_t size_;
 };
 
+// Device allocations the library makes are rounded up to this, so each starts and ends on a
+// boundary a dma-buf export can name without covering a neighbour (cuMemAlloc may place small
+// allocations inside one 2 MiB page).
+inline constexpr size_t kGpuAllocationGranule = size_t{2} << 20;
+
+// The CUDA allocation that holds a device pointer (cuMemGetAddressRange).
+struct AllocationRange {
+  uint64_t base = 0;
+  size_t size = 0;
+};
+// INVALID_ARGUMENT when `ptr` is not device memory the driver knows.
+absl::StatusOr<AllocationRange> AllocationOf(uint64_t ptr);
+
+struct DmaBuf {
+  int fd = -1;
+  // Exported with CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE: the NIC reaches the memory
+  // through the GPU's PCIe BAR1 (what C2C platforms need for a PCIe NIC).
+  bool pcie_mapping = false;
+};
 // A dma-buf file descriptor for [ptr, ptr+length) of device memory
-// (cuMemGetHandleForAddressRange); both must be host-page aligned. The caller owns the fd.
-absl::StatusOr<int> DmaBufFd(uint64_t ptr, size_t length);
+// (cuMemGetHandleForAddressRange); both must be host-page aligned. The PCIe mapping is asked for
+// first where the driver knows it (CUDA 12.8), then the default mapping. The caller owns the fd.
+absl::StatusOr<DmaBuf> DmaBufFd(uint64_t ptr, size_t length);
 
 // Which GPU ordinal owns device pointer `ptr` (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL);
 // INVALID_ARGUMENT when it is not device memory the driver knows.

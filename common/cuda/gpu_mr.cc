@@ -30,6 +30,7 @@ const char* GpuMrMethodName(GpuMrMethod m) {
 
 GpuMrOps RealGpuMrOps() {
   GpuMrOps ops;
+  ops.allocation = [](uint64_t ptr) { return AllocationOf(ptr); };
   ops.dmabuf_fd = [](uint64_t ptr, size_t length) { return DmaBufFd(ptr, length); };
   ops.reg_dmabuf_mr = [](ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
                          int access) {
@@ -38,6 +39,7 @@ GpuMrOps RealGpuMrOps() {
   ops.reg_mr = [](ibv_pd* pd, void* addr, size_t length, int access) {
     return ::ibv_reg_mr(pd, addr, length, access);
   };
+  ops.relaxed_ordering = verbs::RelaxedOrderingWanted();
   return ops;
 }
 
@@ -55,31 +57,57 @@ std::string DeviceName(ibv_pd* pd) {
 
 }  // namespace
 
+absl::StatusOr<DmaBufRange> DmaBufRangeFor(uint64_t ptr, size_t length, AllocationRange alloc,
+                                           uint64_t page) {
+  if (ptr < alloc.base || length > alloc.size || ptr - alloc.base > alloc.size - length) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "[0x", absl::Hex(ptr), ", +", length, ") is not inside its allocation [0x",
+        absl::Hex(alloc.base), ", +", alloc.size, ")"));
+  }
+  if (alloc.base % page != 0 || alloc.size % page != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "its allocation [0x", absl::Hex(alloc.base), ", +", alloc.size,
+        ") does not start and end on host pages (a small cuMemAlloc that shares a page with "
+        "others; exporting the page would expose a neighbour): allocate at least 2 MiB"));
+  }
+  return DmaBufRange{alloc.base, alloc.size, ptr - alloc.base};
+}
+
 absl::StatusOr<GpuMr> RegisterGpuMemory(ibv_pd* pd, uint64_t dptr, size_t length, int access,
                                         const GpuMrOps& ops) {
   if (pd == nullptr) return absl::InvalidArgumentError("RegisterGpuMemory: no protection domain");
   if (length == 0) return absl::InvalidArgumentError("RegisterGpuMemory: zero length");
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t base = dptr & ~(page - 1);
-  const uint64_t span = ((dptr + length + page - 1) & ~(page - 1)) - base;
+  verbs::RelaxedOrdering ro;
 
-  // 1. dma-buf: the GPU driver exports the range, the RDMA driver imports it.
+  // 1. dma-buf: the GPU driver exports the whole allocation, the RDMA driver imports the range.
   std::string dmabuf_why;
-  absl::StatusOr<int> fd = ops.dmabuf_fd(base, span);
-  if (!fd.ok()) {
+  absl::StatusOr<DmaBufRange> range = [&]() -> absl::StatusOr<DmaBufRange> {
+    absl::StatusOr<AllocationRange> alloc = ops.allocation(dptr);
+    if (!alloc.ok()) return alloc.status();
+    return DmaBufRangeFor(dptr, length, *alloc, page);
+  }();
+  absl::StatusOr<DmaBuf> buf = range.ok() ? ops.dmabuf_fd(range->base, range->size)
+                                          : absl::StatusOr<DmaBuf>(range.status());
+  if (!range.ok()) {
+    dmabuf_why = absl::StrCat("not exported: ", range.status().message());
+  } else if (!buf.ok()) {
     dmabuf_why = absl::StrCat("cuMemGetHandleForAddressRange(DMA_BUF_FD) failed: ",
-                              fd.status().message());
-    if (absl::StrContains(fd.status().message(), "NOT_SUPPORTED")) {
+                              buf.status().message());
+    if (absl::StrContains(buf.status().message(), "NOT_SUPPORTED")) {
       absl::StrAppend(&dmabuf_why,
                       " (the GPU driver cannot export dma-buf: it needs the open-source NVIDIA "
                       "kernel module, driver >= 515, on a kernel >= 5.12)");
     }
   } else {
-    errno = 0;
-    ibv_mr* mr = ops.reg_dmabuf_mr(pd, dptr - base, length, dptr, *fd, access);
+    ibv_mr* mr = verbs::RegisterPreferringRelaxedOrdering(
+        [&](int a) { return ops.reg_dmabuf_mr(pd, range->offset, length, dptr, buf->fd, a); },
+        access, ops.relaxed_ordering, &ro);
     const int err = errno;
-    ::close(*fd);  // the MR holds its own reference to the dma-buf
-    if (mr != nullptr) return GpuMr{MrPtr(mr), GpuMrMethod::kDmaBuf};
+    ::close(buf->fd);  // the MR holds its own reference to the dma-buf
+    if (mr != nullptr) {
+      return GpuMr{MrPtr(mr), GpuMrMethod::kDmaBuf, std::move(ro), buf->pcie_mapping};
+    }
     dmabuf_why = absl::StrCat("ibv_reg_dmabuf_mr failed: ", std::strerror(err ? err : EINVAL));
     if (err == EOPNOTSUPP || err == ENOSYS || err == EPROTONOSUPPORT) {
       absl::StrAppend(&dmabuf_why, " (", DeviceName(pd),
@@ -89,19 +117,24 @@ absl::StatusOr<GpuMr> RegisterGpuMemory(ibv_pd* pd, uint64_t dptr, size_t length
   }
 
   // 2. nvidia-peermem: the RDMA core asks the peer-memory client to pin the device pages.
-  errno = 0;
-  ibv_mr* mr = ops.reg_mr(pd, reinterpret_cast<void*>(dptr), length, access);
+  ibv_mr* mr = verbs::RegisterPreferringRelaxedOrdering(
+      [&](int a) { return ops.reg_mr(pd, reinterpret_cast<void*>(dptr), length, a); }, access,
+      ops.relaxed_ordering, &ro);
   const int err = errno;
   if (mr != nullptr) {
     GDR_LOG(kInfo) << "GPU memory registered through nvidia-peermem (dma-buf unavailable: "
                    << dmabuf_why << ")";
-    return GpuMr{MrPtr(mr), GpuMrMethod::kPeerMem};
+    return GpuMr{MrPtr(mr), GpuMrMethod::kPeerMem, std::move(ro), false};
   }
   std::string peermem_why = absl::StrCat("ibv_reg_mr on the device pointer failed: ",
                                          std::strerror(err ? err : EINVAL));
   if (!ModuleLoaded(ops.sysfs_root, "nvidia_peermem")) {
+    // Loading it is no cure everywhere: the module needs the kernel's peer-memory hooks, which
+    // MOFED's RDMA stack carries and stock distribution kernels do not.
     absl::StrAppend(&peermem_why,
-                    " (kernel module nvidia_peermem is not loaded: `modprobe nvidia-peermem`)");
+                    " (kernel module nvidia_peermem is not loaded; `modprobe nvidia-peermem` "
+                    "works only on a kernel with peer-memory support, such as MLNX_OFED's, not "
+                    "on a stock distribution kernel)");
   } else {
     absl::StrAppend(&peermem_why, " (nvidia_peermem is loaded but refused the range)");
   }
@@ -112,7 +145,8 @@ absl::StatusOr<GpuMr> RegisterGpuMemory(ibv_pd* pd, uint64_t dptr, size_t length
   return absl::FailedPreconditionError(absl::StrCat(
       "cannot register GPU memory 0x", absl::Hex(dptr), " +", length, " on ", DeviceName(pd),
       " for RDMA. Tried dma-buf: ", dmabuf_why, ". Tried nvidia-peermem: ", peermem_why, hint,
-      ". Load nvidia-peermem, or use the open NVIDIA kernel module with dma-buf support."));
+      ". Use dma-buf (the open NVIDIA kernel module, driver >= 515, kernel >= 5.12, rdma-core "
+      ">= 34), or nvidia-peermem on a MLNX_OFED kernel."));
 }
 
 }  // namespace gdr::cuda

@@ -37,7 +37,8 @@ absl::Status DeviceMemory::Memset(uint8_t) const { return NoCuda(); }
 absl::StatusOr<std::unique_ptr<PinnedMemory>> PinnedMemory::Create(size_t) { return NoCuda(); }
 PinnedMemory::~PinnedMemory() = default;
 
-absl::StatusOr<int> DmaBufFd(uint64_t, size_t) { return NoCuda(); }
+absl::StatusOr<AllocationRange> AllocationOf(uint64_t) { return NoCuda(); }
+absl::StatusOr<DmaBuf> DmaBufFd(uint64_t, size_t) { return NoCuda(); }
 absl::StatusOr<int> PointerOrdinal(uint64_t) { return NoCuda(); }
 
 struct StagingPipe::Slot {};

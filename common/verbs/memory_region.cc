@@ -13,7 +13,10 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> MemoryRegion::Register(ibv_pd* pd,
   if (pd == nullptr || addr == nullptr || length == 0) {
     return absl::InvalidArgumentError("memory registration needs a PD and a non-empty range");
   }
-  VerbsPtr<ibv_mr> mr(ibv_reg_mr(pd, addr, length, access));
+  RelaxedOrdering ro;
+  VerbsPtr<ibv_mr> mr(RegisterPreferringRelaxedOrdering(
+      [&](int a) { return ibv_reg_mr(pd, addr, length, a); }, access, RelaxedOrderingWanted(),
+      &ro));
   if (!mr) {
     const int err = errno;
     const std::string what = absl::StrCat(length, " bytes at 0x", absl::Hex(reinterpret_cast<uintptr_t>(addr)));
@@ -24,7 +27,7 @@ absl::StatusOr<std::unique_ptr<MemoryRegion>> MemoryRegion::Register(ibv_pd* pd,
     }
     return VerbsError(err, "ibv_reg_mr", what);
   }
-  return std::unique_ptr<MemoryRegion>(new MemoryRegion(std::move(mr)));
+  return std::unique_ptr<MemoryRegion>(new MemoryRegion(std::move(mr), std::move(ro)));
 }
 
 bool MemoryRegion::Contains(const void* p, size_t len) const {

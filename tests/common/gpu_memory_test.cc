@@ -3,10 +3,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
+#include <functional>
+#include <iostream>
 #include <vector>
 
 #include "common/cuda/gpu.h"
+#include "common/cuda/gpu_direct.h"
 #include "common/cuda/staging_pipe.h"
 #include "common/pattern.h"
 
@@ -58,6 +63,51 @@ TEST(GpuMemory, CopyRoundTripAndBounds) {
   EXPECT_EQ((*m)->CopyToHost(1, out.data(), 1 << 20).code(), absl::StatusCode::kOutOfRange);
   // The allocation reports its GPU.
   EXPECT_EQ(*PointerOrdinal((*m)->ptr()), 0);
+}
+
+// Library allocations are whole 2 MiB granules, so their dma-buf export (the whole
+// allocation) never names a neighbour's memory; the export itself works on this GPU.
+TEST(GpuMemory, SmallAllocationIsAWholeGranuleAndExportsAsDmaBuf) {
+  REQUIRE_GPU();
+  auto m = DeviceMemory::Create(0, 1000);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->size(), 1000u);  // what the caller asked for
+  absl::StatusOr<AllocationRange> alloc = AllocationOf((*m)->ptr());
+  ASSERT_TRUE(alloc.ok()) << alloc.status();
+  EXPECT_EQ(alloc->base, (*m)->ptr());
+  EXPECT_EQ(alloc->size, kGpuAllocationGranule);
+  EXPECT_EQ(alloc->base % 4096, 0u);
+  if (!ListGpus()->at(0).dma_buf) GTEST_SKIP() << "GPU 0 does not report dma-buf support";
+  absl::StatusOr<DmaBuf> buf = DmaBufFd(alloc->base, alloc->size);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  EXPECT_GE(buf->fd, 0);
+  std::cout << "dma-buf export of a 2 MiB allocation: fd " << buf->fd << ", mapping "
+            << (buf->pcie_mapping ? "PCIe (CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE)"
+                                  : "default")
+            << "\n";
+  ::close(buf->fd);
+}
+
+// The attributes that decide a get's write fence, read from the driver, and the fence they
+// give run for real (a flush where the GPU needs one).
+TEST(GpuDirect, AttributesAreReadAndTheirFenceRuns) {
+  REQUIRE_GPU();
+  for (const GpuInfo& g : *ListGpus()) {
+    absl::StatusOr<GpuDirectAttributes> a = ReadGpuDirectAttributes(g.ordinal);
+    ASSERT_TRUE(a.ok()) << a.status();
+    std::cout << "GPU " << g.ordinal << " " << g.pci << " " << g.name << ": "
+              << DescribeGpuDirect(*a) << "\n";
+    EXPECT_EQ(a->dma_buf, g.dma_buf);
+    absl::StatusOr<std::function<absl::Status()>> fence =
+        WriteFenceFor(g.ordinal, RealGpuDirectOps());
+    ASSERT_TRUE(fence.ok()) << fence.status();
+    EXPECT_EQ(static_cast<bool>(*fence), VisibilityFor(*a) == WriteVisibility::kFlushHost);
+    if (*fence) EXPECT_TRUE((*fence)().ok());
+    if (a->flush_options & kFlushOptionHost) {
+      absl::Status flushed = FlushGpuDirectWrites(g.ordinal);
+      EXPECT_TRUE(flushed.ok()) << flushed;
+    }
+  }
 }
 
 TEST(StagingPipe, ToAndFromDeviceInPieces) {

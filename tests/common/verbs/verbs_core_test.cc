@@ -191,6 +191,21 @@ TEST(VerbsDeviceTest, OpensByNameAndByAddressToTheSamePortAndGid) {
   EXPECT_EQ((*addressed)->port().gid, d.port().gid);
 }
 
+// The registration every MR makes asks for relaxed ordering; the guest's kernel (Debian 12,
+// 6.1) knows the optional access flags, so it is accepted, not dropped.
+TEST(MemoryRegionTest, RegistersWithRelaxedOrderingOnTheDevice) {
+  SKIP_WITHOUT_DEVICE();
+  if (!RelaxedOrderingWanted()) GTEST_SKIP() << "GDRSTORE_RELAXED_ORDERING=0 in the environment";
+  auto dev = VerbsDevice::Open({});
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  std::vector<std::byte> mem(8192);
+  auto mr = MemoryRegion::Register((*dev)->pd(), mem.data(), mem.size(),
+                                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_TRUE(mr.ok()) << mr.status();
+  EXPECT_TRUE((*mr)->relaxed_ordering().requested);
+  EXPECT_TRUE((*mr)->relaxed_ordering().accepted) << (*mr)->relaxed_ordering().detail;
+}
+
 TEST(VerbsDeviceTest, UnknownNameAndForeignAddressesAreNotFoundNamingWhatExists) {
   SKIP_WITHOUT_DEVICE();
   const std::string existing = ListDeviceNames().front();
