@@ -14,6 +14,7 @@
 #include <atomic>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -75,6 +76,15 @@ class FakeDcDevice final : public DcDevice {
   absl::StatusOr<std::shared_ptr<AddressHandle>> CreateAh(const AhKey& key,
                                                           const AhSettings& settings) override {
     ++ah_creates_;
+    {
+      // A held key stands for a RoCE neighbour that takes its time to resolve.
+      absl::MutexLock lock(&gate_mu_);
+      if (held_key_ && *held_key_ == key) {
+        ++blocked_creates_;
+        gate_mu_.Await(absl::Condition(this, &FakeDcDevice::NotHeld));
+        --blocked_creates_;
+      }
+    }
     if (fail_create_ah_) return absl::UnavailableError("ibv_create_ah: No route to host (errno 113)");
     return std::shared_ptr<AddressHandle>(std::make_shared<FakeAh>(key, settings, &live_ahs_));
   }
@@ -275,6 +285,21 @@ class FakeDcDevice final : public DcDevice {
     fail_create_dci_at_ = index;
   }
   void set_fail_create_ah(bool fail) { fail_create_ah_ = fail; }
+  // CreateAh of `key` blocks until ReleaseCreateAh.
+  void HoldCreateAh(const AhKey& key) {
+    absl::MutexLock lock(&gate_mu_);
+    held_key_ = key;
+  }
+  void ReleaseCreateAh() {
+    absl::MutexLock lock(&gate_mu_);
+    held_key_.reset();
+  }
+  // Returns once `n` CreateAh calls are blocked on the held key.
+  void AwaitBlockedCreates(int n) {
+    absl::MutexLock lock(&gate_mu_);
+    want_blocked_ = n;
+    gate_mu_.Await(absl::Condition(this, &FakeDcDevice::EnoughBlocked));
+  }
   void set_fail_next_posts(int n) {
     absl::MutexLock lock(&mu_);
     fail_next_posts_ = n;
@@ -359,7 +384,16 @@ class FakeDcDevice final : public DcDevice {
     }
   }
 
+  bool NotHeld() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_mu_) { return !held_key_; }
+  bool EnoughBlocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_mu_) {
+    return blocked_creates_ >= want_blocked_;
+  }
+
   const DcCaps caps_;
+  absl::Mutex gate_mu_;
+  std::optional<AhKey> held_key_ ABSL_GUARDED_BY(gate_mu_);
+  int blocked_creates_ ABSL_GUARDED_BY(gate_mu_) = 0;
+  int want_blocked_ ABSL_GUARDED_BY(gate_mu_) = 0;
   mutable absl::Mutex mu_;
   std::vector<Dci> dcis_ ABSL_GUARDED_BY(mu_);
   std::vector<PostedWr> all_posted_ ABSL_GUARDED_BY(mu_);
