@@ -152,6 +152,7 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   const dc::DcInitiatorOptions& nd = next.dc.options;
   Compare("dci-count", cd.dci_count, nd.dci_count, &plan.needs_restart);
   Compare("dc-sq-depth", cd.dci.sq_depth, nd.dci.sq_depth, &plan.needs_restart);
+  Compare("dc-mtu", cd.mtu, nd.mtu, &plan.needs_restart);
   Compare("dc-max-rd-atomic", int{cd.dci.max_rd_atomic}, int{nd.dci.max_rd_atomic},
           &plan.needs_restart);
   Compare("dc-timeout", int{cd.dci.timeout}, int{nd.dci.timeout}, &plan.needs_restart);

@@ -55,6 +55,7 @@ class FakeDcDevice final : public DcDevice {
     c.max_qp_wr = 32768;
     c.max_qp_rd_atom = 16;
     c.port_max_msg_size = 1u << 30;
+    c.port_active_mtu = 4096;
     return c;
   }
 
@@ -65,6 +66,18 @@ class FakeDcDevice final : public DcDevice {
     if (fail_create_dci_at_ >= 0 && static_cast<int>(index) == fail_create_dci_at_) {
       return absl::Status(absl::StatusCode::kResourceExhausted,
                           "mlx5dv_create_qp: Cannot allocate memory (errno 12)");
+    }
+    // The hardware's limits: the provider sizes the send queue in 64-byte blocks, two per
+    // DCI WQE (mlx5dv_create_qp: EINVAL beyond max_qp_wr), and kernels since 6.2 check the
+    // READ depth against the DC initiator limit at RTR->RTS.
+    uint32_t blocks = 1;
+    while (blocks < settings.sq_depth) blocks <<= 1;
+    if (caps_.max_qp_wr != 0 && 2ull * blocks > caps_.max_qp_wr) {
+      return absl::InvalidArgumentError("mlx5dv_create_qp: Invalid argument (errno 22)");
+    }
+    if (caps_.max_dc_init_rd_atom != 0 && settings.max_rd_atomic > caps_.max_dc_init_rd_atom) {
+      return absl::InvalidArgumentError(
+          "ibv_modify_qp: Invalid argument (errno 22) DCI to RTS");
     }
     EXPECT_EQ(index, dcis_.size()) << "DCIs are created densely, in order";
     Dci d;
