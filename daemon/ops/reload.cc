@@ -144,6 +144,10 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   Compare("rc-sq-depth", current.rc.qp.sq_depth, next.rc.qp.sq_depth, &plan.needs_restart);
   Compare("rc-max-rd-atomic", static_cast<int>(current.rc.qp.max_rd_atomic),
           static_cast<int>(next.rc.qp.max_rd_atomic), &plan.needs_restart);
+  Compare("rc-traffic-class", int{current.rc.qp.traffic_class}, int{next.rc.qp.traffic_class},
+          &plan.needs_restart);
+  Compare("rc-service-level", int{current.rc.qp.service_level}, int{next.rc.qp.service_level},
+          &plan.needs_restart);
   CompareDuration("rc-reset-timeout", current.rc.reset_timeout, next.rc.reset_timeout,
                   &plan.needs_restart);
   // dc: the DCI pool and its address handles are built once, on the verbs core.
