@@ -28,18 +28,23 @@ void SrqDeleter::operator()(ibv_srq* p) const {
 }
 
 std::vector<QpTransition> DciTransitions(const VerbsDevice& device, const DciConfig& config) {
+  return DciTransitions(device.port(), config);
+}
+
+std::vector<QpTransition> DciTransitions(const PortInfo& port, const DciConfig& config) {
+  const bool roce = port.link_layer == IBV_LINK_LAYER_ETHERNET;
   std::vector<QpTransition> steps(3);
-  steps[0] = InitTransition(device.port().port, std::nullopt);
+  steps[0] = InitTransition(port.port, std::nullopt);
 
   QpTransition& rtr = steps[1];
   rtr.attr.qp_state = IBV_QPS_RTR;
-  rtr.attr.path_mtu = device.port().active_mtu;
-  rtr.attr.ah_attr.port_num = device.port().port;
-  if (device.is_roce()) {
+  rtr.attr.path_mtu = config.path_mtu.value_or(port.active_mtu);
+  rtr.attr.ah_attr.port_num = port.port;
+  if (roce) {
     // RoCE frames always carry a GRH; its source GID is the port's chosen RoCE v2 entry. The
     // destination GID comes with each WR's AH.
     rtr.attr.ah_attr.is_global = 1;
-    rtr.attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(device.port().gid_index);
+    rtr.attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(port.gid_index);
   }
   rtr.mask = IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_AV;
 
@@ -55,18 +60,32 @@ std::vector<QpTransition> DciTransitions(const VerbsDevice& device, const DciCon
   return steps;
 }
 
+ibv_mtu DctPathMtu(ibv_mtu port_active, uint32_t daemon_mtu_bytes) {
+  ibv_mtu daemon;
+  if (daemon_mtu_bytes == 0 || !MtuFromBytes(daemon_mtu_bytes, &daemon).ok()) return port_active;
+  return std::min(port_active, daemon);
+}
+
 std::vector<QpTransition> DctTransitions(const VerbsDevice& device, const DctConfig& config) {
+  return DctTransitions(device.port(), config);
+}
+
+std::vector<QpTransition> DctTransitions(const PortInfo& port, const DctConfig& config) {
+  const bool roce = port.link_layer == IBV_LINK_LAYER_ETHERNET;
   std::vector<QpTransition> steps(2);
-  steps[0] = InitTransition(device.port().port, config.remote_access);
+  steps[0] = InitTransition(port.port, config.remote_access);
 
   QpTransition& rtr = steps[1];
   rtr.attr.qp_state = IBV_QPS_RTR;
-  rtr.attr.path_mtu = device.port().active_mtu;
+  rtr.attr.path_mtu = config.path_mtu.value_or(port.active_mtu);
   rtr.attr.min_rnr_timer = config.min_rnr_timer;
-  rtr.attr.ah_attr.port_num = device.port().port;
-  if (device.is_roce()) {
+  rtr.attr.ah_attr.port_num = port.port;
+  // The DCT's AV is what its responses (READ data, ACKs) leave with: the class and SL must be
+  // the requests', or a lossless fabric carries the responses in a lossy class.
+  rtr.attr.ah_attr.sl = config.service_level;
+  if (roce) {
     rtr.attr.ah_attr.is_global = 1;
-    rtr.attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(device.port().gid_index);
+    rtr.attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(port.gid_index);
     rtr.attr.ah_attr.grh.hop_limit = config.hop_limit;
     rtr.attr.ah_attr.grh.traffic_class = config.traffic_class;
   }
@@ -101,10 +120,21 @@ DcProbe ProbeDc(const VerbsDevice& device, ibv_cq* cq) {
   p.max_qp_init_rd_atom = static_cast<uint8_t>(std::clamp(attr.max_qp_init_rd_atom, 0, 255));
   mlx5dv_context dv{};
   dv.comp_mask = MLX5DV_CONTEXT_MASK_DCI_STREAMS;
-  if (mlx5dv_query_device(device.context(), &dv) == 0 &&
-      (dv.comp_mask & MLX5DV_CONTEXT_MASK_DCI_STREAMS)) {
-    p.dci_streams_log_concurrent = dv.dci_streams_caps.max_log_num_concurent;
-    p.dci_streams_log_errored = dv.dci_streams_caps.max_log_num_errored;
+#if GDR_HAVE_MLX5DV_DC_RD_ATOM
+  dv.comp_mask |= MLX5DV_CONTEXT_MASK_MAX_DC_RD_ATOM;
+#endif
+  if (mlx5dv_query_device(device.context(), &dv) == 0) {
+    // On return comp_mask says which of the asked fields the provider filled in.
+    if (dv.comp_mask & MLX5DV_CONTEXT_MASK_DCI_STREAMS) {
+      p.dci_streams_log_concurrent = dv.dci_streams_caps.max_log_num_concurent;
+      p.dci_streams_log_errored = dv.dci_streams_caps.max_log_num_errored;
+    }
+#if GDR_HAVE_MLX5DV_DC_RD_ATOM
+    if (dv.comp_mask & MLX5DV_CONTEXT_MASK_MAX_DC_RD_ATOM) {
+      p.max_dc_init_rd_atom = static_cast<uint8_t>(std::min<uint64_t>(dv.max_dc_init_rd_atom, 255));
+      p.max_dc_rd_atom = static_cast<uint8_t>(std::min<uint64_t>(dv.max_dc_rd_atom, 255));
+    }
+#endif
   }
   // No capability bit says "DC": the firmware/driver answer is whether a DCI can be made.
   DciConfig probe;

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,11 @@ struct DcProbe {
   std::string why_not;  // one line naming the missing capability when !mlx5 || !dc
   uint32_t max_qp = 0;
   uint32_t max_qp_wr = 0;
-  uint8_t max_qp_init_rd_atom = 0;  // RDMA READs in flight per QP as initiator
+  uint8_t max_qp_init_rd_atom = 0;  // RDMA READs in flight per QP as initiator (RC's limit)
+  // The DC limits (mlx5dv_query_device, MLX5DV_CONTEXT_MASK_MAX_DC_RD_ATOM, rdma-core >= 47);
+  // 0 when not reported. Kernels since 6.2 check a DCI's max_rd_atomic against the DC limit.
+  uint8_t max_dc_init_rd_atom = 0;  // as a DC initiator
+  uint8_t max_dc_rd_atom = 0;       // as a DC target
   // mlx5dv_query_device with MLX5DV_CONTEXT_MASK_DCI_STREAMS; 0 when not reported.
   uint8_t dci_streams_log_concurrent = 0;
   uint8_t dci_streams_log_errored = 0;
@@ -46,6 +51,8 @@ DcProbe ProbeDc(const VerbsDevice& device, ibv_cq* cq);
 struct DciConfig {
   uint32_t sq_depth = 128;
   uint8_t max_rd_atomic = 16;
+  // Path MTU; unset: the port's active MTU. Must equal every DCT's (GetInfo advertises it).
+  std::optional<ibv_mtu> path_mtu;
   uint8_t timeout = 14;
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
@@ -65,6 +72,8 @@ mlx5dv_qp_ex* DciEx(const QueuePair& dci);
 // source GID index on RoCE), RTR -> RTS (timeout, retries, max_rd_atomic, sq_psn 0). A DCI has no
 // fixed peer: the destination comes per work request.
 std::vector<QpTransition> DciTransitions(const VerbsDevice& device, const DciConfig& config);
+// The same from the port's attributes alone (what the device overload passes).
+std::vector<QpTransition> DciTransitions(const PortInfo& port, const DciConfig& config);
 
 // mlx5dv_dci_stream_id_reset: clears an errored stream once all its WRs have flushed.
 absl::Status ResetDciStream(const QueuePair& dci, uint16_t stream);
@@ -79,12 +88,21 @@ struct SrqDeleter {
 };
 using SrqPtr = std::unique_ptr<ibv_srq, SrqDeleter>;
 
+// The DCT answers with its own address vector: READ responses and ACKs leave with its path
+// MTU, traffic class and SL, so these must be the daemon's DCIs' (GetInfo's RdmaInfo.dc).
 struct DctConfig {
   uint8_t min_rnr_timer = 12;
   int remote_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   uint8_t hop_limit = 64;
-  uint8_t traffic_class = 0;
+  uint8_t traffic_class = 0;   // GRH traffic class (RoCE: DSCP << 2 | ECN) of responses
+  uint8_t service_level = 0;   // ah_attr.sl (RoCE: the PCP of responses; InfiniBand: the SL)
+  std::optional<ibv_mtu> path_mtu;  // unset: the port's active MTU
 };
+
+// The DCT's path MTU: the smaller of this port's active MTU and the daemon's DCI path MTU
+// (`daemon_mtu_bytes`, GetInfo; 0 from a daemon that does not say: the port's). A READ
+// response's middle packets are exactly one path MTU, so both ends must use the same.
+ibv_mtu DctPathMtu(ibv_mtu port_active, uint32_t daemon_mtu_bytes);
 
 // A DC target for one client: an SRQ (DC targets receive through one; one-sided traffic posts
 // none), then mlx5dv_create_qp with IBV_QPT_DRIVER / MLX5DV_DCTYPE_DCT and `dc_key`, taken to
@@ -97,6 +115,8 @@ struct DcTargetQp {
 absl::StatusOr<DcTargetQp> CreateDct(const VerbsDevice& device, ibv_cq* cq, uint64_t dc_key,
                                      const DctConfig& config);
 std::vector<QpTransition> DctTransitions(const VerbsDevice& device, const DctConfig& config);
+// The same from the port's attributes alone (what the device overload passes).
+std::vector<QpTransition> DctTransitions(const PortInfo& port, const DctConfig& config);
 
 // A fresh random DC access key (getrandom), never 0.
 absl::StatusOr<uint64_t> RandomDcKey();

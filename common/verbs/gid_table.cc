@@ -115,19 +115,61 @@ absl::StatusOr<std::vector<GidEntry>> ReadGidTable(const std::string& sysfs_root
   return table;
 }
 
-absl::StatusOr<int> PickRoceV2Gid(const std::vector<GidEntry>& table,
-                                  const std::optional<Gid>& want) {
+bool IsLinkLocal(const Gid& gid) { return gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80; }
+
+namespace {
+
+// Whether `a` and `b` (network byte order) agree in their first `prefix_len` bits.
+bool SameSubnet(const uint8_t* a, const uint8_t* b, int prefix_len) {
+  for (int bit = 0; bit < prefix_len && bit < 32; ++bit) {
+    const uint8_t mask = static_cast<uint8_t>(0x80u >> (bit % 8));
+    if ((a[bit / 8] & mask) != (b[bit / 8] & mask)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<int> PickRoceV2Gid(const std::vector<GidEntry>& table, const GidPick& pick) {
   auto is_v2 = [](const GidEntry& e) { return absl::EqualsIgnoreCase(e.type, "RoCE v2"); };
-  if (want) {
+  if (pick.want) {
     for (const GidEntry& e : table)
-      if (is_v2(e) && e.gid == *want) return e.index;
-    return absl::NotFoundError(absl::StrCat("no RoCE v2 GID equals ", DescribeGid(*want)));
+      if (is_v2(e) && e.gid == *pick.want) return e.index;
+    return absl::NotFoundError(absl::StrCat("no RoCE v2 GID equals ", DescribeGid(*pick.want)));
+  }
+  if (pick.peer && GidIpv4(*pick.peer)) {
+    // The entry whose interface address has the peer on its subnet: with VLANs or several
+    // addresses, the first IPv4 entry may well be on a subnet the peer cannot reach.
+    const uint8_t* peer = pick.peer->data() + 12;
+    for (const GidEntry& e : table) {
+      if (!is_v2(e) || !GidIpv4(e.gid)) continue;
+      for (const LocalIpv4& l : pick.local) {
+        if (!e.netdev.empty() && l.netdev != e.netdev) continue;
+        if (!std::equal(l.addr.begin(), l.addr.end(), e.gid.begin() + 12)) continue;
+        if (SameSubnet(l.addr.data(), peer, l.prefix_len)) return e.index;
+      }
+    }
   }
   for (const GidEntry& e : table)
     if (is_v2(e) && GidIpv4(e.gid)) return e.index;
   for (const GidEntry& e : table)
-    if (is_v2(e)) return e.index;
+    if (is_v2(e) && !IsLinkLocal(e.gid)) return e.index;
+  for (const GidEntry& e : table) {
+    if (!is_v2(e)) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the only RoCE v2 GIDs of this port are link-local (GID[", e.index, "] ",
+        FormatGid(e.gid), e.netdev.empty() ? "" : " on " + e.netdev,
+        "): fe80::/10 reaches no other subnet; give the interface an IP address, or choose "
+        "the GID with --rdma-gid-index N or --rdma-addr IP"));
+  }
   return absl::NotFoundError("no RoCE v2 GID on this port");
+}
+
+absl::StatusOr<int> PickRoceV2Gid(const std::vector<GidEntry>& table,
+                                  const std::optional<Gid>& want) {
+  GidPick pick;
+  pick.want = want;
+  return PickRoceV2Gid(table, pick);
 }
 
 }  // namespace gdr::verbs

@@ -41,8 +41,33 @@ absl::StatusOr<std::vector<GidEntry>> ReadGidTable(const std::string& sysfs_root
                                                    const std::string& device, int port,
                                                    int table_len);
 
-// Picks the entry to use: a RoCE v2 entry whose GID equals `want` when given; otherwise the
-// first RoCE v2 IPv4-mapped entry, then the first RoCE v2 entry. NOT_FOUND when none fits.
+// True for a link-local GID (fe80::/10): it names an interface, not a routable address.
+bool IsLinkLocal(const Gid& gid);
+
+// One IPv4 address of a local interface (getifaddrs): what a GID entry's netdev carries.
+struct LocalIpv4 {
+  std::string netdev;
+  std::array<uint8_t, 4> addr{};  // network byte order
+  int prefix_len = 32;
+};
+
+// What the GID is chosen by.
+struct GidPick {
+  // A local address (--rdma-addr): only the RoCE v2 entry with exactly this GID fits.
+  std::optional<Gid> want;
+  // The peer's address where known (the client knows the daemon's GID): the RoCE v2 entry
+  // whose address shares the peer's subnet on the entry's netdev, per `local`.
+  std::optional<Gid> peer;
+  std::vector<LocalIpv4> local;
+};
+
+// Picks the entry to use: with `want`, that entry or NOT_FOUND. Otherwise the RoCE v2 IPv4
+// entry on the peer's subnet when a peer is given and one is; else the first RoCE v2
+// IPv4-mapped entry, then the first RoCE v2 entry that is not link-local. A port whose only
+// RoCE v2 GIDs are link-local is FAILED_PRECONDITION (such a GID reaches no other subnet and
+// names no address a peer chose), naming --rdma-gid-index and --rdma-addr; NOT_FOUND when no
+// RoCE v2 entry exists.
+absl::StatusOr<int> PickRoceV2Gid(const std::vector<GidEntry>& table, const GidPick& pick);
 absl::StatusOr<int> PickRoceV2Gid(const std::vector<GidEntry>& table,
                                   const std::optional<Gid>& want);
 

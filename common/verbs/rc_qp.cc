@@ -33,26 +33,34 @@ absl::StatusOr<std::unique_ptr<QueuePair>> CreateRcQp(const VerbsDevice& device,
 
 std::vector<QpTransition> RcTransitions(const VerbsDevice& device, const RcQpConfig& config,
                                         uint32_t local_psn, const RcPeer& remote) {
-  const uint8_t dev_rd = static_cast<uint8_t>(
-      std::min<int>(255, std::max(1, device.attr().max_qp_rd_atom)));
-  const uint8_t dev_init_rd = static_cast<uint8_t>(
-      std::min<int>(255, std::max(1, device.attr().max_qp_init_rd_atom)));
+  return RcTransitions(device.port(), device.attr(), config, local_psn, remote);
+}
+
+std::vector<QpTransition> RcTransitions(const PortInfo& port, const ibv_device_attr& attr,
+                                        const RcQpConfig& config, uint32_t local_psn,
+                                        const RcPeer& remote) {
+  const uint8_t dev_rd =
+      static_cast<uint8_t>(std::min<int>(255, std::max(1, attr.max_qp_rd_atom)));
+  const uint8_t dev_init_rd =
+      static_cast<uint8_t>(std::min<int>(255, std::max(1, attr.max_qp_init_rd_atom)));
   std::vector<QpTransition> steps(3);
-  steps[0] = InitTransition(device.port().port, config.remote_access);
+  steps[0] = InitTransition(port.port, config.remote_access);
 
   QpTransition& rtr = steps[1];
   rtr.attr.qp_state = IBV_QPS_RTR;
-  rtr.attr.path_mtu = std::min(device.port().active_mtu, remote.mtu);
+  rtr.attr.path_mtu = std::min(port.active_mtu, remote.mtu);
   rtr.attr.dest_qp_num = remote.qp_num;
   rtr.attr.rq_psn = remote.psn & 0xffffff;
   rtr.attr.max_dest_rd_atomic = std::max<uint8_t>(1, std::min(config.max_dest_rd_atomic, dev_rd));
   rtr.attr.min_rnr_timer = 12;
-  rtr.attr.ah_attr.port_num = device.port().port;
-  if (device.is_roce()) {
+  rtr.attr.ah_attr.port_num = port.port;
+  rtr.attr.ah_attr.sl = config.service_level;
+  if (port.link_layer == IBV_LINK_LAYER_ETHERNET) {
     rtr.attr.ah_attr.is_global = 1;
     std::memcpy(rtr.attr.ah_attr.grh.dgid.raw, remote.gid.data(), 16);
-    rtr.attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(device.port().gid_index);
+    rtr.attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(port.gid_index);
     rtr.attr.ah_attr.grh.hop_limit = 64;
+    rtr.attr.ah_attr.grh.traffic_class = config.traffic_class;
   } else {
     rtr.attr.ah_attr.dlid = remote.lid;
   }

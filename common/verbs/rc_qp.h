@@ -32,6 +32,10 @@ struct RcQpConfig {
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
   int remote_access = 0;       // IBV_ACCESS_REMOTE_* the QP accepts (passive side)
+  // The address vector's class: what every packet this QP sends carries (requests on the
+  // daemon, READ responses and ACKs on the client). Both ends use the daemon's (RcAccept).
+  uint8_t traffic_class = 0;   // GRH traffic class (RoCE: DSCP << 2 | ECN)
+  uint8_t service_level = 0;   // ah_attr.sl (RoCE: PCP; InfiniBand: SL)
 };
 
 // ibv_create_qp_ex of an RC QP on `device`'s PD with both queues on `cq` and the extended send
@@ -43,6 +47,10 @@ absl::StatusOr<std::unique_ptr<QueuePair>> CreateRcQp(const VerbsDevice& device,
 // sides' MTUs; RDMA READs in flight the smaller of ours and what the peer accepts.
 std::vector<QpTransition> RcTransitions(const VerbsDevice& device, const RcQpConfig& config,
                                         uint32_t local_psn, const RcPeer& remote);
+// The same from the port's and device's attributes alone (what the device overload passes).
+std::vector<QpTransition> RcTransitions(const PortInfo& port, const ibv_device_attr& attr,
+                                        const RcQpConfig& config, uint32_t local_psn,
+                                        const RcPeer& remote);
 
 // A random 24-bit starting PSN.
 uint32_t RandomPsn();

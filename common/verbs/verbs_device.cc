@@ -4,6 +4,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -51,6 +52,63 @@ bool IsLocalAddress(const Gid& want) {
   }
   freeifaddrs(ifa);
   return found;
+}
+
+// Every IPv4 address of this host's interfaces with its prefix, for the GID choice by peer.
+std::vector<LocalIpv4> LocalIpv4Addresses() {
+  std::vector<LocalIpv4> out;
+  ifaddrs* ifa = nullptr;
+  if (getifaddrs(&ifa) != 0) return out;
+  for (ifaddrs* p = ifa; p; p = p->ifa_next) {
+    if (!p->ifa_addr || p->ifa_addr->sa_family != AF_INET || !p->ifa_name) continue;
+    LocalIpv4 l;
+    l.netdev = p->ifa_name;
+    const auto* sin = reinterpret_cast<const sockaddr_in*>(p->ifa_addr);
+    std::memcpy(l.addr.data(), &sin->sin_addr, 4);
+    l.prefix_len = 32;
+    if (p->ifa_netmask) {
+      const auto* mask = reinterpret_cast<const sockaddr_in*>(p->ifa_netmask);
+      l.prefix_len = __builtin_popcount(mask->sin_addr.s_addr);
+    }
+    out.push_back(std::move(l));
+  }
+  freeifaddrs(ifa);
+  return out;
+}
+
+// The port's GID table through ibv_query_gid_ex (rdma-core >= 36), which reports each entry's
+// type and netdev without parsing sysfs; ENODATA marks an empty slot. Errors other than that
+// (an old kernel without the GID table query) leave the caller to read sysfs instead.
+absl::StatusOr<std::vector<GidEntry>> QueryGidTable(ibv_context* ctx, uint8_t port,
+                                                    int table_len) {
+  std::vector<GidEntry> table;
+  for (int i = 0; i < table_len; ++i) {
+    ibv_gid_entry entry{};
+    const int rc = ibv_query_gid_ex(ctx, port, static_cast<uint32_t>(i), &entry, 0);
+    if (rc == ENODATA) continue;
+    if (rc != 0) {
+      return VerbsError(rc, "ibv_query_gid_ex", absl::StrCat("port ", port, " index ", i));
+    }
+    GidEntry e;
+    e.index = i;
+    std::memcpy(e.gid.data(), entry.gid.raw, 16);
+    if (std::all_of(e.gid.begin(), e.gid.end(), [](uint8_t b) { return b == 0; })) continue;
+    switch (entry.gid_type) {
+      case IBV_GID_TYPE_ROCE_V2:
+        e.type = "RoCE v2";
+        break;
+      case IBV_GID_TYPE_IB:
+      case IBV_GID_TYPE_ROCE_V1:
+        e.type = "IB/RoCE v1";  // the text sysfs gives both
+        break;
+    }
+    char name[IF_NAMESIZE] = {};
+    if (entry.ndev_ifindex != 0 && if_indextoname(entry.ndev_ifindex, name) != nullptr) {
+      e.netdev = name;
+    }
+    table.push_back(std::move(e));
+  }
+  return table;
 }
 
 std::string LinkLayerName(uint8_t ll) {
@@ -148,16 +206,27 @@ absl::StatusOr<std::unique_ptr<VerbsDevice>> VerbsDevice::Open(const DeviceSelec
       info.max_msg_size = pa.max_msg_sz;
       info.lid = pa.lid;
       info.link_layer = pa.link_layer;
+      // sysfs when the query is not there (and for tests with a fake sysfs tree).
       absl::StatusOr<std::vector<GidEntry>> table =
-          ReadGidTable(sel.sysfs_root, name, p, pa.gid_tbl_len);
+          sel.sysfs_root == "/sys"
+              ? QueryGidTable(d->context(), static_cast<uint8_t>(p), pa.gid_tbl_len)
+              : absl::StatusOr<std::vector<GidEntry>>(absl::UnimplementedError("fake sysfs"));
+      if (!table.ok()) table = ReadGidTable(sel.sysfs_root, name, p, pa.gid_tbl_len);
       if (pa.link_layer == IBV_LINK_LAYER_ETHERNET || want) {
         if (!table.ok()) return table.status();
         if (sel.gid_index >= 0) {
           info.gid_index = sel.gid_index;
         } else {
-          absl::StatusOr<int> idx = PickRoceV2Gid(*table, want);
+          GidPick pick;
+          pick.want = want;
+          if (absl::StatusOr<Gid> peer = GidForIp(sel.peer_address);
+              !sel.peer_address.empty() && peer.ok()) {
+            pick.peer = *peer;
+            pick.local = LocalIpv4Addresses();
+          }
+          absl::StatusOr<int> idx = PickRoceV2Gid(*table, pick);
           if (!idx.ok()) {
-            tried.push_back(absl::StrCat(name, " port ", p));
+            tried.push_back(absl::StrCat(name, " port ", p, ": ", idx.status().message()));
             continue;  // by address: another port or device may carry it
           }
           info.gid_index = *idx;
@@ -201,9 +270,9 @@ absl::StatusOr<std::unique_ptr<VerbsDevice>> VerbsDevice::Open(const DeviceSelec
   if (sel.port != 0) absl::StrAppend(&looked_for, " port ", sel.port);
   if (want) absl::StrAppend(&looked_for, looked_for.empty() ? "" : " with ", "a RoCE v2 GID for ", sel.address);
   if (looked_for.empty()) looked_for = "an ACTIVE port";
-  return absl::NotFoundError(absl::StrCat("no RDMA device matches ", looked_for,
-                                          " (RDMA devices: ", DescribeAllDevices(sel.sysfs_root),
-                                          ")"));
+  return absl::NotFoundError(absl::StrCat(
+      "no RDMA device matches ", looked_for, " (RDMA devices: ", DescribeAllDevices(sel.sysfs_root),
+      ")", tried.empty() ? "" : "; passed over: ", absl::StrJoin(tried, "; ")));
 }
 
 ibv_port_state VerbsDevice::QueryPortState() const {

@@ -20,6 +20,9 @@ struct DeviceSelector {
   std::string address;    // by local IP (resolved to device/port/GID); empty: not used
   int port = 0;           // 0: the first ACTIVE port (the address's port when by address)
   int gid_index = -1;     // -1: automatic (RoCE v2, IPv4-mapped first); >= 0 forces it
+  // The peer's IP address where known (a client knows the daemon's GID): the automatic GID is
+  // then the RoCE v2 entry whose interface shares the peer's subnet, where one does.
+  std::string peer_address;
   std::string sysfs_root = "/sys";
 };
 

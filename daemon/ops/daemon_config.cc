@@ -58,6 +58,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   std::string rc_mode = "auto", poll_mode = "adaptive";
   int64_t reset_timeout_ms = 10000, spin_us = 50;
   uint32_t sq_depth = cfg.rc.qp.sq_depth, rd_atomic = cfg.rc.qp.max_rd_atomic;
+  uint32_t rc_traffic_class = cfg.rc.qp.traffic_class, rc_sl = cfg.rc.qp.service_level;
   app.add_option("--rc", rc_mode,
                  "rc transport: auto (use an RDMA device if there is one), on (fail without one), off")
       ->capture_default_str();
@@ -83,6 +84,11 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1u, 16384u));
   app.add_option("--rc-max-rd-atomic", rd_atomic, "RDMA READs in flight per RC QP")
       ->capture_default_str()->check(CLI::Range(1u, 255u));
+  app.add_option("--rc-traffic-class", rc_traffic_class,
+                 "GRH traffic class of RC QPs (DSCP << 2 | ECN); clients answer with it too")
+      ->capture_default_str()->check(CLI::Range(0u, 255u));
+  app.add_option("--rc-service-level", rc_sl, "service level of RC QPs; clients answer with it too")
+      ->capture_default_str()->check(CLI::Range(0u, 15u));
   app.add_option("--rc-reset-timeout-ms", reset_timeout_ms,
                  "a client that does not reconnect a reset QP within this loses its connection")
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{600000}));
@@ -147,6 +153,8 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   cfg.verbs.poller.spin = absl::Microseconds(spin_us);
   cfg.rc.qp.sq_depth = sq_depth;
   cfg.rc.qp.max_rd_atomic = static_cast<uint8_t>(rd_atomic);
+  cfg.rc.qp.traffic_class = static_cast<uint8_t>(rc_traffic_class);
+  cfg.rc.qp.service_level = static_cast<uint8_t>(rc_sl);
   cfg.rc.chunk_bytes = cfg.tcp.chunk_bytes;
   cfg.rc.reset_timeout = absl::Milliseconds(reset_timeout_ms);
   absl::StatusOr<LogLevel> level = ParseLogLevel(log_level);

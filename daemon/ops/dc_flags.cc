@@ -13,7 +13,14 @@ void AddDcFlags(CLI::App& app, DcFlagValues* v) {
       ->capture_default_str();
   app.add_option("--dci-count", v->dci_count, "DC initiators in the pool (bounded by the device)")
       ->capture_default_str();
-  app.add_option("--dc-sq-depth", v->sq_depth, "send queue depth of each DCI")->capture_default_str();
+  app.add_option("--dc-sq-depth", v->sq_depth,
+                 "send queue depth of each DCI (1..16384; at most half the device's max_qp_wr, "
+                 "as a DCI work request takes two send-queue slots)")
+      ->capture_default_str();
+  app.add_option("--dc-mtu", v->mtu,
+                 "path MTU of the DCIs in bytes (256, 512, 1024, 2048, 4096; 0: the port's "
+                 "active MTU). Every client's DCT must match it: use the fabric's smallest")
+      ->capture_default_str();
   app.add_option("--dc-max-rd-atomic", v->max_rd_atomic,
                  "RDMA READs in flight per DCI (capped at the device's max_qp_init_rd_atom)")
       ->capture_default_str();
@@ -59,7 +66,7 @@ absl::StatusOr<dc::DcTransportConfig> FinishDcFlags(const DcFlagValues& v) {
     return absl::OkStatus();
   };
   for (const absl::Status& s :
-       {range("--dci-count", v.dci_count, 1, 4096), range("--dc-sq-depth", v.sq_depth, 1, 32768),
+       {range("--dci-count", v.dci_count, 1, 4096), range("--dc-sq-depth", v.sq_depth, 1, 16384),
         range("--dc-max-rd-atomic", v.max_rd_atomic, 1, 255), range("--dc-timeout", v.timeout, 0, 31),
         range("--dc-retry-cnt", v.retry_cnt, 0, 7), range("--dc-rnr-retry", v.rnr_retry, 0, 7),
         range("--dc-log-streams", v.log_streams, 0, 15),
@@ -70,9 +77,22 @@ absl::StatusOr<dc::DcTransportConfig> FinishDcFlags(const DcFlagValues& v) {
         range("--dc-spread", v.spread, 1, 64)}) {
     if (!s.ok()) return s;
   }
+  switch (v.mtu) {
+    case 0:
+    case 256:
+    case 512:
+    case 1024:
+    case 2048:
+    case 4096:
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--dc-mtu ", v.mtu, " is not a path MTU: 256, 512, 1024, 2048, 4096, or 0 (the port's)"));
+  }
   dc::DcInitiatorOptions& o = c.options;
   o.dci_count = v.dci_count;
   o.dci.sq_depth = v.sq_depth;
+  o.mtu = v.mtu;
   o.dci.max_rd_atomic = static_cast<uint8_t>(v.max_rd_atomic);
   o.dci.timeout = static_cast<uint8_t>(v.timeout);
   o.dci.retry_cnt = static_cast<uint8_t>(v.retry_cnt);

@@ -19,6 +19,7 @@ struct DcFlagValues {
   std::string mode = "auto";
   uint32_t dci_count = 16;
   uint32_t sq_depth = 128;
+  uint32_t mtu = 0;  // 0: the port's active MTU
   uint32_t max_rd_atomic = 16;
   uint32_t timeout = 14;
   uint32_t retry_cnt = 7;

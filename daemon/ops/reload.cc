@@ -144,6 +144,10 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   Compare("rc-sq-depth", current.rc.qp.sq_depth, next.rc.qp.sq_depth, &plan.needs_restart);
   Compare("rc-max-rd-atomic", static_cast<int>(current.rc.qp.max_rd_atomic),
           static_cast<int>(next.rc.qp.max_rd_atomic), &plan.needs_restart);
+  Compare("rc-traffic-class", int{current.rc.qp.traffic_class}, int{next.rc.qp.traffic_class},
+          &plan.needs_restart);
+  Compare("rc-service-level", int{current.rc.qp.service_level}, int{next.rc.qp.service_level},
+          &plan.needs_restart);
   CompareDuration("rc-reset-timeout", current.rc.reset_timeout, next.rc.reset_timeout,
                   &plan.needs_restart);
   // dc: the DCI pool and its address handles are built once, on the verbs core.
@@ -152,6 +156,7 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   const dc::DcInitiatorOptions& nd = next.dc.options;
   Compare("dci-count", cd.dci_count, nd.dci_count, &plan.needs_restart);
   Compare("dc-sq-depth", cd.dci.sq_depth, nd.dci.sq_depth, &plan.needs_restart);
+  Compare("dc-mtu", cd.mtu, nd.mtu, &plan.needs_restart);
   Compare("dc-max-rd-atomic", int{cd.dci.max_rd_atomic}, int{nd.dci.max_rd_atomic},
           &plan.needs_restart);
   Compare("dc-timeout", int{cd.dci.timeout}, int{nd.dci.timeout}, &plan.needs_restart);

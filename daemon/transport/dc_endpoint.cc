@@ -29,7 +29,20 @@ absl::StatusOr<DcDestination> ParseDcEndpoint(const gdrstore::v1::DcEndpoint& en
     return absl::InvalidArgumentError(
         absl::StrCat("buffer.dc.lid ", endpoint.lid(), " is not in 0..0xFFFF"));
   }
+  switch (endpoint.mtu()) {
+    case 0:  // an older client: the daemon's MTU is assumed
+    case 256:
+    case 512:
+    case 1024:
+    case 2048:
+    case 4096:
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "buffer.dc.mtu ", endpoint.mtu(), " is not a path MTU (256, 512, 1024, 2048 or 4096)"));
+  }
   DcDestination d;
+  d.mtu = endpoint.mtu();
   d.key.dct_number = endpoint.dct_number();
   d.key.addr.lid = static_cast<uint16_t>(endpoint.lid());
   if (!endpoint.gid().empty()) {

@@ -60,14 +60,15 @@ struct DestKey {
 struct DcDestination {
   DestKey key;
   DcAccessKey access_key;
+  uint32_t mtu = 0;  // the DCT's path MTU in bytes; 0: not sent (an older client)
 };
 
 // "DCT 0x1234 at fe80::...:1 (lid 0)": never includes the access key.
 std::string DescribeDest(const DestKey& key);
 
 // Range-checks a DcEndpoint from the wire: DCT number 1..0xFFFFFF, GID empty or 16 bytes,
-// LID 0..0xFFFF, and GID or LID present. INVALID_ARGUMENT naming the field otherwise. The
-// error messages never quote the key.
+// LID 0..0xFFFF, GID or LID present, MTU 0 (not sent) or 256/512/1024/2048/4096.
+// INVALID_ARGUMENT naming the field otherwise. The error messages never quote the key.
 absl::StatusOr<DcDestination> ParseDcEndpoint(const gdrstore::v1::DcEndpoint& endpoint);
 
 }  // namespace gdr::dc

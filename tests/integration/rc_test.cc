@@ -4,6 +4,7 @@
 // remote access error reported by name and the QP recovered; a killed client's QPs destroyed;
 // memory the caller owns registered in place; a daemon asked for a device that does not exist
 // refusing to start. Without a verbs device every test skips, saying so.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/src/transport/rc/rc_session.h"
 #include "common/pattern.h"
 #include "common/verbs/verbs_device.h"
 #include "gdrstore/client.h"
@@ -329,6 +331,36 @@ TEST_F(RcTest, KilledClientsQpsAreDestroyed) {
     SaltMap salts(kVolumeSize);
     EXPECT_TRUE(VerifiedWrite(*other, **buf, kGuardBytes, {"vol0", 64 * kMiB + 3, 999999}, salts).ok());
   }
+}
+
+// The client's QPs answer (READ responses, ACKs) with the traffic class the daemon's requests
+// carry: RcAccept hands over --rc-traffic-class and the client's RTR takes it, so on a lossless
+// RoCE fabric responses do not fall back to DSCP 0. Checked on the client's QP itself.
+TEST_F(RcTest, ClientQpsTakeTheDaemonsTrafficClass) {
+  SKIP_WITHOUT_DEVICE();
+  StartDaemon({"--rc-traffic-class", "96", "--rc-service-level", "5"});
+  auto stub = gdrstore::v1::GdrStore::NewStub(
+      grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
+  RcSessionOptions o;
+  o.device.device = DeviceName();
+  o.qps = 1;
+  absl::StatusOr<std::shared_ptr<RcSession>> s = RcSession::Open(stub.get(), o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp((*s)->qp(0).qp(), &attr, IBV_QP_AV | IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(attr.qp_state, IBV_QPS_RTS);
+  EXPECT_EQ(attr.ah_attr.grh.traffic_class, 96);
+  (*s)->Close();
+  // And data moves in that class (rxe puts it in the IP header's DSCP/ECN byte).
+  auto c = RcClient(*daemon_);
+  ASSERT_NE(c, nullptr);
+  auto buf = c->AllocateBuffer(64 << 10);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  auto w = c->Write({"vol0", 4096, 64 << 10}, **buf);
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto r = c->Read({"vol0", 4096, 64 << 10}, **buf);
+  ASSERT_TRUE(r.ok()) << r.status();
 }
 
 TEST(RcStartupTest, UnknownDeviceOrAddressExitsNonZeroNamingWhatExists) {

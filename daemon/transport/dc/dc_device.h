@@ -25,8 +25,12 @@ struct DcCaps {
   bool dc = false;            // DC initiators can be created (probed with one DCI)
   std::string why_not;        // when !mlx5 || !dc: one line naming the missing capability
   uint32_t max_qp = 0;        // ibv_device_attr.max_qp
-  uint32_t max_qp_wr = 0;     // ibv_device_attr.max_qp_wr
-  uint8_t max_qp_rd_atom = 0; // ibv_device_attr.max_qp_rd_atom: RDMA READs in flight per QP
+  uint32_t max_qp_wr = 0;     // ibv_device_attr.max_qp_wr: send-queue slots (mlx5: 64-byte WQEBBs)
+  uint8_t max_qp_rd_atom = 0; // ibv_device_attr.max_qp_init_rd_atom: RC's READ initiator depth
+  // mlx5dv_context.max_dc_init_rd_atom (MLX5DV_CONTEXT_MASK_MAX_DC_RD_ATOM): the DCI's own READ
+  // depth limit, which kernels since 6.2 check at RTR->RTS; 0 when not reported.
+  uint8_t max_dc_init_rd_atom = 0;
+  uint32_t port_active_mtu = 0;  // bytes; the DCIs' path MTU may not exceed it
   // DCI stream channels (MLX5DV_CONTEXT_MASK_DCI_STREAMS); 0 when the device has none.
   uint8_t max_log_num_concurent = 0;
   uint8_t max_log_num_errored = 0;

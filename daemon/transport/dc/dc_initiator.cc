@@ -15,6 +15,18 @@ const char* OpName(Direction d) {
   return d == Direction::kStoreToClient ? "RDMA WRITE" : "RDMA READ";
 }
 
+// The deepest DCI send queue mlx5 can create on a device whose max_qp_wr is `max_qp_wr`.
+// The provider sizes a send queue in 64-byte WQE basic blocks: roundup_pow_of_two(max_send_wr
+// * WQE size) / 64 must not exceed max_qp_wr (else mlx5dv_create_qp fails with EINVAL). A DCI
+// WQE (control 16 + datagram/address vector 48 + remote address 16 + one data segment 16 = 96
+// bytes, rounded up to 128) takes two blocks, so the depth is the largest power of two not
+// above max_qp_wr / 2.
+uint32_t MaxDciSqDepth(uint32_t max_qp_wr) {
+  const uint32_t half = max_qp_wr / 2;
+  if (half == 0) return 0;
+  return 1u << (31 - __builtin_clz(half));
+}
+
 // Errors after which the route to the destination may have changed: the next op re-resolves.
 bool RouteSuspect(ibv_wc_status s) {
   return s == IBV_WC_RETRY_EXC_ERR || s == IBV_WC_RESP_TIMEOUT_ERR;
@@ -46,13 +58,31 @@ absl::StatusOr<std::unique_ptr<DcInitiator>> DcInitiator::Create(
                      max_dcis, ": half its max_qp of ", caps.max_qp, ", at most 4096)"));
   }
   if (options.dci.sq_depth == 0) return absl::InvalidArgumentError("--dc-sq-depth must be >= 1");
+  if (caps.max_qp_wr != 0 && options.dci.sq_depth > MaxDciSqDepth(caps.max_qp_wr)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dc-sq-depth ", options.dci.sq_depth, " is above what a DCI of this device holds (",
+        MaxDciSqDepth(caps.max_qp_wr), "): a DCI work request carries an address vector and "
+        "takes two of the device's ", caps.max_qp_wr, " send-queue slots (max_qp_wr), so "
+        "mlx5dv_create_qp would fail with EINVAL"));
+  }
   Effective eff;
   eff.dci_count = options.dci_count;
-  eff.sq_depth = caps.max_qp_wr ? std::min(options.dci.sq_depth, caps.max_qp_wr)
-                                : options.dci.sq_depth;
+  eff.sq_depth = options.dci.sq_depth;
+  // A DCI's READ depth is bounded by the DC initiator limit where the device reports one
+  // (kernels since 6.2 refuse RTR->RTS above it), and by RC's otherwise.
+  uint8_t rd_cap = caps.max_qp_rd_atom;
+  if (caps.max_dc_init_rd_atom != 0) {
+    rd_cap = rd_cap != 0 ? std::min(rd_cap, caps.max_dc_init_rd_atom) : caps.max_dc_init_rd_atom;
+  }
   eff.max_rd_atomic = std::max<uint8_t>(
-      1, caps.max_qp_rd_atom ? std::min(options.dci.max_rd_atomic, caps.max_qp_rd_atom)
-                             : options.dci.max_rd_atomic);
+      1, rd_cap ? std::min(options.dci.max_rd_atomic, rd_cap) : options.dci.max_rd_atomic);
+  // The path MTU every client's DCT must match: --dc-mtu, never above the port's.
+  if (options.mtu != 0 && caps.port_active_mtu != 0 && options.mtu > caps.port_active_mtu) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dc-mtu ", options.mtu, " is above the active MTU of ", caps.where, " (",
+        caps.port_active_mtu, ")"));
+  }
+  eff.mtu = options.mtu != 0 ? options.mtu : caps.port_active_mtu;
   uint8_t log_streams = 0;
   if (options.use_streams && caps.max_log_num_concurent > 0) {
     log_streams = std::min(options.log_streams, caps.max_log_num_concurent);
@@ -71,6 +101,7 @@ absl::StatusOr<std::unique_ptr<DcInitiator>> DcInitiator::Create(
   DciSettings s = options.dci;
   s.sq_depth = eff.sq_depth;
   s.max_rd_atomic = eff.max_rd_atomic;
+  s.mtu = eff.mtu;
   s.log_streams = log_streams;
   s.log_errored = eff.log_errored;
   for (uint32_t i = 0; i < eff.dci_count; ++i) {
@@ -121,6 +152,14 @@ DcWr DcInitiator::MakeWr(const Work& w) const {
 
 absl::Status DcInitiator::Submit(const TransferOp& top, OpDone done) {
   if (top.length == 0) return absl::InvalidArgumentError("op length is 0");
+  if (top.dc.mtu != 0 && eff_.mtu != 0 && top.dc.mtu != eff_.mtu) {
+    // A READ response's middle packets are exactly one path MTU: with two MTUs on the path the
+    // DCI would drop the DCT's responses and retry until it gives up.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "buffer.dc.mtu ", top.dc.mtu, " (the client's DCT path MTU) differs from this daemon's "
+        "DCI path MTU ", eff_.mtu, ": start gdrstored with --dc-mtu N, N the smallest MTU of "
+        "the fabric, so every client can match it"));
+  }
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::CancelledError("the daemon is shutting down");
@@ -395,10 +434,18 @@ DcInitiator::PoolDetail DcInitiator::pool_detail() const {
 
 std::string DcInitiator::Describe() const {
   return absl::StrCat(eff_.dci_count, " DCIs on ", where_, ", send queue ", eff_.sq_depth,
-                      ", max_rd_atomic ", eff_.max_rd_atomic,
+                      ", max_rd_atomic ", eff_.max_rd_atomic, ", path MTU ", eff_.mtu,
                       eff_.streams_per_dci > 1
                           ? absl::StrCat(", ", eff_.streams_per_dci, " DCI streams each")
                           : ", no DCI streams");
+}
+
+void DcInitiator::FillInfo(gdrstore::v1::GetInfoResponse* info) const {
+  gdrstore::v1::DcInfo* dc = info->mutable_rdma()->mutable_dc();
+  dc->set_mtu(eff_.mtu);
+  dc->set_traffic_class(options_.ah.traffic_class);
+  dc->set_service_level(options_.ah.service_level);
+  dc->set_hop_limit(options_.ah.hop_limit);
 }
 
 }  // namespace gdr::dc

@@ -35,16 +35,19 @@ using LocalKeyFn = std::function<absl::StatusOr<uint32_t>(const TransferOp& op)>
 class DcInitiator final : public Initiator {
  public:
   // Checks the device's caps (FAILED_PRECONDITION naming the missing capability when DC is not
-  // available), bounds the options by them (INVALID_ARGUMENT naming the option), creates the
-  // DCIs and brings them to RTS (the failing verbs call's status).
+  // available), bounds the options by them (INVALID_ARGUMENT naming the option: --dci-count
+  // above half max_qp, --dc-sq-depth above what a DCI holds, --dc-mtu above the port's), caps
+  // the READ depth at the DC (else RC) limit, creates the DCIs and brings them to RTS (the
+  // failing verbs call's status).
   static absl::StatusOr<std::unique_ptr<DcInitiator>> Create(std::unique_ptr<DcDevice> device,
                                                              const DcInitiatorOptions& options,
                                                              LocalKeyFn local_key);
   ~DcInitiator() override;
 
-  // `op.dc` is the destination. RESOURCE_EXHAUSTED when the DCIs' send queues lack room for
-  // its chunks; UNAVAILABLE when no DCI is ready or the address handle cannot be made;
-  // CANCELLED after Shutdown. `done` gets OK, or the first chunk's failure: PERMISSION_DENIED
+  // `op.dc` is the destination. FAILED_PRECONDITION when its DCT's path MTU differs from the
+  // DCIs'; RESOURCE_EXHAUSTED when the DCIs' send queues lack room for its chunks;
+  // UNAVAILABLE when no DCI is ready or the address handle cannot be made; CANCELLED after
+  // Shutdown. `done` gets OK, or the first chunk's failure: PERMISSION_DENIED
   // (remote access error: rkey/range/DC key refused), UNAVAILABLE (target unreachable:
   // retries exceeded), DATA_LOSS (other completion errors), with the verbs status name.
   // Thread-safe; never blocks on the network.
@@ -59,6 +62,7 @@ class DcInitiator final : public Initiator {
     uint32_t streams_per_dci = 1;
     uint8_t log_errored = 0;
     uint64_t chunk_bytes = 0;
+    uint32_t mtu = 0;  // the DCIs' path MTU, bytes (0: the device did not say)
   };
   const Effective& effective() const { return eff_; }
 
@@ -68,6 +72,8 @@ class DcInitiator final : public Initiator {
   InitiatorStats stats() const override;
   // "16 DCIs on mlx5_0 port 1, send queue 128, max_rd_atomic 16, 16 DCI streams each".
   std::string Describe() const override;
+  // GetInfo's rdma.dc: the path MTU, traffic class, SL and hop limit a client's DCT must use.
+  void FillInfo(gdrstore::v1::GetInfoResponse* info) const override;
 
   // The DCI pool's own figures beyond InitiatorStats, for tests and diagnosis.
   struct PoolDetail {

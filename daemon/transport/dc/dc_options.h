@@ -12,8 +12,9 @@ namespace gdr::dc {
 // How DCIs are created and taken INIT -> RTR -> RTS. The device fills in what comes from the
 // port (pkey index 0, port number, path MTU).
 struct DciSettings {
-  uint32_t sq_depth = 128;       // send WRs per DCI (capped at the device's max_qp_wr)
-  uint8_t max_rd_atomic = 16;    // RDMA READs in flight per DCI (capped at max_qp_rd_atom)
+  uint32_t sq_depth = 128;       // send WRs per DCI (at most max_qp_wr / 2: see DcInitiator)
+  uint8_t max_rd_atomic = 16;    // RDMA READs in flight per DCI (capped at the device's)
+  uint32_t mtu = 0;              // path MTU in bytes; 0: the port's active MTU
   uint8_t timeout = 14;          // local ACK timeout: 4.096 us * 2^timeout per try
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;
@@ -31,6 +32,9 @@ struct AhSettings {
 
 struct DcInitiatorOptions {
   uint32_t dci_count = 16;   // bounded by the device's max_qp
+  // Path MTU of the DCIs in bytes (--dc-mtu); 0: the port's active MTU. Every client's DCT
+  // must use the same (READ responses are cut at the responder's), so GetInfo advertises it.
+  uint32_t mtu = 0;
   DciSettings dci;           // sq_depth / max_rd_atomic are capped at the device's caps
   bool use_streams = true;   // DCI stream channels where the device reports them
   uint8_t log_streams = 4;   // wanted 2^n streams per DCI (capped at the caps)

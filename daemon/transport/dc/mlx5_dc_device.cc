@@ -22,7 +22,8 @@ class Mlx5Ah final : public AddressHandle {
 
 }  // namespace
 
-DcCaps CapsFromProbe(const verbs::DcProbe& probe, const verbs::VerbsDevice& device) {
+DcCaps CapsFromProbe(const verbs::DcProbe& probe, const std::string& device_name,
+                     const verbs::PortInfo& port) {
   DcCaps c;
   c.mlx5 = probe.mlx5;
   c.dc = probe.dc;
@@ -30,10 +31,12 @@ DcCaps CapsFromProbe(const verbs::DcProbe& probe, const verbs::VerbsDevice& devi
   c.max_qp = probe.max_qp;
   c.max_qp_wr = probe.max_qp_wr;
   c.max_qp_rd_atom = probe.max_qp_init_rd_atom;
+  c.max_dc_init_rd_atom = probe.max_dc_init_rd_atom;
   c.max_log_num_concurent = probe.dci_streams_log_concurrent;
   c.max_log_num_errored = probe.dci_streams_log_errored;
-  c.port_max_msg_size = device.port().max_msg_size;
-  c.where = absl::StrCat(device.name(), " port ", device.port().port);
+  c.port_max_msg_size = port.max_msg_size;
+  c.port_active_mtu = verbs::MtuBytes(port.active_mtu);
+  c.where = absl::StrCat(device_name, " port ", port.port);
   return c;
 }
 
@@ -41,7 +44,7 @@ std::unique_ptr<Mlx5DcDevice> Mlx5DcDevice::Open(const verbs::VerbsDevice* devic
                                                  verbs::CompletionPoller* poller) {
   const verbs::DcProbe probe = verbs::ProbeDc(*device, poller->cq());
   return std::unique_ptr<Mlx5DcDevice>(
-      new Mlx5DcDevice(device, poller, CapsFromProbe(probe, *device)));
+      new Mlx5DcDevice(device, poller, CapsFromProbe(probe, device->name(), device->port())));
 }
 
 absl::Status Mlx5DcDevice::CreateDci(uint32_t index, const DciSettings& s) {
@@ -49,6 +52,11 @@ absl::Status Mlx5DcDevice::CreateDci(uint32_t index, const DciSettings& s) {
   verbs::DciConfig cfg;
   cfg.sq_depth = s.sq_depth;
   cfg.max_rd_atomic = s.max_rd_atomic;
+  if (s.mtu != 0) {
+    ibv_mtu mtu;
+    GDR_RETURN_IF_ERROR(verbs::MtuFromBytes(s.mtu, &mtu));
+    cfg.path_mtu = mtu;
+  }
   cfg.timeout = s.timeout;
   cfg.retry_cnt = s.retry_cnt;
   cfg.rnr_retry = s.rnr_retry;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/verbs/completion_poller.h"
@@ -51,7 +52,8 @@ class Mlx5DcDevice final : public DcDevice {
   std::vector<Dci> dcis_;  // grown only during DcInitiator::Create, before any Post
 };
 
-// DcCaps from a verbs::DcProbe and the port.
-DcCaps CapsFromProbe(const verbs::DcProbe& probe, const verbs::VerbsDevice& device);
+// DcCaps from a verbs::DcProbe and the port `port` of device `device_name`.
+DcCaps CapsFromProbe(const verbs::DcProbe& probe, const std::string& device_name,
+                     const verbs::PortInfo& port);
 
 }  // namespace gdr::dc

@@ -131,6 +131,9 @@ absl::StatusOr<std::unique_ptr<RcConnection>> RcConnection::Create(
   accept->set_max_rd_atomic(std::max<int>(
       1, std::min<int>(config.qp.max_dest_rd_atomic, device->attr().max_qp_rd_atom)));
   accept->set_device(absl::StrCat(device->name(), " port ", port.port));
+  // The client's QPs answer (READ responses, ACKs) with the class our requests carry.
+  accept->set_traffic_class(config.qp.traffic_class);
+  accept->set_service_level(config.qp.service_level);
   return conn;
 }
 

@@ -28,6 +28,58 @@ TEST(DcKeyTest, KeysAreRandomAndNeverZero) {
   EXPECT_EQ(keys.size(), 64u) << "64 draws of 64 random bits collided";
 }
 
+PortInfo RocePort(ibv_mtu active) {
+  PortInfo p;
+  p.port = 1;
+  p.link_layer = IBV_LINK_LAYER_ETHERNET;
+  p.active_mtu = active;
+  p.gid_index = 3;
+  return p;
+}
+
+// The DCT answers with its own address vector: READ responses and ACKs leave with its class
+// and SL, and are cut at its path MTU. All three must be the daemon's DCIs' (GetInfo rdma.dc),
+// not the defaults (DSCP 0 / PCP 0) and not this port's MTU alone.
+TEST(DcTransitionsTest, DctRtrCarriesTheDaemonsClassSlAndPathMtu) {
+  DctConfig cfg;
+  cfg.traffic_class = 106;
+  cfg.service_level = 3;
+  cfg.hop_limit = 9;
+  cfg.path_mtu = IBV_MTU_1024;
+  auto steps = DctTransitions(RocePort(IBV_MTU_4096), cfg);
+  ASSERT_EQ(steps.size(), 2u);
+  const ibv_qp_attr& rtr = steps[1].attr;
+  EXPECT_EQ(steps[1].mask, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV | IBV_QP_PATH_MTU);
+  EXPECT_EQ(rtr.path_mtu, IBV_MTU_1024);
+  EXPECT_EQ(rtr.ah_attr.sl, 3);
+  EXPECT_EQ(rtr.ah_attr.is_global, 1);
+  EXPECT_EQ(rtr.ah_attr.grh.traffic_class, 106);
+  EXPECT_EQ(rtr.ah_attr.grh.hop_limit, 9);
+  EXPECT_EQ(rtr.ah_attr.grh.sgid_index, 3);
+  // Without a daemon MTU the port's active MTU stands.
+  cfg.path_mtu.reset();
+  EXPECT_EQ(DctTransitions(RocePort(IBV_MTU_2048), cfg)[1].attr.path_mtu, IBV_MTU_2048);
+}
+
+TEST(DcTransitionsTest, DciRtrUsesTheConfiguredPathMtu) {
+  DciConfig cfg;
+  cfg.path_mtu = IBV_MTU_1024;
+  auto steps = DciTransitions(RocePort(IBV_MTU_4096), cfg);
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[1].attr.path_mtu, IBV_MTU_1024);
+  cfg.path_mtu.reset();
+  EXPECT_EQ(DciTransitions(RocePort(IBV_MTU_4096), cfg)[1].attr.path_mtu, IBV_MTU_4096);
+}
+
+TEST(DcTransitionsTest, TheDctTakesTheSmallerOfItsPortAndTheDaemonsMtu) {
+  EXPECT_EQ(DctPathMtu(IBV_MTU_4096, 1024), IBV_MTU_1024);
+  EXPECT_EQ(DctPathMtu(IBV_MTU_1024, 4096), IBV_MTU_1024)
+      << "above the port's it could not send; the daemon then refuses the mismatch by name";
+  EXPECT_EQ(DctPathMtu(IBV_MTU_2048, 2048), IBV_MTU_2048);
+  EXPECT_EQ(DctPathMtu(IBV_MTU_2048, 0), IBV_MTU_2048) << "a daemon that does not say";
+  EXPECT_EQ(DctPathMtu(IBV_MTU_2048, 1500), IBV_MTU_2048) << "not a path MTU: ignored";
+}
+
 class DcQpDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -223,7 +223,8 @@ TEST(DaemonConfigDcTest, EveryDcFlagParses) {
       Parse({"--dc", "on", "--dci-count", "32", "--dc-sq-depth", "256", "--dc-max-rd-atomic", "8",
              "--dc-timeout", "18", "--dc-retry-cnt", "5", "--dc-rnr-retry", "6",
              "--dc-log-streams", "0", "--dc-hop-limit", "8", "--dc-traffic-class", "106",
-             "--dc-sl", "3", "--dc-flow-label", "77", "--dc-ah-cache", "99", "--dc-spread", "2"});
+             "--dc-sl", "3", "--dc-flow-label", "77", "--dc-ah-cache", "99", "--dc-spread", "2",
+             "--dc-mtu", "1024"});
   ASSERT_TRUE(c.ok()) << c.status();
   const dc::DcInitiatorOptions& o = c->dc.options;
   EXPECT_EQ(c->dc.mode, dc::DcTransportConfig::Mode::kOn);
@@ -240,6 +241,7 @@ TEST(DaemonConfigDcTest, EveryDcFlagParses) {
   EXPECT_EQ(o.ah.flow_label, 77u);
   EXPECT_EQ(o.ah_cache_size, 99u);
   EXPECT_EQ(o.max_spread, 2u);
+  EXPECT_EQ(o.mtu, 1024u);
 }
 
 TEST(DaemonConfigDcTest, BadDcValuesNameTheFlag) {
@@ -254,6 +256,9 @@ TEST(DaemonConfigDcTest, BadDcValuesNameTheFlag) {
       {{"--dc-hop-limit", "0"}, "--dc-hop-limit"},
       {{"--dc-sl", "16"}, "--dc-sl"},
       {{"--dc-flow-label", "1048576"}, "--dc-flow-label"},
+      // A DCI work request takes two send-queue slots: no mlx5 device holds 32768 of them.
+      {{"--dc-sq-depth", "32768"}, "--dc-sq-depth"},
+      {{"--dc-mtu", "1500"}, "--dc-mtu"},
       {{"--rdma-device", "mlx5_0", "--rc", "off", "--dc", "off"}, "--rdma-device"},
   };
   for (const Case& c : cases) {

@@ -60,6 +60,25 @@ TEST(DcEndpointTest, RejectsHostileFields) {
   EXPECT_EQ(s.message().find("1122334455667788"), std::string::npos);
 }
 
+TEST(DcEndpointTest, MtuIsAPathMtuOrAbsent) {
+  gdrstore::v1::DcEndpoint e = Endpoint();
+  auto absent = ParseDcEndpoint(e);
+  ASSERT_TRUE(absent.ok()) << absent.status();
+  EXPECT_EQ(absent->mtu, 0u) << "an older client sends none";
+  for (uint32_t mtu : {256u, 512u, 1024u, 2048u, 4096u}) {
+    e.set_mtu(mtu);
+    auto d = ParseDcEndpoint(e);
+    ASSERT_TRUE(d.ok()) << mtu << ": " << d.status();
+    EXPECT_EQ(d->mtu, mtu);
+  }
+  for (uint32_t mtu : {1u, 1500u, 9000u, 8192u, 0xFFFFFFFFu}) {
+    e.set_mtu(mtu);
+    absl::Status s = ParseDcEndpoint(e).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << mtu;
+    EXPECT_NE(s.message().find("buffer.dc.mtu"), std::string::npos) << s;
+  }
+}
+
 TEST(DcEndpointTest, DescribeDestNeverIncludesTheKey) {
   auto d = ParseDcEndpoint(Endpoint());
   ASSERT_TRUE(d.ok());

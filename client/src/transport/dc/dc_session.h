@@ -21,7 +21,16 @@ namespace gdr {
 struct DcSessionOptions {
   verbs::DeviceSelector device;
   verbs::DctConfig dct;
+  // The daemon's DCI path MTU in bytes (GetInfo rdma.dc.mtu); 0: not known (a daemon that does
+  // not say). The DCT takes the smaller of it and this port's active MTU (verbs::DctPathMtu).
+  uint32_t daemon_mtu = 0;
 };
+
+// Takes the daemon's DCI parameters (GetInfo rdma.dc) into `options`: the path MTU to match
+// and the traffic class, SL and hop limit the DCT answers with. The values come from the
+// network: INVALID_ARGUMENT naming the field when one is out of range (MTU not a path MTU,
+// traffic class above 255, SL above 15, hop limit 0 or above 255); nothing is changed then.
+absl::Status ApplyDaemonDcInfo(const gdrstore::v1::DcInfo& info, DcSessionOptions* options);
 
 class DcSession final : public ClientTransport, public std::enable_shared_from_this<DcSession> {
  public:
@@ -40,6 +49,8 @@ class DcSession final : public ClientTransport, public std::enable_shared_from_t
   void DescribeEndpoint(gdrstore::v1::RemoteBuffer* buffer) const override;
   void Close() override {}
   uint32_t dct_number() const override { return dct_.dct_number; }
+  // The DCT's path MTU in bytes (sent in every descriptor, so the daemon can refuse a mismatch).
+  uint32_t mtu() const { return mtu_bytes_; }
 
 
  private:
@@ -49,6 +60,7 @@ class DcSession final : public ClientTransport, public std::enable_shared_from_t
   verbs::VerbsPtr<ibv_cq> cq_;
   verbs::DcTargetQp dct_;
   uint64_t key_ = 0;  // the DC access key: a secret, never logged
+  uint32_t mtu_bytes_ = 0;
 };
 
 }  // namespace gdr

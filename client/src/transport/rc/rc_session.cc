@@ -195,6 +195,15 @@ absl::StatusOr<std::shared_ptr<RcSession>> RcSession::Open(v1::GdrStore::Stub* s
   std::memcpy(daemon.gid.data(), accept->gid().data(), 16);
   daemon.lid = static_cast<uint16_t>(accept->lid());
   GDR_RETURN_IF_ERROR(verbs::MtuFromBytes(accept->mtu(), &daemon.mtu));
+  if (accept->traffic_class() > 255 || accept->service_level() > 15) {
+    return absl::InternalError(absl::StrCat(
+        "the daemon's RcAccept is malformed: traffic_class ", accept->traffic_class(),
+        " (0..255), service_level ", accept->service_level(), " (0..15)"));
+  }
+  // Our QPs' responses (READ data, ACKs) travel in the class of the daemon's requests: a
+  // daemon older than these fields sends 0, the default class, as before.
+  s->config_.traffic_class = static_cast<uint8_t>(accept->traffic_class());
+  s->config_.service_level = static_cast<uint8_t>(accept->service_level());
   daemon.rd_atomic = static_cast<uint8_t>(std::clamp<uint32_t>(accept->max_rd_atomic(), 1, 255));
   s->qps_.resize(static_cast<size_t>(accept->qps_size()));
   for (int i = 0; i < accept->qps_size(); ++i) {

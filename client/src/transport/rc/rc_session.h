@@ -53,6 +53,8 @@ class RcSession final : public ClientTransport, public std::enable_shared_from_t
   const verbs::VerbsDevice& device() const { return *device_; }
   const std::string& daemon_device() const { return daemon_device_; }
   uint32_t qp_count() const { return static_cast<uint32_t>(qps_.size()); }
+  // QP `index` (< qp_count()), for diagnosis and tests (ibv_query_qp); owned by the session.
+  const verbs::QueuePair& qp(uint32_t index) const { return *qps_[index]; }
   uint64_t resets() const;
   // The Connect call's status once it has ended; OK while it runs.
   absl::Status call_status() const;

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
+#include "absl/time/clock.h"
+
 #include "tests/daemon/transport/dc/fake_dc_device.h"
 
 namespace gdr::dc {
@@ -104,6 +108,91 @@ TEST(AhCacheTest, InvalidateForcesANewAh) {
   EXPECT_EQ(cache.size(), 0u);
   ASSERT_TRUE(cache.Get(Key(1)).ok());
   EXPECT_EQ(dev.ah_creates(), 2);
+}
+
+// Waits (without a deadline: a hang is the failure) until `n` Gets wait for another's creation.
+void AwaitWaiters(const AhCache& cache, uint32_t n) {
+  while (cache.waiting() < n) absl::SleepFor(absl::Milliseconds(1));
+}
+
+// ibv_create_ah may wait about a second for RoCE neighbour resolution: it must not hold the
+// cache's lock, which every Submit takes. Against a cache that creates under its lock the hit
+// below never returns (the test times out).
+TEST(AhCacheTest, AHitOnAnotherKeyCompletesWhileACreationBlocks) {
+  FakeDcDevice dev(FakeDcDevice::ConnectX6Caps());
+  AhCache cache(&dev, {}, 4);
+  ASSERT_TRUE(cache.Get(Key(2)).ok());
+  dev.HoldCreateAh(Key(1));
+  absl::StatusOr<std::shared_ptr<AddressHandle>> slow;
+  std::thread t([&] { slow = cache.Get(Key(1)); });
+  dev.AwaitBlockedCreates(1);
+  auto hit = cache.Get(Key(2));
+  EXPECT_TRUE(hit.ok()) << hit.status();
+  auto other = cache.Get(Key(3));  // a miss on a third key is created meanwhile too
+  EXPECT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(cache.size(), 2u) << "2 and 3 cached; 1 still being created";
+  dev.ReleaseCreateAh();
+  t.join();
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  EXPECT_EQ(cache.size(), 3u);
+  EXPECT_EQ(dev.ah_creates(), 3);
+}
+
+TEST(AhCacheTest, TwoGetsOfOneKeyMakeOneAh) {
+  FakeDcDevice dev(FakeDcDevice::ConnectX6Caps());
+  AhCache cache(&dev, {}, 4);
+  dev.HoldCreateAh(Key(1));
+  absl::StatusOr<std::shared_ptr<AddressHandle>> a, b;
+  std::thread ta([&] { a = cache.Get(Key(1)); });
+  dev.AwaitBlockedCreates(1);
+  std::thread tb([&] { b = cache.Get(Key(1)); });
+  AwaitWaiters(cache, 1);
+  dev.ReleaseCreateAh();
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->get(), b->get()) << "the waiter shares the one creation";
+  EXPECT_EQ(dev.ah_creates(), 1);
+  EXPECT_EQ(dev.live_ahs(), 1);
+  EXPECT_EQ(cache.misses(), 1u);
+  EXPECT_EQ(cache.waiting(), 0u);
+}
+
+TEST(AhCacheTest, AFailedCreationWakesItsWaitersWithTheErrorAndIsNotCached) {
+  FakeDcDevice dev(FakeDcDevice::ConnectX6Caps());
+  AhCache cache(&dev, {}, 4);
+  dev.set_fail_create_ah(true);
+  dev.HoldCreateAh(Key(1));
+  absl::StatusOr<std::shared_ptr<AddressHandle>> a, b;
+  std::thread ta([&] { a = cache.Get(Key(1)); });
+  dev.AwaitBlockedCreates(1);
+  std::thread tb([&] { b = cache.Get(Key(1)); });
+  AwaitWaiters(cache, 1);
+  dev.ReleaseCreateAh();
+  ta.join();
+  tb.join();
+  ASSERT_FALSE(a.ok());
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("ibv_create_ah"), std::string::npos) << b.status();
+  EXPECT_EQ(dev.ah_creates(), 1) << "the waiter did not try again on its own";
+  EXPECT_EQ(cache.size(), 0u);
+  dev.set_fail_create_ah(false);
+  EXPECT_TRUE(cache.Get(Key(1)).ok()) << "the failure was not cached";
+  EXPECT_EQ(dev.ah_creates(), 2);
+}
+
+TEST(AhCacheTest, InvalidateDuringACreationKeepsItsResultOutOfTheCache) {
+  FakeDcDevice dev(FakeDcDevice::ConnectX6Caps());
+  AhCache cache(&dev, {}, 4);
+  dev.HoldCreateAh(Key(1));
+  absl::StatusOr<std::shared_ptr<AddressHandle>> a;
+  std::thread ta([&] { a = cache.Get(Key(1)); });
+  dev.AwaitBlockedCreates(1);
+  cache.Invalidate(Key(1));  // the route changed while it was being resolved
+  dev.ReleaseCreateAh();
+  ta.join();
+  EXPECT_TRUE(a.ok()) << "the caller still gets its AH";
+  EXPECT_EQ(cache.size(), 0u);
 }
 
 }  // namespace

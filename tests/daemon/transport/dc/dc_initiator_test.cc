@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "daemon/transport/dc/mlx5_dc_device.h"
 #include "tests/daemon/transport/dc/fake_dc_device.h"
 
 namespace gdr::dc {
@@ -129,16 +130,143 @@ TEST(DcInitiatorTest, DefaultPoolIsSixteenDcisAtRtsWithReadDepthFromTheCaps) {
   caps.max_qp_rd_atom = 16;
   caps.max_qp_wr = 64;
   DcInitiatorOptions o;
-  o.dci.sq_depth = 256;
+  o.dci.sq_depth = 32;
   o.max_op_bytes = 64 << 20;
   Harness h(caps, o);
   ASSERT_TRUE(h.status.ok()) << h.status;
   EXPECT_EQ(h.fake->dci_count(), 16u);
   const DciSettings s = h.fake->dci_settings(0);
   EXPECT_EQ(s.max_rd_atomic, 16) << "the seed's 1 serialized every RDMA READ";
-  EXPECT_EQ(s.sq_depth, 64u) << "capped at max_qp_wr";
+  EXPECT_EQ(s.sq_depth, 32u) << "half of max_qp_wr: a DCI WR takes two slots";
   EXPECT_EQ(s.log_streams, 0) << "this device reports no DCI streams";
   EXPECT_EQ(h.initiator->effective().dci_count, 16u);
+}
+
+// mlx5 sizes a send queue in 64-byte WQE basic blocks and a DCI WQE (with its address vector)
+// takes two, so a DCI holds at most max_qp_wr / 2 WRs: above that mlx5dv_create_qp fails with
+// EINVAL. The old cap (max_qp_wr itself) let such depths through to that failure.
+TEST(DcInitiatorTest, SqDepthAboveHalfMaxQpWrIsRefusedSayingWhy) {
+  DcCaps caps = FakeDcDevice::ConnectX6Caps();  // max_qp_wr 32768
+  DcInitiatorOptions o = Small(2, 16385);
+  Harness h(caps, o);
+  ASSERT_EQ(h.status.code(), absl::StatusCode::kInvalidArgument) << h.status;
+  EXPECT_NE(h.status.message().find("--dc-sq-depth 16385"), std::string::npos) << h.status;
+  EXPECT_NE(h.status.message().find("16384"), std::string::npos) << h.status;
+  EXPECT_NE(h.status.message().find("two"), std::string::npos) << h.status;
+  EXPECT_EQ(h.fake->dci_count(), 0u) << "refused before any DCI was created";
+
+  Harness ok(caps, Small(2, 16384));
+  ASSERT_TRUE(ok.status.ok()) << ok.status;
+  EXPECT_EQ(ok.fake->dci_settings(0).sq_depth, 16384u);
+
+  caps.max_qp_wr = 100;  // not a power of two: the provider rounds the queue up to one
+  Harness odd(caps, Small(2, 33));
+  EXPECT_EQ(odd.status.code(), absl::StatusCode::kInvalidArgument) << odd.status;
+  Harness odd_ok(caps, Small(2, 32));
+  EXPECT_TRUE(odd_ok.status.ok()) << odd_ok.status;
+}
+
+// Kernels since 6.2 check a DCI's max_rd_atomic against the DC initiator limit at RTR->RTS;
+// where it is below RC's, a DCI capped by RC's fails with EINVAL (the fake refuses it too).
+TEST(DcInitiatorTest, ReadDepthIsCappedByTheDcLimitWhereItIsBelowRcs) {
+  DcCaps caps = FakeDcDevice::ConnectX6Caps();
+  caps.max_qp_rd_atom = 16;
+  caps.max_dc_init_rd_atom = 8;
+  DcInitiatorOptions o = Small();
+  o.dci.max_rd_atomic = 16;
+  Harness h(caps, o);
+  ASSERT_TRUE(h.status.ok()) << h.status;
+  EXPECT_EQ(h.fake->dci_settings(0).max_rd_atomic, 8);
+  EXPECT_EQ(h.initiator->effective().max_rd_atomic, 8);
+
+  caps.max_dc_init_rd_atom = 0;  // not reported (rdma-core < 47): RC's limit, as before
+  Harness rc(caps, o);
+  ASSERT_TRUE(rc.status.ok()) << rc.status;
+  EXPECT_EQ(rc.fake->dci_settings(0).max_rd_atomic, 16);
+
+  caps.max_qp_rd_atom = 4;  // RC's below DC's: the smaller still wins
+  caps.max_dc_init_rd_atom = 8;
+  Harness low(caps, o);
+  ASSERT_TRUE(low.status.ok()) << low.status;
+  EXPECT_EQ(low.fake->dci_settings(0).max_rd_atomic, 4);
+}
+
+TEST(DcInitiatorTest, DciPathMtuIsDcMtuBoundedByThePort) {
+  DcCaps caps = FakeDcDevice::ConnectX6Caps();  // port MTU 4096
+  DcInitiatorOptions o = Small();
+  Harness port(caps, o);
+  ASSERT_TRUE(port.status.ok()) << port.status;
+  EXPECT_EQ(port.fake->dci_settings(0).mtu, 4096u) << "default: the port's active MTU";
+  EXPECT_EQ(port.initiator->effective().mtu, 4096u);
+
+  o.mtu = 1024;
+  Harness dc_mtu(caps, o);
+  ASSERT_TRUE(dc_mtu.status.ok()) << dc_mtu.status;
+  EXPECT_EQ(dc_mtu.fake->dci_settings(0).mtu, 1024u);
+  EXPECT_NE(dc_mtu.initiator->Describe().find("path MTU 1024"), std::string::npos);
+
+  caps.port_active_mtu = 1024;
+  o.mtu = 4096;
+  Harness above(caps, o);
+  EXPECT_EQ(above.status.code(), absl::StatusCode::kInvalidArgument) << above.status;
+  EXPECT_NE(above.status.message().find("--dc-mtu 4096"), std::string::npos) << above.status;
+}
+
+// READ responses' middle packets are exactly one path MTU: a DCT on another MTU than the DCIs'
+// cannot be served, and the client is told what to change instead of timing out.
+TEST(DcInitiatorTest, AnEndpointWithAnotherMtuIsRefusedNamingBothAndTheFix) {
+  DcInitiatorOptions o = Small();
+  o.mtu = 1024;
+  Harness h(FakeDcDevice::ConnectX6Caps(), o);
+  ASSERT_TRUE(h.status.ok()) << h.status;
+  TransferOp op = h.Op(Direction::kClientToStore, 0, 4096);
+  op.dc.mtu = 4096;
+  absl::Status s = h.Submit(op, 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("buffer.dc.mtu 4096"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("1024"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("--dc-mtu"), std::string::npos) << s;
+  EXPECT_TRUE(h.fake->posted().empty());
+
+  op.dc.mtu = 1024;
+  EXPECT_TRUE(h.Submit(op, 2).ok());
+  op.dc.mtu = 0;  // an older client that does not say: taken to be ours
+  EXPECT_TRUE(h.Submit(op, 3).ok());
+  h.fake->CompleteAll();
+}
+
+TEST(DcInitiatorTest, GetInfoAdvertisesWhatTheDctMustMatch) {
+  DcInitiatorOptions o = Small();
+  o.mtu = 2048;
+  o.ah.traffic_class = 106;
+  o.ah.service_level = 3;
+  o.ah.hop_limit = 9;
+  Harness h(FakeDcDevice::ConnectX6Caps(), o);
+  ASSERT_TRUE(h.status.ok()) << h.status;
+  gdrstore::v1::GetInfoResponse info;
+  h.initiator->FillInfo(&info);
+  ASSERT_TRUE(info.rdma().has_dc());
+  EXPECT_EQ(info.rdma().dc().mtu(), 2048u);
+  EXPECT_EQ(info.rdma().dc().traffic_class(), 106u);
+  EXPECT_EQ(info.rdma().dc().service_level(), 3u);
+  EXPECT_EQ(info.rdma().dc().hop_limit(), 9u);
+}
+
+TEST(DcCapsTest, CapsFromProbeCarriesTheDcReadDepthAndThePortMtu) {
+  verbs::DcProbe probe;
+  probe.mlx5 = probe.dc = true;
+  probe.max_qp_wr = 32768;
+  probe.max_qp_init_rd_atom = 16;
+  probe.max_dc_init_rd_atom = 8;
+  verbs::PortInfo port;
+  port.port = 1;
+  port.active_mtu = IBV_MTU_2048;
+  port.max_msg_size = 1u << 30;
+  const DcCaps c = CapsFromProbe(probe, "mlx5_0", port);
+  EXPECT_EQ(c.max_qp_rd_atom, 16);
+  EXPECT_EQ(c.max_dc_init_rd_atom, 8);
+  EXPECT_EQ(c.port_active_mtu, 2048u);
+  EXPECT_EQ(c.where, "mlx5_0 port 1");
 }
 
 TEST(DcInitiatorTest, UsesDciStreamsWhereTheDeviceReportsThem) {

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -54,6 +55,7 @@ class FakeDcDevice final : public DcDevice {
     c.max_qp_wr = 32768;
     c.max_qp_rd_atom = 16;
     c.port_max_msg_size = 1u << 30;
+    c.port_active_mtu = 4096;
     return c;
   }
 
@@ -65,6 +67,18 @@ class FakeDcDevice final : public DcDevice {
       return absl::Status(absl::StatusCode::kResourceExhausted,
                           "mlx5dv_create_qp: Cannot allocate memory (errno 12)");
     }
+    // The hardware's limits: the provider sizes the send queue in 64-byte blocks, two per
+    // DCI WQE (mlx5dv_create_qp: EINVAL beyond max_qp_wr), and kernels since 6.2 check the
+    // READ depth against the DC initiator limit at RTR->RTS.
+    uint32_t blocks = 1;
+    while (blocks < settings.sq_depth) blocks <<= 1;
+    if (caps_.max_qp_wr != 0 && 2ull * blocks > caps_.max_qp_wr) {
+      return absl::InvalidArgumentError("mlx5dv_create_qp: Invalid argument (errno 22)");
+    }
+    if (caps_.max_dc_init_rd_atom != 0 && settings.max_rd_atomic > caps_.max_dc_init_rd_atom) {
+      return absl::InvalidArgumentError(
+          "ibv_modify_qp: Invalid argument (errno 22) DCI to RTS");
+    }
     EXPECT_EQ(index, dcis_.size()) << "DCIs are created densely, in order";
     Dci d;
     d.settings = settings;
@@ -75,6 +89,15 @@ class FakeDcDevice final : public DcDevice {
   absl::StatusOr<std::shared_ptr<AddressHandle>> CreateAh(const AhKey& key,
                                                           const AhSettings& settings) override {
     ++ah_creates_;
+    {
+      // A held key stands for a RoCE neighbour that takes its time to resolve.
+      absl::MutexLock lock(&gate_mu_);
+      if (held_key_ && *held_key_ == key) {
+        ++blocked_creates_;
+        gate_mu_.Await(absl::Condition(this, &FakeDcDevice::NotHeld));
+        --blocked_creates_;
+      }
+    }
     if (fail_create_ah_) return absl::UnavailableError("ibv_create_ah: No route to host (errno 113)");
     return std::shared_ptr<AddressHandle>(std::make_shared<FakeAh>(key, settings, &live_ahs_));
   }
@@ -275,6 +298,21 @@ class FakeDcDevice final : public DcDevice {
     fail_create_dci_at_ = index;
   }
   void set_fail_create_ah(bool fail) { fail_create_ah_ = fail; }
+  // CreateAh of `key` blocks until ReleaseCreateAh.
+  void HoldCreateAh(const AhKey& key) {
+    absl::MutexLock lock(&gate_mu_);
+    held_key_ = key;
+  }
+  void ReleaseCreateAh() {
+    absl::MutexLock lock(&gate_mu_);
+    held_key_.reset();
+  }
+  // Returns once `n` CreateAh calls are blocked on the held key.
+  void AwaitBlockedCreates(int n) {
+    absl::MutexLock lock(&gate_mu_);
+    want_blocked_ = n;
+    gate_mu_.Await(absl::Condition(this, &FakeDcDevice::EnoughBlocked));
+  }
   void set_fail_next_posts(int n) {
     absl::MutexLock lock(&mu_);
     fail_next_posts_ = n;
@@ -359,7 +397,16 @@ class FakeDcDevice final : public DcDevice {
     }
   }
 
+  bool NotHeld() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_mu_) { return !held_key_; }
+  bool EnoughBlocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_mu_) {
+    return blocked_creates_ >= want_blocked_;
+  }
+
   const DcCaps caps_;
+  absl::Mutex gate_mu_;
+  std::optional<AhKey> held_key_ ABSL_GUARDED_BY(gate_mu_);
+  int blocked_creates_ ABSL_GUARDED_BY(gate_mu_) = 0;
+  int want_blocked_ ABSL_GUARDED_BY(gate_mu_) = 0;
   mutable absl::Mutex mu_;
   std::vector<Dci> dcis_ ABSL_GUARDED_BY(mu_);
   std::vector<PostedWr> all_posted_ ABSL_GUARDED_BY(mu_);
