@@ -2,6 +2,7 @@
 
 #include "client/src/registration.h"
 #include "client/src/transport/region.h"
+#include "client/src/write_fence.h"
 #include "common/status_macros.h"
 #include "gdrstore/client.h"
 
@@ -18,13 +19,16 @@ Buffer::~Buffer() {
   gate_->WaitIdle();
 }
 
-OpCallback Buffer::Track(OpCallback done) const {
+OpCallback Buffer::Track(OpKind kind, OpCallback done) const {
   gate_->Enter();
   // Leave before `done`: a callback may destroy the buffer, whose destructor waits for this op.
-  return [gate = gate_, done = std::move(done)](absl::StatusOr<OpResult> r) {
+  OpCallback tracked = [gate = gate_, done = std::move(done)](absl::StatusOr<OpResult> r) {
     gate->Leave();
     done(std::move(r));
   };
+  // Only the daemon's writes into the buffer (gets) need the memory's fence.
+  if (kind != OpKind::kWrite) return tracked;
+  return gdr::AfterWriteFence(registration_->region()->write_fence, std::move(tracked));
 }
 
 std::byte* Buffer::data() const {

@@ -274,7 +274,7 @@ void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer
     OpCallback done;
   };
   auto* call = new Call();
-  call->done = buffer.Track(std::move(done));
+  call->done = buffer.Track(kind, std::move(done));
   absl::Status s = kind == OpKind::kWrite
                        ? gdr::FillRequest(*this, extent, buffer, buffer_offset, &call->write)
                        : gdr::FillRequest(*this, extent, buffer, buffer_offset, &call->read);

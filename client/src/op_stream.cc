@@ -193,7 +193,7 @@ OpStream::~OpStream() { (void)reactor_->Close(); }
 
 void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
                       size_t buffer_offset, OpCallback done) {
-  reactor_->Submit(kind, extent, buffer, buffer_offset, buffer.Track(std::move(done)));
+  reactor_->Submit(kind, extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)));
 }
 
 absl::Status OpStream::Close() { return reactor_->Close(); }

@@ -169,8 +169,9 @@ class Buffer {
   friend class OpStream;
   // A view of [offset, offset + size) of `registration`'s region.
   Buffer(std::shared_ptr<gdr::Registration> registration, size_t offset, size_t size);
-  // `done` wrapped to count the op as in flight on this buffer until it is answered.
-  OpCallback Track(OpCallback done) const;
+  // `done` wrapped to count the op as in flight on this buffer until it is answered, and for a
+  // get (kWrite) to run the memory's write fence first.
+  OpCallback Track(OpKind kind, OpCallback done) const;
   std::shared_ptr<gdr::Registration> registration_;
   size_t offset_ = 0;
   size_t size_ = 0;

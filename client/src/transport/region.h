@@ -25,6 +25,10 @@ struct Region {
   // False for host memory the caller registered that is mapped read-only: the daemon may read
   // it (put), never write it (get).
   bool writable = true;
+  // Runs after the daemon wrote into this memory through the NIC and before the op is reported
+  // done: the GPUDirect RDMA flush GPU memory needs where its GPU does not order NIC writes
+  // (gpu_direct.h). Empty where nothing is needed.
+  std::function<absl::Status()> write_fence;
   std::function<void()> release;
   ~Region() {
     if (release) release();

@@ -1,6 +1,7 @@
 #include "client/src/transport/verbs_registration.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/cuda/gpu_direct.h"
 #include "common/cuda/gpu_mr.h"
 #include "common/verbs/memory_region.h"
 
@@ -24,6 +25,11 @@ absl::Status RegisterOnDevice(const verbs::VerbsDevice& device,
                           absl::StrCat("memory cannot be registered with ", device.name(), ": ",
                                        mr.status().message()));
     }
+    // Gets land in GPU memory through the NIC: complete them only once the GPU sees the bytes.
+    absl::StatusOr<std::function<absl::Status()>> fence =
+        cuda::WriteFenceFor(region.gpu->ordinal(), cuda::RealGpuDirectOps());
+    if (!fence.ok()) return fence.status();
+    region.write_fence = std::move(*fence);
     region.rkey = mr->mr->rkey;
     deregister = [mr = std::make_shared<cuda::MrPtr>(std::move(mr->mr))] { mr->reset(); };
   } else {
