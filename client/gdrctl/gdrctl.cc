@@ -20,6 +20,7 @@
 #include "client/gdrctl/doctor/doctor.h"
 #include "client/gdrctl/doctor/real_probes.h"
 #include "common/cuda/gpu.h"
+#include "common/cuda/gpu_direct.h"
 #include "common/host_port.h"
 #include "common/cuda/gpu_select.h"
 #include "common/topo/pci_topology.h"
@@ -435,6 +436,11 @@ int CmdTopo(const Common& c, const std::string& sysfs_root) {
         std::cout << absl::StrFormat("  %d  %s  %s, %s, dma-buf %s\n", g.ordinal, g.pci, g.name,
                                      gdr::FormatSize(g.total_bytes),
                                      g.dma_buf ? "supported" : "not supported");
+        absl::StatusOr<gdr::cuda::GpuDirectAttributes> gd =
+            gdr::cuda::ReadGpuDirectAttributes(g.ordinal);
+        std::cout << "     " << (gd.ok() ? gdr::cuda::DescribeGpuDirect(*gd)
+                                         : std::string(gd.status().message()))
+                  << "\n";
       }
     } else {
       std::cout << "CUDA devices: " << gpus.status().message() << "\n";

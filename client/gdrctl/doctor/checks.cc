@@ -282,6 +282,28 @@ void CheckAcs(const HostFacts& h, const std::string& subject, const gdr::topo::G
   }
 }
 
+// What the GPU says of GPUDirect RDMA: whether a NIC may reach its memory at all, and how bytes
+// a NIC wrote become visible to the GPU's next work (the client's write fence follows this).
+void CheckGpuDirect(Probes& probes, const std::string& subject, int ordinal, Results& r) {
+  absl::StatusOr<gdr::cuda::GpuDirectAttributes> a = probes.GpuDirect(ordinal);
+  if (!a.ok()) {
+    r.Add("gpu.direct", subject, Verdict::kSkip,
+          absl::StrCat("attributes not read: ", a.status().message()),
+          "run on the host itself with the NVIDIA driver loaded");
+    return;
+  }
+  const std::string found = gdr::cuda::DescribeGpuDirect(*a);
+  if (!a->rdma_supported) {
+    r.Add("gpu.direct", subject, Verdict::kFail, found,
+          "this GPU does not do GPUDirect RDMA: use a data-center GPU, or --transport tcp");
+  } else if (gdr::cuda::VisibilityFor(*a) == gdr::cuda::WriteVisibility::kNoGuarantee) {
+    r.Add("gpu.direct", subject, Verdict::kWarn, found,
+          "update the NVIDIA driver (one that reports a host flush option)");
+  } else {
+    r.Add("gpu.direct", subject, Verdict::kPass, found);
+  }
+}
+
 void CheckGpus(const HostFacts& h, Probes& probes, const CheckOptions& o, Results& r) {
   if (o.role == Role::kStorage) {
     r.Add("gpu", "", Verdict::kSkip, "storage host: gdrstored moves host memory only",
@@ -406,6 +428,7 @@ void CheckGpus(const HostFacts& h, Probes& probes, const CheckOptions& o, Result
     }
     CheckIommu(h, subject, g.pci.address, r);
     if (nic != nullptr) CheckAcs(h, subject, g, *nic, r);
+    if (cg) CheckGpuDirect(probes, subject, cg->ordinal, r);
     // BAR1.
     const PciDeviceFact* f = h.Pci(g.pci.address);
     const uint64_t bar1 = f ? f->bar1_bytes : 0;

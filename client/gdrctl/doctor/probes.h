@@ -1,6 +1,6 @@
 // The seam between `gdrctl doctor` and everything it must ask live rather than read from files:
-// verbs (port query, DC probe), the process's memlock limit, CUDA (GPU list, a GPU memory
-// registration on an RDMA device) and the daemon (GetInfo). RealProbes (real_probes.h) makes the
+// verbs (port query, DC probe), the process's memlock limit, CUDA (GPU list, GPUDirect RDMA
+// attributes, a GPU memory registration on an RDMA device) and the daemon (GetInfo). RealProbes (real_probes.h) makes the
 // calls; tests hand the checks a fake.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/cuda/gpu_direct.h"
 
 namespace gdrctl::doctor {
 
@@ -67,6 +68,8 @@ class Probes {
   virtual Memlock ReadMemlock() = 0;
   // The GPUs the CUDA driver sees; FAILED_PRECONDITION naming why there are none.
   virtual absl::StatusOr<std::vector<CudaGpu>> ListGpus() = 0;
+  // cuda::ReadGpuDirectAttributes of GPU `ordinal`.
+  virtual absl::StatusOr<gdr::cuda::GpuDirectAttributes> GpuDirect(int ordinal) = 0;
   // Allocates a little device memory on GPU `ordinal` and registers it on `device` the way the
   // client does (dma-buf, then nvidia-peermem); answers the method that worked ("dma-buf",
   // "nvidia-peermem") or why neither did.

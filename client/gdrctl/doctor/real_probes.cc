@@ -99,6 +99,11 @@ absl::StatusOr<std::vector<CudaGpu>> RealProbes::ListGpus() {
   return out;
 }
 
+absl::StatusOr<gdr::cuda::GpuDirectAttributes> RealProbes::GpuDirect(int ordinal) {
+  if (!live_devices_) return LiveOff();
+  return gdr::cuda::ReadGpuDirectAttributes(ordinal);
+}
+
 absl::StatusOr<std::string> RealProbes::ProbeGpuRegistration(int ordinal,
                                                              const std::string& device) {
   if (!live_devices_) return LiveOff();

@@ -22,6 +22,7 @@ class RealProbes : public Probes {
   absl::StatusOr<DcAnswer> ProbeDc(const std::string& device) override;
   Memlock ReadMemlock() override;
   absl::StatusOr<std::vector<CudaGpu>> ListGpus() override;
+  absl::StatusOr<gdr::cuda::GpuDirectAttributes> GpuDirect(int ordinal) override;
   absl::StatusOr<std::string> ProbeGpuRegistration(int ordinal, const std::string& device) override;
   absl::StatusOr<DaemonOffer> GetInfo(const std::string& address) override;
 

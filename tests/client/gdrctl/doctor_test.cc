@@ -33,6 +33,7 @@ class FakeProbes : public Probes {
   std::map<std::string, absl::StatusOr<DcAnswer>> dc;
   Memlock memlock{.unlimited = true};
   absl::StatusOr<std::vector<CudaGpu>> gpus = absl::FailedPreconditionError("no driver");
+  std::map<int, gdr::cuda::GpuDirectAttributes> gpu_direct;  // others: FAILED_PRECONDITION
   absl::StatusOr<std::string> registration = absl::UnavailableError("not asked");
   std::string registration_device;
   absl::StatusOr<DaemonOffer> daemon = absl::UnavailableError("connection refused");
@@ -49,6 +50,11 @@ class FakeProbes : public Probes {
   }
   Memlock ReadMemlock() override { return memlock; }
   absl::StatusOr<std::vector<CudaGpu>> ListGpus() override { return gpus; }
+  absl::StatusOr<gdr::cuda::GpuDirectAttributes> GpuDirect(int ordinal) override {
+    auto it = gpu_direct.find(ordinal);
+    if (it == gpu_direct.end()) return absl::FailedPreconditionError("no driver");
+    return it->second;
+  }
   absl::StatusOr<std::string> ProbeGpuRegistration(int, const std::string& device) override {
     registration_device = device;
     return registration;
@@ -114,6 +120,10 @@ TEST(Doctor, HealthyHostPassesEveryCheck) {
   p.dc["mlx5_0"] = DcAnswer{true, true, ""};
   p.dc["mlx5_1"] = DcAnswer{true, true, ""};
   p.gpus = TwoGpus(true);
+  p.gpu_direct[0] = {.rdma_supported = true, .writes_ordering = 100, .flush_options = 3,
+                     .dma_buf = true};
+  p.gpu_direct[1] = {.rdma_supported = true, .writes_ordering = 0, .flush_options = 1,
+                     .dma_buf = true};  // flushed after each get: fine
   p.registration = std::string("dma-buf");
   p.daemon = DaemonOffer{"0.1.0", {{"tcp", true, ""}, {"rc", true, "mlx5_0"}}, true, "mlx5_0", 1,
                          "ACTIVE", "Ethernet", "10.0.0.2", 4096};
@@ -137,6 +147,8 @@ TEST(Doctor, HealthyHostPassesEveryCheck) {
   EXPECT_THAT(Line(results, "gpu.nic", g0).found, HasSubstr("nearest NIC mlx5_0 (0000:03:00.0): PIX"));
   EXPECT_THAT(Line(results, "gpu.nic", g1).found, HasSubstr("nearest NIC mlx5_1 (0000:83:00.0): PIX"));
   EXPECT_EQ(VerdictOf(results, "pcie.acs", g0), Verdict::kPass);
+  EXPECT_THAT(Line(results, "gpu.direct", g0).found, HasSubstr("gets need no flush"));
+  EXPECT_THAT(Line(results, "gpu.direct", g1).found, HasSubstr("each get is flushed"));
   EXPECT_EQ(VerdictOf(results, "gpu.bar1", g1), Verdict::kPass);
   EXPECT_EQ(VerdictOf(results, "iommu", "mlx5_0 0000:03:00.0"), Verdict::kPass);
   EXPECT_EQ(VerdictOf(results, "net.arp", "eth2"), Verdict::kPass);
@@ -153,6 +165,8 @@ TEST(Doctor, FaultyHostGetsTheVerdictOfEachFault) {
   p.dc["mlx5_0"] = DcAnswer{true, false, "mlx5_0 cannot create a DC initiator: EOPNOTSUPP"};
   p.memlock = Memlock{.unlimited = false, .soft_bytes = 64 << 10, .hard_bytes = 64 << 10};
   p.gpus = TwoGpus(false);
+  p.gpu_direct[0] = {.rdma_supported = true, .writes_ordering = 0, .flush_options = 0};
+  p.gpu_direct[1] = {.rdma_supported = false};
   p.registration = absl::FailedPreconditionError("cannot register GPU memory: tried dma-buf ...");
   CheckOptions o;
   o.daemon_address = "10.0.0.9:50051";
@@ -199,6 +213,9 @@ TEST(Doctor, FaultyHostGetsTheVerdictOfEachFault) {
   EXPECT_THAT(Line(r, "pcie.acs", g0).found,
               HasSubstr("0000:02:00.0 (ReqRedir+ CmpltRedir+), 0000:02:01.0 (ReqRedir+"));
   EXPECT_EQ(VerdictOf(r, "pcie.acs", g1), Verdict::kSkip);  // across sockets: moot
+  EXPECT_EQ(VerdictOf(r, "gpu.direct", g0), Verdict::kWarn);  // no ordering, no flush
+  EXPECT_THAT(Line(r, "gpu.direct", g0).found, HasSubstr("offers no flush"));
+  EXPECT_EQ(VerdictOf(r, "gpu.direct", g1), Verdict::kFail);  // no GPUDirect RDMA at all
   EXPECT_EQ(VerdictOf(r, "gpu.bar1", g0), Verdict::kWarn);
   EXPECT_THAT(Line(r, "gpu.bar1", g0).found, HasSubstr("BAR1 256 MiB"));
   for (const char* netdev : {"eth2", "eth3"}) {
