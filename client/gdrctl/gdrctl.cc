@@ -1,5 +1,6 @@
 // gdrctl: the command-line client of gdrstored. info, write, read (with pattern verification),
-// bench, and topo (where NICs and GPUs sit on the PCIe tree). write/read/bench take --gpu to use
+// bench, topo (where NICs and GPUs sit on the PCIe tree), selftest, stats, and doctor (is this
+// host set up for GPUDirect RDMA). write/read/bench take --gpu to use
 // device memory on a GPU named by PCI address or CUDA ordinal. Exit codes: 0 ok, 1 the op or RPC
 // failed, 2 bad usage, 3 verification mismatch.
 #include <unistd.h>
@@ -16,7 +17,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/gdrctl/bench.h"
+#include "client/gdrctl/doctor/doctor.h"
+#include "client/gdrctl/doctor/real_probes.h"
 #include "common/cuda/gpu.h"
+#include "common/cuda/gpu_direct.h"
 #include "common/host_port.h"
 #include "common/cuda/gpu_select.h"
 #include "common/topo/pci_topology.h"
@@ -435,6 +439,11 @@ int CmdTopo(const Common& c, const std::string& sysfs_root) {
         std::cout << absl::StrFormat("  %d  %s  %s, %s, dma-buf %s\n", g.ordinal, g.pci, g.name,
                                      gdr::FormatSize(g.total_bytes),
                                      g.dma_buf ? "supported" : "not supported");
+        absl::StatusOr<gdr::cuda::GpuDirectAttributes> gd =
+            gdr::cuda::ReadGpuDirectAttributes(g.ordinal);
+        std::cout << "     " << (gd.ok() ? gdr::cuda::DescribeGpuDirect(*gd)
+                                         : std::string(gd.status().message()))
+                  << "\n";
       }
     } else {
       std::cout << "CUDA devices: " << gpus.status().message() << "\n";
@@ -538,6 +547,18 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.05, 3600.0));
   stats->add_option("--count", so.count, "stop --watch after this many samples (0: never)");
 
+  gdrctl::doctor::DoctorOptions doc;
+  std::string doc_role = "client";
+  CLI::App* doctor = app.add_subcommand(
+      "doctor",
+      "is this host ready: RDMA ports, GIDs, MTU, DC, memlock, GPU registration, PCIe distance, "
+      "IOMMU, ACS, BAR1, ARP, the daemon; PASS/WARN/FAIL/SKIP per line, exit 1 on any FAIL");
+  doctor->add_option("--role", doc_role, "client (GPU checks) or storage (the gdrstored host)")
+      ->capture_default_str()->check(CLI::IsMember({"client", "storage"}));
+  // Hidden: tests point these at fake trees.
+  doctor->add_option("--sysfs-root", doc.sysfs_root)->group("");
+  doctor->add_option("--proc-root", doc.proc_root)->group("");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -571,6 +592,20 @@ int main(int argc, char** argv) {
   }
   if (bench->parsed()) return CmdBench(c, bo, bsize, btype, bspan, quiet || !isatty(2), bgpu);
   if (topo->parsed()) return CmdTopo(c, sysfs_root);
+  if (doctor->parsed()) {
+    doc.json = c.json;
+    doc.checks.role =
+        doc_role == "storage" ? gdrctl::doctor::Role::kStorage : gdrctl::doctor::Role::kClient;
+    doc.checks.daemon_address = c.daemon;
+    doc.checks.daemon_explicit =
+        app.count("--daemon") > 0 || app.count("--address") > 0 || app.count("--port") > 0;
+    doc.checks.rdma_device = c.rdma_device;
+    absl::StatusOr<gdrstore::ClientOptions> o = ClientOptionsOf(c);
+    if (!o.ok()) return Fail(o.status(), "doctor");
+    // Live verbs and CUDA answers describe this host, not a tree read from elsewhere.
+    gdrctl::doctor::RealProbes probes(doc.sysfs_root == "/sys", *std::move(o));
+    return gdrctl::doctor::RunDoctor(doc, probes, std::cout);
+  }
   if (selftest->parsed()) {
     for (absl::string_view part : absl::StrSplit(st_sizes, ',', absl::SkipEmpty())) {
       absl::StatusOr<uint64_t> n = gdr::ParseSize(part);

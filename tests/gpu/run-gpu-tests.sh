@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU-host checks of GPU memory on the tcp transport, against real device memory:
-#   1. gdrctl topo and the CUDA view of the GPUs;
+#   1. gdrctl topo and the CUDA view of the GPUs, and gdrctl doctor (printed: its FAILs are facts
+#      of this host, e.g. no RDMA NIC; only a crash fails the step);
 #   2. gdrstored + verified gdrctl Writes (store -> GPU) and Reads (GPU -> store), 4 KiB .. 256 MiB,
 #      by full PCI address, short B:D.F and CUDA ordinal;
 #   3. two gdrctl clients on the same GPU at once, each verifying its own extents;
@@ -42,6 +43,10 @@ uname -r
 
 step "gdrctl topo"
 if "$GDRCTL" topo; then pass "topo"; else fail "topo"; fi
+step "gdrctl doctor"
+"$GDRCTL" doctor
+doctor_rc=$?
+if ((doctor_rc <= 1)); then pass "doctor ran (exit $doctor_rc)"; else fail "doctor exited $doctor_rc"; fi
 GPU_PCI=$("$GDRCTL" topo | awk '/^CUDA devices:/{f=1;next} f&&$1=="0"{print $2; exit}')
 if [[ -z $GPU_PCI ]]; then fail "no CUDA device 0 in gdrctl topo"; echo "FAILED steps: $FAILED"; exit 1; fi
 GPU_SHORT=${GPU_PCI#0000:}
