@@ -124,10 +124,11 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOption
 
 std::string BenchResultJson(const BenchOptions& o, const BenchResult& r) {
   return absl::StrFormat(
-      "{\"op\":\"%s\",\"transport\":\"tcp\",\"rpc\":\"%s\",\"size\":%u,\"qd\":%u,\"ops\":%u,"
+      "{\"op\":\"%s\",\"transport\":\"%s\",\"rpc\":\"%s\",\"size\":%u,\"qd\":%u,\"ops\":%u,"
       "\"bytes\":%u,\"seconds\":%.6f,\"gbps\":%.4f,\"ops_per_sec\":%.1f,\"lat_us\":{\"p50\":%.1f,"
       "\"p99\":%.1f,\"max\":%.1f,\"mean\":%.1f}}",
-      o.kind == OpKind::kWrite ? "write" : "read", o.unary ? "unary" : "stream", o.size, o.qd,
+      o.kind == OpKind::kWrite ? "write" : "read", o.transport, o.unary ? "unary" : "stream",
+      o.size, o.qd,
       r.ops, r.bytes, r.seconds, r.gbps, r.ops_per_sec, r.p50_us, r.p99_us, r.max_us, r.mean_us);
 }
 

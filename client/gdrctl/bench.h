@@ -21,6 +21,7 @@ struct BenchOptions {
   uint64_t iterations = 1000;
   uint32_t qd = 1;
   bool unary = false;
+  std::string transport = "tcp";  // the client's transport, for the JSON line
   // Registered memory for the ops (slot i at i*size; needs min(qd, iterations)*size bytes).
   // Null: RunBench allocates a fresh buffer, so first touches of its pages are timed too.
   // Not owned; must outlive the call.

@@ -405,6 +405,7 @@ int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& size_te
     gpu_buffer = std::move(*b);
     o.buffer = gpu_buffer.get();
   }
+  o.transport = gdrstore::TransportName((*client)->transport());
   auto r = gdrctl::RunBench(**client, o);
   if (o.progress) std::fprintf(stderr, "\r%*s\r", 60, "");
   if (!r.ok()) return Fail(r.status(), "bench");
@@ -556,6 +557,8 @@ int main(int argc, char** argv) {
   doctor->add_option("--role", doc_role, "client (GPU checks) or storage (the gdrstored host)")
       ->capture_default_str()->check(CLI::IsMember({"client", "storage"}));
   // Hidden: tests point these at fake trees.
+  // Also after the subcommand (`gdrctl doctor --json`), where people put it.
+  doctor->add_flag("--json", c.json, "machine-readable output");
   doctor->add_option("--sysfs-root", doc.sysfs_root)->group("");
   doctor->add_option("--proc-root", doc.proc_root)->group("");
 

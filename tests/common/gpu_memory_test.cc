@@ -92,7 +92,8 @@ TEST(GpuMemory, SmallAllocationIsAWholeGranuleAndExportsAsDmaBuf) {
 // give run for real (a flush where the GPU needs one).
 TEST(GpuDirect, AttributesAreReadAndTheirFenceRuns) {
   REQUIRE_GPU();
-  for (const GpuInfo& g : *ListGpus()) {
+  const std::vector<GpuInfo> gpus = *ListGpus();
+  for (const GpuInfo& g : gpus) {
     absl::StatusOr<GpuDirectAttributes> a = ReadGpuDirectAttributes(g.ordinal);
     ASSERT_TRUE(a.ok()) << a.status();
     std::cout << "GPU " << g.ordinal << " " << g.pci << " " << g.name << ": "

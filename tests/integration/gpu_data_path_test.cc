@@ -198,7 +198,10 @@ TEST_F(GpuDataPathTest, CallerOwnedDeviceMemoryIsRegisteredInPlace) {
   std::vector<std::byte> host(4096);
   auto not_gpu = client->RegisterGpuMemory(reinterpret_cast<uint64_t>(host.data()), host.size());
   EXPECT_EQ(not_gpu.status().code(), absl::StatusCode::kInvalidArgument) << not_gpu.status();
-  auto past_end = client->RegisterGpuMemory(ptr, kSize + 1);
+  // The library rounds its allocations to 2 MiB: the end is the allocation's, not kSize's.
+  auto alloc = gdr::cuda::AllocationOf(ptr);
+  ASSERT_TRUE(alloc.ok()) << alloc.status();
+  auto past_end = client->RegisterGpuMemory(ptr, alloc->base + alloc->size - ptr + 1);
   EXPECT_EQ(past_end.status().code(), absl::StatusCode::kInvalidArgument) << past_end.status();
   EXPECT_NE(past_end.status().message().find("past the end"), std::string::npos)
       << past_end.status();
