@@ -103,7 +103,9 @@ TEST(GpuDirect, AttributesAreReadAndTheirFenceRuns) {
         WriteFenceFor(g.ordinal, RealGpuDirectOps());
     ASSERT_TRUE(fence.ok()) << fence.status();
     EXPECT_EQ(static_cast<bool>(*fence), VisibilityFor(*a) == WriteVisibility::kFlushHost);
-    if (*fence) EXPECT_TRUE((*fence)().ok());
+    if (*fence) {
+      EXPECT_TRUE((*fence)().ok());
+    }
     if (a->flush_options & kFlushOptionHost) {
       absl::Status flushed = FlushGpuDirectWrites(g.ordinal);
       EXPECT_TRUE(flushed.ok()) << flushed;
