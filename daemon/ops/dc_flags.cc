@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/verbs/verbs_status.h"
 
 namespace gdr {
 
@@ -77,17 +78,9 @@ absl::StatusOr<dc::DcTransportConfig> FinishDcFlags(const DcFlagValues& v) {
         range("--dc-spread", v.spread, 1, 64)}) {
     if (!s.ok()) return s;
   }
-  switch (v.mtu) {
-    case 0:
-    case 256:
-    case 512:
-    case 1024:
-    case 2048:
-    case 4096:
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--dc-mtu ", v.mtu, " is not a path MTU: 256, 512, 1024, 2048, 4096, or 0 (the port's)"));
+  if (ibv_mtu unused; v.mtu != 0 && !verbs::MtuFromBytes(v.mtu, &unused).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dc-mtu ", v.mtu, " is not a path MTU: 256, 512, 1024, 2048, 4096, or 0 (the port's)"));
   }
   dc::DcInitiatorOptions& o = c.options;
   o.dci_count = v.dci_count;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/verbs/verbs_status.h"
 
 namespace gdr::dc {
 
@@ -29,17 +30,10 @@ absl::StatusOr<DcDestination> ParseDcEndpoint(const gdrstore::v1::DcEndpoint& en
     return absl::InvalidArgumentError(
         absl::StrCat("buffer.dc.lid ", endpoint.lid(), " is not in 0..0xFFFF"));
   }
-  switch (endpoint.mtu()) {
-    case 0:  // an older client: the daemon's MTU is assumed
-    case 256:
-    case 512:
-    case 1024:
-    case 2048:
-    case 4096:
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "buffer.dc.mtu ", endpoint.mtu(), " is not a path MTU (256, 512, 1024, 2048 or 4096)"));
+  // 0: an older client, the daemon's MTU is assumed.
+  if (ibv_mtu unused; endpoint.mtu() != 0 && !verbs::MtuFromBytes(endpoint.mtu(), &unused).ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffer.dc.mtu ", endpoint.mtu(), " is not a path MTU (256, 512, 1024, 2048 or 4096)"));
   }
   DcDestination d;
   d.mtu = endpoint.mtu();
