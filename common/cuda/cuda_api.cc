@@ -73,7 +73,6 @@ absl::StatusOr<const CudaApi*> Load() {
   GDR_CUDA_RESOLVE(cuPointerSetAttribute)
   GDR_CUDA_RESOLVE(cuPointerGetAttribute)
   GDR_CUDA_RESOLVE(cuMemGetHandleForAddressRange)
-  GDR_CUDA_RESOLVE(cuMemGetAddressRange)
   GDR_CUDA_RESOLVE(cuFlushGPUDirectRDMAWrites)
 #undef GDR_CUDA_RESOLVE
   if (!missing.ok()) return missing;

@@ -49,7 +49,6 @@ struct CudaApi {
   GDR_CUDA_FN(cuPointerSetAttribute)
   GDR_CUDA_FN(cuPointerGetAttribute)
   GDR_CUDA_FN(cuMemGetHandleForAddressRange)
-  GDR_CUDA_FN(cuMemGetAddressRange)
   GDR_CUDA_FN(cuFlushGPUDirectRDMAWrites)
 #undef GDR_CUDA_FN
   int driver_version = 0;  // e.g. 13000

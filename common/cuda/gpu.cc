@@ -130,13 +130,12 @@ absl::StatusOr<std::unique_ptr<DeviceMemory>> DeviceMemory::Borrow(uint64_t ptr,
         "register it as host memory"));
   }
   int ordinal = -1;
-  CUdeviceptr start = 0;
-  size_t size = 0;
   GDR_CU_RETURN_IF_ERROR(api, cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
                                                     ptr));
-  GDR_CU_RETURN_IF_ERROR(api,
-                         cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr));
-  GDR_CU_RETURN_IF_ERROR(api, cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr));
+  absl::StatusOr<AllocationRange> alloc = AllocationOf(ptr);
+  if (!alloc.ok()) return alloc.status();
+  const uint64_t start = alloc->base;
+  const size_t size = alloc->size;
   if (bytes > size - (ptr - start)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "GPU memory ", what, ": runs past the end of its allocation [0x", absl::Hex(start),
@@ -225,11 +224,12 @@ absl::StatusOr<AllocationRange> AllocationOf(uint64_t ptr) {
   const CudaApi& api = **loaded;
   CUdeviceptr base = 0;
   size_t size = 0;
-  const CUresult r = api.cuMemGetAddressRange(&base, &size, ptr);
+  CUresult r = api.cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr);
+  if (r == CUDA_SUCCESS) r = api.cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr);
   if (r != CUDA_SUCCESS) {
     return absl::InvalidArgumentError(absl::StrCat(
         "0x", absl::Hex(ptr), " is not CUDA device memory: ",
-        CudaError(api, r, "cuMemGetAddressRange", __FILE__, __LINE__).message()));
+        CudaError(api, r, "cuPointerGetAttribute(RANGE)", __FILE__, __LINE__).message()));
   }
   return AllocationRange{base, size};
 }

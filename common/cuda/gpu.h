@@ -99,7 +99,7 @@ class PinnedMemory {
 // allocations inside one 2 MiB page).
 inline constexpr size_t kGpuAllocationGranule = size_t{2} << 20;
 
-// The CUDA allocation that holds a device pointer (cuMemGetAddressRange).
+// The CUDA allocation that holds a device pointer (CU_POINTER_ATTRIBUTE_RANGE_START_ADDR/SIZE).
 struct AllocationRange {
   uint64_t base = 0;
   size_t size = 0;

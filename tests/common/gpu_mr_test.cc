@@ -44,7 +44,7 @@ struct Calls {
   uint64_t fd_base = 0, fd_len = 0, offset = 0, iova = 0, length = 0;
   int fd = -1;
   std::vector<int> dmabuf_access, reg_mr_access;  // access flags of each attempt
-  // The allocation the fake driver reports (cuMemGetAddressRange): 2 MiB around kPtr.
+  // The allocation the fake driver reports (the pointer's range): 2 MiB around kPtr.
   AllocationRange alloc{0x7f1200000000ull, 2u << 20};
   bool pcie_mapping = true;
   int refuse_relaxed_errno = 0;  // nonzero: a verbs call with relaxed ordering fails so
