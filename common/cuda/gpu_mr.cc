@@ -87,11 +87,9 @@ absl::StatusOr<GpuMr> RegisterGpuMemory(ibv_pd* pd, uint64_t dptr, size_t length
     if (!alloc.ok()) return alloc.status();
     return DmaBufRangeFor(dptr, length, *alloc, page);
   }();
-  absl::StatusOr<DmaBuf> buf = range.ok() ? ops.dmabuf_fd(range->base, range->size)
-                                          : absl::StatusOr<DmaBuf>(range.status());
   if (!range.ok()) {
     dmabuf_why = absl::StrCat("not exported: ", range.status().message());
-  } else if (!buf.ok()) {
+  } else if (absl::StatusOr<DmaBuf> buf = ops.dmabuf_fd(range->base, range->size); !buf.ok()) {
     dmabuf_why = absl::StrCat("cuMemGetHandleForAddressRange(DMA_BUF_FD) failed: ",
                               buf.status().message());
     if (absl::StrContains(buf.status().message(), "NOT_SUPPORTED")) {
