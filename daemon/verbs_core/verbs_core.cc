@@ -25,9 +25,7 @@ absl::StatusOr<std::unique_ptr<VerbsCore>> VerbsCore::Open(const VerbsCoreOption
                                                        core->device_->name()));
   GDR_LOG(kInfo) << "verbs core: " << core->device_->Describe() << "; "
                  << core->volume_mrs_.size() << " volumes registered (relaxed ordering "
-                 << (core->volume_mrs_.empty()
-                         ? std::string("n/a")
-                         : core->volume_mrs_.begin()->second->relaxed_ordering().detail)
+                 << core->RelaxedOrderingDetail()
                  << "); poller "
                  << verbs::PollModeName(options.poller.mode);
   return core;
@@ -69,10 +67,12 @@ void VerbsCore::FillInfo(gdrstore::v1::RdmaInfo* info) const {
   info->set_mtu(verbs::MtuBytes(p.active_mtu));
   info->set_max_msg_bytes(p.max_msg_size);
   info->set_poll_mode(verbs::PollModeName(options_.poller.mode));
-  // Every volume is registered the same way: the first one's outcome stands for all.
-  if (!volume_mrs_.empty()) {
-    info->set_relaxed_ordering(volume_mrs_.begin()->second->relaxed_ordering().detail);
-  }
+  if (!volume_mrs_.empty()) info->set_relaxed_ordering(RelaxedOrderingDetail());
+}
+
+std::string VerbsCore::RelaxedOrderingDetail() const {
+  if (volume_mrs_.empty()) return "n/a";
+  return volume_mrs_.begin()->second->relaxed_ordering().detail;
 }
 
 }  // namespace gdr

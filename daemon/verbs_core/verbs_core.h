@@ -39,10 +39,12 @@ class VerbsCore {
   absl::Status CheckHealth(absl::Duration max_stall) const;
   // Stops the poller (idempotent): called once every transport on the core has shut down.
   void Stop();
-  // GetInfo's device part: port, state, link layer, GID, MTU, poll mode.
+  // GetInfo's device part: port, state, link layer, GID, MTU, poll mode, relaxed ordering.
   void FillInfo(gdrstore::v1::RdmaInfo* info) const;
 
  private:
+  // How the volumes were registered: every one the same way, so the first one's outcome.
+  std::string RelaxedOrderingDetail() const;
   explicit VerbsCore(VerbsCoreOptions options) : options_(std::move(options)) {}
 
   const VerbsCoreOptions options_;
