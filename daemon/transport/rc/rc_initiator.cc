@@ -1,7 +1,9 @@
 #include "daemon/transport/rc/rc_initiator.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
 #include <deque>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -15,6 +17,24 @@ namespace gdr {
 
 namespace v1 = gdrstore::v1;
 
+namespace {
+
+// Connection ids are drawn from the kernel's CSPRNG, each on its own: a caller that sees its own
+// id learns nothing about another client's (a sequence from one seed would give them all away).
+absl::StatusOr<uint64_t> RandomConnectionId() {
+  uint64_t id = 0;
+  ssize_t got = 0;
+  do {
+    got = getrandom(&id, sizeof id, 0);
+  } while (got < 0 && errno == EINTR);
+  if (got != static_cast<ssize_t>(sizeof id)) {
+    return absl::ErrnoToStatus(errno, "getrandom for an rc connection id");
+  }
+  return id;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<RcInitiator>> RcInitiator::Create(
     const RcInitiatorOptions& options, VerbsCore* core) {
   if (options.max_qps == 0 || options.max_qps_per_client == 0 || options.qp.sq_depth == 0) {
@@ -22,10 +42,6 @@ absl::StatusOr<std::unique_ptr<RcInitiator>> RcInitiator::Create(
   }
   auto r = std::unique_ptr<RcInitiator>(new RcInitiator(options, core));
   r->chunk_bytes_ = verbs::EffectiveChunkBytes(options.chunk_bytes, core->device().port().max_msg_size);
-  {
-    absl::MutexLock lock(&r->mu_);
-    r->next_id_ = (std::random_device{}() | (uint64_t{std::random_device{}()} << 32)) | 1;
-  }
   r->housekeeping_ns_.store(absl::GetCurrentTimeNanos());
   r->housekeeper_ = std::thread([raw = r.get()] { raw->Housekeeping(); });
   return r;
@@ -77,8 +93,12 @@ absl::StatusOr<std::shared_ptr<RcConnection>> RcInitiator::Accept(const v1::RcHe
     }
     qps_in_use_ += n;  // held while the QPs are created
     do {
-      id = next_id_;
-      next_id_ = next_id_ * 6364136223846793005ull + 1442695040888963407ull;
+      absl::StatusOr<uint64_t> drawn = RandomConnectionId();
+      if (!drawn.ok()) {
+        qps_in_use_ -= n;
+        return drawn.status();
+      }
+      id = *drawn;
     } while (id == 0 || connections_.count(id));
   }
   RcConnectionConfig cfg;

@@ -67,7 +67,6 @@ class RcInitiator final : public Initiator {
   mutable absl::Mutex mu_;
   std::map<uint64_t, std::shared_ptr<RcConnection>> connections_ ABSL_GUARDED_BY(mu_);
   uint32_t qps_in_use_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   // QP errors / recoveries of connections already closed (live ones count their own).
   uint64_t closed_qp_errors_ ABSL_GUARDED_BY(mu_) = 0;
