@@ -43,7 +43,8 @@ bool IsLabelSyntax(absl::string_view s) {
 // place: a short lowercase word.
 bool SafeToQuoteKey(absl::string_view key) {
   if (key.empty() || key.size() > 12) return false;
-  return std::all_of(key.begin(), key.end(), [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
+  return std::all_of(key.begin(), key.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
 }
 
 // A name from the file, for an error message: escaped and cut short.

@@ -175,6 +175,11 @@ class RefusedBidi final : public grpc::ServerBidiReactor<Request, Response> {
 
 void StoreService::SetTokens(std::vector<Credential> credentials) {
   for (const Credential& c : credentials) {
+    if (c.kind == Credential::Kind::kSan && !auth_.client_certificates_verified()) {
+      GDR_LOG(kWarning) << "token file: credential '" << c.label
+                        << "' names a client certificate, but this daemon verifies none "
+                           "(mTLS with a client CA is off): it matches no call";
+    }
     for (const VolumeSet* set : {&c.get, &c.put}) {
       for (const std::string& name : set->names) {
         if (store_->Find(name) == nullptr) {

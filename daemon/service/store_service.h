@@ -88,6 +88,9 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   // empty: none needed, every volume open. Logs a warning for each grant naming a volume this
   // daemon does not have. Thread-safe, live (SIGHUP).
   void SetTokens(std::vector<Credential> credentials);
+  // Set (before SetTokens) when the server verifies client certificates against a CA (mTLS):
+  // only then do san: lines of the token file match a certificate. Thread-safe.
+  void TrustClientCertificates(bool verified) { auth_.set_client_certificates_verified(verified); }
   // An accepted token for the daemon's own calls to itself (no volume right).
   std::string InternalToken() const { return auth_.InternalToken(); }
   ServiceLimits limits() const;

@@ -52,7 +52,8 @@ Presented Presented::Of(const grpc::CallbackServerContext& ctx) {
   std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) return p;
   bool tls = false;
-  for (const grpc::string_ref& t : auth->FindPropertyValues(GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME)) {
+  for (const grpc::string_ref& t :
+       auth->FindPropertyValues(GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME)) {
     const absl::string_view type(t.data(), t.size());
     tls |= type == GRPC_SSL_TRANSPORT_SECURITY_TYPE || type == GRPC_TLS_TRANSPORT_SECURITY_TYPE;
   }
@@ -155,7 +156,10 @@ absl::StatusOr<Caller> TokenAuth::Identify(const Presented& presented) const {
     const Credential* internal = &set->internal;
     return Caller(std::move(set), internal);
   }
-  absl::StatusOr<const Credential*> c = Match(set->credentials, authorization, presented.sans);
+  static const std::vector<std::string> kNoSans;
+  absl::StatusOr<const Credential*> c = Match(
+      set->credentials, authorization,
+      client_certificates_verified() ? presented.sans : kNoSans);
   if (!c.ok()) {
     GDR_LOG_EVERY_N_SEC(kWarning, 5) << "refused a call from " << presented.peer << ": "
                                      << c.status().message();

@@ -72,13 +72,24 @@ class TokenAuth {
   // Thread-safe.
   void Set(std::vector<Credential> credentials);
   bool enabled() const { return enabled_.load(std::memory_order_acquire); }
+  // Whether the server verifies every client certificate it accepts against a CA (mTLS with
+  // a client CA, GRPC_SSL_REQUEST[_AND_REQUIRE]_CLIENT_CERTIFICATE_AND_VERIFY). Until set, the
+  // SANs of a certificate are ignored and san: lines match nothing: an unverified certificate
+  // proves nothing. Thread-safe.
+  void set_client_certificates_verified(bool verified) {
+    certificates_verified_.store(verified, std::memory_order_release);
+  }
+  bool client_certificates_verified() const {
+    return certificates_verified_.load(std::memory_order_acquire);
+  }
   // Changes on every Set: a Stream compares it to know when to identify its caller again.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   // A random token of this process, accepted with no volume right, for the daemon's own calls
   // to itself (the watchdog's in-process Ping); works whatever the file holds.
   const std::string& InternalToken() const { return internal_token_; }
 
-  // The caller of a call; when the check is off, a caller with every right. UNAUTHENTICATED
+  // The caller of a call; when the check is off, a caller with every right. The certificate's
+  // SANs count only once client certificates are verified (above). UNAUTHENTICATED
   // when it presents neither a token nor a certificate that a line names; PERMISSION_DENIED
   // when its token is not accepted. Logs refusals (rate-limited). Never quotes a token.
   absl::StatusOr<Caller> Identify(const Presented& presented) const;
@@ -99,6 +110,7 @@ class TokenAuth {
  private:
   const std::string internal_token_;
   std::atomic<bool> enabled_{false};
+  std::atomic<bool> certificates_verified_{false};
   std::atomic<uint64_t> generation_{0};
   mutable absl::Mutex mu_;
   std::shared_ptr<const CredentialSet> set_ ABSL_GUARDED_BY(mu_);

@@ -6,6 +6,7 @@
 // changes the grants of a connected client's open Stream, and a broken file keeps the old ones.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <fstream>
@@ -262,12 +263,12 @@ TEST_F(GrantsTest, AStreamRefusesOnlyTheOpsWithoutAGrantAndKeepsServing) {
       continue;
     }
     EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << i;
-    EXPECT_TRUE(absl::StrContains(
-        r.status().message(), absl::StrCat("may not ", plan[i].kind == OpKind::kRead ? "put to" : "get from",
-                                           " volume '", plan[i].volume, "'")))
-        << r.status();
+    const char* refused = plan[i].kind == OpKind::kRead ? "put to" : "get from";
+    const std::string want = absl::StrCat("may not ", refused, " volume '", plan[i].volume, "'");
+    EXPECT_TRUE(absl::StrContains(r.status().message(), want)) << r.status();
     if (plan[i].kind == OpKind::kWrite) {  // a refused get left the buffer as it was (zeros)
-      EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](std::byte b) { return b == std::byte{0}; }))
+      EXPECT_TRUE(std::all_of(got.begin(), got.end(),
+                              [](std::byte b) { return b == std::byte{0}; }))
           << i;
     }
   }

@@ -152,6 +152,9 @@ TEST(TokenAuthTest, SetTurnsTheCheckOnAndOffAndCallersCarryTheirGrants) {
   EXPECT_EQ(c->generation(), auth.generation());
   Presented trainer;
   trainer.sans = {"spiffe://example.org/trainer"};
+  // Certificates count only once the server says it verifies them.
+  EXPECT_EQ(auth.Identify(trainer).status().code(), absl::StatusCode::kUnauthenticated);
+  auth.set_client_certificates_verified(true);
   c = auth.Identify(trainer);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->MaySee("v2"));
