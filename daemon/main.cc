@@ -161,9 +161,8 @@ int Run(int argc, char** argv) {
   service.set_connect_handler(rc_connect.get());
   service.SetTokens(cfg->tokens);
   if (!cfg->tokens.empty()) {
-    GDR_LOG(kInfo) << "token authentication on: " << cfg->tokens.size()
-                   << (cfg->tokens.size() == 1 ? " token" : " tokens") << " accepted from "
-                   << cfg->token_file;
+    GDR_LOG(kInfo) << "token authentication on: " << gdr::DescribeCredentials(cfg->tokens)
+                   << " accepted from " << cfg->token_file;
     struct stat st {};
     if (::stat(cfg->token_file.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
       GDR_LOG(kWarning) << "token file " << cfg->token_file

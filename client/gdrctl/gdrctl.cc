@@ -126,9 +126,9 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const Common& c) {
     if (const char* env = std::getenv("GDRSTORE_TOKEN_FILE")) token_file = env;
   }
   if (!token_file.empty()) {
-    absl::StatusOr<std::vector<std::string>> tokens = gdr::ReadTokenFile(token_file);
-    if (!tokens.ok()) return tokens.status();
-    o.token = tokens->front();
+    absl::StatusOr<std::string> token = gdr::ReadClientToken(token_file);
+    if (!token.ok()) return token.status();
+    o.token = *std::move(token);
   }
   o.daemon_address = c.daemon;  // resolved by DaemonAddress after parsing
   o.target_host = c.target_host;
@@ -382,7 +382,10 @@ int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& size_te
     uint64_t vol_size = 0;
     for (const auto& v : info->volumes())
       if (v.name() == o.volume) vol_size = v.size();
-    if (vol_size == 0) return Fail(kExitFailed, absl::StrCat("no volume '", o.volume, "' on the daemon"));
+    if (vol_size == 0) {
+      return Fail(kExitFailed, absl::StrCat("no volume '", o.volume,
+                                            "' on the daemon (or none this token may use)"));
+    }
     o.span = vol_size > o.offset ? std::min<uint64_t>(vol_size - o.offset, 256ull << 20) : 0;
   } else {
     auto span = gdr::ParseSize(span_text);
@@ -495,7 +498,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 64u));
   app.add_option("--token-file", c.token_file,
                  "send the first token of this file as 'authorization: Bearer' (daemons with "
-                 "--token-file); default $GDRSTORE_TOKEN_FILE");
+                 "--token-file; grants after the token are the daemon's business and ignored "
+                 "here); default $GDRSTORE_TOKEN_FILE");
   app.set_version_flag("--version", GDR_VERSION);
 
   CLI::App* info = app.add_subcommand("info", "daemon version, transports, volumes, limits");

@@ -211,9 +211,9 @@ gdrstore_status gdrstore_client_open(const gdrstore_client_options* o, gdrstore_
     }
     if (o->token != nullptr) opts.token = o->token;
     if (o->token_file != nullptr && o->token_file[0] != '\0') {
-      absl::StatusOr<std::vector<std::string>> tokens = gdr::ReadTokenFile(o->token_file);
-      if (!tokens.ok()) return fail(tokens.status());
-      opts.token = tokens->front();
+      absl::StatusOr<std::string> token = gdr::ReadClientToken(o->token_file);
+      if (!token.ok()) return fail(token.status());
+      opts.token = *std::move(token);
     }
     if (o->rdma_device != nullptr) opts.rdma_device = o->rdma_device;
     opts.rpc_timeout = std::chrono::milliseconds(o->rpc_timeout_ms);

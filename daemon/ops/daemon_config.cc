@@ -96,8 +96,10 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   AddDcFlags(app, &dc_flags);
   app.add_option("--log-level", log_level, "debug, info, warning, error")->capture_default_str();
   app.add_option("--token-file", cfg.token_file,
-                 "callers must send 'authorization: Bearer <token>' with a token of this file "
-                 "(one per line, # comments; re-read on SIGHUP). Default: no token needed");
+                 "callers must send 'authorization: Bearer <token>' with a token of this file, or "
+                 "a client certificate a san: line names; each line grants volumes: "
+                 "'<token>|san:<SAN> [name=L] [get=V1,V2|*] [put=...]', a bare token may do "
+                 "all (re-read on SIGHUP). Default: no token needed");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -161,7 +163,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   if (!level.ok()) return absl::InvalidArgumentError(absl::StrCat("--log-level: ", level.status().message()));
   cfg.log_level = *level;
   if (!cfg.token_file.empty()) {
-    absl::StatusOr<std::vector<std::string>> tokens = ReadTokenFile(cfg.token_file);
+    absl::StatusOr<std::vector<Credential>> tokens = ReadTokenFile(cfg.token_file);
     if (!tokens.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--token-file: ", tokens.status().message()));
     }

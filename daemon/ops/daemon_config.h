@@ -35,9 +35,10 @@ struct DaemonConfig {
   VerbsCoreOptions verbs;
   absl::Duration drain_timeout = absl::Seconds(10);
   LogLevel log_level = LogLevel::kInfo;
-  // Bearer tokens callers must present, read from token_file (re-read on SIGHUP); none: open.
+  // Credentials callers must present and their volume grants, read from token_file (re-read
+  // on SIGHUP; common/token_file.h); none: open.
   std::string token_file;
-  std::vector<std::string> tokens;
+  std::vector<Credential> tokens;
 
   // Whether the RDMA device is opened at all (rc or dc may run), and whether failing to open
   // it is fatal (a transport that needs it is on, or a device was named).

@@ -66,14 +66,15 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   }
   CompareDuration("drain-timeout", current.drain_timeout, next.drain_timeout, &plan.applied);
   eff.drain_timeout = next.drain_timeout;
-  // Tokens: the file is read again on every reload, so a rotation needs no flag change. Only
-  // counts are logged, never a token.
+  // Tokens and grants: the file is read again on every reload, so a rotation needs no flag
+  // change. Only counts are logged, never a token.
   if (current.token_file != next.token_file || current.tokens != next.tokens) {
     plan.applied.push_back(
         next.tokens.empty()
             ? std::string("tokens: none needed any more")
-            : absl::StrCat("tokens: ", current.tokens.size(), " -> ", next.tokens.size(),
-                           " accepted (", next.token_file, ")"));
+            : absl::StrCat("tokens: ", DescribeCredentials(current.tokens), " -> ",
+                           DescribeCredentials(next.tokens), " accepted, grants re-read (",
+                           next.token_file, ")"));
   }
   eff.token_file = next.token_file;
   eff.tokens = next.tokens;

@@ -173,20 +173,61 @@ class RefusedBidi final : public grpc::ServerBidiReactor<Request, Response> {
 
 }  // namespace
 
-grpc::ServerUnaryReactor* StoreService::RefuseUnauthorized(grpc::CallbackServerContext* ctx) {
-  absl::Status s = auth_.Check(*ctx);
-  if (s.ok()) return nullptr;
+void StoreService::SetTokens(std::vector<Credential> credentials) {
+  for (const Credential& c : credentials) {
+    if (c.kind == Credential::Kind::kSan && !auth_.client_certificates_verified()) {
+      GDR_LOG(kWarning) << "token file: credential '" << c.label
+                        << "' names a client certificate, but this daemon verifies none "
+                           "(mTLS with a client CA is off): it matches no call";
+    }
+    for (const VolumeSet* set : {&c.get, &c.put}) {
+      for (const std::string& name : set->names) {
+        if (store_->Find(name) == nullptr) {
+          GDR_LOG(kWarning) << "token file: credential '" << c.label << "' is granted volume '"
+                            << name << "', which this daemon does not have";
+        }
+      }
+    }
+  }
+  auth_.Set(std::move(credentials));
+}
+
+grpc::ServerUnaryReactor* StoreService::RefuseUnauthorized(grpc::CallbackServerContext* ctx,
+                                                           Caller* caller) {
+  absl::StatusOr<Caller> c = auth_.Check(*ctx);
+  if (c.ok()) {
+    if (caller != nullptr) *caller = *std::move(c);
+    return nullptr;
+  }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(s));
+  reactor->Finish(ToGrpcStatus(c.status()));
   return reactor;
+}
+
+absl::Status StoreService::CheckGrant(const Caller& caller, Direction direction,
+                                      const v1::Extent* extent) {
+  if (extent == nullptr) return absl::OkStatus();
+  absl::Status s = caller.Allows(
+      extent->volume(), direction == Direction::kStoreToClient ? Right::kGet : Right::kPut);
+  if (!s.ok()) {
+    // Counted in the totals only: per-volume figures belong to those who may see the volume.
+    CountUnstarted(s.code());
+    LogRefusal(s);
+  }
+  return s;
 }
 
 grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx,
                                                 Direction direction, const v1::Extent* extent,
                                                 const v1::RemoteBuffer* buffer,
                                                 v1::OpResponse* response, bool sync) {
-  if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx)) return refused;
+  Caller caller;
+  if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx, &caller)) return refused;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status s = CheckGrant(caller, direction, extent); !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
   const uint64_t length = extent ? extent->length() : 0;
   const bool synced = SyncsToFile(direction, extent, sync);
   absl::Status s = StartOp(direction, extent, buffer, sync,
@@ -228,8 +269,11 @@ grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
 class StoreService::StreamCall final
     : public grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
-  explicit StreamCall(StoreService* service)
+  StreamCall(StoreService* service, Presented presented, Caller caller)
       : service_(service),
+        presented_(std::move(presented)),
+        caller_(std::move(caller)),
+        identified_at_(caller_->generation()),
         writes_([this](std::deque<v1::StreamResult>& unsent) { return StartWriteLocked(unsent); },
                 [this](bool all_written) { Finish(grpc::Status::OK); }) {
     service_->streams_.fetch_add(1);
@@ -249,6 +293,7 @@ class StoreService::StreamCall final
     CompletionBatch answers;
     batch_.clear();
     batch_ids_.clear();
+    RefreshCaller();
     for (int i = 0; i < request_.ops_size(); ++i) {
       if (i >= kMaxOpsPerMessage) {
         service_->CountUnstarted(absl::StatusCode::kInvalidArgument);
@@ -294,6 +339,16 @@ class StoreService::StreamCall final
   }
 
  private:
+  // After a reload (SIGHUP) the caller is identified again, so that changed grants, and a
+  // credential taken away, apply to the ops of an open stream from its next message on.
+  void RefreshCaller() {
+    const uint64_t now = service_->auth_.generation();
+    if (now == identified_at_) return;
+    // A reload racing with this lookup only makes the next message look again.
+    caller_ = service_->auth_.Identify(presented_);
+    identified_at_ = now;
+  }
+
   // Validates and admits one op into batch_, or answers it at once.
   void PrepareOp(const v1::StreamOp& op) {
     const uint64_t id = op.id();
@@ -317,6 +372,16 @@ class StoreService::StreamCall final
         service_->CountUnstarted(absl::StatusCode::kInvalidArgument);
         Answer(id, absl::InvalidArgumentError("stream op has no write or read set"), 0, 0);
         return;
+    }
+    // Rights first: a refused op fails alone, before anything about it is looked at.
+    if (!caller_.ok()) {
+      service_->CountUnstarted(caller_.status().code());
+      Answer(id, caller_.status(), 0, 0);
+      return;
+    }
+    if (absl::Status s = service_->CheckGrant(*caller_, direction, extent); !s.ok()) {
+      Answer(id, s, 0, 0);
+      return;
     }
     {
       absl::MutexLock lock(&mu_);
@@ -402,6 +467,10 @@ class StoreService::StreamCall final
   size_t QueueCap() const { return 2 * size_t{service_->max_inflight_per_stream()} + 64; }
 
   StoreService* service_;
+  // Who the stream's ops come from; like request_, touched only by the read callbacks.
+  const Presented presented_;
+  absl::StatusOr<Caller> caller_;  // not OK: the credential is no longer accepted
+  uint64_t identified_at_;         // the auth generation caller_ was resolved in
   v1::StreamRequest request_;  // touched only by the read callbacks, which never overlap
   std::vector<Submission> batch_;   // likewise: the ops of request_ being submitted
   std::vector<uint64_t> batch_ids_;
@@ -418,19 +487,23 @@ class StoreService::StreamCall final
 
 grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* StoreService::Stream(
     grpc::CallbackServerContext* ctx) {
-  if (absl::Status s = auth_.Check(*ctx); !s.ok()) {
-    return new RefusedBidi<v1::StreamRequest, v1::StreamResponse>(ToGrpcStatus(s));
+  Presented presented = Presented::Of(*ctx);
+  absl::StatusOr<Caller> caller = auth_.Identify(presented);
+  if (!caller.ok()) {
+    return new RefusedBidi<v1::StreamRequest, v1::StreamResponse>(ToGrpcStatus(caller.status()));
   }
-  return new StreamCall(this);
+  return new StreamCall(this, std::move(presented), *std::move(caller));
 }
 
 grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx,
                                                 const v1::GetInfoRequest* request,
                                                 v1::GetInfoResponse* response) {
-  if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx)) return refused;
+  Caller caller;
+  if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx, &caller)) return refused;
   response->set_version(GDR_VERSION);
   transports_->FillInfo(response);
   for (const auto& [name, volume] : store_->volumes()) {
+    if (!caller.MaySee(name)) continue;  // volumes without a grant are not shown
     auto* vi = response->add_volumes();
     vi->set_name(name);
     vi->set_size(volume->size());
@@ -452,7 +525,10 @@ grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx
 grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse>* StoreService::Connect(
     grpc::CallbackServerContext* ctx) {
   using Refuse = RefusedBidi<v1::ConnectRequest, v1::ConnectResponse>;
-  if (absl::Status s = auth_.Check(*ctx); !s.ok()) return new Refuse(ToGrpcStatus(s));
+  // A credential is needed, no volume right: the ops on the connection are checked one by one.
+  if (absl::StatusOr<Caller> c = auth_.Check(*ctx); !c.ok()) {
+    return new Refuse(ToGrpcStatus(c.status()));
+  }
   if (draining_.load()) {
     return new Refuse(grpc::Status(grpc::StatusCode::UNAVAILABLE, "daemon is shutting down"));
   }

@@ -84,11 +84,15 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   // SIGHUP: new admission limits (max_op_bytes, max_inflight_*) take effect for ops started
   // from now on; chunk_bytes and max_links are fixed at start. Thread-safe.
   void UpdateLimits(const ServiceLimits& limits);
-  // Bearer tokens every call must present (daemon/token_auth.h); empty: none needed.
-  // Thread-safe, live (SIGHUP).
-  void SetTokens(std::vector<std::string> tokens) { auth_.Set(std::move(tokens)); }
-  // An accepted token for the daemon's own calls to itself; empty when none is needed.
-  std::string InternalToken() const { return auth_.AnyToken(); }
+  // The credentials callers must present and their grants (daemon/service/token_auth.h);
+  // empty: none needed, every volume open. Logs a warning for each grant naming a volume this
+  // daemon does not have. Thread-safe, live (SIGHUP).
+  void SetTokens(std::vector<Credential> credentials);
+  // Set (before SetTokens) when the server verifies client certificates against a CA (mTLS):
+  // only then do san: lines of the token file match a certificate. Thread-safe.
+  void TrustClientCertificates(bool verified) { auth_.set_client_certificates_verified(verified); }
+  // An accepted token for the daemon's own calls to itself (no volume right).
+  std::string InternalToken() const { return auth_.InternalToken(); }
   ServiceLimits limits() const;
 
   // Validates and starts one op; `done` gets the final status and the daemon-side service time.
@@ -126,8 +130,14 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   // The file-backed volume such an op must msync before answering; nullptr when none.
   const Volume* SyncVolume(Direction direction, const gdrstore::v1::Extent* extent,
                            bool sync) const;
-  // nullptr when the call may proceed; otherwise a reactor already finished with the refusal.
-  grpc::ServerUnaryReactor* RefuseUnauthorized(grpc::CallbackServerContext* ctx);
+  // nullptr when the call may proceed (its caller in *caller when given); otherwise a reactor
+  // already finished with the refusal.
+  grpc::ServerUnaryReactor* RefuseUnauthorized(grpc::CallbackServerContext* ctx,
+                                               Caller* caller = nullptr);
+  // OK when `caller` holds the right an op in `direction` on `extent`'s volume needs (an op
+  // without an extent is left to validation); else PERMISSION_DENIED, counted as refused.
+  absl::Status CheckGrant(const Caller& caller, Direction direction,
+                          const gdrstore::v1::Extent* extent);
   grpc::ServerUnaryReactor* UnaryOp(grpc::CallbackServerContext* ctx, Direction direction,
                                     const gdrstore::v1::Extent* extent,
                                     const gdrstore::v1::RemoteBuffer* buffer,

@@ -1,5 +1,7 @@
 // StoreService::GetStats: the op accounting of DaemonStats plus live pool, admission and media
 // figures. Answered inline: it only reads atomics and small maps.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/service/store_service.h"
 
@@ -10,7 +12,8 @@ namespace v1 = gdrstore::v1;
 grpc::ServerUnaryReactor* StoreService::GetStats(grpc::CallbackServerContext* ctx,
                                                  const v1::GetStatsRequest* request,
                                                  v1::GetStatsResponse* response) {
-  if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx)) return refused;
+  Caller caller;
+  if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx, &caller)) return refused;
   auto* reactor = ctx->DefaultReactor();
   if (extras_.stats == nullptr) {
     reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
@@ -19,6 +22,14 @@ grpc::ServerUnaryReactor* StoreService::GetStats(grpc::CallbackServerContext* ct
   }
   response->set_version(GDR_VERSION);
   extras_.stats->Fill(response);
+  // Per-volume figures only of the volumes the caller has a grant on (the totals, per
+  // transport figures and admission stay daemon-wide).
+  auto* volumes = response->mutable_volumes();
+  volumes->erase(std::remove_if(volumes->begin(), volumes->end(),
+                                [&caller](const v1::VolumeStats& v) {
+                                  return !caller.MaySee(v.name());
+                                }),
+                 volumes->end());
   transports_->FillStats(response);
   for (v1::VolumeStats& v : *response->mutable_volumes()) {
     if (extras_.media == nullptr) continue;

@@ -142,7 +142,7 @@ TEST_F(TokenAuthTest, SighupRotatesTokensWithoutARestart) {
   EXPECT_TRUE(absl::StrContains(old.err, "PERMISSION_DENIED")) << old.err;
   EXPECT_EQ(daemon_->pid(), pid);
   EXPECT_TRUE(daemon_->Running());
-  EXPECT_TRUE(absl::StrContains(daemon_->Stderr(), "tokens: 1 -> 1 accepted"))
+  EXPECT_TRUE(absl::StrContains(daemon_->Stderr(), "tokens: 1 token -> 1 token accepted"))
       << daemon_->Stderr();
 
   // A token file that no longer parses is refused whole: the rotated token stays valid.
@@ -175,11 +175,12 @@ TEST(TokenAuthStartTest, BadTokenFileStopsTheDaemonNamingTheLine) {
   EXPECT_TRUE(absl::StrContains(missing->err, "absent")) << missing->err;
 }
 
-// The watchdog's in-process Ping goes through the same check: with tokens on, pings go on.
-TEST(TokenAuthWatchdogTest, WatchdogPingsContinueWithTokensOn) {
+// The watchdog's in-process Ping goes through the same check with the daemon's own token,
+// which it accepts whatever the file holds: pings go on.
+void ExpectWatchdogPingsWith(const std::string& token_file_text) {
   auto dir = TempDir::Create("gdr-token-wd");
   ASSERT_TRUE(dir.ok()) << dir.status();
-  WriteTokenFile((*dir)->File("tokens"), absl::StrCat(kGood, "\n"));
+  WriteTokenFile((*dir)->File("tokens"), token_file_text);
   auto notify = NotifyListener::Bind((*dir)->File("notify.sock"));
   ASSERT_TRUE(notify.ok()) << notify.status();
   NotifyListener& sd = **notify;
@@ -201,6 +202,16 @@ TEST(TokenAuthWatchdogTest, WatchdogPingsContinueWithTokensOn) {
   auto st = (*child)->Wait(absl::Seconds(30));
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_EQ(DescribeWaitStatus(*st), "exited 0");
+}
+
+TEST(TokenAuthWatchdogTest, WatchdogPingsContinueWithTokensOn) {
+  ExpectWatchdogPingsWith(absl::StrCat(kGood, " get=vol0\n"));
+}
+
+// A file of certificate identities only: no token a client could send, yet the daemon's own
+// Ping is admitted.
+TEST(TokenAuthWatchdogTest, WatchdogPingsContinueWithOnlyIdentities) {
+  ExpectWatchdogPingsWith("san:client.example.org get=*\n");
 }
 
 }  // namespace

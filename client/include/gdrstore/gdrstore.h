@@ -68,7 +68,8 @@ typedef struct gdrstore_client_options {
   const char* daemon_address; /* "HOST:PORT"; NULL: 127.0.0.1:50051 */
   const char* transport;      /* "tcp", "rc", "dc" or "auto"; NULL: tcp */
   const char* token;          /* bearer token; NULL or "": none */
-  const char* token_file;     /* read the token from this file (first line); NULL: none */
+  const char* token_file;     /* read the token from this file (first token line; grants after
+                                 it are ignored); NULL: none */
   const char* rdma_device;    /* rc/dc: the device; NULL: chosen as the C++ library does */
   uint32_t rpc_timeout_ms;    /* deadline of each op; 0: none */
 } gdrstore_client_options;

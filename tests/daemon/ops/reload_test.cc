@@ -80,13 +80,22 @@ TEST(ReloadTest, SizeChangeOfKeptVolumeNeedsRestart) {
 TEST(ReloadTest, TokensApplyLiveAndAreNeverPrinted) {
   DaemonConfig current = Base();
   current.token_file = "/etc/gdrstored/tokens";
-  current.tokens = {"first-token-0123456789"};
+  current.tokens = *ParseTokenFile("first-token-0123456789 get=a", "t");
   DaemonConfig next = current;
-  next.tokens = {"second-token-0123456789", "third-token-0123456789"};
+  next.tokens = *ParseTokenFile("second-token-0123456789\nthird-token-0123456789\nsan:x", "t");
   ReloadPlan p = PlanReload(current, next);
   EXPECT_THAT(p.needs_restart, IsEmpty());
-  EXPECT_THAT(p.applied, ElementsAre("tokens: 1 -> 2 accepted (/etc/gdrstored/tokens)"));
+  EXPECT_THAT(p.applied, ElementsAre("tokens: 1 token -> 2 tokens, 1 certificate identity "
+                                     "accepted, grants re-read (/etc/gdrstored/tokens)"));
   EXPECT_EQ(p.effective.tokens, next.tokens);
+
+  // Same tokens, other grants: applied too (the grants are part of what is compared).
+  DaemonConfig regranted = current;
+  regranted.tokens = *ParseTokenFile("first-token-0123456789 get=a,b", "t");
+  p = PlanReload(current, regranted);
+  EXPECT_THAT(p.applied, ElementsAre("tokens: 1 token -> 1 token accepted, grants re-read "
+                                     "(/etc/gdrstored/tokens)"));
+  EXPECT_EQ(p.effective.tokens, regranted.tokens);
 
   DaemonConfig open = current;
   open.token_file.clear();
