@@ -57,7 +57,7 @@ void LogRefusal(const absl::Status& s) {
 
 absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::Extent* extent,
                                                  const v1::RemoteBuffer* buffer, bool sync,
-                                                 Done done) {
+                                                 absl::string_view caller, Done done) {
   DaemonStats* stats = extras_.stats;
   OpScopes scopes;
   if (stats != nullptr) {
@@ -79,6 +79,7 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
                                                offered_);
     if (!op.ok()) return refuse(op.status());
     sub.op = *std::move(op);
+    sub.op.caller = std::string(caller);
   }
   InflightLimiter::Permit permit;
   if (absl::Status s = limiter_.TryAcquire(sub.op.length, &permit); !s.ok()) return refuse(s);
@@ -153,9 +154,10 @@ const Volume* StoreService::SyncVolume(Direction direction, const v1::Extent* ex
 }
 
 absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent,
-                                   const v1::RemoteBuffer* buffer, bool sync, Done done) {
+                                   const v1::RemoteBuffer* buffer, bool sync,
+                                   absl::string_view caller, Done done) {
   GDR_ASSIGN_OR_RETURN(Submission sub,
-                       Prepare(direction, extent, buffer, sync, std::move(done)));
+                       Prepare(direction, extent, buffer, sync, caller, std::move(done)));
   sub.status = transports_->Submit(sub.op, std::move(sub.done));
   if (!sub.status.ok()) CountRefused(sub);
   return sub.status;
@@ -189,7 +191,7 @@ grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const uint64_t length = extent ? extent->length() : 0;
   const bool synced = SyncsToFile(direction, extent, sync);
-  absl::Status s = StartOp(direction, extent, buffer, sync,
+  absl::Status s = StartOp(direction, extent, buffer, sync, ctx->peer(),
                            [reactor, response, length, synced](absl::Status st, uint64_t ns) {
                              if (st.ok()) {
                                response->set_bytes(length);
@@ -228,8 +230,9 @@ grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
 class StoreService::StreamCall final
     : public grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
-  explicit StreamCall(StoreService* service)
+  StreamCall(StoreService* service, std::string caller)
       : service_(service),
+        caller_(std::move(caller)),
         writes_([this](std::deque<v1::StreamResult>& unsent) { return StartWriteLocked(unsent); },
                 [this](bool all_written) { Finish(grpc::Status::OK); }) {
     service_->streams_.fetch_add(1);
@@ -337,7 +340,7 @@ class StoreService::StreamCall final
     const uint64_t length = extent ? extent->length() : 0;
     const bool synced = service_->SyncsToFile(direction, extent, sync);
     absl::StatusOr<Submission> sub = service_->Prepare(
-        direction, extent, buffer, sync,
+        direction, extent, buffer, sync, caller_,
         [this, id, length, synced](absl::Status st, uint64_t ns) {
           Answer(id, st, st.ok() ? length : 0, ns, true, synced && st.ok());
         });
@@ -402,6 +405,7 @@ class StoreService::StreamCall final
   size_t QueueCap() const { return 2 * size_t{service_->max_inflight_per_stream()} + 64; }
 
   StoreService* service_;
+  const std::string caller_;  // the call's peer, for every op of it
   v1::StreamRequest request_;  // touched only by the read callbacks, which never overlap
   std::vector<Submission> batch_;   // likewise: the ops of request_ being submitted
   std::vector<uint64_t> batch_ids_;
@@ -421,7 +425,7 @@ grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* StoreService::St
   if (absl::Status s = auth_.Check(*ctx); !s.ok()) {
     return new RefusedBidi<v1::StreamRequest, v1::StreamResponse>(ToGrpcStatus(s));
   }
-  return new StreamCall(this);
+  return new StreamCall(this, ctx->peer());
 }
 
 grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx,
