@@ -61,8 +61,9 @@ absl::StatusOr<Cidr> Cidr::Parse(absl::string_view text) {
   const absl::string_view addr_text = text.substr(0, slash);
   absl::StatusOr<IpAddress> addr = IpAddress::Parse(addr_text);
   if (!addr.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bad CIDR: ", addr.status().message(), " (want ADDRESS/BITS, e.g. 10.0.0.0/8 or fd00::/8)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad CIDR: ", addr.status().message(),
+                     " (want ADDRESS/BITS, e.g. 10.0.0.0/8 or fd00::/8)"));
   }
   const int max_bits = addr->is_v4() && addr_text.find(':') == absl::string_view::npos ? 32 : 128;
   int bits = max_bits;
