@@ -24,6 +24,7 @@
 #include "gdrstore/client.h"
 #include "gmock/gmock.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/stream_ops.h"
 #include "tests/integration/verified_ops.h"
 
 namespace gdr::integ {
@@ -363,6 +364,53 @@ TEST_F(TcpTargetProofTest, AnotherAddressIsRefusedWithoutAConnectionUnlessAllowe
       VerifiedRead(*other, **buf, kGuardBytes, kGuardBytes + 400000, {"vol0", 9, 300000}, 5,
                    &fresh)
           .ok());
+}
+
+// The Stream call carries its caller to every op: the same refusals, per op, and the stream
+// goes on moving the caller's own data.
+TEST_F(TcpTargetProofTest, StreamOpsAreJudgedLikeUnaryOnes) {
+  auto plain = RecordingListener::Start(RecordingListener::Mode::kPlain, "127.0.0.1");
+  ASSERT_NE(plain, nullptr);
+  auto elsewhere = RecordingListener::Start(RecordingListener::Mode::kPlain, "127.0.0.2");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto rw = attacker_->stub()->Stream(&ctx);
+  ASSERT_NE(rw, nullptr);
+  RawStream raw(rw.get());
+  auto send = [&](uint64_t id, const v1::RemoteBuffer& rb) {
+    v1::StreamOp op;
+    op.set_id(id);
+    op.mutable_write()->mutable_extent()->set_volume("vol0");
+    op.mutable_write()->mutable_extent()->set_length(rb.length());
+    *op.mutable_write()->mutable_buffer() = rb;
+    ASSERT_TRUE(raw.Send(op));
+  };
+  v1::StreamResult r;
+  send(1, Aimed("127.0.0.1", plain->port()));
+  ASSERT_TRUE(raw.Next(&r));
+  EXPECT_EQ(r.id(), 1u);
+  EXPECT_EQ(r.code(), grpc::PERMISSION_DENIED) << r.message();
+  EXPECT_THAT(r.message(), HasSubstr("did not prove"));
+  ASSERT_TRUE(plain->WaitClosed(1));
+  EXPECT_EQ(plain->received(), 0u);
+  if (elsewhere != nullptr) {
+    send(2, Aimed("127.0.0.2", elsewhere->port()));
+    ASSERT_TRUE(raw.Next(&r));
+    EXPECT_EQ(r.id(), 2u);
+    EXPECT_EQ(r.code(), grpc::PERMISSION_DENIED) << r.message();
+    EXPECT_THAT(r.message(), HasSubstr("caller ipv4:127.0.0.1:"));
+    EXPECT_EQ(elsewhere->accepted(), 0u);
+  }
+  auto own = attacker_->Describe(*attacker_buf_, 0, kOp);
+  ASSERT_TRUE(own.ok()) << own.status();
+  send(3, *own);
+  ASSERT_TRUE(raw.Next(&r));
+  EXPECT_EQ(r.id(), 3u);
+  EXPECT_EQ(r.code(), 0) << r.message();
+  EXPECT_EQ(r.bytes(), kOp);
+  ASSERT_TRUE(rw->WritesDone());
+  EXPECT_FALSE(raw.Next(&r));
+  EXPECT_TRUE(rw->Finish().ok());
 }
 
 // The flag is validated when the daemon starts: a bad CIDR is a clear start-up error.
