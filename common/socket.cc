@@ -15,6 +15,8 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/host_port.h"
 
 namespace gdr {
 
@@ -87,8 +89,32 @@ absl::Status WriteFull(int fd, const void* buf, size_t n) {
   return WriteFullV(fd, &iov, 1);
 }
 
-absl::StatusOr<ScopedFd> ConnectTcp(const std::string& host, uint16_t port,
-                                    absl::Duration timeout) {
+absl::Status ReadFullBefore(int fd, void* buf, size_t n, absl::Time deadline) {
+  auto* p = static_cast<char*>(buf);
+  size_t done = 0;
+  while (done < n) {
+    const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (ms < 0) return absl::DeadlineExceededError("nothing in time");
+    struct pollfd pfd {fd, POLLIN, 0};
+    const int pr = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(ms + 1, 1 << 30)));
+    if (pr < 0) {
+      if (errno == EINTR) continue;
+      return absl::ErrnoToStatus(errno, "poll");
+    }
+    if (pr == 0) continue;  // the deadline check above ends it
+    const ssize_t r = ::recv(fd, p + done, n - done, MSG_DONTWAIT);
+    if (r > 0) {
+      done += static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return absl::UnavailableError("peer closed the connection");
+    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+    return absl::ErrnoToStatus(errno, "recv");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SocketAddress>> ResolveTcp(const std::string& host, uint16_t port) {
   struct addrinfo hints {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -100,18 +126,32 @@ absl::StatusOr<ScopedFd> ConnectTcp(const std::string& host, uint16_t port,
         absl::StrCat("cannot resolve tcp target host '", host, "': ", gai_strerror(rc)));
   }
   absl::Cleanup free_res = [res] { ::freeaddrinfo(res); };
-  const absl::Time deadline = absl::Now() + timeout;
-  absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", host));
+  std::vector<SocketAddress> out;
   for (auto* ai = res; ai != nullptr; ai = ai->ai_next) {
-    ScopedFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                         ai->ai_protocol));
+    if (ai->ai_addrlen > sizeof(sockaddr_storage)) continue;
+    SocketAddress a;
+    std::memcpy(&a.storage, ai->ai_addr, ai->ai_addrlen);
+    a.length = ai->ai_addrlen;
+    out.push_back(a);
+  }
+  if (out.empty()) return absl::UnavailableError(absl::StrCat("no address for ", host));
+  return out;
+}
+
+absl::StatusOr<ScopedFd> ConnectTcp(const std::vector<SocketAddress>& addresses,
+                                    const std::string& name, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Status last = absl::UnavailableError(absl::StrCat("no address for ", name));
+  for (const SocketAddress& a : addresses) {
+    const sockaddr* sa = a.get();
+    ScopedFd fd(::socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd.valid()) {
       last = absl::ErrnoToStatus(errno, "socket");
       continue;
     }
-    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
-      last = absl::UnavailableError(absl::StrCat("connect to tcp target ", host, ":", port,
-                                                 " failed: ", std::strerror(errno)));
+    if (::connect(fd.get(), sa, a.length) != 0 && errno != EINPROGRESS) {
+      last = absl::UnavailableError(
+          absl::StrCat("connect to tcp target ", name, " failed: ", std::strerror(errno)));
       continue;
     }
     struct pollfd pfd {fd.get(), POLLOUT, 0};
@@ -121,16 +161,16 @@ absl::StatusOr<ScopedFd> ConnectTcp(const std::string& host, uint16_t port,
       pr = ::poll(&pfd, 1, ms < 0 ? 0 : static_cast<int>(ms));
     } while (pr < 0 && errno == EINTR);
     if (pr == 0) {
-      return absl::UnavailableError(absl::StrCat("tcp target ", host, ":", port,
-                                                      " unreachable: connect timed out after ",
-                                                      absl::FormatDuration(timeout)));
+      return absl::UnavailableError(absl::StrCat("tcp target ", name,
+                                                 " unreachable: connect timed out after ",
+                                                 absl::FormatDuration(timeout)));
     }
     int err = 0;
     socklen_t len = sizeof(err);
     ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     if (pr < 0 || err != 0) {
-      last = absl::UnavailableError(absl::StrCat("connect to tcp target ", host, ":", port,
-                                                 " failed: ", std::strerror(err ? err : errno)));
+      last = absl::UnavailableError(absl::StrCat("connect to tcp target ", name, " failed: ",
+                                                 std::strerror(err ? err : errno)));
       continue;
     }
     int flags = ::fcntl(fd.get(), F_GETFL);
@@ -140,6 +180,13 @@ absl::StatusOr<ScopedFd> ConnectTcp(const std::string& host, uint16_t port,
     return fd;
   }
   return last;
+}
+
+absl::StatusOr<ScopedFd> ConnectTcp(const std::string& host, uint16_t port,
+                                    absl::Duration timeout) {
+  absl::StatusOr<std::vector<SocketAddress>> addresses = ResolveTcp(host, port);
+  if (!addresses.ok()) return addresses.status();
+  return ConnectTcp(*addresses, JoinHostPort(host, port), timeout);
 }
 
 absl::StatusOr<ScopedFd> ListenTcp(const std::string& host, uint16_t port, int backlog,

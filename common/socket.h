@@ -2,6 +2,7 @@
 // an owning fd, exact-length reads and vectored writes, a connect with a deadline, a listener.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <cstddef>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -45,6 +47,10 @@ class ScopedFd {
 // non-null), UNAVAILABLE with errno text on error. Retries EINTR.
 absl::Status ReadFull(int fd, void* buf, size_t n, size_t* got = nullptr);
 
+// ReadFull that gives up at `deadline`: DEADLINE_EXCEEDED then. For the few frames of a link's
+// opening exchange, where a peer that says nothing must not hold a thread for ever.
+absl::Status ReadFullBefore(int fd, void* buf, size_t n, absl::Time deadline);
+
 // Reads and drops `n` bytes (through a small stack buffer).
 absl::Status Discard(int fd, size_t n);
 
@@ -57,8 +63,24 @@ absl::Status WriteFullV(int fd, struct iovec* iov, int count);
 int AdvanceIovecs(struct iovec* iov, int count, size_t sent);
 absl::Status WriteFull(int fd, const void* buf, size_t n);
 
-// Connects to host:port (numeric or name) within `timeout`; TCP_NODELAY set.
-// UNAVAILABLE naming the address on refusal, unreachable host or timeout.
+// One resolved socket address (IPv4 or IPv6).
+struct SocketAddress {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
+};
+
+// Every TCP address host:port (numeric or name) resolves to, in getaddrinfo's order.
+// UNAVAILABLE naming the host when it does not resolve.
+absl::StatusOr<std::vector<SocketAddress>> ResolveTcp(const std::string& host, uint16_t port);
+
+// Connects to the first of `addresses` that accepts, all within `timeout`; TCP_NODELAY set.
+// Resolves nothing, so the caller connects to exactly the addresses it checked. `name` is
+// what the errors call the target. UNAVAILABLE on refusal, unreachable host or timeout.
+absl::StatusOr<ScopedFd> ConnectTcp(const std::vector<SocketAddress>& addresses,
+                                    const std::string& name, absl::Duration timeout);
+
+// ResolveTcp then ConnectTcp.
 absl::StatusOr<ScopedFd> ConnectTcp(const std::string& host, uint16_t port, absl::Duration timeout);
 
 // Listening socket on host:port (port 0 = ephemeral). Returns the fd; *bound_port is the port.

@@ -74,12 +74,71 @@ absl::StatusOr<Header> Decode(std::span<const std::byte, kHeaderSize> in, uint32
   return h;
 }
 
+void EncodeHandshake(Opcode opcode, const HandshakeBody& body,
+                     std::span<std::byte, kHandshakeFrameSize> out) {
+  Header h;
+  h.opcode = opcode;
+  h.length = static_cast<uint32_t>(kHandshakeBodySize);
+  Encode(h, out.first<kHeaderSize>());
+  std::memcpy(out.data() + kHeaderSize, body.data(), body.size());
+}
+
+absl::StatusOr<HandshakeBody> DecodeHandshake(std::span<const std::byte, kHandshakeFrameSize> in,
+                                              Opcode expected) {
+  const std::byte* p = in.data();
+  const uint32_t magic = Get<uint32_t>(p + 0);
+  if (magic != kMagic) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("bad frame magic 0x%08x (want 0x%08x): peer does not speak gdr tcp",
+                        magic, kMagic));
+  }
+  const uint8_t version = Get<uint8_t>(p + 4);
+  if (version != kVersion) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unsupported frame version ", version, " (want ", kVersion, ")"));
+  }
+  const uint8_t op = Get<uint8_t>(p + 5);
+  if (op != static_cast<uint8_t>(expected)) {
+    return absl::InvalidArgumentError(absl::StrCat("frame opcode ", op, " where ",
+                                                   OpcodeName(expected), " was due"));
+  }
+  if (Get<uint16_t>(p + 6) != 0 || Get<uint32_t>(p + 8) != 0 || Get<uint64_t>(p + 16) != 0 ||
+      Get<uint64_t>(p + 24) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        OpcodeName(expected), " frame has a nonzero status, rkey, address or tag"));
+  }
+  const uint32_t length = Get<uint32_t>(p + 12);
+  if (length != kHandshakeBodySize) {
+    return absl::InvalidArgumentError(absl::StrCat(OpcodeName(expected), " frame length ",
+                                                   length, " (want ", kHandshakeBodySize, ")"));
+  }
+  HandshakeBody body;
+  std::memcpy(body.data(), p + kHeaderSize, body.size());
+  return body;
+}
+
+absl::string_view OpcodeName(Opcode op) {
+  switch (op) {
+    case Opcode::kWriteReq: return "WRITE_REQ";
+    case Opcode::kReadReq: return "READ_REQ";
+    case Opcode::kWriteAck: return "WRITE_ACK";
+    case Opcode::kReadData: return "READ_DATA";
+    case Opcode::kHello: return "HELLO";
+    case Opcode::kChallenge: return "CHALLENGE";
+    case Opcode::kProof: return "PROOF";
+  }
+  return "unknown";
+}
+
 uint32_t PayloadBytes(const Header& h) {
   switch (h.opcode) {
     case Opcode::kWriteReq: return h.length;
     case Opcode::kReadReq: return 0;
     case Opcode::kWriteAck: return 0;
     case Opcode::kReadData: return h.status == TargetStatus::kOk ? h.length : 0;
+    case Opcode::kHello:
+    case Opcode::kChallenge:
+    case Opcode::kProof: return static_cast<uint32_t>(kHandshakeBodySize);
   }
   return 0;
 }

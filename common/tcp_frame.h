@@ -8,8 +8,15 @@
 // WRITE_REQ is followed by `length` payload bytes (bytes to place at address); READ_REQ has no
 // payload; WRITE_ACK has none; READ_DATA carries `length` bytes when status == kOk, none
 // otherwise. `tag` is the initiator's, echoed unchanged.
+//
+// Before any request, a link is proved (common/tcp_proof.h): the TARGET speaks first with
+// HELLO, the initiator answers CHALLENGE, the target answers PROOF. Each of these is a header
+// with length 32, every other field zero, and 32 body bytes: HELLO and CHALLENGE carry a fresh
+// nonce each, PROOF an HMAC-SHA256. A peer that is not a target therefore gets no byte at all
+// from the initiator, and no request frame leaves before the proof has been checked.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -21,7 +28,8 @@
 namespace gdr::tcpwire {
 
 inline constexpr uint32_t kMagic = 0x54524447;  // "GDRT" in little-endian byte order
-inline constexpr uint8_t kVersion = 1;
+// 2: links open with the HELLO / CHALLENGE / PROOF exchange.
+inline constexpr uint8_t kVersion = 2;
 inline constexpr size_t kHeaderSize = 32;
 // Hard ceiling of one frame's payload, whatever the configuration says.
 inline constexpr uint32_t kMaxPayload = 64u << 20;
@@ -31,6 +39,10 @@ enum class Opcode : uint8_t {
   kReadReq = 2,    // initiator -> target: send `length` bytes from address
   kWriteAck = 3,   // target -> initiator
   kReadData = 4,   // target -> initiator
+  // The proof exchange that opens every link; never valid after it (Decode refuses them).
+  kHello = 5,      // target -> initiator, first frame on the link: the target's nonce
+  kChallenge = 6,  // initiator -> target: the initiator's nonce
+  kProof = 7,      // target -> initiator: HMAC-SHA256 over both nonces, keyed by the secret
 };
 
 // What a target answers; mirrors the remote errors of RDMA.
@@ -54,10 +66,28 @@ struct Header {
 // Serialises `h` into exactly kHeaderSize bytes.
 void Encode(const Header& h, std::span<std::byte, kHeaderSize> out);
 
-// Parses and validates a header: magic, version, opcode, status range, and
+// Parses and validates a request/response header (handshake opcodes are refused): magic,
+// version, opcode, status range, and
 // length <= max_payload (itself capped at kMaxPayload). INVALID_ARGUMENT naming the bad field
 // otherwise; the caller must then drop the connection (the stream is no longer framed).
 absl::StatusOr<Header> Decode(std::span<const std::byte, kHeaderSize> in, uint32_t max_payload);
+
+inline constexpr size_t kHandshakeBodySize = 32;
+inline constexpr size_t kHandshakeFrameSize = kHeaderSize + kHandshakeBodySize;
+using HandshakeBody = std::array<std::byte, kHandshakeBodySize>;
+
+// Serialises a HELLO, CHALLENGE or PROOF frame (header + body) into exactly
+// kHandshakeFrameSize bytes. `opcode` must be one of those three.
+void EncodeHandshake(Opcode opcode, const HandshakeBody& body,
+                     std::span<std::byte, kHandshakeFrameSize> out);
+
+// Parses a handshake frame that must be `expected`: magic, version, opcode, then status, rkey,
+// address and tag 0 and length 32. A pure function of the bytes; INVALID_ARGUMENT naming what
+// is wrong otherwise (the caller drops the connection).
+absl::StatusOr<HandshakeBody> DecodeHandshake(std::span<const std::byte, kHandshakeFrameSize> in,
+                                              Opcode expected);
+
+absl::string_view OpcodeName(Opcode op);
 
 // Bytes of payload that follow a header on the wire.
 uint32_t PayloadBytes(const Header& h);

@@ -52,6 +52,10 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{3600000}));
   app.add_option("--tcp-idle-timeout-s", idle_s, "idle tcp links are closed after this")
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{86400}));
+  std::vector<std::string> target_allow;
+  app.add_option("--tcp-target-allow", target_allow,
+                 "CIDR a request's tcp target may be in besides the caller's own address, "
+                 "repeatable (e.g. 10.0.0.0/8)");
   app.add_option("--drain-timeout-ms", drain_ms,
                  "on SIGTERM, wait this long for in-flight RPCs before cancelling them")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{600000}));
@@ -130,6 +134,14 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   cfg.tcp.link.connect_timeout = absl::Milliseconds(connect_ms);
   cfg.tcp.op_timeout = absl::Milliseconds(op_timeout_ms);
   cfg.tcp.idle_timeout = absl::Seconds(idle_s);
+  for (const std::string& text : target_allow) {
+    absl::StatusOr<Cidr> cidr = Cidr::Parse(text);
+    if (!cidr.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tcp-target-allow: ", cidr.status().message()));
+    }
+    cfg.tcp.target_allow.push_back(*cidr);
+  }
   cfg.drain_timeout = absl::Milliseconds(drain_ms);
   if (rc_mode == "auto") {
     cfg.rc_mode = DaemonConfig::RcMode::kAuto;

@@ -40,6 +40,12 @@ void CompareDuration(const std::string& key, absl::Duration a, absl::Duration b,
   }
 }
 
+std::string CidrList(const std::vector<Cidr>& list) {
+  std::string out;
+  for (const Cidr& c : list) absl::StrAppend(&out, out.empty() ? "" : ",", c.ToString());
+  return out.empty() ? "(none)" : out;
+}
+
 }  // namespace
 
 ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
@@ -128,6 +134,8 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
                   &plan.needs_restart);
   CompareDuration("tcp-idle-timeout", current.tcp.idle_timeout, next.tcp.idle_timeout,
                   &plan.needs_restart);
+  Compare("tcp-target-allow", CidrList(current.tcp.target_allow),
+          CidrList(next.tcp.target_allow), &plan.needs_restart);
   // The RDMA device (verbs core) and rc's QPs are set up once.
   if (current.rc_mode != next.rc_mode) plan.needs_restart.push_back("rc: mode changed");
   Compare("rdma-device", current.verbs.device.device, next.verbs.device.device,

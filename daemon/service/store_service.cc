@@ -57,7 +57,7 @@ void LogRefusal(const absl::Status& s) {
 
 absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::Extent* extent,
                                                  const v1::RemoteBuffer* buffer, bool sync,
-                                                 Done done) {
+                                                 absl::string_view peer, Done done) {
   DaemonStats* stats = extras_.stats;
   OpScopes scopes;
   if (stats != nullptr) {
@@ -79,6 +79,7 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
                                                offered_);
     if (!op.ok()) return refuse(op.status());
     sub.op = *std::move(op);
+    sub.op.caller = std::string(peer);
   }
   InflightLimiter::Permit permit;
   if (absl::Status s = limiter_.TryAcquire(sub.op.length, &permit); !s.ok()) return refuse(s);
@@ -153,9 +154,10 @@ const Volume* StoreService::SyncVolume(Direction direction, const v1::Extent* ex
 }
 
 absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent,
-                                   const v1::RemoteBuffer* buffer, bool sync, Done done) {
+                                   const v1::RemoteBuffer* buffer, bool sync,
+                                   absl::string_view peer, Done done) {
   GDR_ASSIGN_OR_RETURN(Submission sub,
-                       Prepare(direction, extent, buffer, sync, std::move(done)));
+                       Prepare(direction, extent, buffer, sync, peer, std::move(done)));
   sub.status = transports_->Submit(sub.op, std::move(sub.done));
   if (!sub.status.ok()) CountRefused(sub);
   return sub.status;
@@ -230,7 +232,7 @@ grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx
   }
   const uint64_t length = extent ? extent->length() : 0;
   const bool synced = SyncsToFile(direction, extent, sync);
-  absl::Status s = StartOp(direction, extent, buffer, sync,
+  absl::Status s = StartOp(direction, extent, buffer, sync, ctx->peer(),
                            [reactor, response, length, synced](absl::Status st, uint64_t ns) {
                              if (st.ok()) {
                                response->set_bytes(length);
@@ -269,11 +271,12 @@ grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
 class StoreService::StreamCall final
     : public grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
-  StreamCall(StoreService* service, Presented presented, Caller caller)
+  StreamCall(StoreService* service, Presented presented, Caller caller, std::string peer)
       : service_(service),
         presented_(std::move(presented)),
         caller_(std::move(caller)),
         identified_at_(caller_->generation()),
+        peer_(std::move(peer)),
         writes_([this](std::deque<v1::StreamResult>& unsent) { return StartWriteLocked(unsent); },
                 [this](bool all_written) { Finish(grpc::Status::OK); }) {
     service_->streams_.fetch_add(1);
@@ -402,7 +405,7 @@ class StoreService::StreamCall final
     const uint64_t length = extent ? extent->length() : 0;
     const bool synced = service_->SyncsToFile(direction, extent, sync);
     absl::StatusOr<Submission> sub = service_->Prepare(
-        direction, extent, buffer, sync,
+        direction, extent, buffer, sync, peer_,
         [this, id, length, synced](absl::Status st, uint64_t ns) {
           Answer(id, st, st.ok() ? length : 0, ns, true, synced && st.ok());
         });
@@ -471,6 +474,7 @@ class StoreService::StreamCall final
   const Presented presented_;
   absl::StatusOr<Caller> caller_;  // not OK: the credential is no longer accepted
   uint64_t identified_at_;         // the auth generation caller_ was resolved in
+  const std::string peer_;         // the call's peer address, for every op of it
   v1::StreamRequest request_;  // touched only by the read callbacks, which never overlap
   std::vector<Submission> batch_;   // likewise: the ops of request_ being submitted
   std::vector<uint64_t> batch_ids_;
@@ -492,7 +496,7 @@ grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* StoreService::St
   if (!caller.ok()) {
     return new RefusedBidi<v1::StreamRequest, v1::StreamResponse>(ToGrpcStatus(caller.status()));
   }
-  return new StreamCall(this, std::move(presented), *std::move(caller));
+  return new StreamCall(this, std::move(presented), *std::move(caller), ctx->peer());
 }
 
 grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx,

@@ -96,25 +96,19 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   ServiceLimits limits() const;
 
   // Validates and starts one op; `done` gets the final status and the daemon-side service time.
-  // A non-OK return means nothing started and `done` will not run.
+  // A non-OK return means nothing started and `done` will not run. `peer` is the call's
+  // address (ServerContext::peer()): the tcp transport connects only where it lets it.
+  // `sync`: a Read into a file-backed volume is answered only after msync of the extent.
   using Done = std::function<void(absl::Status, uint64_t service_ns)>;
   absl::Status StartOp(Direction direction, const gdrstore::v1::Extent* extent,
-                       const gdrstore::v1::RemoteBuffer* buffer, Done done) {
-    return StartOp(direction, extent, buffer, /*sync=*/false, std::move(done));
-  }
-  // `sync`: a Read into a file-backed volume is answered only after msync of the extent.
-  absl::Status StartOp(Direction direction, const gdrstore::v1::Extent* extent,
-                       const gdrstore::v1::RemoteBuffer* buffer, bool sync, Done done);
+                       const gdrstore::v1::RemoteBuffer* buffer, bool sync,
+                       absl::string_view peer, Done done);
   // The first half of StartOp: validates the request and takes its admission permit. The
   // returned submission, handed to the initiator, starts the op; dropped unstarted, it gives
   // the permit back and `done` never runs (then call CountRefused with its status set).
   absl::StatusOr<Submission> Prepare(Direction direction, const gdrstore::v1::Extent* extent,
-                                     const gdrstore::v1::RemoteBuffer* buffer, Done done) {
-    return Prepare(direction, extent, buffer, /*sync=*/false, std::move(done));
-  }
-  absl::StatusOr<Submission> Prepare(Direction direction, const gdrstore::v1::Extent* extent,
                                      const gdrstore::v1::RemoteBuffer* buffer, bool sync,
-                                     Done done);
+                                     absl::string_view peer, Done done);
   // Whether an op so described will be answered only after msync: a Read (client -> store)
   // with sync into a file-backed volume.
   bool SyncsToFile(Direction direction, const gdrstore::v1::Extent* extent, bool sync) const {

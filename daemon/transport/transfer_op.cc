@@ -5,6 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "common/host_port.h"
 #include "common/status_macros.h"
+#include "common/tcp_proof.h"
 #include "common/units.h"
 #include "daemon/store/store.h"
 
@@ -75,9 +76,19 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
         return absl::InvalidArgumentError(
             absl::StrCat("buffer.tcp.port ", tcp.port(), " is not in 1..65535"));
       }
+      // The secret is the caller's proof of ownership of the target: required, and its bytes
+      // never go into a message (only its length).
+      if (tcp.secret().size() < tcpwire::kMinSecretBytes ||
+          tcp.secret().size() > tcpwire::kMaxSecretBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "buffer.tcp.secret must be ", tcpwire::kMinSecretBytes, "..",
+            tcpwire::kMaxSecretBytes, " bytes, not ", tcp.secret().size(),
+            " (the target proves it holds it before any byte moves)"));
+      }
       op.transport = TransportKind::kTcp;
       op.tcp.host = tcp.host();
       op.tcp.port = static_cast<uint16_t>(tcp.port());
+      op.tcp.secret = tcp.secret();
       return op;
     }
     case RB::kRc:

@@ -24,8 +24,10 @@ enum class Direction {
 struct TcpDestination {
   std::string host;
   uint16_t port = 0;
+  // TcpEndpoint.secret: what the target must prove it holds before a byte moves. Never logged
+  // and never compared directly (the tcp pool compares digests); Key() leaves it out.
+  std::string secret;
   std::string Key() const;  // "host:port", bracketed for IPv6
-  bool operator==(const TcpDestination&) const = default;
 };
 
 struct TransferOp {
@@ -41,6 +43,9 @@ struct TransferOp {
   TcpDestination tcp;
   uint64_t rc_connection_id = 0;  // transport rc: RcAccept.connection_id, nonzero
   dc::DcDestination dc;  // transport dc: the client's DCT (its access key is never logged)
+  // Who asked, as the RPC layer saw it (gRPC peer text: "ipv4:A:P", "ipv6:[A]:P", "unix:...").
+  // A transport that connects to an address the request names decides with it whether it may.
+  std::string caller;
 };
 
 // Which transports this daemon serves; requests naming another answer UNIMPLEMENTED.

@@ -105,7 +105,8 @@ TEST(TcpFrameTest, RejectsBadMagic) {
 }
 
 TEST(TcpFrameTest, RejectsBadVersion) {
-  for (uint8_t v : {uint8_t{0}, uint8_t{2}, uint8_t{255}}) {
+  // 1: the version before links opened with a proof; such a peer must not be taken for a target.
+  for (uint8_t v : {uint8_t{0}, uint8_t{1}, uint8_t{3}, uint8_t{255}}) {
     Raw raw = EncodeRaw(Sample(Opcode::kWriteReq));
     Poke<uint8_t>(raw, 4, v);
     absl::StatusOr<Header> out = Decode(raw, kMaxPayload);
@@ -219,6 +220,76 @@ TEST(TcpFrameTest, TargetStatusNamesAreDistinct) {
   EXPECT_NE(TargetStatusName(TargetStatus::kBadRkey), TargetStatusName(TargetStatus::kOutOfBounds));
   EXPECT_NE(TargetStatusName(TargetStatus::kAccessDenied),
             TargetStatusName(TargetStatus::kInternal));
+}
+
+}  // namespace
+}  // namespace gdr::tcpwire
+
+namespace gdr::tcpwire {
+namespace {
+
+using Frame = std::array<std::byte, kHandshakeFrameSize>;
+
+HandshakeBody Body(uint8_t first) {
+  HandshakeBody b;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::byte(first + i);
+  return b;
+}
+
+TEST(TcpHandshakeFrameTest, RoundTripsEachOpeningFrame) {
+  for (Opcode op : {Opcode::kHello, Opcode::kChallenge, Opcode::kProof}) {
+    Frame f;
+    EncodeHandshake(op, Body(7), f);
+    uint32_t magic, length;
+    std::memcpy(&magic, f.data(), 4);
+    std::memcpy(&length, f.data() + 12, 4);
+    EXPECT_EQ(magic, kMagic);
+    EXPECT_EQ(static_cast<uint8_t>(f[4]), kVersion);
+    EXPECT_EQ(static_cast<uint8_t>(f[5]), static_cast<uint8_t>(op));
+    EXPECT_EQ(length, kHandshakeBodySize);
+    absl::StatusOr<HandshakeBody> b = DecodeHandshake(f, op);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(*b, Body(7));
+  }
+}
+
+TEST(TcpHandshakeFrameTest, RefusesAnythingButTheFrameThatIsDue) {
+  Frame f;
+  EncodeHandshake(Opcode::kHello, Body(1), f);
+  // Another opening frame, or a request, where a HELLO is due.
+  EXPECT_THAT(DecodeHandshake(f, Opcode::kProof).status().message(), HasSubstr("PROOF"));
+  Frame req{};
+  Header h;
+  h.opcode = Opcode::kWriteReq;
+  h.length = kHandshakeBodySize;
+  Encode(h, std::span<std::byte, kHeaderSize>(req.data(), kHeaderSize));
+  EXPECT_EQ(DecodeHandshake(req, Opcode::kChallenge).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Every header field off its fixed value.
+  struct Poke {
+    size_t at;
+    uint8_t value;
+    const char* what;
+  } pokes[] = {{0, 'X', "magic"}, {4, 1, "version"},  {6, 1, "nonzero"}, {8, 1, "nonzero"},
+               {12, 31, "length"}, {15, 1, "length"}, {16, 1, "nonzero"}, {31, 1, "nonzero"}};
+  for (const Poke& p : pokes) {
+    Frame bad = f;
+    bad[p.at] = std::byte(p.value);
+    absl::StatusOr<HandshakeBody> b = DecodeHandshake(bad, Opcode::kHello);
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << "byte " << p.at;
+    EXPECT_THAT(b.status().message(), HasSubstr(p.what)) << "byte " << p.at;
+  }
+}
+
+// The op decoder never takes an opening frame: once a link carries ops they are no longer valid.
+TEST(TcpHandshakeFrameTest, OpDecoderRefusesOpeningOpcodes) {
+  for (Opcode op : {Opcode::kHello, Opcode::kChallenge, Opcode::kProof}) {
+    Frame f;
+    EncodeHandshake(op, Body(3), f);
+    absl::StatusOr<Header> h =
+        Decode(std::span<const std::byte, kHeaderSize>(f.data(), kHeaderSize), kMaxPayload);
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << OpcodeName(op);
+  }
 }
 
 }  // namespace

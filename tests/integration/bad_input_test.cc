@@ -221,6 +221,19 @@ TEST_F(BadInputTest, EndpointKindsAreCheckedFirst) {
   v1::RemoteBuffer no_host = Describe(4096);
   no_host.mutable_tcp()->clear_host();
   ExpectBoth(MakeExtent("vol0", 0, 4096), no_host, grpc::INVALID_ARGUMENT, "empty tcp host");
+  // The target's secret: required, 16..64 bytes, named in the error, its bytes never echoed.
+  v1::RemoteBuffer no_secret = Describe(4096);
+  no_secret.mutable_tcp()->clear_secret();
+  ExpectBoth(MakeExtent("vol0", 0, 4096), no_secret, grpc::INVALID_ARGUMENT, "no tcp secret");
+  for (size_t n : {size_t{15}, size_t{65}}) {
+    v1::RemoteBuffer bad_secret = Describe(4096);
+    bad_secret.mutable_tcp()->set_secret(std::string(n, 'Q'));
+    grpc::Status s = SendWrite(MakeExtent("vol0", 0, 4096), bad_secret);
+    EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find("buffer.tcp.secret"), std::string::npos) << s.error_message();
+    EXPECT_EQ(s.error_message().find("QQ"), std::string::npos) << s.error_message();
+    ExpectGoodOpFromOtherClient("a bad tcp secret");
+  }
 }
 
 TEST_F(BadInputTest, ClosedTargetPortIsUnavailableWithinDeadline) {
@@ -249,6 +262,7 @@ TEST_F(BadInputTest, SilentTargetTimesOutInsteadOfHanging) {
   ASSERT_TRUE(silent.ok()) << silent.status();
   v1::RemoteBuffer rb = Describe(64 * 1024);
   rb.mutable_tcp()->set_port((*silent)->port());
+  rb.mutable_tcp()->set_secret((*silent)->secret());
   for (bool write : {true, false}) {
     const absl::Time t0 = absl::Now();
     grpc::Status s = write ? SendWrite(MakeExtent("vol0", 0, 64 * 1024), rb)
@@ -273,6 +287,8 @@ TEST_F(BadInputTest, GarbageOnTheClientTargetPort) {
   EXPECT_TRUE(*closed) << "the target kept a connection that sent garbage";
   ExpectGoodOpFromOtherClient("garbage to a client target");
 
+  // On links the target has opened (its proof checked, as the daemon does):
+  const std::string secret = Describe(1).tcp().secret();
   // Half a header, then the sender goes quiet (write side closed): the target sees EOF.
   std::array<std::byte, tcpwire::kHeaderSize> hdr;
   tcpwire::Header h;
@@ -282,11 +298,12 @@ TEST_F(BadInputTest, GarbageOnTheClientTargetPort) {
   h.address = bad_buf_->address();
   tcpwire::Encode(h, hdr);
   const std::string full(reinterpret_cast<const char*>(hdr.data()), hdr.size());
-  closed = SendAndAwaitPeerClose(port, full.substr(0, 16), true, absl::Seconds(10));
+  closed = SendAndAwaitPeerClose(port, full.substr(0, 16), true, absl::Seconds(10), secret);
   ASSERT_TRUE(closed.ok()) << closed.status();
   EXPECT_TRUE(*closed);
   // A whole header that promises 4096 payload bytes, then only 100 of them.
-  closed = SendAndAwaitPeerClose(port, full + std::string(100, 'x'), true, absl::Seconds(10));
+  closed = SendAndAwaitPeerClose(port, full + std::string(100, 'x'), true, absl::Seconds(10),
+                                 secret);
   ASSERT_TRUE(closed.ok()) << closed.status();
   EXPECT_TRUE(*closed);
   // A header claiming more than any frame may carry.
@@ -294,7 +311,7 @@ TEST_F(BadInputTest, GarbageOnTheClientTargetPort) {
   tcpwire::Encode(h, hdr);
   closed = SendAndAwaitPeerClose(port,
                                  std::string(reinterpret_cast<const char*>(hdr.data()), hdr.size()),
-                                 false, absl::Seconds(10));
+                                 false, absl::Seconds(10), secret);
   ASSERT_TRUE(closed.ok()) << closed.status();
   EXPECT_TRUE(*closed);
   ExpectGoodOpFromOtherClient("half frames to a client target");
@@ -347,6 +364,7 @@ TEST_F(BadInputTest, StreamAnswersBadOpsPerOpAndContinues) {
   *hung.mutable_write()->mutable_extent() = MakeExtent("vol0", 0, 4096);
   *hung.mutable_write()->mutable_buffer() = Describe(4096);
   hung.mutable_write()->mutable_buffer()->mutable_tcp()->set_port((*silent)->port());
+  hung.mutable_write()->mutable_buffer()->mutable_tcp()->set_secret((*silent)->secret());
   ASSERT_TRUE(raw.Send(hung));
   ASSERT_TRUE((*silent)->WaitForConnections(1, absl::Seconds(10)));
 

@@ -56,6 +56,7 @@ TEST(ShutdownTest, SigtermWithOpsInFlightExitsZero) {
     auto rb = (*client)->Describe(**buf, 0, 4096);
     ASSERT_TRUE(rb.ok());
     rb->mutable_tcp()->set_port((*silent)->port());
+    rb->mutable_tcp()->set_secret((*silent)->secret());
     gdrstore::v1::StreamRequest msg;
     gdrstore::v1::StreamOp& req = *msg.add_ops();
     req.set_id(1);

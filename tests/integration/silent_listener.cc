@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/tcp_proof.h"
 
 namespace gdr::integ {
 
@@ -17,6 +18,9 @@ absl::StatusOr<std::unique_ptr<SilentListener>> SilentListener::Start() {
   absl::StatusOr<ScopedFd> fd = ListenTcp("127.0.0.1", 0, 64, &l->port_);
   if (!fd.ok()) return fd.status();
   l->listen_fd_ = std::move(*fd);
+  absl::StatusOr<std::string> secret = tcpwire::NewSecret();
+  if (!secret.ok()) return secret.status();
+  l->secret_ = *std::move(secret);
   l->thread_ = std::thread([raw = l.get()] { raw->AcceptLoop(); });
   return l;
 }
@@ -33,6 +37,8 @@ SilentListener::~SilentListener() {
 void SilentListener::AcceptLoop() {
   for (;;) {
     const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    // A daemon that gives up mid-opening leaves a dead connection: held all the same.
+    if (fd >= 0) (void)tcpwire::AnswerChallenge(fd, secret_, absl::Now() + absl::Seconds(30));
     absl::MutexLock lock(&mu_);
     if (stopping_) {
       if (fd >= 0) ::close(fd);
@@ -82,9 +88,14 @@ absl::StatusOr<std::unique_ptr<ClosedPort>> ClosedPort::Reserve() {
 }
 
 absl::StatusOr<bool> SendAndAwaitPeerClose(uint16_t port, const std::string& bytes,
-                                           bool shutdown_write, absl::Duration timeout) {
+                                           bool shutdown_write, absl::Duration timeout,
+                                           const std::string& secret) {
   absl::StatusOr<ScopedFd> fd = ConnectTcp("127.0.0.1", port, absl::Seconds(5));
   if (!fd.ok()) return fd.status();
+  if (!secret.empty()) {
+    absl::Status s = tcpwire::ProveTarget(fd->get(), secret, absl::Now() + timeout, "target");
+    if (!s.ok()) return s;
+  }
   if (!bytes.empty()) {
     if (absl::Status s = WriteFull(fd->get(), bytes.data(), bytes.size()); !s.ok()) {
       // The peer may already have dropped us mid-send: that is a close too.

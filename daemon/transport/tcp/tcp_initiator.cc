@@ -4,10 +4,24 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/ip_address.h"
 #include "common/status_macros.h"
+#include "common/tcp_proof.h"
 #include "common/units.h"
 
 namespace gdr {
+namespace {
+
+// The pool key of an op's links. The secret goes in as its SHA-256 digest: map lookups compare
+// keys byte by byte, and comparing the secret itself would tell a guesser, by timing, how much
+// of a live link's secret it got right.
+std::string PoolKey(const TransferOp& op) {
+  const tcpwire::Digest d = tcpwire::SecretDigest(op.tcp.secret);
+  return absl::StrCat(op.tcp.Key(), "|", TcpTargetRule::CallerClass(op.caller), "|",
+                      absl::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpInitiator>> TcpInitiator::Create(TcpInitiatorOptions options) {
   if (options.max_links == 0) return absl::InvalidArgumentError("max_links must be >= 1");
@@ -22,7 +36,8 @@ absl::StatusOr<std::unique_ptr<TcpInitiator>> TcpInitiator::Create(TcpInitiatorO
   return std::unique_ptr<TcpInitiator>(new TcpInitiator(options));
 }
 
-TcpInitiator::TcpInitiator(TcpInitiatorOptions options) : options_(options) {
+TcpInitiator::TcpInitiator(TcpInitiatorOptions options)
+    : options_(options), rule_(std::make_shared<const TcpTargetRule>(options.target_allow)) {
   housekeeping_ns_.store(absl::GetCurrentTimeNanos());
   housekeeper_ = std::thread([this] { Housekeeping(); });
 }
@@ -69,7 +84,8 @@ absl::Status TcpInitiator::CheckHealth(absl::Duration max_stall) const {
       const absl::Duration busy = l->completion_busy_for();
       if (busy > max_stall) {
         return absl::UnavailableError(absl::StrCat(
-            "tcp completion thread of the link to ", key, " has been inside one op completion for ",
+            "tcp completion thread of the link to ", l->destination().Key(),
+            " has been inside one op completion for ",
             absl::FormatDuration(busy)));
       }
     }
@@ -91,7 +107,8 @@ InitiatorStats TcpInitiator::stats() const {
 std::string TcpInitiator::Describe() const {
   return absl::StrCat("software one-sided emulation over TCP; up to ", options_.max_links,
                       " links (", options_.links_per_target, " per client), chunks of ",
-                      FormatSize(options_.chunk_bytes));
+                      FormatSize(options_.chunk_bytes), "; ", rule_->Describe(),
+                      ", each proving the caller's secret");
 }
 
 void TcpInitiator::BuryLocked(std::shared_ptr<TcpLink> link) {
@@ -124,15 +141,16 @@ size_t TcpInitiator::Plan::IndexOf(const std::shared_ptr<TcpLink>& link) {
   return links.size() - 1;
 }
 
-std::shared_ptr<TcpLink> TcpInitiator::OpenLinkLocked(const TcpDestination& dest,
-                                                      const Plan& plan) {
+std::shared_ptr<TcpLink> TcpInitiator::OpenLinkLocked(const TransferOp& op,
+                                                      const std::string& key, const Plan& plan) {
   if (total_links_ >= options_.max_links) {
     // Evict the longest-idle link of another destination.
     std::shared_ptr<TcpLink>* victim = nullptr;
     absl::Time oldest = absl::InfiniteFuture();
-    for (auto& [key, vec] : links_) {
+    for (auto& [k, vec] : links_) {
+      if (k == key) continue;
       for (auto& l : vec) {
-        if (l->outstanding_bytes() != 0 || l->destination() == dest) continue;
+        if (l->outstanding_bytes() != 0) continue;
         if (std::find(plan.links.begin(), plan.links.end(), l) != plan.links.end()) continue;
         const absl::Time t = l->last_activity();
         if (t < oldest) {
@@ -145,8 +163,8 @@ std::shared_ptr<TcpLink> TcpInitiator::OpenLinkLocked(const TcpDestination& dest
     (*victim)->Fail(absl::CancelledError("idle link evicted for another destination"));
     ReapDeadLocked();
   }
-  auto link = std::make_shared<TcpLink>(dest, options_.link);
-  links_[dest.Key()].push_back(link);
+  auto link = std::make_shared<TcpLink>(op.tcp, op.caller, rule_, options_.link);
+  links_[key].push_back(link);
   ++total_links_;
   return link;
 }
@@ -156,7 +174,11 @@ absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& 
   const uint64_t nchunks = (op.length + chunk - 1) / chunk;
   const auto opcode = op.direction == Direction::kStoreToClient ? tcpwire::Opcode::kWriteReq
                                                                 : tcpwire::Opcode::kReadReq;
-  const std::string key = op.tcp.Key();
+  // An address literal is judged here, so a refused target costs no link, thread or socket.
+  if (absl::StatusOr<IpAddress> ip = IpAddress::Parse(op.tcp.host); ip.ok()) {
+    GDR_RETURN_IF_ERROR(rule_->Check(op.caller, op.tcp.Key(), *ip));
+  }
+  const std::string key = PoolKey(op);
   auto& existing = links_[key];
   std::erase_if(existing, [this](const std::shared_ptr<TcpLink>& l) {
     if (!l->dead()) return false;
@@ -179,7 +201,7 @@ absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& 
     const bool want_more =
         load.empty() || (load[best] >= chunk && mine.size() < options_.links_per_target);
     if (want_more) {
-      if (auto link = OpenLinkLocked(op.tcp, plan)) {
+      if (auto link = OpenLinkLocked(op, key, plan)) {
         mine.push_back(plan.IndexOf(link));
         load.push_back(0);
         best = mine.size() - 1;

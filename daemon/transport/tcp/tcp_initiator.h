@@ -2,6 +2,9 @@
 // targets are reused per destination and capped in total; an op is split into chunks spread
 // over its destination's links and pipelined. A housekeeping thread fails stalled links, closes
 // idle ones and reaps dead ones, so a vanished client never leaks a socket or a thread.
+// A link is pooled under its destination, the caller's address class and a digest of the
+// endpoint's secret: it was checked against the TcpTargetRule for that caller and proved for
+// that secret, and carries no op that differs in either.
 #pragma once
 
 #include <atomic>
@@ -28,7 +31,9 @@ class TcpInitiator final : public Initiator {
   ~TcpInitiator() override;
 
   // RESOURCE_EXHAUSTED when the destination has no link and none can be opened (pool full of
-  // busy links); CANCELLED after Shutdown.
+  // busy links); CANCELLED after Shutdown; PERMISSION_DENIED, before any connection, for a
+  // target given as an address literal that the TcpTargetRule refuses for the op's caller (a
+  // host name is checked once resolved, on the link: the op then fails the same way).
   absl::Status Submit(const TransferOp& op, OpDone done) override;
   // The ops of a batch bound for one link go out in one send (up to the link's batch size).
   void SubmitBatch(std::span<Submission> batch) override;
@@ -57,17 +62,20 @@ class TcpInitiator final : public Initiator {
   // them to `plan`. On a non-OK return nothing of `op` is in `plan` and `done` was not taken.
   absl::Status PlanLocked(const TransferOp& op, OpDone& done, Plan& plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Opens a link to `dest` if the pool allows, evicting an idle link of another destination
+  // Opens a link for `op` under `key` if the pool allows, evicting an idle link of another key
   // (never one that `plan` has chunks for).
-  std::shared_ptr<TcpLink> OpenLinkLocked(const TcpDestination& dest, const Plan& plan)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<TcpLink> OpenLinkLocked(const TransferOp& op, const std::string& key,
+                                          const Plan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReapDeadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves a dead link out of the pool (its threads are joined later, outside mu_).
   void BuryLocked(std::shared_ptr<TcpLink> link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TcpInitiatorOptions options_;
+  const std::shared_ptr<const TcpTargetRule> rule_;
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  // Keyed by host:port, caller class and secret digest (binary; never logged: messages name a
+  // link by its destination()).
   std::map<std::string, std::vector<std::shared_ptr<TcpLink>>> links_ ABSL_GUARDED_BY(mu_);
   uint32_t total_links_ ABSL_GUARDED_BY(mu_) = 0;
   // Links out of the pool whose threads still need joining (done outside mu_).

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/completion_batch.h"
 #include "common/log.h"
+#include "common/status_macros.h"
+#include "common/tcp_proof.h"
 
 namespace gdr {
 
@@ -27,8 +29,10 @@ void OpState::ChunkDone(const absl::Status& status) {
   done(std::move(final_status));
 }
 
-TcpLink::TcpLink(TcpDestination dest, TcpLinkOptions options)
-    : dest_(std::move(dest)), options_(options) {
+TcpLink::TcpLink(TcpDestination dest, std::string caller,
+                 std::shared_ptr<const TcpTargetRule> rule, TcpLinkOptions options)
+    : dest_(std::move(dest)), caller_(std::move(caller)), rule_(std::move(rule)),
+      options_(options) {
   {
     absl::MutexLock lock(&mu_);
     last_progress_ = absl::Now();
@@ -170,31 +174,52 @@ void TcpLink::CheckStall(absl::Time now, absl::Duration timeout) {
   {
     absl::MutexLock lock(&mu_);
     if (closing_ || (pending_.empty() && inflight_.empty())) return;
-    if (now - last_progress_ < timeout) return;
+    // Before the proof, connect and proof are bounded on their own (each by the connect
+    // timeout, failing with their own status); this catches only a lookup that hangs.
+    const absl::Duration limit = connected_ ? timeout : timeout + 2 * options_.connect_timeout;
+    if (now - last_progress_ < limit) return;
   }
   Fail(absl::DeadlineExceededError(absl::StrCat("tcp target ", dest_.Key(),
                                                 " did not answer within ",
                                                 absl::FormatDuration(timeout))));
 }
 
-void TcpLink::SendLoop() {
-  absl::StatusOr<ScopedFd> fd = ConnectTcp(dest_.host, dest_.port, options_.connect_timeout);
-  if (!fd.ok()) {
-    Fail(fd.status());
-    return;
-  }
+absl::Status TcpLink::Open() {
+  const std::string who = dest_.Key();
+  absl::StatusOr<std::vector<SocketAddress>> addresses = ResolveTcp(dest_.host, dest_.port);
+  if (!addresses.ok()) return addresses.status();
+  // Every address checked, then exactly those connected to: no second lookup that could
+  // answer differently.
+  GDR_RETURN_IF_ERROR(rule_->CheckAll(caller_, who, *addresses));
+  absl::StatusOr<ScopedFd> fd = ConnectTcp(*addresses, who, options_.connect_timeout);
+  if (!fd.ok()) return fd.status();
   SetSocketBuffers(fd->get(), options_.socket_buffer_bytes);
   {
     absl::MutexLock lock(&mu_);
-    if (closing_) return;  // failed or destroyed while connecting; *fd closes here
+    if (closing_) return error_;  // failed or destroyed while connecting; *fd closes here
     fd_ = std::move(*fd);
     raw_fd_ = fd_.get();
+  }
+  // A Fail() from now on shuts the socket down, which ends the proof's waits at once.
+  return tcpwire::ProveTarget(raw_fd_, dest_.secret, absl::Now() + options_.connect_timeout,
+                              who);
+}
+
+void TcpLink::SendLoop() {
+  if (absl::Status s = Open(); !s.ok()) {
+    Fail(s);
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_) return;
+    connected_ = true;
+    last_progress_ = absl::Now();  // the op timeout runs from here
   }
   receiver_ = std::thread([this] { ReceiveLoop(); });
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
-      connected_ = true;
       while (!closing_ && (sending_ || (!has_carry_ && pending_.empty()))) cv_.Wait(&mu_);
       if (closing_) return;
       sending_ = true;

@@ -4,6 +4,10 @@
 // sender thread, which also connects and finishes whatever a non-blocking send left over. A
 // receiver thread matches each response to the oldest outstanding request (targets answer in
 // order). Many chunks are in flight at once; the socket buffers give back-pressure.
+// Before any of that the link checks its target against the TcpTargetRule (every address the
+// host resolves to; no connection at all when one is refused) and, once connected, has the
+// target prove it holds the endpoint's secret (common/tcp_proof.h): until then not one byte
+// of the store leaves and none is taken into it.
 #pragma once
 
 #include <sys/uio.h>
@@ -24,6 +28,7 @@
 #include "common/tcp_frame.h"
 #include "daemon/transport/initiator.h"
 #include "daemon/transport/tcp/tcp_options.h"
+#include "daemon/transport/tcp/tcp_target_rule.h"
 #include "daemon/transport/transfer_op.h"
 
 namespace gdr {
@@ -59,8 +64,11 @@ struct Chunk {
 
 class TcpLink {
  public:
-  // Starts the link's threads; connecting happens on them, so this never blocks on the network.
-  TcpLink(TcpDestination dest, TcpLinkOptions options);
+  // Starts the link's threads; resolving, checking `caller` against `rule`, connecting and the
+  // proof happen on them, so this never blocks on the network. A refused target or a failed
+  // proof fails the link (and its chunks) with PERMISSION_DENIED.
+  TcpLink(TcpDestination dest, std::string caller, std::shared_ptr<const TcpTargetRule> rule,
+          TcpLinkOptions options);
   // Fails what is left with CANCELLED and joins the threads.
   ~TcpLink();
   TcpLink(const TcpLink&) = delete;
@@ -72,7 +80,9 @@ class TcpLink {
   // Fails every queued and in-flight chunk with `status` and closes the socket. Idempotent.
   void Fail(const absl::Status& status);
 
-  // Fails the link with DEADLINE_EXCEEDED when it has had work but no response for `timeout`.
+  // Fails the link with DEADLINE_EXCEEDED when it has had work but no response for `timeout`
+  // (counted from the proof on; before it, `timeout` plus twice the connect timeout, the bounds
+  // of connect and proof).
   void CheckStall(absl::Time now, absl::Duration timeout);
 
   bool dead() const { return dead_.load(std::memory_order_acquire); }
@@ -87,6 +97,8 @@ class TcpLink {
 
  private:
   void SendLoop();
+  // Resolve, rule check, connect, proof; on success fd_/raw_fd_ are set. Sender thread.
+  absl::Status Open();
   // Moves up to kMaxBatch pending chunks in flight and lays their frames out in send_iov_.
   // Caller holds mu_ and the send token (sending_).
   void BuildBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -97,6 +109,8 @@ class TcpLink {
   void CompleteOnReceiver(Chunk& chunk, const absl::Status& status);
 
   const TcpDestination dest_;
+  const std::string caller_;
+  const std::shared_ptr<const TcpTargetRule> rule_;
   const TcpLinkOptions options_;
   std::atomic<bool> dead_{false};
   std::atomic<uint64_t> outstanding_{0};
@@ -112,7 +126,7 @@ class TcpLink {
   std::deque<Chunk> pending_ ABSL_GUARDED_BY(mu_);
   std::deque<Chunk> inflight_ ABSL_GUARDED_BY(mu_);
   absl::Time last_progress_ ABSL_GUARDED_BY(mu_);
-  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;  // connected and proved
   // The send token: whoever sets it (an enqueuing thread or the sender thread) owns the
   // send_* members below and is the only writer to the socket until it clears it.
   bool sending_ ABSL_GUARDED_BY(mu_) = false;

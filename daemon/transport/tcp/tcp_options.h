@@ -3,12 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/time/time.h"
+#include "common/cidr.h"
 
 namespace gdr {
 
 struct TcpLinkOptions {
+  // Bounds the connect, and then separately the target's proof (HELLO, then PROOF).
   absl::Duration connect_timeout = absl::Seconds(3);
   uint32_t max_chunk_bytes = 1 << 20;
   int socket_buffer_bytes = 4 << 20;
@@ -20,6 +23,8 @@ struct TcpInitiatorOptions {
   uint64_t chunk_bytes = 1 << 20;   // split size; <= tcpwire::kMaxPayload
   absl::Duration op_timeout = absl::Seconds(30);     // no response for this long: link fails
   absl::Duration idle_timeout = absl::Seconds(60);   // idle links are closed after this
+  // Targets a caller may name besides its own address (--tcp-target-allow).
+  std::vector<Cidr> target_allow;
   TcpLinkOptions link;
 };
 

@@ -190,6 +190,28 @@ TEST(DaemonConfigTest, OutOfRangeNumbersNameTheFlag) {
   ExpectInvalidNaming({"--max-inflight-ops", "many"}, "--max-inflight-ops");
 }
 
+// --tcp-target-allow: repeatable, a config-file list too, each CIDR validated at start.
+TEST(DaemonConfigTest, TcpTargetAllowTakesCidrs) {
+  absl::StatusOr<DaemonConfig> cfg = Parse({});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_TRUE(cfg->tcp.target_allow.empty());
+  cfg = Parse({"--tcp-target-allow", "10.0.0.0/8", "--tcp-target-allow", "fd00::/8"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  ASSERT_EQ(cfg->tcp.target_allow.size(), 2u);
+  EXPECT_EQ(cfg->tcp.target_allow[0].ToString(), "10.0.0.0/8");
+  EXPECT_EQ(cfg->tcp.target_allow[1].ToString(), "fd00::/8");
+  TempDir dir;
+  const std::string path =
+      dir.Write("c.conf", "tcp-target-allow = [\"192.168.0.0/16\", \"127.0.0.2\"]\n");
+  cfg = Parse({"--config", path});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  ASSERT_EQ(cfg->tcp.target_allow.size(), 2u);
+  EXPECT_EQ(cfg->tcp.target_allow[1].ToString(), "127.0.0.2/32");
+  ExpectInvalidNaming({"--tcp-target-allow", "10.0.0.1/8"}, "--tcp-target-allow");
+  ExpectInvalidNaming({"--tcp-target-allow", "10.0.0.0/40"}, "--tcp-target-allow");
+  ExpectInvalidNaming({"--tcp-target-allow", "example.com/8"}, "--tcp-target-allow");
+}
+
 TEST(DaemonConfigTest, UnknownFlagIsInvalidArgument) {
   ExpectInvalidNaming({"--no-such-flag", "1"}, "--no-such-flag");
 }

@@ -33,6 +33,7 @@ class ValidateOpTest : public ::testing::Test {
     buffer_.set_rkey(0x1234);
     buffer_.mutable_tcp()->set_host("127.0.0.1");
     buffer_.mutable_tcp()->set_port(40000);
+    buffer_.mutable_tcp()->set_secret(std::string(32, '\x5c'));
   }
 
   absl::StatusOr<TransferOp> Validate(Direction d = Direction::kStoreToClient) {
@@ -234,6 +235,29 @@ TEST_F(ValidateOpTest, BadTcpPort) {
     absl::StatusOr<TransferOp> op = Validate();
     ASSERT_TRUE(op.ok()) << port << ": " << op.status();
     EXPECT_EQ(op->tcp.port, port);
+  }
+}
+
+// The secret is required, 16..64 bytes, carried to the transport, and never quoted back.
+TEST_F(ValidateOpTest, TcpSecretIsRequiredAndBounded) {
+  const std::string secret = "0123456789abcdefSECRETSECRET";
+  buffer_.mutable_tcp()->set_secret(secret);
+  absl::StatusOr<TransferOp> op = Validate();
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(op->tcp.secret, secret);
+  EXPECT_EQ(op->tcp.Key().find("SECRET"), std::string::npos);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{65}, size_t{1000}}) {
+    buffer_.mutable_tcp()->set_secret(std::string(n, 'S'));
+    absl::StatusOr<TransferOp> bad = Validate();
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << n;
+    EXPECT_NE(bad.status().message().find("buffer.tcp.secret"), absl::string_view::npos);
+    EXPECT_EQ(bad.status().message().find("SS"), absl::string_view::npos);
+  }
+  buffer_.mutable_tcp()->clear_secret();
+  EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
+  for (size_t n : {size_t{16}, size_t{64}}) {
+    buffer_.mutable_tcp()->set_secret(std::string(n, 'S'));
+    EXPECT_TRUE(Validate().ok()) << n;
   }
 }
 

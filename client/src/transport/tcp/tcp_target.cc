@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/tcp_proof.h"
 
 namespace gdr {
 
@@ -26,6 +28,9 @@ absl::StatusOr<std::shared_ptr<TcpTarget>> TcpTarget::Start(const std::string& b
     return absl::UnavailableError(absl::StrCat("tcp target cannot listen on ", bind_host, ":",
                                                port, ": ", fd.status().message()));
   }
+  absl::StatusOr<std::string> secret = wire::NewSecret();
+  if (!secret.ok()) return secret.status();
+  t->secret_ = *std::move(secret);
   t->listen_fd_ = std::move(*fd);
   t->max_connections_ = max_connections;
   t->staging_ = staging;
@@ -165,6 +170,15 @@ void TcpTarget::AcceptLoop() {
 // next one is received, and its ack leaves only once the copies have completed.
 void TcpTarget::Serve(Connection* conn) {
   const int fd = conn->fd.get();
+  if (absl::Status s = wire::AnswerChallenge(fd, secret_, absl::Now() + kChallengeTimeout);
+      !s.ok()) {
+    bad_frames_.fetch_add(1);
+    GDR_LOG_EVERY_N_SEC(kWarning, 1)
+        << "tcp target: dropping a connection that did not open as a daemon link: "
+        << s.message();
+    ::shutdown(fd, SHUT_RDWR);
+    return;
+  }
   BufferedReader reader(fd);
   std::vector<std::array<std::byte, wire::kHeaderSize>> acks;
   std::vector<bool> ack_on_gpu;  // parallel to acks

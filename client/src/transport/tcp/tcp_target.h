@@ -1,6 +1,8 @@
 // The tcp transport's target: runs inside the client process, owns the registered regions and
 // serves the daemon's one-sided requests against them. Every request is checked (rkey, bounds)
 // before any byte of client memory is touched; a refused write's payload is drained, not stored.
+// Each connection first proves to the daemon that this target holds the secret the client puts
+// in its endpoints (common/tcp_proof.h), so the daemon knows it reached the caller's target.
 #pragma once
 
 #include <atomic>
@@ -26,7 +28,7 @@ namespace gdr {
 
 struct TcpTargetStats {
   uint64_t refused = 0;     // requests answered with an error status
-  uint64_t bad_frames = 0;  // connections dropped for a malformed frame
+  uint64_t bad_frames = 0;  // connections dropped for a malformed frame or a failed opening
   uint32_t connections = 0;
   uint64_t accepted = 0;    // connections accepted since start
   cuda::StagingStats gpu;  // staging copies into / out of GPU regions, all links
@@ -40,7 +42,8 @@ struct GpuStagingOptions {
 
 class TcpTarget {
  public:
-  // Listens on bind_host:port (0 = ephemeral) and starts the accept thread.
+  // Listens on bind_host:port (0 = ephemeral), makes a fresh random secret and starts the
+  // accept thread. INTERNAL when no random secret can be made.
   static absl::StatusOr<std::shared_ptr<TcpTarget>> Start(const std::string& bind_host,
                                                            uint16_t port,
                                                            uint32_t max_connections,
@@ -55,6 +58,8 @@ class TcpTarget {
   void Deregister(uint32_t rkey);
 
   uint16_t port() const { return port_; }
+  // What goes into TcpEndpoint.secret. Never logged.
+  const std::string& secret() const { return secret_; }
   TcpTargetStats stats() const;
 
  private:
@@ -70,8 +75,12 @@ class TcpTarget {
   tcpwire::TargetStatus Check(const Region* region, const tcpwire::Header& h) const;
   void ReapFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // A daemon link that has not sent its CHALLENGE by then is dropped.
+  static constexpr absl::Duration kChallengeTimeout = absl::Seconds(10);
+
   ScopedFd listen_fd_;
   uint16_t port_ = 0;
+  std::string secret_;
   uint32_t max_connections_ = 0;
   GpuStagingOptions staging_;
   std::thread acceptor_;

@@ -47,6 +47,7 @@ absl::Status TcpTransport::CanServeGpuMemory() const {
 void TcpTransport::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
   buffer->mutable_tcp()->set_host(host_);
   buffer->mutable_tcp()->set_port(target_->port());
+  buffer->mutable_tcp()->set_secret(target_->secret());
 }
 
 void TcpTransport::Close() { target_->Stop(); }

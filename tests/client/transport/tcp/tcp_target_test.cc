@@ -16,6 +16,8 @@
 #include "common/pattern.h"
 #include "common/socket.h"
 #include "common/tcp_frame.h"
+#include "common/tcp_proof.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace gdr {
@@ -23,6 +25,7 @@ namespace {
 
 namespace wire = tcpwire;
 using Raw = std::array<std::byte, wire::kHeaderSize>;
+using ::testing::HasSubstr;
 
 constexpr size_t kRegion = 64 << 10;
 constexpr size_t kGuard = 4096;
@@ -47,7 +50,18 @@ class TcpTargetTest : public ::testing::Test {
     if (target_) target_->Stop();
   }
 
+  // A connection as the daemon opens it: connected, and the target's proof checked.
   ScopedFd Connect() {
+    ScopedFd fd = ConnectRaw();
+    if (fd.valid()) {
+      absl::Status s = wire::ProveTarget(fd.get(), target_->secret(),
+                                         absl::Now() + absl::Seconds(30), "the test's target");
+      EXPECT_TRUE(s.ok()) << s;
+    }
+    return fd;
+  }
+  // Only connected: the target has sent (or is sending) its HELLO and waits for a CHALLENGE.
+  ScopedFd ConnectRaw() {
     absl::StatusOr<ScopedFd> fd = ConnectTcp("127.0.0.1", target_->port(), absl::Seconds(30));
     EXPECT_TRUE(fd.ok()) << fd.status();
     return fd.ok() ? std::move(*fd) : ScopedFd();
@@ -363,6 +377,45 @@ TEST_F(TcpTargetTest, ReleaseRunsWhenTheLastReferenceGoes) {
   EXPECT_TRUE(released);
 }
 
+// The target speaks first, proves the secret to a daemon that knows it, and a daemon that
+// expects another secret sees the proof fail.
+TEST_F(TcpTargetTest, OpensEveryConnectionWithAProofOfItsSecret) {
+  ASSERT_GE(target_->secret().size(), wire::kMinSecretBytes);
+  ScopedFd fd = ConnectRaw();
+  std::array<std::byte, wire::kHandshakeFrameSize> hello;
+  ASSERT_TRUE(ReadFull(fd.get(), hello.data(), hello.size()).ok());
+  EXPECT_TRUE(wire::DecodeHandshake(hello, wire::Opcode::kHello).ok());
+  fd.Reset();
+
+  fd = ConnectRaw();
+  std::string wrong = target_->secret();
+  wrong[0] ^= 0x40;
+  absl::Status s = wire::ProveTarget(fd.get(), wrong, absl::Now() + absl::Seconds(30), "t");
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("wrong PROOF"));
+  // Two targets never share a secret.
+  absl::StatusOr<std::shared_ptr<TcpTarget>> other = TcpTarget::Start("127.0.0.1", 0, 1);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE((*other)->secret(), target_->secret());
+  (*other)->Stop();
+}
+
+// A request where the CHALLENGE is due is a bad opening: the link is dropped and memory is
+// never touched.
+TEST_F(TcpTargetTest, RequestsBeforeTheOpeningAreDropped) {
+  ScopedFd fd = ConnectRaw();
+  std::vector<std::byte> payload(4096, std::byte{0x5a});
+  // Header + payload = 4128 bytes: a WRITE_REQ where the CHALLENGE should be.
+  ASSERT_TRUE(SendHeader(fd.get(), Req(wire::Opcode::kWriteReq, 0, 4096, 1)).ok());
+  (void)WriteFull(fd.get(), payload.data(), payload.size());
+  std::array<std::byte, wire::kHandshakeFrameSize> hello;
+  ASSERT_TRUE(ReadFull(fd.get(), hello.data(), hello.size()).ok());
+  EXPECT_TRUE(PeerDropped(fd.get()));
+  EXPECT_TRUE(WaitNoConnections(1));
+  EXPECT_EQ(target_->stats().bad_frames, 1u);
+  EXPECT_EQ(FirstChanged(), -1);
+}
+
 TEST(TcpTargetLimitsTest, ConnectionsBeyondTheLimitAreRefused) {
   absl::StatusOr<std::shared_ptr<TcpTarget>> t = TcpTarget::Start("127.0.0.1", 0, 1);
   ASSERT_TRUE(t.ok()) << t.status();
@@ -378,6 +431,9 @@ TEST(TcpTargetLimitsTest, ConnectionsBeyondTheLimitAreRefused) {
     return std::move(*fd);
   };
   auto read_ok = [&](int fd) {
+    if (!wire::ProveTarget(fd, (*t)->secret(), absl::Now() + absl::Seconds(30), "t").ok()) {
+      return false;
+    }
     wire::Header h;
     h.opcode = wire::Opcode::kReadReq;
     h.rkey = region->rkey;
@@ -411,8 +467,11 @@ TEST(TcpTargetLimitsTest, StopIsIdempotentAndClosesConnections) {
   ASSERT_TRUE(fd.ok()) << fd.status();
   (*t)->Stop();
   (*t)->Stop();
+  // At most the HELLO the target sent before it stopped, then the close.
   std::byte b;
-  EXPECT_FALSE(ReadFull(fd->get(), &b, 1).ok());
+  size_t got = 0;
+  while (got <= wire::kHandshakeFrameSize && ReadFull(fd->get(), &b, 1).ok()) ++got;
+  EXPECT_LE(got, wire::kHandshakeFrameSize);
   EXPECT_FALSE(ConnectTcp("127.0.0.1", (*t)->port(), absl::Seconds(30)).ok());
 }
 

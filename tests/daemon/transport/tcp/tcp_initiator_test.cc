@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "common/completion_batch.h"
 #include "common/pattern.h"
 #include "common/socket.h"
+#include "common/tcp_proof.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -136,17 +138,48 @@ struct ClosedPort {
   uint16_t port = 0;
 };
 
-// A target that accepts connections and never answers: requests sit in its socket buffer.
+// The endpoint secret of each test target, by port, so MakeOp fills endpoints as the client
+// library does. A port nobody registered gets a secret no target holds.
+absl::Mutex secrets_mu;
+std::map<uint16_t, std::string>& Secrets() {
+  static std::map<uint16_t, std::string> m;
+  return m;
+}
+void RememberSecret(uint16_t port, std::string secret) {
+  absl::MutexLock lock(&secrets_mu);
+  Secrets()[port] = std::move(secret);
+}
+std::string SecretOf(uint16_t port) {
+  absl::MutexLock lock(&secrets_mu);
+  auto it = Secrets().find(port);
+  return it == Secrets().end() ? std::string(32, 'u') : it->second;
+}
+// Where the test's ops come from, as gRPC would report it.
+constexpr char kCaller[] = "ipv4:127.0.0.1:40000";
+
+std::shared_ptr<TcpTarget> StartTarget() {
+  absl::StatusOr<std::shared_ptr<TcpTarget>> t = TcpTarget::Start("127.0.0.1", 0, 256);
+  EXPECT_TRUE(t.ok()) << t.status();
+  if (!t.ok()) return nullptr;
+  RememberSecret((*t)->port(), (*t)->secret());
+  return *t;
+}
+
+// A target that accepts connections, proves it holds its secret and then never answers:
+// requests sit in its socket buffer.
 class SilentTarget {
  public:
   SilentTarget() {
     absl::StatusOr<ScopedFd> l = ListenTcp("127.0.0.1", 0, 16, &port_);
     EXPECT_TRUE(l.ok()) << l.status();
     listener_ = std::move(*l);
+    RememberSecret(port_, secret_);
     acceptor_ = std::thread([this] {
       for (;;) {
         int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
         if (fd < 0) return;  // listener shut down
+        // Fails when the initiator gives up first (shutdown mid-opening); the link is then dead.
+        (void)tcpwire::AnswerChallenge(fd, secret_, absl::Now() + absl::Seconds(30));
         absl::MutexLock lock(&mu_);
         accepted_.emplace_back(fd);
       }
@@ -164,10 +197,90 @@ class SilentTarget {
 
  private:
   uint16_t port_ = 0;
+  const std::string secret_ = std::string(32, 's');
   ScopedFd listener_;
   absl::Mutex mu_;
   std::vector<ScopedFd> accepted_ ABSL_GUARDED_BY(mu_);
   std::thread acceptor_;
+};
+
+
+// A listener of the test's own: accepts one connection, optionally plays the opening of a
+// target (a HELLO, then after the CHALLENGE a PROOF of `proof_secret`), and records every byte
+// it receives after that until EOF. With no opening it is a plain socket that is not a target.
+class RecordingListener {
+ public:
+  enum class Mode { kPlain, kHelloThenWrongProof };
+  explicit RecordingListener(Mode mode, const std::string& host = "127.0.0.1") : mode_(mode) {
+    absl::StatusOr<ScopedFd> l = ListenTcp(host, 0, 4, &port_);
+    EXPECT_TRUE(l.ok()) << l.status();
+    listener_ = std::move(*l);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~RecordingListener() {
+    ::shutdown(listener_.get(), SHUT_RDWR);
+    thread_.join();
+  }
+  uint16_t port() const { return port_; }
+  // Waits until the peer closed; then: connections accepted, bytes received after the opening.
+  void WaitDone() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+  }
+  size_t accepted() {
+    absl::MutexLock lock(&mu_);
+    return accepted_;
+  }
+  size_t received() {
+    absl::MutexLock lock(&mu_);
+    return received_;
+  }
+  bool challenged() {
+    absl::MutexLock lock(&mu_);
+    return challenged_;
+  }
+
+ private:
+  void Serve() {
+    ScopedFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    {
+      absl::MutexLock lock(&mu_);
+      if (fd.valid()) ++accepted_;
+    }
+    if (fd.valid() && mode_ == Mode::kHelloThenWrongProof) {
+      std::array<std::byte, tcpwire::kHandshakeFrameSize> frame;
+      tcpwire::HandshakeBody nonce{};
+      tcpwire::EncodeHandshake(tcpwire::Opcode::kHello, nonce, frame);
+      EXPECT_TRUE(WriteFull(fd.get(), frame.data(), frame.size()).ok());
+      if (ReadFull(fd.get(), frame.data(), frame.size()).ok() &&
+          tcpwire::DecodeHandshake(frame, tcpwire::Opcode::kChallenge).ok()) {
+        absl::MutexLock lock(&mu_);
+        challenged_ = true;
+      }
+      // The proof of a secret the op does not carry.
+      tcpwire::EncodeHandshake(tcpwire::Opcode::kProof,
+                               tcpwire::ComputeProof(std::string(32, 'z'), nonce, nonce), frame);
+      (void)WriteFull(fd.get(), frame.data(), frame.size());
+    }
+    char buf[4096];
+    for (ssize_t n; fd.valid() && (n = ::recv(fd.get(), buf, sizeof(buf), 0)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      absl::MutexLock lock(&mu_);
+      received_ += static_cast<size_t>(n);
+    }
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+  }
+  const Mode mode_;
+  uint16_t port_ = 0;
+  ScopedFd listener_;
+  absl::Mutex mu_;
+  size_t accepted_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t received_ ABSL_GUARDED_BY(mu_) = 0;
+  bool challenged_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
 };
 
 TransferOp MakeOp(Direction d, std::byte* local, uint64_t length, uint64_t remote, uint32_t rkey,
@@ -179,16 +292,16 @@ TransferOp MakeOp(Direction d, std::byte* local, uint64_t length, uint64_t remot
   op.length = length;
   op.remote_address = remote;
   op.rkey = rkey;
-  op.tcp = {"127.0.0.1", port};
+  op.tcp = {"127.0.0.1", port, SecretOf(port)};
+  op.caller = kCaller;
   return op;
 }
 
 class TcpInitiatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::shared_ptr<TcpTarget>> t = TcpTarget::Start("127.0.0.1", 0, 256);
-    ASSERT_TRUE(t.ok()) << t.status();
-    target_ = *t;
+    target_ = StartTarget();
+    ASSERT_NE(target_, nullptr);
   }
   void TearDown() override {
     // Initiator first: it must not touch target or memory after they go.
@@ -416,6 +529,110 @@ TEST_F(TcpInitiatorTest, ClosedPortIsUnavailable) {
   EXPECT_GE(initiator_->stats().errors, 20u);
 }
 
+
+// The confused deputy: an op naming a listener that is not a target (someone else's service on
+// the caller's host). The listener gets not one byte; the op is PERMISSION_DENIED.
+TEST_F(TcpInitiatorTest, AListenerThatIsNotATargetGetsNoByte) {
+  TcpInitiatorOptions o;
+  o.link.connect_timeout = absl::Milliseconds(300);
+  StartInitiator(o);
+  StoreMemory store(1 << 20, 1);
+  for (Direction d : {Direction::kStoreToClient, Direction::kClientToStore}) {
+    RecordingListener plain(RecordingListener::Mode::kPlain);
+    absl::Status s = Run(MakeOp(d, store.at(0), 4128, 0x10000, 7, plain.port()));
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+    EXPECT_THAT(s.message(), HasSubstr("did not prove it holds the endpoint's secret"));
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("127.0.0.1:", plain.port())));
+    plain.WaitDone();
+    EXPECT_EQ(plain.accepted(), 1u);
+    EXPECT_EQ(plain.received(), 0u);
+  }
+  EXPECT_EQ(store.FirstChangedOutside(), -1);
+}
+
+// A peer that speaks the opening but cannot prove the secret gets the CHALLENGE and nothing
+// after it; for a Read, the store keeps its bytes.
+TEST_F(TcpInitiatorTest, AWrongProofIsPermissionDeniedAndNothingFollowsTheChallenge) {
+  StartInitiator({});
+  StoreMemory store(1 << 20, 1);
+  for (Direction d : {Direction::kStoreToClient, Direction::kClientToStore}) {
+    RecordingListener fake(RecordingListener::Mode::kHelloThenWrongProof);
+    absl::Status s = Run(MakeOp(d, store.at(0), 3 << 18, 0x10000, 7, fake.port()));
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+    EXPECT_THAT(s.message(), HasSubstr("wrong PROOF"));
+    fake.WaitDone();
+    EXPECT_TRUE(fake.challenged());
+    EXPECT_EQ(fake.received(), 0u);
+  }
+  EXPECT_EQ(store.FirstChangedOutside(), -1);
+}
+
+// A link proved for one secret is never handed an op carrying another, even to the same
+// host:port: the wrong secret gets a link of its own, whose proof fails.
+TEST_F(TcpInitiatorTest, ALinkProvedForOneSecretNeverCarriesAnother) {
+  StartInitiator({});
+  ClientMemory client(*target_, 1 << 20, 1);
+  StoreMemory store(1 << 20, 2);
+  TransferOp good = MakeOp(Direction::kClientToStore, store.at(0), 4096, client.address(0),
+                           client.rkey(), target_->port());
+  ASSERT_TRUE(Run(good).ok());
+  const uint64_t accepted = target_->stats().accepted;
+  for (Direction d : {Direction::kStoreToClient, Direction::kClientToStore}) {
+    TransferOp wrong = MakeOp(d, store.at(4096), 8192, client.address(4096), client.rkey(),
+                              target_->port());
+    wrong.tcp.secret = good.tcp.secret;
+    wrong.tcp.secret[5] ^= 1;
+    absl::Status s = Run(wrong);
+    EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+    EXPECT_THAT(s.message(), HasSubstr("did not prove"));
+    EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr(wrong.tcp.secret)));
+  }
+  EXPECT_GT(target_->stats().accepted, accepted);  // a link of its own, not the proved one
+  EXPECT_EQ(client.FirstChangedOutside(), -1);
+  EXPECT_EQ(store.FirstChangedOutside(0, 4096), -1);
+  // The right secret still rides its proved link.
+  EXPECT_TRUE(Run(good).ok());
+}
+
+// A target that is not the caller's own address is refused before any connection; an allowed
+// CIDR lets it through.
+TEST_F(TcpInitiatorTest, TargetOutsideTheCallersAddressIsRefusedWithoutAConnection) {
+  absl::StatusOr<std::shared_ptr<TcpTarget>> t2 = TcpTarget::Start("127.0.0.2", 0, 16);
+  if (!t2.ok()) GTEST_SKIP() << "cannot listen on 127.0.0.2: " << t2.status();
+  ClientMemory client(**t2, 1 << 20, 1);
+  StoreMemory store(1 << 20, 2);
+  StartInitiator({});
+  TransferOp op = MakeOp(Direction::kStoreToClient, store.at(0), 4096, client.address(0),
+                         client.rkey(), (*t2)->port());
+  op.tcp.host = "127.0.0.2";
+  op.tcp.secret = (*t2)->secret();
+  OpWaiter w;
+  absl::Status s = initiator_->Submit(op, w.Callback());
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("127.0.0.2:", (*t2)->port())));
+  EXPECT_THAT(s.message(), HasSubstr(kCaller));
+  EXPECT_THAT(s.message(), HasSubstr("--tcp-target-allow"));
+  EXPECT_EQ(w.calls(), 0);
+  EXPECT_EQ(initiator_->stats().in_use, 0u);
+  // A host name is checked on every address it resolves to, before connecting.
+  op.tcp.host = "localhost";
+  op.caller = "ipv4:10.1.2.3:5000";
+  s = Run(op);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(s.message(), HasSubstr("localhost"));
+  EXPECT_EQ((*t2)->stats().accepted, 0u);
+
+  TcpInitiatorOptions o;
+  o.target_allow.push_back(*Cidr::Parse("127.0.0.0/8"));
+  StartInitiator(o);
+  op.tcp.host = "127.0.0.2";
+  op.caller = kCaller;
+  EXPECT_TRUE(Run(op).ok());
+  EXPECT_EQ(PatternMismatch(store.seed(), 0, client.span(0, 4096)), std::nullopt);
+  initiator_.reset();
+  (*t2)->Stop();
+}
+
 TEST_F(TcpInitiatorTest, SilentTargetIsDeadlineExceeded) {
   TcpInitiatorOptions o;
   o.op_timeout = absl::Milliseconds(300);
@@ -443,14 +660,14 @@ TEST_F(TcpInitiatorTest, LinksAreReusedPerDestination) {
   o.chunk_bytes = 4096;
   o.links_per_target = 2;
   StartInitiator(o);
-  absl::StatusOr<std::shared_ptr<TcpTarget>> other = TcpTarget::Start("127.0.0.1", 0, 256);
-  ASSERT_TRUE(other.ok()) << other.status();
+  std::shared_ptr<TcpTarget> other = StartTarget();
+  ASSERT_NE(other, nullptr);
   ClientMemory client(*target_, 1 << 20, 1);
-  ClientMemory client2(**other, 1 << 20, 2);
+  ClientMemory client2(*other, 1 << 20, 2);
   StoreMemory store(1 << 20, 3);
   for (int i = 0; i < 200; ++i) {
     ClientMemory& c = i % 2 ? client : client2;
-    const uint16_t port = i % 2 ? target_->port() : (*other)->port();
+    const uint16_t port = i % 2 ? target_->port() : other->port();
     const Direction d = i % 3 ? Direction::kStoreToClient : Direction::kClientToStore;
     ASSERT_TRUE(
         Run(MakeOp(d, store.at(i * 4096), 3 * 4096, c.address(i * 4096), c.rkey(), port)).ok())
@@ -462,9 +679,9 @@ TEST_F(TcpInitiatorTest, LinksAreReusedPerDestination) {
   EXPECT_EQ(initiator_->stats().clients, 2u);
   // The targets saw no more connections than links exist.
   EXPECT_LE(target_->stats().connections, o.links_per_target);
-  EXPECT_LE((*other)->stats().connections, o.links_per_target);
+  EXPECT_LE(other->stats().connections, o.links_per_target);
   initiator_.reset();
-  (*other)->Stop();
+  other->Stop();
 }
 
 TEST_F(TcpInitiatorTest, FullPoolOfBusyLinksIsResourceExhausted) {
@@ -503,14 +720,14 @@ TEST_F(TcpInitiatorTest, IdleLinkIsEvictedForAnotherDestination) {
   TcpInitiatorOptions o;
   o.max_links = 1;
   StartInitiator(o);
-  absl::StatusOr<std::shared_ptr<TcpTarget>> other = TcpTarget::Start("127.0.0.1", 0, 256);
-  ASSERT_TRUE(other.ok()) << other.status();
+  std::shared_ptr<TcpTarget> other = StartTarget();
+  ASSERT_NE(other, nullptr);
   ClientMemory client(*target_, 1 << 20, 1);
-  ClientMemory client2(**other, 1 << 20, 2);
+  ClientMemory client2(*other, 1 << 20, 2);
   StoreMemory store(1 << 20, 3);
   for (int i = 0; i < 6; ++i) {
     ClientMemory& c = i % 2 ? client2 : client;
-    const uint16_t port = i % 2 ? (*other)->port() : target_->port();
+    const uint16_t port = i % 2 ? other->port() : target_->port();
     absl::Status s = Run(MakeOp(Direction::kStoreToClient, store.at(0), 100000, c.address(0),
                                 c.rkey(), port));
     ASSERT_TRUE(s.ok()) << "op " << i << ": " << s;
@@ -520,7 +737,7 @@ TEST_F(TcpInitiatorTest, IdleLinkIsEvictedForAnotherDestination) {
   // Evictions are the pool's choice, not failures.
   EXPECT_EQ(initiator_->stats().errors, 0u);
   initiator_.reset();
-  (*other)->Stop();
+  other->Stop();
 }
 
 // A Stream message's ops arrive as one batch: every op moves its bytes, each callback runs
@@ -529,10 +746,10 @@ TEST_F(TcpInitiatorTest, SubmitBatchMovesEveryOpOnce) {
   TcpInitiatorOptions o;
   o.chunk_bytes = 64 << 10;
   StartInitiator(o);
-  absl::StatusOr<std::shared_ptr<TcpTarget>> other = TcpTarget::Start("127.0.0.1", 0, 256);
-  ASSERT_TRUE(other.ok()) << other.status();
+  std::shared_ptr<TcpTarget> other = StartTarget();
+  ASSERT_NE(other, nullptr);
   ClientMemory client(*target_, 8 << 20, 1);
-  ClientMemory client2(**other, 8 << 20, 2);
+  ClientMemory client2(*other, 8 << 20, 2);
   StoreMemory store(8 << 20, 3);
   constexpr int kOps = 96;
   constexpr uint64_t kSlot = 80 << 10;  // > chunk_bytes: some ops span two chunks
@@ -540,7 +757,7 @@ TEST_F(TcpInitiatorTest, SubmitBatchMovesEveryOpOnce) {
   std::vector<OpWaiter> waiters(kOps);
   for (int i = 0; i < kOps; ++i) {
     ClientMemory& c = i % 2 ? client2 : client;
-    const uint16_t port = i % 2 ? (*other)->port() : target_->port();
+    const uint16_t port = i % 2 ? other->port() : target_->port();
     const uint64_t len = 1 + (i * 7919) % kSlot;
     batch[i].op = MakeOp(Direction::kStoreToClient, store.at(i * kSlot), len,
                          c.address(i * kSlot), c.rkey(), port);
@@ -559,7 +776,7 @@ TEST_F(TcpInitiatorTest, SubmitBatchMovesEveryOpOnce) {
   EXPECT_EQ(initiator_->stats().clients, 2u);
   EXPECT_LE(initiator_->stats().in_use, 2 * o.links_per_target);
   initiator_.reset();
-  (*other)->Stop();
+  other->Stop();
 }
 
 // Planning a batch must never evict a link that an earlier op of the same batch was planned
@@ -568,10 +785,10 @@ TEST_F(TcpInitiatorTest, SubmitBatchNeverEvictsALinkItPlannedOn) {
   TcpInitiatorOptions o;
   o.max_links = 1;
   StartInitiator(o);
-  absl::StatusOr<std::shared_ptr<TcpTarget>> other = TcpTarget::Start("127.0.0.1", 0, 256);
-  ASSERT_TRUE(other.ok()) << other.status();
+  std::shared_ptr<TcpTarget> other = StartTarget();
+  ASSERT_NE(other, nullptr);
   ClientMemory client(*target_, 1 << 20, 1);
-  ClientMemory client2(**other, 1 << 20, 2);
+  ClientMemory client2(*other, 1 << 20, 2);
   StoreMemory store(1 << 20, 3);
   std::vector<Submission> batch(2);
   OpWaiter first, second;
@@ -579,7 +796,7 @@ TEST_F(TcpInitiatorTest, SubmitBatchNeverEvictsALinkItPlannedOn) {
                        client.rkey(), target_->port());
   batch[0].done = first.Callback();
   batch[1].op = MakeOp(Direction::kStoreToClient, store.at(0), 4096, client2.address(0),
-                       client2.rkey(), (*other)->port());
+                       client2.rkey(), other->port());
   batch[1].done = second.Callback();
   initiator_->SubmitBatch(batch);
   EXPECT_TRUE(batch[0].status.ok()) << batch[0].status;
@@ -589,7 +806,7 @@ TEST_F(TcpInitiatorTest, SubmitBatchNeverEvictsALinkItPlannedOn) {
   initiator_.reset();
   EXPECT_EQ(second.calls(), 0);  // refused: never called, not even at shutdown
   EXPECT_EQ(client2.FirstChangedOutside(), -1);
-  (*other)->Stop();
+  other->Stop();
 }
 
 // Small ops share one link; a destination gets its second link only once the first carries a
@@ -692,9 +909,12 @@ TEST_F(TcpInitiatorTest, ResponsesThatArriveTogetherCompleteAsOneBurst) {
   uint16_t port = 0;
   absl::StatusOr<ScopedFd> listener = ListenTcp("127.0.0.1", 0, 4, &port);
   ASSERT_TRUE(listener.ok()) << listener.status();
+  const std::string secret(32, 'b');
+  RememberSecret(port, secret);
   std::thread answerer([&] {
     ScopedFd fd(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
     ASSERT_TRUE(fd.valid());
+    ASSERT_TRUE(tcpwire::AnswerChallenge(fd.get(), secret, absl::Now() + absl::Seconds(30)).ok());
     std::vector<std::byte> acks(kOps * tcpwire::kHeaderSize);
     for (int i = 0; i < kOps; ++i) {
       std::array<std::byte, tcpwire::kHeaderSize> raw;

@@ -1,0 +1,79 @@
+#include "common/grpc_peer.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace gdr {
+namespace {
+
+std::string Shown(absl::string_view text) {
+  std::string s(text.substr(0, 96));
+  for (char& c : s)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return s;
+}
+
+absl::Status Bad(absl::string_view peer) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("caller address '", Shown(peer), "' is not ipv4:A:P, ipv6:[A]:P or unix:PATH"));
+}
+
+bool ValidPort(absl::string_view text) {
+  uint32_t port = 0;
+  return !text.empty() && text.size() <= 5 &&
+         text.find_first_not_of("0123456789") == absl::string_view::npos &&
+         absl::SimpleAtoi(text, &port) && port <= 65535;
+}
+
+}  // namespace
+
+absl::StatusOr<GrpcPeer> ParseGrpcPeer(absl::string_view peer) {
+  GrpcPeer out;
+  if (absl::StartsWith(peer, "unix:") || absl::StartsWith(peer, "unix-abstract:")) {
+    out.kind = GrpcPeer::Kind::kUnix;
+    return out;
+  }
+  absl::string_view host, port;
+  if (absl::StartsWith(peer, "ipv4:")) {
+    const absl::string_view rest = peer.substr(5);
+    const size_t colon = rest.rfind(':');
+    if (colon == absl::string_view::npos) return Bad(peer);
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+    if (host.find(':') != absl::string_view::npos) return Bad(peer);
+  } else if (absl::StartsWith(peer, "ipv6:")) {
+    absl::string_view rest = peer.substr(5);
+    absl::string_view open = "[", close = "]:";
+    if (absl::StartsWithIgnoreCase(rest, "%5B")) {
+      open = "%5B";
+      close = "%5D:";
+    }
+    if (!absl::StartsWithIgnoreCase(rest, open)) return Bad(peer);
+    rest.remove_prefix(open.size());
+    size_t end = absl::string_view::npos;
+    for (size_t i = 0; i + close.size() <= rest.size(); ++i) {
+      if (absl::EqualsIgnoreCase(rest.substr(i, close.size()), close)) {
+        end = i;
+        break;
+      }
+    }
+    if (end == absl::string_view::npos) return Bad(peer);
+    host = rest.substr(0, end);
+    port = rest.substr(end + close.size());
+    // A link-local caller carries a zone ("fe80::1%eth0", "%25eth0" encoded): the address
+    // without it is what a target address can be compared with.
+    const size_t zone = host.find('%');
+    if (zone != absl::string_view::npos) host = host.substr(0, zone);
+  } else {
+    return Bad(peer);
+  }
+  if (!ValidPort(port)) return Bad(peer);
+  absl::StatusOr<IpAddress> ip = IpAddress::Parse(host);
+  if (!ip.ok()) return Bad(peer);
+  out.ip = *ip;
+  return out;
+}
+
+}  // namespace gdr
