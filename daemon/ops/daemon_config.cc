@@ -7,6 +7,7 @@
 #include "common/token_file.h"
 #include "common/units.h"
 #include "daemon/ops/dc_flags.h"
+#include "daemon/ops/tls_flags.h"
 
 namespace gdr {
 namespace {
@@ -98,6 +99,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   app.add_option("--token-file", cfg.token_file,
                  "callers must send 'authorization: Bearer <token>' with a token of this file "
                  "(one per line, # comments; re-read on SIGHUP). Default: no token needed");
+  AddTlsFlags(app, &cfg.tls);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -167,6 +169,8 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
     }
     cfg.tokens = *std::move(tokens);
   }
+  GDR_RETURN_IF_ERROR(CheckTlsFlags(cfg.tls));
+  GDR_RETURN_IF_ERROR(CheckListenExposure(cfg.listen, cfg.tls, !cfg.token_file.empty()));
   return cfg;
 }
 
