@@ -174,7 +174,9 @@ TlsReloader::~TlsReloader() {
 }
 
 absl::Status TlsReloader::StageLocked(const TlsMaterial& m) {
-  const uint64_t gen = generation_ + 1;
+  // A number is used once, even by a generation that fails half-way (its leftovers go with the
+  // cleanup two generations later).
+  const uint64_t gen = ++generation_;
   const std::string name = absl::StrCat("gen-", gen);
   const std::string gdir = absl::StrCat(dir_, "/", name);
   if (::mkdir(gdir.c_str(), 0700) != 0) {
@@ -196,9 +198,9 @@ absl::Status TlsReloader::StageLocked(const TlsMaterial& m) {
     return absl::ErrnoToStatus(errno, absl::StrCat("TLS staging: rename ", link_tmp));
   }
   last_mtime_ = mtime;
-  generation_ = gen;
   // The generation before the previous one: no read can still be going through it, since the
-  // provider reads the files once a second, each read a few microseconds.
+  // provider reads the files once a second, each read a few microseconds (and a read that fails
+  // keeps the credentials it had until the next one).
   if (gen > 2) {
     std::error_code ec;
     std::filesystem::remove_all(absl::StrCat(dir_, "/gen-", gen - 2), ec);
