@@ -24,6 +24,7 @@
 #include "daemon/ops/daemon_config.h"
 #include "daemon/ops/supervisor.h"
 #include "daemon/ops/systemd_notifier.h"
+#include "daemon/ops/tls_reloader.h"
 #include "daemon/service/stats.h"
 #include "daemon/service/store_service.h"
 #include "daemon/store/delay_queue.h"
@@ -159,6 +160,9 @@ int Run(int argc, char** argv) {
   extras.syncer = &syncer;
   gdr::StoreService service(store->get(), &transports, cfg->limits, extras);
   service.set_connect_handler(rc_connect.get());
+  // san: lines of the token file name client certificates, so they count only when gRPC has
+  // verified those against --tls-client-ca (mTLS; switching it needs a restart).
+  service.TrustClientCertificates(cfg->tls.enabled() && cfg->tls.mutual());
   service.SetTokens(cfg->tokens);
   if (!cfg->tokens.empty()) {
     GDR_LOG(kInfo) << "token authentication on: " << gdr::DescribeCredentials(cfg->tokens)
@@ -171,11 +175,28 @@ int Run(int argc, char** argv) {
     }
   }
 
+  // Declared before the server so that the certificates outlive every handshake.
+  std::unique_ptr<gdr::TlsReloader> tls;
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (cfg->tls.enabled()) {
+    absl::StatusOr<std::unique_ptr<gdr::TlsReloader>> reloader = gdr::TlsReloader::Create(cfg->tls);
+    if (!reloader.ok()) return Fatal(reloader.status());
+    tls = std::move(*reloader);
+    credentials = tls->credentials();
+    service.set_tls_info([&tls] { return tls->Info(); });
+    tls->StartWatching(absl::Seconds(1));
+    GDR_LOG(kInfo) << tls->Describe() << "; files re-read when they change and on SIGHUP";
+  } else if (!gdr::IsLoopbackListen(cfg->listen) && cfg->token_file.empty()) {
+    GDR_LOG(kWarning) << "--insecure: serving " << cfg->listen
+                      << " with neither TLS nor tokens; anyone who reaches it may read and "
+                         "write every volume";
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(cfg->listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(cfg->listen, credentials, &port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(1 << 20);  // control messages only; data never rides gRPC
   // A client host that vanishes without closing its connection is noticed by keepalive, which
@@ -217,6 +238,7 @@ int Run(int argc, char** argv) {
   d.media = &media;
   d.stats = &stats;
   d.notifier = notifier.get();
+  d.tls = tls.get();
   d.serving = absl::StrCat("serving on ", cfg->listen, " (port ", port, "), transports ",
                            transports.Names());
   return gdr::ServeUntilStopped(d, signals);

@@ -200,7 +200,9 @@ if [[ -z $DAEMON ]]; then
     printf '\n```\n[client]$ %s   (started, pid %s)\n```\n' \
       "$GDRSTORED --listen 127.0.0.1:0 --rdma-device $DEV --volume vol0=$VOLUME" "$DAEMON_PID" >> "$CMDLOG"
   else
-    REMOTE_PID=$(run storage "f=\$(mktemp /tmp/gdrstored-first-run.XXXXXX); nohup $RS_GDRSTORED --listen $STORAGE_ADDR:$PORT --rdma-addr $STORAGE_ADDR --volume vol0=$VOLUME --log-level warning > \$f.log 2>&1 < /dev/null & echo \$!" | tail -n1)
+    # A lab pair on its own link: --insecure says so (a non-loopback listen address needs TLS,
+    # tokens or this flag).
+    REMOTE_PID=$(run storage "f=\$(mktemp /tmp/gdrstored-first-run.XXXXXX); nohup $RS_GDRSTORED --listen $STORAGE_ADDR:$PORT --insecure --rdma-addr $STORAGE_ADDR --volume vol0=$VOLUME --log-level warning > \$f.log 2>&1 < /dev/null & echo \$!" | tail -n1)
     DAEMON=$STORAGE_ADDR:$PORT
     for _ in $(seq 120); do "$GDRCTL" --daemon "$DAEMON" info >/dev/null 2>&1 && break; sleep 1; done
   fi

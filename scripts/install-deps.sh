@@ -2,13 +2,15 @@
 # Installs the Debian 12 packages gdrstored needs to build and test. Idempotent: packages already
 # present are skipped by apt. Run as root (or with sudo) on a fresh machine. systemd provides
 # systemd-analyze (unit verification); file and dpkg-dev are what CPack's .deb generator uses.
+# libssl-dev: the PEM checks of TLS files; openssl: the TLS tests make their certificates with it.
 set -euo pipefail
 
 PKGS=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libsystemd-dev libibverbs-dev rdma-core
-  libgtest-dev libgmock-dev libcli11-dev libssl-dev
+  libgtest-dev libgmock-dev libcli11-dev
+  libssl-dev openssl
   procps iproute2
   systemd file dpkg-dev
   python3 python3-numpy python3-pytest python3-setuptools python3-pip python3-venv

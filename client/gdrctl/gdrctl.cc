@@ -53,6 +53,8 @@ struct Common {
   int gid_index = -1;
   uint32_t rc_qps = 2;
   std::string token_file;  // --token-file, else $GDRSTORE_TOKEN_FILE
+  // --tls-ca/--tls-cert/--tls-key/--tls-server-name, else $GDRSTORE_TLS_CA etc.
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
 };
 
 struct OpArgs {
@@ -130,6 +132,14 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const Common& c) {
     if (!token.ok()) return token.status();
     o.token = *std::move(token);
   }
+  auto flag_or_env = [](const std::string& flag, const char* env) {
+    const char* v = std::getenv(env);
+    return !flag.empty() || v == nullptr ? flag : std::string(v);
+  };
+  o.tls_ca = flag_or_env(c.tls_ca, "GDRSTORE_TLS_CA");
+  o.tls_cert = flag_or_env(c.tls_cert, "GDRSTORE_TLS_CERT");
+  o.tls_key = flag_or_env(c.tls_key, "GDRSTORE_TLS_KEY");
+  o.tls_server_name = flag_or_env(c.tls_server_name, "GDRSTORE_TLS_SERVER_NAME");
   o.daemon_address = c.daemon;  // resolved by DaemonAddress after parsing
   o.target_host = c.target_host;
   o.rpc_timeout = std::chrono::milliseconds(c.timeout_ms);
@@ -175,6 +185,13 @@ int CmdInfo(const Common& c) {
                     ",\"max_inflight_ops\":", l.max_inflight_ops(),
                     ",\"max_inflight_bytes\":", l.max_inflight_bytes(),
                     ",\"chunk_bytes\":", l.chunk_bytes(), ",\"max_links\":", l.max_links(), "}");
+    if (info->has_tls()) {
+      const auto& t = info->tls();
+      absl::StrAppend(&out, ",\"tls\":{\"enabled\":", t.enabled() ? "true" : "false",
+                      ",\"client_certificate_required\":",
+                      t.client_certificate_required() ? "true" : "false",
+                      ",\"reloads\":", t.reloads(), ",\"refused\":", t.refused(), "}");
+    }
     if (info->has_rdma()) {
       const auto& r = info->rdma();
       absl::StrAppend(&out, ",\"rdma\":{\"device\":\"", r.device(), "\",\"port\":", r.port(),
@@ -213,6 +230,15 @@ int CmdInfo(const Common& c) {
             << "  in flight / daemon  " << l.max_inflight_ops() << " ops, "
             << gdr::FormatSize(l.max_inflight_bytes()) << "\n"
             << "  tcp links           " << l.max_links() << "\n";
+  if (info->tls().enabled()) {
+    const auto& t = info->tls();
+    std::cout << "tls:\n"
+              << "  mode                "
+              << (t.client_certificate_required() ? "mTLS (client certificates required)" : "TLS")
+              << "\n  certificate         " << t.certificate_subject() << ", valid until "
+              << t.certificate_not_after() << "\n  reloads             " << t.reloads()
+              << " taken, " << t.refused() << " refused\n";
+  }
   if (info->has_rdma()) {
     const auto& r = info->rdma();
     std::cout << "rdma (daemon):\n"
@@ -500,6 +526,16 @@ int main(int argc, char** argv) {
                  "send the first token of this file as 'authorization: Bearer' (daemons with "
                  "--token-file; grants after the token are the daemon's business and ignored "
                  "here); default $GDRSTORE_TOKEN_FILE");
+  app.add_option("--tls-ca", c.tls_ca,
+                 "TLS to the daemon, trusting the CA(s) of this PEM file (daemons with "
+                 "--tls-cert); default $GDRSTORE_TLS_CA");
+  app.add_option("--tls-cert", c.tls_cert,
+                 "client certificate (PEM) for daemons with --tls-client-ca; default "
+                 "$GDRSTORE_TLS_CERT");
+  app.add_option("--tls-key", c.tls_key, "private key of --tls-cert; default $GDRSTORE_TLS_KEY");
+  app.add_option("--tls-server-name", c.tls_server_name,
+                 "name to check the daemon's certificate against instead of the -a host; "
+                 "default $GDRSTORE_TLS_SERVER_NAME");
   app.set_version_flag("--version", GDR_VERSION);
 
   CLI::App* info = app.add_subcommand("info", "daemon version, transports, volumes, limits");

@@ -63,7 +63,12 @@ int RunSelftest(const SelftestOptions& o, std::ostream& out) {
   const std::string tname = gdrstore::TransportName(o.client.transport);
 
   // 1. The daemon and what it offers.
-  auto stub = v1::GdrStore::NewStub(gdrstore::OpenDaemonChannel(o.client));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = gdrstore::OpenDaemonChannel(o.client);
+  if (!channel.ok()) {
+    steps.Fail("daemon", channel.status());
+    return steps.failed();
+  }
+  auto stub = v1::GdrStore::NewStub(*channel);
   v1::GetInfoResponse info;
   {
     grpc::ClientContext ctx;

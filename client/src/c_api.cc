@@ -6,6 +6,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -194,7 +195,10 @@ gdrstore_status gdrstore_client_open(const gdrstore_client_options* o, gdrstore_
     CopyMessage(s, error, error_len);
     return static_cast<gdrstore_status>(s.code());
   };
-  if (o == nullptr || o->struct_size < sizeof(gdrstore_client_options)) {
+  // The options as the first header had them; later fields are read where struct_size has them.
+  constexpr size_t kFirstOptionsSize =
+      offsetof(gdrstore_client_options, rpc_timeout_ms) + sizeof(uint32_t);
+  if (o == nullptr || o->struct_size < kFirstOptionsSize) {
     return fail(absl::InvalidArgumentError(
         "options missing or from an older header (call gdrstore_client_options_init)"));
   }
@@ -217,6 +221,20 @@ gdrstore_status gdrstore_client_open(const gdrstore_client_options* o, gdrstore_
     }
     if (o->rdma_device != nullptr) opts.rdma_device = o->rdma_device;
     opts.rpc_timeout = std::chrono::milliseconds(o->rpc_timeout_ms);
+    // A field past the caller's struct_size is not read at all: it is not the caller's memory.
+    auto take = [o](size_t offset, const char* const gdrstore_client_options::*field,
+                    std::string* into) {
+      if (o->struct_size < offset + sizeof(const char*)) return;
+      if (const char* v = o->*field; v != nullptr) *into = v;
+    };
+    take(offsetof(gdrstore_client_options, tls_ca), &gdrstore_client_options::tls_ca,
+         &opts.tls_ca);
+    take(offsetof(gdrstore_client_options, tls_cert), &gdrstore_client_options::tls_cert,
+         &opts.tls_cert);
+    take(offsetof(gdrstore_client_options, tls_key), &gdrstore_client_options::tls_key,
+         &opts.tls_key);
+    take(offsetof(gdrstore_client_options, tls_server_name),
+         &gdrstore_client_options::tls_server_name, &opts.tls_server_name);
     absl::StatusOr<std::unique_ptr<gdrstore::Client>> c = gdrstore::Client::Connect(opts);
     if (!c.ok()) return fail(c.status());
     auto* h = new gdrstore_client();

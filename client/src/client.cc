@@ -59,7 +59,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   ClientOptions opts = options;
   if (opts.transport == Transport::kAuto) {
     // Ask the daemon what it offers, then try dc, rc, tcp in that order.
-    auto stub = v1::GdrStore::NewStub(OpenDaemonChannel(opts));
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = OpenDaemonChannel(opts);
+    if (!channel.ok()) return channel.status();
+    auto stub = v1::GdrStore::NewStub(*channel);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::GetInfoRequest req;
@@ -95,7 +97,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     }
     return absl::UnavailableError(absl::StrCat("transport auto: no transport works (", notes, ")"));
   }
-  auto client = std::unique_ptr<Client>(new Client(opts, OpenDaemonChannel(opts)));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = OpenDaemonChannel(opts);
+  if (!channel.ok()) return channel.status();
+  auto client = std::unique_ptr<Client>(new Client(opts, *std::move(channel)));
   absl::StatusOr<std::shared_ptr<gdr::ClientTransport>> transport =
       gdr::OpenClientTransport(&client->options_, client->stub());
   if (!transport.ok()) return transport.status();

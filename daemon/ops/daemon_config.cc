@@ -7,6 +7,7 @@
 #include "common/token_file.h"
 #include "common/units.h"
 #include "daemon/ops/dc_flags.h"
+#include "daemon/ops/tls_flags.h"
 
 namespace gdr {
 namespace {
@@ -104,6 +105,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
                  "a client certificate a san: line names; each line grants volumes: "
                  "'<token>|san:<SAN> [name=L] [get=V1,V2|*] [put=...]', a bare token may do "
                  "all (re-read on SIGHUP). Default: no token needed");
+  AddTlsFlags(app, &cfg.tls);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -181,6 +183,8 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
     }
     cfg.tokens = *std::move(tokens);
   }
+  GDR_RETURN_IF_ERROR(CheckTlsFlags(cfg.tls));
+  GDR_RETURN_IF_ERROR(CheckListenExposure(cfg.listen, cfg.tls, !cfg.token_file.empty()));
   return cfg;
 }
 

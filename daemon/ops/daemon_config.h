@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/log.h"
+#include "daemon/ops/tls_flags.h"
 #include "daemon/service/store_service.h"
 #include "daemon/store/store.h"
 #include "daemon/transport/dc/dc_options.h"
@@ -39,6 +40,8 @@ struct DaemonConfig {
   // on SIGHUP; common/token_file.h); none: open.
   std::string token_file;
   std::vector<Credential> tokens;
+  // TLS/mTLS on the gRPC port (files re-read on change and on SIGHUP), and --insecure.
+  TlsSettings tls;
 
   // Whether the RDMA device is opened at all (rc or dc may run), and whether failing to open
   // it is fatal (a transport that needs it is on, or a device was named).

@@ -84,6 +84,18 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   }
   eff.token_file = next.token_file;
   eff.tokens = next.tokens;
+  // TLS: the files are re-read on every reload (TlsReloader) and may move; switching TLS or
+  // mTLS on or off changes the listening socket's credentials and needs a restart.
+  if (current.tls.enabled() != next.tls.enabled() || current.tls.mutual() != next.tls.mutual()) {
+    plan.needs_restart.push_back(absl::StrCat(
+        "tls: ", current.tls.enabled() ? (current.tls.mutual() ? "mTLS" : "TLS") : "off", " -> ",
+        next.tls.enabled() ? (next.tls.mutual() ? "mTLS" : "TLS") : "off"));
+  } else {
+    Compare("tls-cert", current.tls.cert, next.tls.cert, &plan.applied);
+    Compare("tls-key", current.tls.key, next.tls.key, &plan.applied);
+    Compare("tls-client-ca", current.tls.client_ca, next.tls.client_ca, &plan.applied);
+    eff.tls = next.tls;
+  }
 
   // Volumes: media timing is live; a volume's existence, size and file are not.
   std::map<std::string, const VolumeSpec*> old_by_name, new_by_name;

@@ -33,6 +33,11 @@ void Reload(SupervisedDaemon& d) {
   ReloadPlan plan = PlanReload(d.config, *next);
   d.service->UpdateLimits(plan.effective.limits);
   d.service->SetTokens(plan.effective.tokens);
+  // Certificates are read again even when no path changed (the files may have); a set that
+  // does not check out is refused with its own log line and the served one stays.
+  if (d.tls != nullptr && plan.effective.tls.enabled()) {
+    d.tls->Reload(plan.effective.tls, "SIGHUP").IgnoreError();
+  }
   SetLogLevel(plan.effective.log_level);
   if (d.media != nullptr) {
     for (const VolumeSpec& v : plan.effective.volumes) {

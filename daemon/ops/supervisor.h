@@ -19,6 +19,7 @@
 #include "daemon/service/store_service.h"
 #include "daemon/store/sync_worker.h"
 #include "daemon/ops/systemd_notifier.h"
+#include "daemon/ops/tls_reloader.h"
 
 namespace gdr {
 
@@ -36,6 +37,7 @@ struct SupervisedDaemon {
   MediaTiming* media = nullptr;
   DaemonStats* stats = nullptr;
   const SystemdNotifier* notifier = nullptr;
+  TlsReloader* tls = nullptr;  // the gRPC port's certificates; null without TLS
   // "serving on 127.0.0.1:50051, transports tcp": the first words of every STATUS line.
   std::string serving;
 };

@@ -521,6 +521,11 @@ grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx
   l->set_max_inflight_bytes(limits.max_inflight_bytes);
   l->set_chunk_bytes(limits.chunk_bytes);
   l->set_max_links(limits.max_links);
+  if (tls_info_) {
+    *response->mutable_tls() = tls_info_();
+  } else {
+    response->mutable_tls()->set_enabled(false);
+  }
   auto* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

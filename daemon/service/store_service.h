@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,6 +94,11 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   void TrustClientCertificates(bool verified) { auth_.set_client_certificates_verified(verified); }
   // An accepted token for the daemon's own calls to itself (no volume right).
   std::string InternalToken() const { return auth_.InternalToken(); }
+  // Where GetInfo.tls comes from (the TLS reloader, which outlives the server); set before
+  // serving. Unset: GetInfo reports TLS off.
+  void set_tls_info(std::function<gdrstore::v1::TlsInfo()> source) {
+    tls_info_ = std::move(source);
+  }
   ServiceLimits limits() const;
 
   // Validates and starts one op; `done` gets the final status and the daemon-side service time.
@@ -142,6 +148,7 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
 
   const Store* store_;
   TransportSet* transports_;
+  std::function<gdrstore::v1::TlsInfo()> tls_info_;
   mutable absl::Mutex limits_mu_;
   ServiceLimits limits_ ABSL_GUARDED_BY(limits_mu_);
   std::atomic<uint64_t> max_op_bytes_;

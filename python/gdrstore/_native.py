@@ -16,6 +16,11 @@ class ClientOptions(ctypes.Structure):
         ("token_file", ctypes.c_char_p),
         ("rdma_device", ctypes.c_char_p),
         ("rpc_timeout_ms", ctypes.c_uint32),
+        # Appended later; the library reads them only when struct_size covers them.
+        ("tls_ca", ctypes.c_char_p),
+        ("tls_cert", ctypes.c_char_p),
+        ("tls_key", ctypes.c_char_p),
+        ("tls_server_name", ctypes.c_char_p),
     ]
 
 

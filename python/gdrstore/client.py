@@ -38,17 +38,24 @@ class Client:
     """A connection to one gdrstored: `Client("127.0.0.1:50051", transport="auto")`.
 
     transport: "tcp", "rc", "dc" or "auto". token / token_file: the bearer token a daemon
-    started with --token-file expects. timeout: seconds per op (None: no deadline)."""
+    started with --token-file expects. timeout: seconds per op (None: no deadline).
+    tls_ca: PEM file of the CA the daemon's certificate must chain to (TLS on; daemons with
+    --tls-cert). tls_cert / tls_key: this client's certificate and key (daemons with
+    --tls-client-ca). tls_server_name: the name to verify instead of the address's host."""
 
     def __init__(self, address: str = "127.0.0.1:50051", transport: str = "tcp",
                  token: Optional[str] = None, token_file: Optional[str] = None,
-                 rdma_device: Optional[str] = None, timeout: Optional[float] = 120.0):
+                 rdma_device: Optional[str] = None, timeout: Optional[float] = 120.0,
+                 tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
+                 tls_key: Optional[str] = None, tls_server_name: Optional[str] = None):
         opts = ClientOptions()
         lib.gdrstore_client_options_init(ctypes.byref(opts))
         self._keep = [s.encode() if s is not None else None
-                      for s in (address, transport, token, token_file, rdma_device)]
+                      for s in (address, transport, token, token_file, rdma_device,
+                                tls_ca, tls_cert, tls_key, tls_server_name)]
         (opts.daemon_address, opts.transport, opts.token, opts.token_file,
-         opts.rdma_device) = self._keep
+         opts.rdma_device, opts.tls_ca, opts.tls_cert, opts.tls_key,
+         opts.tls_server_name) = self._keep
         opts.rpc_timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)

@@ -210,8 +210,10 @@ bool PollUntil(const std::function<bool()>& condition, absl::Duration timeout,
 
 // ---- health check ----
 
-absl::StatusOr<bool> HealthCheck(const std::string& address, absl::Duration timeout) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+absl::StatusOr<bool> HealthCheck(const std::string& address, absl::Duration timeout,
+                                 std::shared_ptr<grpc::ChannelCredentials> credentials) {
+  auto channel = grpc::CreateChannel(
+      address, credentials != nullptr ? credentials : grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   // HealthCheckRequest{service: ""}: field 1, wire type 2, length 0.
   const char request_bytes[] = {0x0a, 0x00};
@@ -301,6 +303,14 @@ absl::StatusOr<uint64_t> ResidentBytes(pid_t pid) {
 
 absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
     const std::vector<std::string>& args, absl::Duration ready_timeout) {
+  DaemonStart how;
+  how.ready_timeout = ready_timeout;
+  return Start(args, how);
+}
+
+absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
+    const std::vector<std::string>& args, const DaemonStart& how) {
+  const absl::Duration ready_timeout = how.ready_timeout;
   std::unique_ptr<DaemonProcess> d(new DaemonProcess());
   absl::StatusOr<std::unique_ptr<TempDir>> dir = TempDir::Create("gdrstored-integ");
   if (!dir.ok()) return dir.status();
@@ -309,8 +319,7 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
   // $GDR_GDRSTORED_BIN overrides the built path (test binaries carried to another machine).
   const char* bin_env = std::getenv("GDR_GDRSTORED_BIN");
   const std::string bin = bin_env != nullptr && *bin_env != '\0' ? bin_env : GDR_GDRSTORED_BIN;
-  std::vector<std::string> argv = {bin, "--listen", "127.0.0.1:0", "--port-file",
-                                   port_file};
+  std::vector<std::string> argv = {bin, "--listen", how.listen, "--port-file", port_file};
   argv.insert(argv.end(), args.begin(), args.end());
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn(argv, d->dir_->File("stdout"), d->dir_->File("stderr"));
@@ -345,12 +354,13 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
                                                     absl::FormatDuration(ready_timeout),
                                                     "; stderr: ", d->Stderr()));
   }
+  if (!how.health_check) return d;
   // Readiness is what the health service says, not the file.
   absl::Status last;
   for (;;) {
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) break;
-    absl::StatusOr<bool> serving = HealthCheck(d->address(), left);
+    absl::StatusOr<bool> serving = HealthCheck(d->address(), left, how.credentials);
     if (serving.ok() && *serving) return d;
     last = serving.ok() ? absl::UnavailableError("health: NOT_SERVING") : serving.status();
     if (!d->child_->Running()) break;

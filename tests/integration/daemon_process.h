@@ -16,6 +16,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
+namespace grpc {
+class ChannelCredentials;
+}
+
 namespace gdr::integ {
 
 // A scratch directory under $TMPDIR (or /tmp), removed with its files on destruction.
@@ -102,7 +106,9 @@ bool PollUntil(const std::function<bool()>& condition, absl::Duration timeout,
 
 // grpc.health.v1.Health/Check for the server-wide service (""), hand-serialized. Returns true
 // for SERVING, false for any other serving status; the RPC's status when the call fails.
-absl::StatusOr<bool> HealthCheck(const std::string& address, absl::Duration timeout);
+// `credentials` null: plaintext.
+absl::StatusOr<bool> HealthCheck(const std::string& address, absl::Duration timeout,
+                                 std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
 
 // Open file descriptors of `pid` (entries of /proc/PID/fd).
 absl::StatusOr<int> CountOpenFds(pid_t pid);
@@ -111,9 +117,21 @@ std::string DescribeOpenFds(pid_t pid);
 // VmRSS of `pid` in bytes, from /proc/PID/status.
 absl::StatusOr<uint64_t> ResidentBytes(pid_t pid);
 
+// How DaemonProcess::Start launches the daemon and decides it is ready.
+struct DaemonStart {
+  std::string listen = "127.0.0.1:0";  // the health check still goes to 127.0.0.1:PORT
+  // Credentials of the readiness health check (a TLS daemon); null: plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // False: the port file alone means ready (a daemon no client of the test can handshake with).
+  bool health_check = true;
+  absl::Duration ready_timeout = absl::Seconds(30);
+};
+
 // A running gdrstored on 127.0.0.1 with an ephemeral port.
 class DaemonProcess {
  public:
+  static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(const std::vector<std::string>& args,
+                                                              const DaemonStart& how);
   // Spawns GDR_GDRSTORED_BIN with `--listen 127.0.0.1:0 --port-file F` plus `args`, waits for the
   // port file and then for the health check to report SERVING, all within `ready_timeout`.
   // When the daemon dies or never gets ready the error carries its stderr.

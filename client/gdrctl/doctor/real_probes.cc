@@ -132,7 +132,9 @@ absl::StatusOr<std::string> RealProbes::ProbeGpuRegistration(int ordinal,
 absl::StatusOr<DaemonOffer> RealProbes::GetInfo(const std::string& address) {
   gdrstore::ClientOptions o = daemon_;
   o.daemon_address = address;
-  std::unique_ptr<v1::GdrStore::Stub> stub = v1::GdrStore::NewStub(gdrstore::OpenDaemonChannel(o));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = gdrstore::OpenDaemonChannel(o);
+  if (!channel.ok()) return channel.status();
+  std::unique_ptr<v1::GdrStore::Stub> stub = v1::GdrStore::NewStub(*channel);
   grpc::ClientContext ctx;
   // A doctor answers quickly: an unreachable daemon costs at most this long.
   const auto wait = std::min<std::chrono::milliseconds>(o.rpc_timeout, std::chrono::seconds(5));

@@ -71,6 +71,16 @@ struct ClientOptions {
   // Bearer token sent on every call (metadata `authorization: Bearer <token>`), for daemons
   // started with --token-file. Empty: none sent.
   std::string token;
+  // TLS to the daemon (gdrstored --tls-cert): on when tls_ca or tls_cert is set. tls_ca: PEM
+  // file of the CA(s) the daemon's certificate must chain to (empty: the system's roots).
+  // tls_cert / tls_key: this client's certificate and key, for daemons that require client
+  // certificates (--tls-client-ca). tls_server_name: the name checked against the daemon's
+  // certificate instead of the host of daemon_address (e.g. when connecting by IP address to a
+  // certificate issued for a DNS name). Files are read and checked by Connect.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_server_name;
 };
 
 // What this process's tcp target has done so far (all links).
@@ -306,10 +316,12 @@ class Client {
   std::string auto_notes_;
 };
 
-// The channel a Client talks to its daemon on: gRPC retries off (a retried op could run twice)
-// and, when options.token is set, the bearer token attached to every call. For callers that
-// build requests themselves on a channel of their own.
-std::shared_ptr<grpc::Channel> OpenDaemonChannel(const ClientOptions& options);
+// The channel a Client talks to its daemon on: gRPC retries off (a retried op could run twice),
+// TLS when options.tls_ca or tls_cert is set, and, when options.token is set, the bearer token
+// attached to every call. For callers that build requests themselves on a channel of their
+// own. INVALID_ARGUMENT / NOT_FOUND naming the option and file when a TLS file cannot be read
+// or does not check out (PEM, key matching the certificate).
+absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenDaemonChannel(const ClientOptions& options);
 
 // grpc::Status -> absl::Status, same code and message.
 absl::Status FromGrpcStatus(const grpc::Status& status);

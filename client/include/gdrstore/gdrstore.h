@@ -72,6 +72,12 @@ typedef struct gdrstore_client_options {
                                  it are ignored); NULL: none */
   const char* rdma_device;    /* rc/dc: the device; NULL: chosen as the C++ library does */
   uint32_t rpc_timeout_ms;    /* deadline of each op; 0: none */
+  /* Fields below were appended later; the library reads each only when struct_size covers
+   * it, so callers built against an older header keep working (and get no TLS). */
+  const char* tls_ca;          /* TLS: PEM CA file the daemon's certificate must chain to */
+  const char* tls_cert;        /* TLS: client certificate (PEM), for mTLS daemons */
+  const char* tls_key;         /* TLS: its private key (PEM) */
+  const char* tls_server_name; /* TLS: name to verify instead of the address's host */
 } gdrstore_client_options;
 
 GDRSTORE_EXPORT void gdrstore_client_options_init(gdrstore_client_options* options);
