@@ -7,7 +7,8 @@
 // message. Properties of an accepted op: nonzero length within max_op_bytes, [offset,
 // offset+length) inside the named volume without overflow, the store pointer at that offset,
 // a remote range that does not wrap, a nonzero rkey, and an endpoint of an offered transport
-// with its fields in range. A refusal is a status a client can act on (never OK, never a crash).
+// with its fields in range. A refusal carries a code of the proto's status table and a
+// printable message.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "daemon/store/store.h"
 #include "daemon/transport/transfer_op.h"
 #include "gdrstore/v1/gdrstore.pb.h"
+#include "google/protobuf/stubs/logging.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
@@ -82,7 +84,14 @@ void ValidateOne(Direction direction, const v1::Extent* extent, const v1::Remote
   absl::StatusOr<gdr::TransferOp> op =
       gdr::ValidateOp(direction, extent, buffer, FuzzStore(), kMaxOpBytes, offered);
   if (!op.ok()) {
+    // The codes of gdrstore.proto's status table, and a message safe to log and to send back:
+    // printable ASCII only, whatever bytes the request carried.
+    const absl::StatusCode code = op.status().code();
+    GDR_FUZZ_CHECK(code == absl::StatusCode::kInvalidArgument ||
+                   code == absl::StatusCode::kNotFound || code == absl::StatusCode::kOutOfRange ||
+                   code == absl::StatusCode::kUnimplemented);
     GDR_FUZZ_CHECK(!op.status().message().empty());
+    for (char c : op.status().message()) GDR_FUZZ_CHECK(c >= 0x20 && c <= 0x7e);
     return;
   }
   GDR_FUZZ_CHECK(extent != nullptr && buffer != nullptr);
@@ -90,6 +99,13 @@ void ValidateOne(Direction direction, const v1::Extent* extent, const v1::Remote
 }
 
 }  // namespace
+
+// Protobuf logs every string field that is not UTF-8 (a refused parse, as in the server):
+// silence it so the fuzzer's output stays readable and fast.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
