@@ -43,7 +43,7 @@ for t in $targets; do
     -artifact_prefix="$out/" "$out/corpus" "tests/fuzz/corpus/$t" >"$out/log" 2>&1 || rc=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/log")
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$out/log")
-  cov=$(grep -o 'cov: [0-9]*' "$out/log" | tail -1 | cut -d' ' -f2)
+  cov=$(grep -o 'cov: [0-9]*' "$out/log" | tail -1 | cut -d' ' -f2 || true)
   if ((rc != 0)); then
     status=1
     tail -n 40 "$out/log"
