@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gdrstored needs to build and test. Idempotent: packages already
 # present are skipped by apt. Run as root (or with sudo) on a fresh machine. systemd provides
-# systemd-analyze (unit verification); file and dpkg-dev are what CPack's .deb generator uses.
-# libssl-dev: the PEM checks of TLS files; openssl: the TLS tests make their certificates with it.
+# systemd-analyze (unit verification); file and dpkg-dev are what CPack's .deb generator uses;
+# libssl-dev: the tcp proof's HMAC and the PEM checks of TLS files; openssl: the TLS tests make
+# their certificates with it; clang-14 and its sanitizer and libFuzzer runtimes build the fuzz
+# targets (scripts/fuzz-smoke.sh).
 set -euo pipefail
 
 PKGS=(
@@ -11,6 +13,7 @@ PKGS=(
   libabsl-dev libsystemd-dev libibverbs-dev rdma-core
   libgtest-dev libgmock-dev libcli11-dev
   libssl-dev openssl
+  clang-14 libclang-rt-14-dev libfuzzer-14-dev
   procps iproute2
   systemd file dpkg-dev
   python3 python3-numpy python3-pytest python3-setuptools python3-pip python3-venv

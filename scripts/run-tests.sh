@@ -9,6 +9,9 @@ bash scripts/install-deps.sh
 bash scripts/build.sh
 status=0
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --timeout 600 || status=$?
+# The libFuzzer targets (tests/fuzz), built with clang in build-fuzz, 30 s each on their corpora.
+echo "== fuzz smoke: scripts/fuzz-smoke.sh =="
+bash scripts/fuzz-smoke.sh || status=$?
 # The Python package against the shared library just built (Debian's python3 has its numpy and
 # pytest; a python3 earlier on the PATH may not).
 echo "== Python package: /usr/bin/python3 -m pytest tests/python =="

@@ -119,6 +119,13 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   for (const std::string& v : volumes) {
     absl::StatusOr<VolumeSpec> spec = ParseVolumeSpec(v);
     if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--volume: ", spec.status().message()));
+    // Refused here, not only by Store::Create, so that a reload refuses it too.
+    for (const VolumeSpec& seen : cfg.volumes) {
+      if (seen.name == spec->name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--volume: volume '", spec->name, "' given twice"));
+      }
+    }
     cfg.volumes.push_back(*spec);
   }
   GDR_ASSIGN_OR_RETURN(cfg.limits.max_op_bytes, SizeFlag("max-op-size", max_op));

@@ -43,7 +43,7 @@ uint64_t LatencyHistogram::BucketUpperNs(int bucket) {
   if (bucket <= 0) return uint64_t{1} << kMinShift;
   const int octave = (bucket - 1) / kSubBuckets + kMinShift;
   const int sub = (bucket - 1) % kSubBuckets;
-  return (uint64_t{1} << octave) + (uint64_t{sub + 1} << (octave - 3));
+  return (uint64_t{1} << octave) + (static_cast<uint64_t>(sub + 1) << (octave - 3));
 }
 
 void LatencyHistogram::Record(uint64_t ns) {

@@ -159,6 +159,24 @@ TEST(DaemonConfigTest, MissingConfigFileIsInvalidArgument) {
   EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Found by tests/fuzz/daemon_config_fuzz (the exact file is its corpus entry
+// regression_volume_given_twice): a repeated volume name passed the parse and only
+// Store::Create refused it, so a SIGHUP reload planned (and applied the media timing of) a
+// configuration the daemon cannot start with.
+TEST(DaemonConfigTest, RepeatedVolumeNameInConfigFileIsRefused) {
+  TempDir dir;
+  const std::string path = dir.Write("dup.conf", "volume=v=1 v=1");
+  absl::StatusOr<DaemonConfig> cfg = Parse({"--config", path});
+  EXPECT_EQ(cfg.status().code(), absl::StatusCode::kInvalidArgument) << cfg.status();
+  EXPECT_THAT(cfg.status().message(), HasSubstr("--volume: volume 'v' given twice"));
+}
+
+TEST(DaemonConfigTest, RepeatedVolumeFlagIsRefusedWhateverItsOptions) {
+  ExpectInvalidNaming({"--volume", "a=1MiB", "--volume", "b=1MiB", "--volume",
+                       "a=1MiB,latency_us=5"},
+                      "volume 'a' given twice");
+}
+
 TEST(DaemonConfigTest, BadSizesNameTheFlag) {
   ExpectInvalidNaming({"--max-op-size", "12parsecs"}, "--max-op-size");
   ExpectInvalidNaming({"--max-op-size", "0"}, "--max-op-size");

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) into build-fuzz and runs
+# each on its seed corpus (tests/fuzz/corpus/<target>/) for a bounded time. Exits 1 on any
+# crash, leak, timeout or out-of-memory, printing the reproducer's path and the command that
+# replays it. New inputs the fuzzers find go to build-fuzz/fuzz-out/<target>/corpus, never into
+# the tree. docs/testing.md (Fuzzing) says how to run one longer.
+#   FUZZ_SECONDS  seconds per target (default 30)
+#   FUZZ_TARGETS  space-separated subset (default: all)
+#   FUZZ_BUILD_DIR  (default build-fuzz); CC/CXX: clang-14/clang++-14 unless FUZZ_CC/FUZZ_CXX
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${FUZZ_BUILD_DIR:-build-fuzz}
+seconds=${FUZZ_SECONDS:-30}
+all="tcp_frame_fuzz transfer_op_fuzz volume_spec_fuzz daemon_config_fuzz token_file_fuzz units_fuzz"
+targets=${FUZZ_TARGETS:-$all}
+
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+echo "== fuzz: configure and build $B (clang, ASan+UBSan+libFuzzer) =="
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER="${FUZZ_CC:-clang-14}" -DCMAKE_CXX_COMPILER="${FUZZ_CXX:-clang++-14}" \
+  -DGDR_FUZZ=ON -DGDR_BUILD_TESTS=OFF -DGDR_BUILD_BENCH=OFF -DGDR_WITH_CUDA=OFF \
+  "${launcher[@]}" >/dev/null
+build=()
+for t in $targets; do build+=(--target "$t"); done
+cmake --build "$B" -j "$(nproc)" "${build[@]}"
+
+status=0
+summary=()
+for t in $targets; do
+  out="$B/fuzz-out/$t"
+  rm -rf "$out"
+  mkdir -p "$out/corpus"
+  dict=()
+  [[ -f tests/fuzz/${t%_fuzz}.dict ]] && dict=(-dict="tests/fuzz/${t%_fuzz}.dict")
+  echo "== fuzz: $t for ${seconds}s =="
+  rc=0
+  # The first folder takes new inputs; the tree's corpus is only read.
+  UBSAN_OPTIONS=print_stacktrace=1 "$B/tests/fuzz/$t" -max_total_time="$seconds" -timeout=10 \
+    -rss_limit_mb=2048 -max_len=8192 -print_final_stats=1 "${dict[@]}" \
+    -artifact_prefix="$out/" "$out/corpus" "tests/fuzz/corpus/$t" >"$out/log" 2>&1 || rc=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out/log")
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$out/log")
+  cov=$(grep -o 'cov: [0-9]*' "$out/log" | tail -1 | cut -d' ' -f2 || true)
+  if ((rc != 0)); then
+    status=1
+    tail -n 40 "$out/log"
+    repro=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$out/log" | tail -1)
+    echo "FAIL $t (exit $rc): log $out/log"
+    if [[ -n $repro ]]; then
+      echo "  reproducer: $repro"
+      echo "  replay:     $B/tests/fuzz/$t $repro"
+    fi
+    summary+=("FAIL $t: exit $rc, reproducer ${repro:-none} (log $out/log)")
+  else
+    summary+=("ok   $t: ${runs:-?} runs, ${rate:-?} exec/s, cov ${cov:-?}")
+  fi
+done
+echo "== fuzz summary =="
+printf '%s\n' "${summary[@]}"
+exit "$status"
