@@ -76,4 +76,12 @@ absl::StatusOr<GrpcPeer> ParseGrpcPeer(absl::string_view peer) {
   return out;
 }
 
+bool SamePeerAddress(absl::string_view a, absl::string_view b) {
+  absl::StatusOr<GrpcPeer> pa = ParseGrpcPeer(a);
+  absl::StatusOr<GrpcPeer> pb = ParseGrpcPeer(b);
+  if (!pa.ok() || !pb.ok()) return pa.ok() == pb.ok() && a == b;
+  if (pa->kind != pb->kind) return false;
+  return pa->kind == GrpcPeer::Kind::kUnix || pa->ip == pb->ip;
+}
+
 }  // namespace gdr

@@ -22,4 +22,8 @@ struct GrpcPeer {
 // channels, an empty string, a port out of range, a host name).
 absl::StatusOr<GrpcPeer> ParseGrpcPeer(absl::string_view peer);
 
+// Whether two peer strings name the same caller address: the same IP (ports ignored), or both
+// on a unix socket. Two strings that do not parse match only when equal.
+bool SamePeerAddress(absl::string_view a, absl::string_view b);
+
 }  // namespace gdr

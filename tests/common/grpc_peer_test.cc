@@ -54,5 +54,17 @@ TEST(GrpcPeerTest, RefusesGarbage) {
   EXPECT_NE(p.status().message().find("ipv4:??"), absl::string_view::npos) << p.status();
 }
 
+TEST(GrpcPeerTest, SamePeerAddressComparesAddressesNotPorts) {
+  EXPECT_TRUE(SamePeerAddress("ipv4:10.0.0.7:41234", "ipv4:10.0.0.7:5000"));
+  EXPECT_TRUE(SamePeerAddress("ipv6:[::ffff:10.0.0.7]:1", "ipv4:10.0.0.7:2"));
+  EXPECT_TRUE(SamePeerAddress("ipv6:%5Bfd00::7%5D:1", "ipv6:[fd00::7]:2"));
+  EXPECT_TRUE(SamePeerAddress("unix:/run/gdrstored.sock", "unix:"));
+  EXPECT_FALSE(SamePeerAddress("ipv4:10.0.0.7:1", "ipv4:10.0.0.8:1"));
+  EXPECT_FALSE(SamePeerAddress("ipv4:127.0.0.1:1", "unix:/run/gdrstored.sock"));
+  EXPECT_FALSE(SamePeerAddress("ipv4:10.0.0.7:1", "garbage"));
+  EXPECT_FALSE(SamePeerAddress("garbage", "other garbage"));
+  EXPECT_TRUE(SamePeerAddress("inproc", "inproc"));
+}
+
 }  // namespace
 }  // namespace gdr

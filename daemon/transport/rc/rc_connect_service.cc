@@ -19,8 +19,9 @@ class ConnectReactor final
     : public grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse>,
       public RcControl {
  public:
-  explicit ConnectReactor(RcInitiator* owner)
+  ConnectReactor(RcInitiator* owner, std::string peer)
       : owner_(owner),
+        peer_(std::move(peer)),
         writes_(
             [this](std::deque<v1::ConnectResponse>& queue) {
               StartWrite(&queue.front());
@@ -79,7 +80,7 @@ class ConnectReactor final
       }
       v1::ConnectResponse resp;
       absl::StatusOr<std::shared_ptr<RcConnection>> c =
-          owner_->Accept(request_.hello(), this, resp.mutable_accept());
+          owner_->Accept(request_.hello(), peer_, this, resp.mutable_accept());
       if (!c.ok()) return c.status();
       conn_ = std::move(*c);
       Queue(std::move(resp));
@@ -110,6 +111,7 @@ class ConnectReactor final
   }
 
   RcInitiator* owner_;
+  const std::string peer_;  // the call's address: the connection's ops must come from it
   v1::ConnectRequest request_;  // read callbacks never overlap
   std::shared_ptr<RcConnection> conn_;  // set by the first read, cleared in OnDone
   absl::Mutex mu_;
@@ -121,7 +123,7 @@ class ConnectReactor final
 
 grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse>* RcConnectService::Open(
     grpc::CallbackServerContext* ctx) {
-  return new ConnectReactor(rc_);
+  return new ConnectReactor(rc_, ctx->peer());
 }
 
 }  // namespace gdr

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_peer.h"
 #include "common/log.h"
 #include "common/units.h"
 #include "common/verbs/chunk_plan.h"
@@ -51,6 +52,7 @@ RcInitiator::~RcInitiator() {
   Shutdown();
   absl::MutexLock lock(&mu_);
   connections_.clear();
+  owners_.clear();
 }
 
 absl::Status RcInitiator::Submit(const TransferOp& op, OpDone done) {
@@ -60,11 +62,15 @@ absl::Status RcInitiator::Submit(const TransferOp& op, OpDone done) {
   absl::StatusOr<uint32_t> lkey = core_->VolumeLkey(op.volume);
   if (!lkey.ok()) return absl::InternalError(lkey.status().message());
   std::shared_ptr<RcConnection> conn;
+  std::string owner;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::CancelledError("daemon is shutting down");
     auto it = connections_.find(op.rc_connection_id);
-    if (it != connections_.end()) conn = it->second;
+    if (it != connections_.end()) {
+      conn = it->second;
+      owner = owners_[op.rc_connection_id];
+    }
   }
   if (!conn) {
     return absl::FailedPreconditionError(
@@ -72,10 +78,18 @@ absl::Status RcInitiator::Submit(const TransferOp& op, OpDone done) {
                      " is not open on this daemon (never connected, or its Connect call ended); "
                      "reconnect"));
   }
+  // The port is not compared: a client may open its Connect call and its ops on different
+  // channels. The id alone then reaches no other host's memory through the daemon.
+  if (!SamePeerAddress(owner, op.caller)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "rc connection ", op.rc_connection_id, " belongs to another caller (opened from ", owner,
+        ", this op comes from ", op.caller, "); ops must come from the Connect call's address"));
+  }
   return conn->Submit(op, *lkey, std::move(done));
 }
 
 absl::StatusOr<std::shared_ptr<RcConnection>> RcInitiator::Accept(const v1::RcHello& hello,
+                                                                  absl::string_view peer,
                                                                   RcControl* control,
                                                                   v1::RcAccept* accept) {
   if (draining_.load()) return absl::UnavailableError("daemon is shutting down");
@@ -115,6 +129,7 @@ absl::StatusOr<std::shared_ptr<RcConnection>> RcInitiator::Accept(const v1::RcHe
   std::shared_ptr<RcConnection> conn = std::move(*made);
   conn->SetControl(control);
   connections_.emplace(id, conn);
+  owners_.emplace(id, std::string(peer));
   GDR_LOG(kInfo) << "rc connection " << id << ": " << n << " QPs (" << qps_in_use_
                  << " in use)";
   return conn;
@@ -138,6 +153,7 @@ void RcInitiator::Release(uint64_t id, const absl::Status& why) {
         if (it == connections_.end()) return;
         dead = std::move(it->second);
         connections_.erase(it);
+        owners_.erase(id);
         qps_in_use_ -= dead->qp_count();
         closed_qp_errors_ += dead->qp_errors();
         closed_qp_recoveries_ += dead->qp_recoveries();

@@ -49,8 +49,10 @@ class RcInitiator final : public Initiator {
   void FillInfo(gdrstore::v1::GetInfoResponse* info) const override;
 
   // For RcConnectService. Creates the connection for `hello` and fills `accept`;
-  // RESOURCE_EXHAUSTED when no QP is left, UNAVAILABLE while draining.
+  // RESOURCE_EXHAUSTED when no QP is left, UNAVAILABLE while draining. `peer` is the Connect
+  // call's ServerContext::peer(): ops on the connection must come from the same address.
   absl::StatusOr<std::shared_ptr<RcConnection>> Accept(const gdrstore::v1::RcHello& hello,
+                                                       absl::string_view peer,
                                                        RcControl* control,
                                                        gdrstore::v1::RcAccept* accept);
   // Closes connection `id` with `why`; its QPs are destroyed on the poller thread once flushed.
@@ -66,6 +68,8 @@ class RcInitiator final : public Initiator {
   uint64_t chunk_bytes_ = 0;
   mutable absl::Mutex mu_;
   std::map<uint64_t, std::shared_ptr<RcConnection>> connections_ ABSL_GUARDED_BY(mu_);
+  // The peer of each connection's Connect call (same keys as connections_).
+  std::map<uint64_t, std::string> owners_ ABSL_GUARDED_BY(mu_);
   uint32_t qps_in_use_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   // QP errors / recoveries of connections already closed (live ones count their own).
