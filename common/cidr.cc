@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -32,8 +33,10 @@ bool HostBitsSet(const IpAddress& a, int bits) {
   return false;
 }
 
-// `a` with every bit past the first `bits` cleared, as text in its family.
-std::string Network(const IpAddress& a, int bits) {
+// `a` with every bit past the first `bits` cleared, as text in the family it was written in
+// (`v4_text`): an IPv4-mapped address written as IPv6 keeps its ::ffff: so the suggestion
+// parses with the same prefix length.
+std::string Network(const IpAddress& a, int bits, bool v4_text) {
   std::array<uint8_t, 16> b = a.bytes();
   for (int i = 0; i < 16; ++i) {
     const int keep = std::min(8, std::max(0, bits - 8 * i));
@@ -41,7 +44,7 @@ std::string Network(const IpAddress& a, int bits) {
   }
   char text[64];
   std::string out;
-  if (a.is_v4()) {
+  if (v4_text) {
     out = absl::StrCat(b[12], ".", b[13], ".", b[14], ".", b[15]);
   } else {
     for (int i = 0; i < 16; i += 2) {
@@ -49,7 +52,9 @@ std::string Network(const IpAddress& a, int bits) {
       out += text;
     }
     // Parse gives the canonical short form.
-    if (absl::StatusOr<IpAddress> p = IpAddress::Parse(out); p.ok()) out = p->ToString();
+    if (absl::StatusOr<IpAddress> p = IpAddress::Parse(out); p.ok()) {
+      out = p->is_v4() ? absl::StrCat("::ffff:", p->ToString()) : p->ToString();
+    }
   }
   return out;
 }
@@ -73,7 +78,9 @@ absl::StatusOr<Cidr> Cidr::Parse(absl::string_view text) {
         bits_text.find_first_not_of("0123456789") != absl::string_view::npos ||
         !absl::SimpleAtoi(bits_text, &bits) || bits > max_bits) {
       return absl::InvalidArgumentError(
-          absl::StrCat("bad CIDR '", addr->ToString(), "/", bits_text.substr(0, 8),
+          // The bits as written, escaped: the message may go to a log or back to a caller.
+          absl::StrCat("bad CIDR '", addr->ToString(), "/",
+                       absl::CHexEscape(bits_text.substr(0, 8)),
                        "': the prefix length must be 0..", max_bits));
     }
   }
@@ -81,7 +88,7 @@ absl::StatusOr<Cidr> Cidr::Parse(absl::string_view text) {
   if (HostBitsSet(*addr, bits128)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "bad CIDR '", addr->ToString(), "/", bits, "': bits are set past the prefix (did you mean ",
-        Network(*addr, bits128), "/", bits, "?)"));
+        Network(*addr, bits128, max_bits == 32), "/", bits, "?)"));
   }
   return Cidr(*addr, bits128);
 }

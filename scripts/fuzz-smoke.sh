@@ -4,14 +4,15 @@
 # crash, leak, timeout or out-of-memory, printing the reproducer's path and the command that
 # replays it. New inputs the fuzzers find go to build-fuzz/fuzz-out/<target>/corpus, never into
 # the tree. docs/testing.md (Fuzzing) says how to run one longer.
-#   FUZZ_SECONDS  seconds per target (default 30)
+#   FUZZ_SECONDS  seconds per target (default 25)
 #   FUZZ_TARGETS  space-separated subset (default: all)
 #   FUZZ_BUILD_DIR  (default build-fuzz); CC/CXX: clang-14/clang++-14 unless FUZZ_CC/FUZZ_CXX
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${FUZZ_BUILD_DIR:-build-fuzz}
-seconds=${FUZZ_SECONDS:-30}
-all="tcp_frame_fuzz transfer_op_fuzz volume_spec_fuzz daemon_config_fuzz token_file_fuzz units_fuzz"
+seconds=${FUZZ_SECONDS:-25}
+all="tcp_frame_fuzz transfer_op_fuzz volume_spec_fuzz daemon_config_fuzz token_file_fuzz units_fuzz
+  address_fuzz"
 targets=${FUZZ_TARGETS:-$all}
 
 launcher=()

@@ -4,6 +4,7 @@
 
 #include <netinet/in.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/ip_address.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -111,6 +112,47 @@ TEST(CidrTest, RefusesWhatIsNotAPrefixWithAClearMessage) {
     absl::StatusOr<Cidr> r = Cidr::Parse(c.text);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
     EXPECT_THAT(r.status().message(), HasSubstr(c.says)) << c.text;
+  }
+}
+
+// Found by address_fuzz: the prefix length was quoted as written, control bytes and all, into
+// a message that goes to the log. It is escaped now.
+TEST(CidrTest, ABadPrefixLengthIsQuotedEscaped) {
+  const std::string text("10.0.0.0/\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x33\x33", 21);
+  absl::StatusOr<Cidr> r = Cidr::Parse(text);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("0..32"));
+  EXPECT_THAT(r.status().message(), HasSubstr("10.0.0.0/\\xff"));
+  for (char c : r.status().message()) EXPECT_TRUE(c >= 0x20 && c <= 0x7e) << int(c);
+  absl::StatusOr<Cidr> newline = Cidr::Parse("10.0.0.0/\n8");
+  ASSERT_FALSE(newline.ok());
+  EXPECT_THAT(newline.status().message(), HasSubstr("10.0.0.0/\\n8"));
+}
+
+// Found by address_fuzz: an IPv4-mapped prefix written as IPv6 with host bits set was told to
+// use "0.0.0.0/100" (no IPv4 prefix is 100 bits long) or, for /8, an IPv4 range that does not
+// hold the address. The suggestion keeps the ::ffff: spelling, parses, and holds the address.
+TEST(CidrTest, AMappedPrefixWithHostBitsSuggestsOneThatParses) {
+  struct Case {
+    const char* text;
+    const char* meant;
+  } cases[] = {
+      {"::ffff:10.0.0.1/100", "::ffff:0.0.0.0/100"},
+      {"::ffff:10.0.0.1/104", "::ffff:10.0.0.0/104"},
+      {"::ffff:10.0.0.0/8", "::/8"},
+      {"::ffff:10.1.2.3/120", "::ffff:10.1.2.0/120"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<Cidr> r = Cidr::Parse(c.text);
+    ASSERT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(r.status().message(), HasSubstr(absl::StrCat("did you mean ", c.meant, "?")))
+        << c.text;
+    absl::StatusOr<Cidr> meant = Cidr::Parse(c.meant);
+    ASSERT_TRUE(meant.ok()) << meant.status();
+    absl::StatusOr<IpAddress> written = IpAddress::Parse(absl::string_view(c.text).substr(
+        0, absl::string_view(c.text).find('/')));
+    ASSERT_TRUE(written.ok());
+    EXPECT_TRUE(meant->Contains(*written)) << c.text;
   }
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Writes the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/) from the real
-formats: tcp frames of every opcode and status, gdrstore.v1 requests of every kind (encoded by
-protoc from text), the shipped config and the volume specs of the docs, token files, sizes with
-every unit. Run it again after a format changes: python3 tests/fuzz/make_seeds.py
+formats: tcp frames of every opcode and status and the proof exchange's, gdrstore.v1 requests
+of every kind (encoded by protoc from text, tcp endpoints with a valid secret), the shipped
+config and the volume specs of the docs, credential files with grants and san: lines, sizes
+with every unit, addresses, prefixes and gRPC peers. Run it again after a format changes: python3 tests/fuzz/make_seeds.py
 Inputs a fuzzer found (crash-*, regressions) are kept in the same folders; this script only
 rewrites the files it names.
 """
@@ -26,9 +27,11 @@ def put(target, name, data):
         f.write(data)
 
 
-# --- tcp_frame_fuzz: byte 0 picks the payload cap (0: kMaxPayload, 1: 1 MiB); then frames.
-MAGIC, VERSION = 0x54524447, 1
-WRITE_REQ, READ_REQ, WRITE_ACK, READ_DATA = 1, 2, 3, 4
+# --- tcp_frame_fuzz: byte 0 picks the payload cap (bits 0-2; 0: kMaxPayload, 1: 1 MiB) and
+# whether the link opens with the proof exchange (0x80: as the initiator reads it, HELLO then
+# PROOF; 0x88: as the target does, CHALLENGE); then frames.
+MAGIC, VERSION = 0x54524447, 2
+WRITE_REQ, READ_REQ, WRITE_ACK, READ_DATA, HELLO, CHALLENGE, PROOF = 1, 2, 3, 4, 5, 6, 7
 OK, BAD_RKEY, OUT_OF_BOUNDS, ACCESS_DENIED, INTERNAL = 0, 1, 2, 3, 4
 
 
@@ -62,6 +65,27 @@ def tcp_frame_seeds():
     ]))
     # A payload cut short: the reader waits for the rest.
     put("tcp_frame_fuzz", "truncated_payload", b"\x00" + frame(WRITE_REQ, length=64, payload=data))
+    # The proof exchange: each frame alone, then a link's opening as each side reads it.
+    nonce_t, nonce_d, proof = bytes(range(32)), bytes(range(32, 64)), bytes(range(0xA0, 0xC0))
+
+    def hs(op, body):
+        return frame(op, OK, rkey=0, length=32, address=0, tag=0, payload=body)
+
+    put("tcp_frame_fuzz", "hello", b"\x00" + hs(HELLO, nonce_t))
+    put("tcp_frame_fuzz", "challenge", b"\x00" + hs(CHALLENGE, nonce_d))
+    put("tcp_frame_fuzz", "proof", b"\x00" + hs(PROOF, proof))
+    put("tcp_frame_fuzz", "initiator_opening", b"\x81" + hs(HELLO, nonce_t) + hs(PROOF, proof)
+        + frame(WRITE_ACK, length=16, tag=1) + frame(READ_DATA, length=4, tag=2, payload=b"abcd"))
+    put("tcp_frame_fuzz", "target_opening", b"\x88" + hs(CHALLENGE, nonce_d)
+        + frame(WRITE_REQ, length=16, tag=1, payload=data) + frame(READ_REQ, length=4, tag=2))
+    # Refused: a handshake frame after the exchange, one with a tag, one of the old version.
+    put("tcp_frame_fuzz", "hello_as_request", b"\x00" + frame(WRITE_REQ, length=16, payload=data)
+        + hs(HELLO, nonce_t))
+    put("tcp_frame_fuzz", "hello_with_tag",
+        b"\x80" + frame(HELLO, OK, rkey=0, length=32, address=0, tag=7, payload=nonce_t))
+    put("tcp_frame_fuzz", "proof_before_hello", b"\x80" + hs(PROOF, proof) + hs(HELLO, nonce_t))
+    put("tcp_frame_fuzz", "version_1_request",
+        b"\x00" + struct.pack("<IBBHIIQQ", MAGIC, 1, WRITE_REQ, OK, 1, 0, 0, 1))
 
 
 # --- transfer_op_fuzz: byte 0 = message (0 Write, 1 Read, 2 Stream) | offered (4 tcp, 8 rc,
@@ -75,8 +99,13 @@ def encode(message, text):
         input=text.encode(), stdout=subprocess.PIPE, check=True).stdout
 
 
+# 32 bytes, as the client library makes them, written as a protobuf text escape.
+SECRET = "".join("\\%03o" % b for b in bytes(range(0x80, 0xA0)))
+TCP_EP = 'tcp { host: "127.0.0.1" port: 40000 secret: "%s" }' % SECRET
+
+
 def op_text(volume="vol0", offset=4096, length=8192, address=0x7F0000001003, rkey=0x1234,
-            endpoint='tcp { host: "127.0.0.1" port: 40000 }'):
+            endpoint=TCP_EP):
     return ('extent { volume: "%s" offset: %d length: %d } '
             'buffer { address: %d length: %d rkey: %d %s }'
             % (volume, offset, length, address, length, rkey, endpoint))
@@ -101,7 +130,12 @@ def transfer_op_seeds():
         "read_odd_volume": (1 | TCP, "ReadRequest", op_text(volume="odd", offset=1, length=12344)),
         "write_small_max": (0 | TCP, "WriteRequest", op_text(volume="small", offset=0, length=4096)),
         "write_ipv6_host": (0 | TCP, "WriteRequest",
-                            op_text(endpoint='tcp { host: "::1" port: 65535 }')),
+                            op_text(endpoint='tcp { host: "::1" port: 65535 secret: "%s" }'
+                                    % SECRET)),
+        "write_secret_16": (0 | TCP, "WriteRequest", op_text(
+            endpoint='tcp { host: "localhost" port: 1 secret: "0123456789abcdef" }')),
+        "read_secret_64": (1 | TCP, "ReadRequest", op_text(
+            endpoint='tcp { host: "10.0.0.7" port: 7000 secret: "%s" }' % ("s" * 64))),
         # Refused ones, each for one reason.
         "write_length_zero": (0 | TCP, "WriteRequest", op_text(length=0)),
         "write_past_end": (0 | TCP, "WriteRequest", op_text(offset=(1 << 20) - 1, length=2)),
@@ -113,6 +147,12 @@ def transfer_op_seeds():
         "write_rkey_zero": (0 | TCP, "WriteRequest", op_text(rkey=0)),
         "write_rc_not_offered": (0 | TCP, "WriteRequest", op_text(endpoint=RC_EP)),
         "write_no_endpoint": (0 | TCP, "WriteRequest", op_text(endpoint="")),
+        "write_no_secret": (0 | TCP, "WriteRequest",
+                            op_text(endpoint='tcp { host: "127.0.0.1" port: 40000 }')),
+        "write_secret_15": (0 | TCP, "WriteRequest", op_text(
+            endpoint='tcp { host: "127.0.0.1" port: 40000 secret: "0123456789abcde" }')),
+        "read_secret_65": (1 | TCP, "ReadRequest", op_text(
+            endpoint='tcp { host: "127.0.0.1" port: 40000 secret: "%s" }' % ("s" * 65))),
         "write_no_buffer": (0 | TCP, "WriteRequest", 'extent { volume: "vol0" length: 1 }'),
         "stream_mixed": (2 | all_offered, "StreamRequest", " ".join([
             "ops { id: 1 write { %s } }" % op_text(),
@@ -173,9 +213,36 @@ def daemon_config_seeds():
         '[default]\nvolume = vol0=1GiB\nchunk-size = 4KiB\nlog-level = debug\n')
 
 
-# --- token_file_fuzz
+# --- token_file_fuzz: bare tokens (the format before grants), grants, san: identities.
 def token_file_seeds():
     put("token_file_fuzz", "one_token", "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MDEy\n")
+    put("token_file_fuzz", "grants",
+        "# one line per client, what it may reach\n"
+        "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MDEy name=trainer get=vol0,nvme0 put=scratch\n"
+        "cmVhZGVyX29ubHlfdG9rZW5fMTIzNDU name=reader get=*   # every volume, read side\n"
+        "d3JpdGVyX29ubHlfdG9rZW5fOTg3NjU put=nvme0\n"
+        "san:spiffe://example.org/ns/ml/sa/trainer get=vol0 put=vol0\n"
+        "san:node7.cluster.example name=node7 get=* put=*\n"
+        "san:ops@example.org get=hdd\n"
+        "san:10.0.0.7 put=scratch,vol0\n")
+    put("token_file_fuzz", "only_sans", "san:spiffe://example.org/a\nsan:b.example get=v\n")
+    put("token_file_fuzz", "client_file", "# client: first token wins\nsan:me.example\n"
+        "Y2xpZW50X3Rva2VuX2Zvcl9ydW5z get=vol0\nb3RoZXJfdG9rZW5faWdub3JlZF9oZXJl\n")
+    for name, line in (
+            ("bad_star_beside_name", "AAAAAAAAAAAAAAAA get=*,vol0"),
+            ("bad_volume_name", "AAAAAAAAAAAAAAAA put=vol/0"),
+            ("bad_repeated_volume", "AAAAAAAAAAAAAAAA get=b,a,b"),
+            ("bad_empty_volume", "AAAAAAAAAAAAAAAA get=a,,b"),
+            ("bad_key", "AAAAAAAAAAAAAAAA got=a"),
+            ("bad_token_as_key", "AAAAAAAAAAAAAAAA QkJCQkJCQkJCQkJCQkJC=a"),
+            ("bad_key_twice", "AAAAAAAAAAAAAAAA get=a get=b"),
+            ("bad_label", "AAAAAAAAAAAAAAAA name=a+b"),
+            ("bad_same_label", "AAAAAAAAAAAAAAAA name=x\nBBBBBBBBBBBBBBBB name=x"),
+            ("bad_same_token", "AAAAAAAAAAAAAAAA get=a\nAAAAAAAAAAAAAAAA put=b"),
+            ("bad_same_san", "san:x.example\nsan:x.example get=a"),
+            ("bad_empty_san", "san: get=a"),
+            ("bad_field", "AAAAAAAAAAAAAAAA vol0")):
+        put("token_file_fuzz", name, line + "\n")
     put("token_file_fuzz", "rotation",
         "# new token first, old one after it, until every client has moved\n"
         "\n  N3dUb2tlbl9mb3JfdGhlX25ld19jbGllbnRz  \n"
@@ -196,6 +263,27 @@ def units_seeds():
         put("units_fuzz", "size_%02d" % i, text)
 
 
+# --- address_fuzz: the first line as an address, a prefix and a gRPC peer; a prefix is also
+# matched against the address on the second line.
+def address_seeds():
+    for name, text in {
+            "v4": "10.0.0.7", "v6": "fd00::7", "v6_full": "2001:0db8:0000:0000:0000:0000:0000:0001",
+            "mapped": "::ffff:10.0.0.7", "loopback6": "::1", "loopback4": "127.0.0.1",
+            "cidr_v4": "10.0.0.0/8\n10.1.2.3", "cidr_v6": "fd00::/8\nfd12::1",
+            "cidr_v4_outside": "192.168.0.0/16\n192.169.0.1", "cidr_all": "0.0.0.0/0\n::ffff:1.2.3.4",
+            "cidr_v6_all": "::/0\n1.2.3.4", "cidr_host": "10.0.0.1/32", "cidr_mapped": "::ffff:10.0.0.0/104",
+            "cidr_host_bits": "10.0.0.1/8", "cidr_v6_host_bits": "fd00::1/64",
+            "cidr_mapped_host_bits": "::ffff:10.0.0.1/100", "cidr_bad_bits": "10.0.0.0/33",
+            "cidr_leading_zero_bits": "10.0.0.0/008",
+            "peer_v4": "ipv4:10.0.0.7:41234", "peer_v6": "ipv6:[fd00::7]:41234",
+            "peer_v6_encoded": "ipv6:%5Bfd00::7%5D:41234", "peer_v6_zone": "ipv6:[fe80::1%25eth0]:1",
+            "peer_mapped": "ipv6:[::ffff:127.0.0.1]:65535", "peer_unix": "unix:/run/gdrstored.sock",
+            "peer_abstract": "unix-abstract:gdr", "peer_inproc": "inproc:0x1234",
+            "peer_bad_port": "ipv4:10.0.0.7:65536", "peer_name": "ipv4:localhost:80",
+            "peer_v6_as_v4": "ipv4:::1:80"}.items():
+        put("address_fuzz", name, text)
+
+
 if __name__ == "__main__":
     tcp_frame_seeds()
     transfer_op_seeds()
@@ -204,3 +292,4 @@ if __name__ == "__main__":
     daemon_config_seeds()
     token_file_seeds()
     units_seeds()
+    address_seeds()

@@ -7,13 +7,16 @@
 // message. Properties of an accepted op: nonzero length within max_op_bytes, [offset,
 // offset+length) inside the named volume without overflow, the store pointer at that offset,
 // a remote range that does not wrap, a nonzero rkey, and an endpoint of an offered transport
-// with its fields in range. A refusal carries a code of the proto's status table and a
-// printable message.
+// with its fields in range (a tcp one with its 16..64-byte secret, kept apart from Key()). A
+// refusal carries a code of the proto's status table and a printable message that never holds
+// the endpoint's secret.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "common/stream_limits.h"
+#include "common/tcp_proof.h"
 #include "daemon/store/store.h"
 #include "daemon/transport/transfer_op.h"
 #include "gdrstore/v1/gdrstore.pb.h"
@@ -62,6 +65,10 @@ void CheckAccepted(const gdr::TransferOp& op, Direction direction, const v1::Ext
       GDR_FUZZ_CHECK(op.tcp.port != 0 && op.tcp.port == buffer.tcp().port());
       GDR_FUZZ_CHECK(!op.tcp.host.empty() && op.tcp.host.size() <= 255);
       GDR_FUZZ_CHECK(op.tcp.host.find('\0') == std::string::npos);
+      GDR_FUZZ_CHECK(op.tcp.secret == buffer.tcp().secret());
+      GDR_FUZZ_CHECK(op.tcp.secret.size() >= gdr::tcpwire::kMinSecretBytes &&
+                     op.tcp.secret.size() <= gdr::tcpwire::kMaxSecretBytes);
+      GDR_FUZZ_CHECK(op.tcp.Key().find(op.tcp.secret) == std::string::npos);
       break;
     case gdr::TransportKind::kRc:
       GDR_FUZZ_CHECK(buffer.has_rc());
@@ -92,6 +99,11 @@ void ValidateOne(Direction direction, const v1::Extent* extent, const v1::Remote
                    code == absl::StatusCode::kUnimplemented);
     GDR_FUZZ_CHECK(!op.status().message().empty());
     for (char c : op.status().message()) GDR_FUZZ_CHECK(c >= 0x20 && c <= 0x7e);
+    // The endpoint's secret is never echoed, whatever else the request got wrong.
+    if (buffer != nullptr && buffer->has_tcp() &&
+        buffer->tcp().secret().size() >= gdr::tcpwire::kMinSecretBytes) {
+      GDR_FUZZ_CHECK(!absl::StrContains(op.status().message(), buffer->tcp().secret()));
+    }
     return;
   }
   GDR_FUZZ_CHECK(extent != nullptr && buffer != nullptr);
