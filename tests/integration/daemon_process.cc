@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <poll.h>
@@ -11,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -50,6 +53,20 @@ TempDir::~TempDir() {
 }
 
 // ---- ChildProcess ----
+
+namespace {
+
+// The sanitizer runtimes' option variables; each gets the child's log_path appended (a later
+// flag overrides an earlier one), keeping whatever options the test run set.
+constexpr const char* kSanitizerOptionVars[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"};
+
+// A log_path prefix no other child of this test process shares (the runtime appends ".PID").
+std::string NextSanitizerLogPrefix(const std::string& stderr_path) {
+  static std::atomic<int> next{0};
+  return absl::StrCat(stderr_path, ".sanitizer-", next.fetch_add(1));
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
     const std::vector<std::string>& argv, const std::string& stdout_path,
@@ -97,6 +114,14 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::SpawnWithEnv(
     if (!replaced) env_strings.push_back(kv);
   }
   env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
+  const std::string sanitizer_log = NextSanitizerLogPrefix(stderr_path);
+  for (const char* var : kSanitizerOptionVars) {
+    const std::string prefix = absl::StrCat(var, "=");
+    auto it = std::find_if(env_strings.begin(), env_strings.end(),
+                           [&](const std::string& kv) { return kv.rfind(prefix, 0) == 0; });
+    if (it == env_strings.end()) it = env_strings.insert(env_strings.end(), prefix);
+    absl::StrAppend(&*it, it->size() > prefix.size() ? ":" : "", "log_path=", sanitizer_log);
+  }
   std::vector<char*> envp;
   for (std::string& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -106,7 +131,8 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::SpawnWithEnv(
     return absl::InternalError(absl::StrCat("posix_spawn ", argv[0], ": ", std::strerror(rc)));
   }
   const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-  return std::unique_ptr<ChildProcess>(new ChildProcess(pid, pidfd, stdout_path, stderr_path));
+  return std::unique_ptr<ChildProcess>(
+      new ChildProcess(pid, pidfd, stdout_path, stderr_path, sanitizer_log));
 }
 
 ChildProcess::~ChildProcess() {
@@ -115,8 +141,22 @@ ChildProcess::~ChildProcess() {
     int st = 0;
     while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
     }
+    // A report written before the kill (the runtime aborts the process after writing it).
+    FailOnSanitizerReports();
   }
   if (pidfd_ >= 0) ::close(pidfd_);
+}
+
+void ChildProcess::FailOnSanitizerReports() {
+  const std::filesystem::path prefix(sanitizer_log_);
+  const std::string stem = prefix.filename().string() + ".";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(prefix.parent_path(), ec)) {
+    if (e.path().filename().string().rfind(stem, 0) != 0) continue;
+    ADD_FAILURE() << "sanitizer report from " << e.path().string() << " (child pid " << pid_
+                  << ", " << DescribeWaitStatus(wait_status_) << "):\n"
+                  << ReadFileOrEmpty(e.path().string());
+  }
 }
 
 absl::Status ChildProcess::Signal(int sig) {
@@ -132,6 +172,7 @@ bool ChildProcess::Running() {
   if (r == pid_) {
     reaped_ = true;
     wait_status_ = st;
+    FailOnSanitizerReports();
     return false;
   }
   return true;
@@ -370,7 +411,10 @@ absl::StatusOr<std::unique_ptr<DaemonProcess>> DaemonProcess::Start(
       "gdrstored on ", d->address(), " not healthy: ", last.ToString(), "; stderr: ", d->Stderr()));
 }
 
-DaemonProcess::~DaemonProcess() = default;
+DaemonProcess::~DaemonProcess() {
+  // The default drain timeout is 10 s; a daemon that takes longer is SIGKILLed by ~ChildProcess.
+  if (child_ != nullptr && child_->Running()) (void)Terminate(absl::Seconds(20));
+}
 
 std::string DaemonProcess::address() const { return absl::StrCat("127.0.0.1:", port_); }
 

@@ -37,6 +37,12 @@ class TempDir {
 
 // One spawned child. The destructor SIGKILLs and reaps it if it is still running, so a failed
 // test never leaves a process behind. Not thread-safe.
+//
+// Sanitized builds (GDR_SANITIZE): the child's ASAN/UBSAN/TSAN_OPTIONS get a log_path of its
+// own; once the child is reaped, any report it (or a process it forked) wrote there fails the
+// running test with the report's text. A finding in the daemon or gdrctl therefore fails the
+// test that started it instead of sitting in a log nobody reads. Unsanitized binaries ignore
+// the variables.
 class ChildProcess {
  public:
   // Spawns argv[0] (a path) with stdout and stderr redirected to the given files (truncated),
@@ -68,14 +74,22 @@ class ChildProcess {
   const std::string& stderr_path() const { return stderr_path_; }
 
  private:
-  ChildProcess(pid_t pid, int pidfd, std::string out, std::string err)
-      : pid_(pid), pidfd_(pidfd), stdout_path_(std::move(out)), stderr_path_(std::move(err)) {}
+  ChildProcess(pid_t pid, int pidfd, std::string out, std::string err, std::string sanitizer_log)
+      : pid_(pid),
+        pidfd_(pidfd),
+        stdout_path_(std::move(out)),
+        stderr_path_(std::move(err)),
+        sanitizer_log_(std::move(sanitizer_log)) {}
+  // Called once the child is reaped: ADD_FAILURE with every sanitizer report under
+  // sanitizer_log_ (files "<sanitizer_log_>.<pid>").
+  void FailOnSanitizerReports();
   pid_t pid_;
   int pidfd_;  // -1 when pidfd_open is unavailable
   bool reaped_ = false;
   int wait_status_ = 0;
   std::string stdout_path_;
   std::string stderr_path_;
+  std::string sanitizer_log_;  // log_path prefix handed to the child's sanitizer runtime
 };
 
 // "exited 0", "exited 2", "killed by signal 11 (core dumped)".
@@ -137,7 +151,9 @@ class DaemonProcess {
   // When the daemon dies or never gets ready the error carries its stderr.
   static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(
       const std::vector<std::string>& args, absl::Duration ready_timeout = absl::Seconds(30));
-  ~DaemonProcess();  // SIGKILL if still running (a test that cares calls Terminate first)
+  // SIGTERM if still running, so the daemon stops the way it does in service and a sanitized
+  // build checks it for leaks at exit; SIGKILL if it has not exited after its drain timeout.
+  ~DaemonProcess();
 
   pid_t pid() const { return child_->pid(); }
   uint16_t port() const { return port_; }

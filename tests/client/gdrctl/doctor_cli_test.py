@@ -125,6 +125,9 @@ with tempfile.TemporaryDirectory(prefix="gdr-doctor-cli.") as tmp:
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
+    # SIGTERM is a clean stop: exit 0. A sanitized build's daemon exits 86 on a report (a leak
+    # found at exit included; scripts/sanitize-tests.sh).
+    check(daemon.returncode == 0, f"gdrstored after SIGTERM: exit {daemon.returncode}")
 
 if failures:
     print(f"{len(failures)} failure(s)")

@@ -46,6 +46,12 @@ struct PostedWr {
 class FakeDcDevice final : public DcDevice {
  public:
   explicit FakeDcDevice(DcCaps caps) : caps_(std::move(caps)) {}
+  ~FakeDcDevice() override {
+    if (dci_count_out_ != nullptr) *dci_count_out_ = dci_count();
+  }
+  // A refused DcInitiator::Create destroys the device it was handed: a test that still wants to
+  // know how many DCIs it got reads them here (`out` must outlive the device).
+  void ReportDciCountOnDestruction(size_t* out) { dci_count_out_ = out; }
 
   static DcCaps ConnectX6Caps() {
     DcCaps c;
@@ -422,6 +428,7 @@ class FakeDcDevice final : public DcDevice {
   std::atomic<bool> fail_create_ah_{false};
   std::atomic<int> ah_creates_{0};
   std::atomic<int> live_ahs_{0};
+  size_t* dci_count_out_ = nullptr;
 };
 
 }  // namespace gdr::dc::testing
