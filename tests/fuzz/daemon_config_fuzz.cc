@@ -71,7 +71,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   GDR_FUZZ_CHECK(cfg->limits.max_inflight_ops >= 1 && cfg->limits.max_inflight_per_stream >= 1);
   GDR_FUZZ_CHECK(cfg->tcp.chunk_bytes >= 4096 && cfg->tcp.chunk_bytes <= (64u << 20));
   GDR_FUZZ_CHECK(cfg->limits.chunk_bytes == cfg->tcp.chunk_bytes);
-  GDR_FUZZ_CHECK(cfg->tokens.size() == 1 && cfg->tokens[0] == "fuzz-token-0123456789abcdef");
+  // The fixture's token file: one bare token, which may do everything.
+  GDR_FUZZ_CHECK(cfg->tokens.size() == 1 &&
+                 cfg->tokens[0].value == "fuzz-token-0123456789abcdef" &&
+                 cfg->tokens[0].get.all && cfg->tokens[0].put.all);
 
   const gdr::ReloadPlan same = gdr::PlanReload(*cfg, *cfg);
   GDR_FUZZ_CHECK(same.applied.empty() && same.needs_restart.empty());
