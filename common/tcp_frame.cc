@@ -35,8 +35,8 @@ void Encode(const Header& h, std::span<std::byte, kHeaderSize> out) {
   Put<uint64_t>(p + 24, h.tag);
 }
 
-absl::StatusOr<Header> Decode(std::span<const std::byte, kHeaderSize> in, uint32_t max_payload) {
-  const std::byte* p = in.data();
+// The first 5 bytes of every frame, op or handshake: whether the peer speaks this wire at all.
+static absl::Status CheckMagicAndVersion(const std::byte* p) {
   const uint32_t magic = Get<uint32_t>(p + 0);
   if (magic != kMagic) {
     return absl::InvalidArgumentError(
@@ -48,6 +48,12 @@ absl::StatusOr<Header> Decode(std::span<const std::byte, kHeaderSize> in, uint32
     return absl::InvalidArgumentError(
         absl::StrCat("unsupported frame version ", version, " (want ", kVersion, ")"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Header> Decode(std::span<const std::byte, kHeaderSize> in, uint32_t max_payload) {
+  const std::byte* p = in.data();
+  if (absl::Status s = CheckMagicAndVersion(p); !s.ok()) return s;
   const uint8_t op = Get<uint8_t>(p + 5);
   if (op < static_cast<uint8_t>(Opcode::kWriteReq) || op > static_cast<uint8_t>(Opcode::kReadData)) {
     return absl::InvalidArgumentError(absl::StrCat("unknown frame opcode ", op));
@@ -86,17 +92,7 @@ void EncodeHandshake(Opcode opcode, const HandshakeBody& body,
 absl::StatusOr<HandshakeBody> DecodeHandshake(std::span<const std::byte, kHandshakeFrameSize> in,
                                               Opcode expected) {
   const std::byte* p = in.data();
-  const uint32_t magic = Get<uint32_t>(p + 0);
-  if (magic != kMagic) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("bad frame magic 0x%08x (want 0x%08x): peer does not speak gdr tcp",
-                        magic, kMagic));
-  }
-  const uint8_t version = Get<uint8_t>(p + 4);
-  if (version != kVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unsupported frame version ", version, " (want ", kVersion, ")"));
-  }
+  if (absl::Status s = CheckMagicAndVersion(p); !s.ok()) return s;
   const uint8_t op = Get<uint8_t>(p + 5);
   if (op != static_cast<uint8_t>(expected)) {
     return absl::InvalidArgumentError(absl::StrCat("frame opcode ", op, " where ",
