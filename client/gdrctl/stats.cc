@@ -90,6 +90,10 @@ std::string FormatStats(const v1::GetStatsResponse& now, const v1::GetStatsRespo
       absl::StrAppendFormat(&pool_line, ", %u transport errors, %u recovered", pool.errors(),
                             pool.recoveries());
     }
+    if (pool.waiting_ops() != 0 || pool.handovers() != 0) {
+      absl::StrAppendFormat(&pool_line, ", %u ops waiting for the pool, %u handovers",
+                            pool.waiting_ops(), pool.handovers());
+    }
     AppendScope(&out, absl::StrCat("transport ", gdr::TransportName(t.transport())), t.ops(),
                 prev, secs, pool_line);
   }

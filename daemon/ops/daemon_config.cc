@@ -28,6 +28,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   std::vector<std::string> volumes;
   std::string max_op = "256MiB", chunk = "1MiB", max_bytes = "4GiB", log_level = "info";
   int64_t connect_ms = 3000, op_timeout_ms = 30000, idle_s = 60, drain_ms = 10000;
+  int64_t turn_ms = 20, handover_ms = 2000;
   app.add_option("--listen", cfg.listen, "gRPC listen address HOST:PORT (port 0 = ephemeral)")
       ->capture_default_str();
   app.add_option("--port-file", cfg.port_file, "write the bound gRPC port to this file once serving");
@@ -53,6 +54,14 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{3600000}));
   app.add_option("--tcp-idle-timeout-s", idle_s, "idle tcp links are closed after this")
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{86400}));
+  app.add_option("--tcp-link-turn-ms", turn_ms,
+                 "with more clients than --tcp-max-links, a link serves one client at least "
+                 "this long before it is handed to a waiting one")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{60000}));
+  app.add_option("--tcp-handover-timeout-ms", handover_ms,
+                 "a link whose turn ended and whose client has not finished its ops by then "
+                 "has those ops failed (UNAVAILABLE), so the waiting client gets the link")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{3600000}));
   std::vector<std::string> target_allow;
   app.add_option("--tcp-target-allow", target_allow,
                  "CIDR a request's tcp target may be in besides the caller's own address, "
@@ -143,6 +152,8 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   cfg.tcp.link.connect_timeout = absl::Milliseconds(connect_ms);
   cfg.tcp.op_timeout = absl::Milliseconds(op_timeout_ms);
   cfg.tcp.idle_timeout = absl::Seconds(idle_s);
+  cfg.tcp.turn = absl::Milliseconds(turn_ms);
+  cfg.tcp.handover_timeout = absl::Milliseconds(handover_ms);
   for (const std::string& text : target_allow) {
     absl::StatusOr<Cidr> cidr = Cidr::Parse(text);
     if (!cidr.ok()) {

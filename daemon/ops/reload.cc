@@ -146,6 +146,9 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
                   &plan.needs_restart);
   CompareDuration("tcp-idle-timeout", current.tcp.idle_timeout, next.tcp.idle_timeout,
                   &plan.needs_restart);
+  CompareDuration("tcp-link-turn", current.tcp.turn, next.tcp.turn, &plan.needs_restart);
+  CompareDuration("tcp-handover-timeout", current.tcp.handover_timeout,
+                  next.tcp.handover_timeout, &plan.needs_restart);
   Compare("tcp-target-allow", CidrList(current.tcp.target_allow),
           CidrList(next.tcp.target_allow), &plan.needs_restart);
   // The RDMA device (verbs core) and rc's QPs are set up once.

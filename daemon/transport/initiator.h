@@ -39,14 +39,17 @@ struct InitiatorStats {
   uint64_t in_flight = 0;   // ops started and not yet done
   uint64_t errors = 0;      // transport failures: links (tcp), QP errors (rc), DCI errors (dc)
   uint64_t recoveries = 0;  // QPs / DCIs / streams brought back after an error
+  uint64_t waiting = 0;     // ops taken but waiting for a pool resource (tcp: a link)
+  uint64_t handovers = 0;   // links / DCIs moved to another destination that waited for one
 };
 
 class Initiator {
  public:
   virtual ~Initiator() = default;
   virtual TransportKind kind() const = 0;
-  // Starts moving `op`. Never blocks on I/O. On a non-OK return (e.g. RESOURCE_EXHAUSTED when
-  // the pool is full) nothing was started and `done` is not called. Thread-safe.
+  // Starts moving `op`, or takes it to start once the pool has room (a pool serves more
+  // destinations than it holds by scheduling, never by refusing). Never blocks on I/O. On a
+  // non-OK return nothing was started and `done` is not called. Thread-safe.
   virtual absl::Status Submit(const TransferOp& op, OpDone done) = 0;
   // Starts every op of `batch` and sets each one's `status` as Submit would return it. Ops to
   // the same destination may share one doorbell / one system call, which is why callers with

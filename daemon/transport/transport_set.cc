@@ -131,6 +131,8 @@ void TransportSet::FillStats(v1::GetStatsResponse* stats) const {
     pool->set_inflight_ops(s.in_flight);
     pool->set_errors(s.errors);
     pool->set_recoveries(s.recoveries);
+    pool->set_waiting_ops(s.waiting);
+    pool->set_handovers(s.handovers);
   }
 }
 

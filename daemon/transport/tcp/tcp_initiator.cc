@@ -7,6 +7,7 @@
 #include "common/ip_address.h"
 #include "common/status_macros.h"
 #include "common/tcp_proof.h"
+#include "common/thread_name.h"
 #include "common/units.h"
 
 namespace gdr {
@@ -39,13 +40,17 @@ absl::StatusOr<std::unique_ptr<TcpInitiator>> TcpInitiator::Create(TcpInitiatorO
 TcpInitiator::TcpInitiator(TcpInitiatorOptions options)
     : options_(options), rule_(std::make_shared<const TcpTargetRule>(options.target_allow)) {
   housekeeping_ns_.store(absl::GetCurrentTimeNanos());
-  housekeeper_ = std::thread([this] { Housekeeping(); });
+  housekeeper_ = std::thread([this] {
+    SetThreadName("gdr-tcp-house");
+    Housekeeping();
+  });
 }
 
 TcpInitiator::~TcpInitiator() { Shutdown(); }
 
 void TcpInitiator::Shutdown() {
   std::vector<std::shared_ptr<TcpLink>> all;
+  std::vector<OpDone> waiting;
   {
     absl::MutexLock lock(&mu_);
     if (!shutdown_) {
@@ -55,10 +60,18 @@ void TcpInitiator::Shutdown() {
     for (auto& [key, vec] : links_)
       for (auto& l : vec) all.push_back(std::move(l));
     links_.clear();
+    for (auto& l : retiring_) all.push_back(std::move(l));
+    retiring_.clear();
     total_links_ = 0;
     for (auto& l : graveyard_) all.push_back(std::move(l));
     graveyard_.clear();
+    for (auto& [key, queue] : waiting_)
+      for (Waiter& w : queue) waiting.push_back(std::move(w.done));
+    waiting_.clear();
+    wait_order_.clear();
+    waiting_ops_ = 0;
   }
+  for (OpDone& done : waiting) done(absl::CancelledError("daemon is shutting down"));
   for (auto& l : all) l->Fail(absl::CancelledError("daemon is shutting down"));
   all.clear();  // joins link threads
   if (housekeeper_.joinable() && housekeeper_.get_id() != std::this_thread::get_id()) {
@@ -101,12 +114,16 @@ InitiatorStats TcpInitiator::stats() const {
   s.in_use = total_links_;
   s.clients = static_cast<uint32_t>(links_.size());
   s.errors = link_errors_;
+  s.waiting = waiting_ops_;
+  s.handovers = handovers_;
   return s;
 }
 
 std::string TcpInitiator::Describe() const {
   return absl::StrCat("software one-sided emulation over TCP; up to ", options_.max_links,
-                      " links (", options_.links_per_target, " per client), chunks of ",
+                      " links (", options_.links_per_target,
+                      " per client; beyond that, turns of ", absl::FormatDuration(options_.turn),
+                      "), chunks of ",
                       FormatSize(options_.chunk_bytes), "; ", rule_->Describe(),
                       ", each proving the caller's secret");
 }
@@ -130,6 +147,16 @@ void TcpInitiator::ReapDeadLocked() {
     }
     it = vec.empty() ? links_.erase(it) : std::next(it);
   }
+  // A retired link normally leaves through OnDrained; one that died with nothing outstanding
+  // never calls it.
+  for (auto l = retiring_.begin(); l != retiring_.end();) {
+    if ((*l)->dead() && (*l)->outstanding_chunks() == 0) {
+      BuryLocked(std::move(*l));
+      l = retiring_.erase(l);
+    } else {
+      ++l;
+    }
+  }
 }
 
 size_t TcpInitiator::Plan::IndexOf(const std::shared_ptr<TcpLink>& link) {
@@ -141,32 +168,43 @@ size_t TcpInitiator::Plan::IndexOf(const std::shared_ptr<TcpLink>& link) {
   return links.size() - 1;
 }
 
-std::shared_ptr<TcpLink> TcpInitiator::OpenLinkLocked(const TransferOp& op,
-                                                      const std::string& key, const Plan& plan) {
-  if (total_links_ >= options_.max_links) {
-    // Evict the longest-idle link of another destination.
-    std::shared_ptr<TcpLink>* victim = nullptr;
-    absl::Time oldest = absl::InfiniteFuture();
-    for (auto& [k, vec] : links_) {
-      if (k == key) continue;
-      for (auto& l : vec) {
-        if (l->outstanding_bytes() != 0) continue;
-        if (std::find(plan.links.begin(), plan.links.end(), l) != plan.links.end()) continue;
-        const absl::Time t = l->last_activity();
-        if (t < oldest) {
-          oldest = t;
-          victim = &l;
-        }
-      }
-    }
-    if (victim == nullptr) return nullptr;
-    (*victim)->Fail(absl::CancelledError("idle link evicted for another destination"));
-    ReapDeadLocked();
-  }
+std::shared_ptr<TcpLink> TcpInitiator::NewLinkLocked(const TransferOp& op,
+                                                     const std::string& key) {
   auto link = std::make_shared<TcpLink>(op.tcp, op.caller, rule_, options_.link);
   links_[key].push_back(link);
   ++total_links_;
   return link;
+}
+
+bool TcpInitiator::EvictIdleLocked(const std::string& key, const Plan& plan, absl::Time now) {
+  std::vector<std::shared_ptr<TcpLink>>* victim_vec = nullptr;
+  size_t victim = 0;
+  absl::Time oldest = absl::InfiniteFuture();
+  for (auto& [k, vec] : links_) {
+    if (k == key) continue;
+    for (size_t i = 0; i < vec.size(); ++i) {
+      const auto& l = vec[i];
+      // A link inside its turn is not taken even when idle for a moment between two ops:
+      // taking it would only make its destination take another's, and so on (thrashing).
+      if (l->outstanding_chunks() != 0 || now - l->opened_at() < options_.turn) continue;
+      if (std::find(plan.links.begin(), plan.links.end(), l) != plan.links.end()) continue;
+      const absl::Time t = l->last_activity();
+      if (t < oldest) {
+        oldest = t;
+        victim_vec = &vec;
+        victim = i;
+      }
+    }
+  }
+  if (victim_vec == nullptr) return false;
+  std::shared_ptr<TcpLink> l = std::move((*victim_vec)[victim]);
+  victim_vec->erase(victim_vec->begin() + static_cast<ptrdiff_t>(victim));
+  // Nothing outstanding: Fail runs no callback, so it is safe under mu_.
+  l->Fail(absl::CancelledError("idle link handed over to another destination"));
+  BuryLocked(std::move(l));
+  ++handovers_;
+  std::erase_if(links_, [](const auto& kv) { return kv.second.empty(); });
+  return true;
 }
 
 absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& plan) {
@@ -179,12 +217,32 @@ absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& 
     GDR_RETURN_IF_ERROR(rule_->Check(op.caller, op.tcp.Key(), *ip));
   }
   const std::string key = PoolKey(op);
+  auto wait = [&] {
+    auto [it, first] = waiting_.try_emplace(key);
+    if (first) wait_order_.push_back(key);
+    it->second.push_back(Waiter{op, std::move(done), absl::Now()});
+    ++waiting_ops_;
+    return absl::OkStatus();
+  };
+  // Behind its own earlier ops; and behind every waiting destination (first come, first served).
+  if (waiting_.contains(key)) return wait();
+  auto found = links_.find(key);
+  if (found != links_.end()) {
+    std::erase_if(found->second, [this](const std::shared_ptr<TcpLink>& l) {
+      if (!l->dead()) return false;
+      BuryLocked(l);
+      return true;
+    });
+    if (found->second.empty()) links_.erase(found);
+  }
+  if (!links_.contains(key)) {
+    if (!wait_order_.empty()) return wait();
+    if (total_links_ >= options_.max_links && !EvictIdleLocked(key, plan, absl::Now())) {
+      return wait();
+    }
+    NewLinkLocked(op, key);
+  }
   auto& existing = links_[key];
-  std::erase_if(existing, [this](const std::shared_ptr<TcpLink>& l) {
-    if (!l->dead()) return false;
-    BuryLocked(l);
-    return true;
-  });
   // This destination's links as indices into `plan`, with their load (enqueued + planned).
   std::vector<size_t> mine;
   std::vector<uint64_t> load;
@@ -193,29 +251,29 @@ absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& 
     mine.push_back(idx);
     load.push_back(l->outstanding_bytes() + plan.bytes[idx]);
   }
-  std::shared_ptr<OpState> state;
+  auto state = std::make_shared<OpState>(static_cast<uint32_t>(nchunks), std::move(done),
+                                         &ops_in_flight_);
   for (uint64_t i = 0; i < nchunks; ++i) {
-    size_t best = 0;
-    for (size_t j = 1; j < load.size(); ++j)
-      if (load[j] < load[best]) best = j;
-    const bool want_more =
-        load.empty() || (load[best] >= chunk && mine.size() < options_.links_per_target);
-    if (want_more) {
-      if (auto link = OpenLinkLocked(op, key, plan)) {
-        mine.push_back(plan.IndexOf(link));
-        load.push_back(0);
-        best = mine.size() - 1;
-      } else if (mine.empty()) {
-        // Only possible before the first chunk: nothing of this op is planned.
-        if (links_[key].empty()) links_.erase(key);
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "tcp initiator pool is full: all ", options_.max_links,
-            " links are busy with other clients; retry later"));
+    // The first link with room for a chunk: small ops keep to one link (one thread pair, one
+    // burst of answers) however many links bulk transfers opened earlier.
+    size_t best = load.size();
+    for (size_t j = 0; j < load.size(); ++j) {
+      if (load[j] < chunk) {
+        best = j;
+        break;
       }
     }
-    if (state == nullptr) {
-      state = std::make_shared<OpState>(static_cast<uint32_t>(nchunks), std::move(done),
-                                        &ops_in_flight_);
+    if (best == load.size()) {
+      best = 0;
+      for (size_t j = 1; j < load.size(); ++j)
+        if (load[j] < load[best]) best = j;
+      // Every link carries a full chunk: open another, while nobody waits for one.
+      if (mine.size() < options_.links_per_target && wait_order_.empty() &&
+          total_links_ < options_.max_links) {
+        mine.push_back(plan.IndexOf(NewLinkLocked(op, key)));
+        load.push_back(0);
+        best = mine.size() - 1;
+      }
     }
     Chunk c;
     c.opcode = opcode;
@@ -231,41 +289,156 @@ absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& 
   return absl::OkStatus();
 }
 
+void TcpInitiator::HandOverLocked(Plan& plan) {
+  while (!wait_order_.empty() && total_links_ < options_.max_links) {
+    auto node = waiting_.extract(wait_order_.front());
+    wait_order_.pop_front();
+    std::deque<Waiter>& queue = node.mapped();
+    waiting_ops_ -= queue.size();
+    NewLinkLocked(queue.front().op, node.key());
+    for (Waiter& w : queue) {
+      if (absl::Status s = PlanLocked(w.op, w.done, plan); !s.ok()) {
+        plan.failed.emplace_back(std::move(w.done), std::move(s));
+      }
+    }
+  }
+}
+
+void TcpInitiator::ScheduleLocked(absl::Time now, Plan& plan) {
+  HandOverLocked(plan);
+  if (wait_order_.size() <= retiring_.size()) return;
+  // Candidates: links past their turn, not carrying chunks planned by this very call. A
+  // destination's extra links go first, then the longest-serving.
+  struct Candidate {
+    std::string key;
+    std::shared_ptr<TcpLink> link;
+    bool extra;
+  };
+  std::vector<Candidate> candidates;
+  for (auto& [key, vec] : links_) {
+    for (auto& l : vec) {
+      if (now - l->opened_at() < options_.turn) continue;
+      if (std::find(plan.links.begin(), plan.links.end(), l) != plan.links.end()) continue;
+      candidates.push_back({key, l, vec.size() > 1});
+    }
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.extra != b.extra) return a.extra;
+    return a.link->opened_at() < b.link->opened_at();
+  });
+  for (Candidate& c : candidates) {
+    if (wait_order_.size() <= retiring_.size()) break;
+    auto it = links_.find(c.key);
+    if (it == links_.end()) continue;
+    auto& vec = it->second;
+    auto pos = std::find(vec.begin(), vec.end(), c.link);
+    if (pos == vec.end()) continue;
+    vec.erase(pos);
+    if (vec.empty()) links_.erase(it);
+    TcpLink* raw = c.link.get();
+    if (c.link->Retire([this, raw] { OnDrained(raw); })) {
+      c.link->Fail(absl::CancelledError("link handed over to a waiting destination"));
+      BuryLocked(std::move(c.link));
+      ++handovers_;
+      HandOverLocked(plan);
+    } else {
+      retiring_.push_back(std::move(c.link));
+    }
+  }
+}
+
+void TcpInitiator::OnDrained(TcpLink* raw) {
+  Plan plan;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return;
+    auto it = std::find_if(retiring_.begin(), retiring_.end(),
+                           [raw](const std::shared_ptr<TcpLink>& l) { return l.get() == raw; });
+    if (it == retiring_.end()) return;
+    std::shared_ptr<TcpLink> link = std::move(*it);
+    retiring_.erase(it);
+    // Nothing outstanding (or already failed): Fail runs no callback here.
+    link->Fail(absl::CancelledError("link handed over to a waiting destination"));
+    // The graveyard keeps the last reference: this may be the link's own receiver thread,
+    // which must not be the one to join it.
+    BuryLocked(std::move(link));
+    ++handovers_;
+    ScheduleLocked(absl::Now(), plan);
+    EnqueueLocked(plan);
+  }
+  Finish(plan);
+}
+
+void TcpInitiator::EnqueueLocked(Plan& plan) {
+  for (size_t i = 0; i < plan.links.size(); ++i) {
+    if (plan.chunks[i].empty()) continue;
+    if (plan.links[i]->Enqueue(std::move(plan.chunks[i]))) plan.claimed.push_back(plan.links[i]);
+  }
+}
+
+void TcpInitiator::Finish(Plan& plan) {
+  for (auto& l : plan.claimed) l->SendClaimed();
+  for (auto& [done, status] : plan.failed) done(std::move(status));
+}
+
 absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
   Plan plan;
-  absl::MutexLock lock(&mu_);
-  if (shutdown_) return absl::CancelledError("daemon is shutting down");
-  GDR_RETURN_IF_ERROR(PlanLocked(op, done, plan));
-  for (size_t i = 0; i < plan.links.size(); ++i)
-    if (!plan.chunks[i].empty()) plan.links[i]->Enqueue(std::move(plan.chunks[i]));
-  return absl::OkStatus();
+  absl::Status s;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return absl::CancelledError("daemon is shutting down");
+    s = PlanLocked(op, done, plan);
+    if (!wait_order_.empty()) ScheduleLocked(absl::Now(), plan);
+    // Enqueued under mu_, so housekeeping never sees a planned link as idle; sent after it.
+    EnqueueLocked(plan);
+  }
+  Finish(plan);
+  return s;
 }
 
 void TcpInitiator::SubmitBatch(std::span<Submission> batch) {
   Plan plan;
-  absl::MutexLock lock(&mu_);
-  for (Submission& s : batch) {
-    s.status = shutdown_ ? absl::CancelledError("daemon is shutting down")
-                         : PlanLocked(s.op, s.done, plan);
+  {
+    absl::MutexLock lock(&mu_);
+    for (Submission& s : batch) {
+      s.status = shutdown_ ? absl::CancelledError("daemon is shutting down")
+                           : PlanLocked(s.op, s.done, plan);
+    }
+    if (!wait_order_.empty()) ScheduleLocked(absl::Now(), plan);
+    EnqueueLocked(plan);
   }
-  // Enqueued under mu_ like Submit, so housekeeping never sees a planned link as idle.
-  for (size_t i = 0; i < plan.links.size(); ++i)
-    if (!plan.chunks[i].empty()) plan.links[i]->Enqueue(std::move(plan.chunks[i]));
+  Finish(plan);
 }
 
 void TcpInitiator::Housekeeping() {
-  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+  absl::Duration period = absl::Milliseconds(100);
+  while (!stop_.WaitForNotificationWithTimeout(period)) {
     housekeeping_ns_.store(absl::GetCurrentTimeNanos());
     std::vector<std::shared_ptr<TcpLink>> reap;
-    std::vector<std::shared_ptr<TcpLink>> live;
+    std::vector<std::shared_ptr<TcpLink>> live, overdue;
+    size_t waiting_destinations = 0;
+    const absl::Time now = absl::Now();
     {
       absl::MutexLock lock(&mu_);
       for (auto& [key, vec] : links_)
         for (auto& l : vec) live.push_back(l);
+      for (auto& l : retiring_) {
+        live.push_back(l);
+        if (now - l->retired_at() > options_.handover_timeout) overdue.push_back(l);
+      }
+      waiting_destinations = wait_order_.size();
     }
-    const absl::Time now = absl::Now();
     for (auto& l : live) l->CheckStall(now, options_.op_timeout);
     live.clear();
+    // Outside mu_: failing the chunks completes the link's drain (OnDrained takes mu_).
+    for (auto& l : overdue) {
+      l->Fail(absl::UnavailableError(absl::StrCat(
+          "tcp target ", l->destination().Key(), " did not finish its ops within ",
+          absl::FormatDuration(options_.handover_timeout), " of its turn on a link ending while ",
+          waiting_destinations, " other client(s) waited for one (--tcp-handover-timeout-ms)")));
+    }
+    overdue.clear();
+    Plan plan;
     {
       absl::MutexLock lock(&mu_);
       // Idle links are closed under mu_: Submit picks a link and enqueues on it under mu_ too,
@@ -280,8 +453,35 @@ void TcpInitiator::Housekeeping() {
         }
       }
       ReapDeadLocked();
+      // Ops that waited longer than an op may take fail; the rest get links as turns end.
+      for (auto it = waiting_.begin(); it != waiting_.end();) {
+        std::deque<Waiter>& queue = it->second;
+        while (!queue.empty() && now - queue.front().since > options_.op_timeout) {
+          plan.failed.emplace_back(
+              std::move(queue.front().done),
+              absl::DeadlineExceededError(absl::StrCat(
+                  "no tcp link to ", queue.front().op.tcp.Key(), " within ",
+                  absl::FormatDuration(options_.op_timeout), ": all ", options_.max_links,
+                  " links stayed busy (--tcp-max-links)")));
+          queue.pop_front();
+          --waiting_ops_;
+        }
+        if (queue.empty()) {
+          std::erase(wait_order_, it->first);
+          it = waiting_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      if (!wait_order_.empty()) ScheduleLocked(now, plan);
+      EnqueueLocked(plan);
+      // While destinations wait, come round often enough to end turns on time.
+      period = wait_order_.empty() ? absl::Milliseconds(100)
+                                   : std::clamp(options_.turn / 4, absl::Milliseconds(1),
+                                                absl::Milliseconds(100));
       reap.swap(graveyard_);
     }
+    Finish(plan);
     reap.clear();  // joins the dead links' threads outside the lock
   }
 }

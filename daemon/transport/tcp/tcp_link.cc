@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "common/tcp_proof.h"
+#include "common/thread_name.h"
 
 namespace gdr {
 
@@ -37,7 +38,10 @@ TcpLink::TcpLink(TcpDestination dest, std::string caller,
     absl::MutexLock lock(&mu_);
     last_progress_ = absl::Now();
   }
-  sender_ = std::thread([this] { SendLoop(); });
+  sender_ = std::thread([this] {
+    SetThreadName("gdr-tcp-send");
+    SendLoop();
+  });
 }
 
 TcpLink::~TcpLink() {
@@ -51,7 +55,7 @@ absl::Time TcpLink::last_activity() const {
   return last_progress_;
 }
 
-void TcpLink::Enqueue(std::vector<Chunk> chunks) {
+bool TcpLink::Enqueue(std::vector<Chunk> chunks) {
   absl::Status failed;
   {
     absl::MutexLock lock(&mu_);
@@ -62,20 +66,26 @@ void TcpLink::Enqueue(std::vector<Chunk> chunks) {
       for (Chunk& c : chunks) {
         c.tag = next_tag_++;
         outstanding_.fetch_add(c.length, std::memory_order_relaxed);
+        chunks_out_.fetch_add(1);
+        if (c.opcode == tcpwire::Opcode::kWriteReq) pending_payload_ += c.length;
         pending_.push_back(std::move(c));
       }
-      if (!connected_ || sending_ || has_carry_) {
+      // Bulk payloads go to the sender thread: a caller copying megabytes into a socket would
+      // stall its own thread (a gRPC one) and serialise clients that share it.
+      if (!connected_ || sending_ || has_carry_ || pending_payload_ > kInlinePayload) {
         cv_.Signal();
-        return;
+        return false;
       }
       sending_ = true;
       BuildBatchLocked();
+      return true;
     }
   }
-  if (!failed.ok()) {
-    for (Chunk& c : chunks) c.op->ChunkDone(failed);
-    return;
-  }
+  for (Chunk& c : chunks) c.op->ChunkDone(failed);
+  return false;
+}
+
+void TcpLink::SendClaimed() {
   // Idle link: write from this thread without blocking; leave any remainder to the sender.
   absl::Status s;
   while (send_iov_begin_ < send_iov_end_) {
@@ -103,6 +113,21 @@ void TcpLink::Enqueue(std::vector<Chunk> chunks) {
   Fail(absl::UnavailableError(absl::StrCat("tcp link to ", dest_.Key(), " lost: ", s.message())));
 }
 
+bool TcpLink::Retire(std::function<void()> on_drained) {
+  on_drained_ = std::move(on_drained);
+  retired_ns_.store(absl::GetCurrentTimeNanos());
+  retiring_.store(true);
+  // Whoever sees both "retiring" and "nothing outstanding" first takes the drain: this call or
+  // the completion of the last chunk (MaybeDrained), never both.
+  return chunks_out_.load() == 0 && !drain_claimed_.exchange(true);
+}
+
+void TcpLink::MaybeDrained() {
+  if (retiring_.load() && chunks_out_.load() == 0 && !drain_claimed_.exchange(true)) {
+    on_drained_();
+  }
+}
+
 void TcpLink::BuildBatchLocked() {
   size_t n = 0;
   int iovcnt = 0;
@@ -116,7 +141,10 @@ void TcpLink::BuildBatchLocked() {
     h.tag = c.tag;
     tcpwire::Encode(h, send_headers_[n]);
     send_iov_[iovcnt++] = {send_headers_[n].data(), tcpwire::kHeaderSize};
-    if (c.opcode == tcpwire::Opcode::kWriteReq) send_iov_[iovcnt++] = {c.local, c.length};
+    if (c.opcode == tcpwire::Opcode::kWriteReq) {
+      send_iov_[iovcnt++] = {c.local, c.length};
+      pending_payload_ -= c.length;
+    }
     // In flight before it is on the wire, so the receiver always finds it.
     inflight_.push_back(std::move(c));
     pending_.pop_front();
@@ -139,7 +167,9 @@ void TcpLink::CompleteOnReceiver(Chunk& chunk, const absl::Status& status) {
 
 void TcpLink::Complete(Chunk& chunk, const absl::Status& status) {
   outstanding_.fetch_sub(chunk.length, std::memory_order_relaxed);
+  chunks_out_.fetch_sub(1);
   chunk.op->ChunkDone(status);
+  MaybeDrained();
 }
 
 absl::Status TcpLink::error() const {
@@ -157,6 +187,7 @@ void TcpLink::Fail(const absl::Status& status) {
     dead_.store(true, std::memory_order_release);
     pending.swap(pending_);
     inflight.swap(inflight_);
+    pending_payload_ = 0;
     // Wake both threads; the fd itself is closed only after they are joined.
     if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
     cv_.SignalAll();
@@ -216,7 +247,10 @@ void TcpLink::SendLoop() {
     connected_ = true;
     last_progress_ = absl::Now();  // the op timeout runs from here
   }
-  receiver_ = std::thread([this] { ReceiveLoop(); });
+  receiver_ = std::thread([this] {
+    SetThreadName("gdr-tcp-recv");
+    ReceiveLoop();
+  });
   for (;;) {
     {
       absl::MutexLock lock(&mu_);

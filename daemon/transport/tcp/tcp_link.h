@@ -1,7 +1,9 @@
 // One tcp connection from the daemon to a client's target: the tcp transport's stand-in for a
-// QP. Request frames go out in order, written either straight from the submitting thread (when
-// the link is idle, with a non-blocking send, so small ops skip a thread hop) or by the link's
-// sender thread, which also connects and finishes whatever a non-blocking send left over. A
+// QP. Request frames go out in order, written either by the submitting thread (when the link is
+// idle and the payload small, with a non-blocking send, so small ops skip a thread hop; never
+// under the pool's lock) or by the link's sender thread, which also connects, carries bulk
+// payloads (so links to different clients copy in parallel) and finishes whatever a
+// non-blocking send left over. A
 // receiver thread matches each response to the oldest outstanding request (targets answer in
 // order). Many chunks are in flight at once; the socket buffers give back-pressure.
 // Before any of that the link checks its target against the TcpTargetRule (every address the
@@ -16,6 +18,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -74,8 +77,17 @@ class TcpLink {
   TcpLink(const TcpLink&) = delete;
   TcpLink& operator=(const TcpLink&) = delete;
 
-  // Queues chunks for sending. On a dead link they fail at once with the link's error.
-  void Enqueue(std::vector<Chunk> chunks);
+  // Queues chunks for sending. On a dead link they fail at once with the link's error. True
+  // when the calling thread took the send token: it must then call SendClaimed(), after
+  // releasing any lock of its own, so no caller's lock is held across a socket write.
+  [[nodiscard]] bool Enqueue(std::vector<Chunk> chunks);
+  // Writes the batch Enqueue laid out without blocking; the sender thread finishes the rest.
+  void SendClaimed();
+
+  // The link takes no new work from now on (the pool stops planning on it): `on_drained` runs
+  // once, on the thread that completes or fails its last outstanding chunk. True when nothing
+  // is outstanding: the caller handles the drained link and `on_drained` never runs.
+  bool Retire(std::function<void()> on_drained);
 
   // Fails every queued and in-flight chunk with `status` and closes the socket. Idempotent.
   void Fail(const absl::Status& status);
@@ -92,6 +104,10 @@ class TcpLink {
   // callback; zero when it is not in one. Lock-free; for the watchdog's health probe.
   absl::Duration completion_busy_for() const;
   uint64_t outstanding_bytes() const { return outstanding_.load(std::memory_order_relaxed); }
+  uint64_t outstanding_chunks() const { return chunks_out_.load(); }
+  absl::Time opened_at() const { return opened_at_; }
+  // When Retire() was called (InfinitePast before).
+  absl::Time retired_at() const { return absl::FromUnixNanos(retired_ns_.load()); }
   absl::Time last_activity() const;
   const TcpDestination& destination() const { return dest_; }
 
@@ -105,6 +121,7 @@ class TcpLink {
   void ReceiveLoop();
   absl::Status ReceiveOne(BufferedReader& reader);
   void Complete(Chunk& chunk, const absl::Status& status);
+  void MaybeDrained();
   // Complete() on the receiver thread, with completion_busy_for() tracking it.
   void CompleteOnReceiver(Chunk& chunk, const absl::Status& status);
 
@@ -114,6 +131,12 @@ class TcpLink {
   const TcpLinkOptions options_;
   std::atomic<bool> dead_{false};
   std::atomic<uint64_t> outstanding_{0};
+  std::atomic<uint64_t> chunks_out_{0};  // chunks enqueued and not completed (any length)
+  const absl::Time opened_at_ = absl::Now();
+  std::function<void()> on_drained_;      // written once, before retiring_ is set
+  std::atomic<bool> retiring_{false};
+  std::atomic<int64_t> retired_ns_{0};
+  std::atomic<bool> drain_claimed_{false};
   std::atomic<int64_t> completing_since_ns_{0};  // 0: receiver not inside a completion
 
   mutable absl::Mutex mu_;
@@ -132,7 +155,11 @@ class TcpLink {
   bool sending_ ABSL_GUARDED_BY(mu_) = false;
   // A batch whose tail a non-blocking send could not write; the sender thread finishes it.
   bool has_carry_ ABSL_GUARDED_BY(mu_) = false;
+  // Payload bytes queued in pending_ (write requests only).
+  uint64_t pending_payload_ ABSL_GUARDED_BY(mu_) = 0;
   static constexpr size_t kMaxBatch = 32;
+  // Payloads up to this go out from the enqueuing thread; larger ones from the sender thread.
+  static constexpr uint64_t kInlinePayload = 64 << 10;
   static constexpr int kMaxBurst = 64;  // responses completed before deferred work runs
   std::array<std::array<std::byte, tcpwire::kHeaderSize>, kMaxBatch> send_headers_;
   std::array<struct iovec, 2 * kMaxBatch> send_iov_;

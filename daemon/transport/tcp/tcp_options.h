@@ -23,6 +23,12 @@ struct TcpInitiatorOptions {
   uint64_t chunk_bytes = 1 << 20;   // split size; <= tcpwire::kMaxPayload
   absl::Duration op_timeout = absl::Seconds(30);     // no response for this long: link fails
   absl::Duration idle_timeout = absl::Seconds(60);   // idle links are closed after this
+  // When more destinations want links than the pool holds: a link serves one destination for
+  // at least `turn` before it may be handed to a waiting one (so links are not thrashed), and
+  // a link whose turn is over gets `handover_timeout` to finish its ops before they are failed
+  // (so a stuck client cannot hold a link others wait for).
+  absl::Duration turn = absl::Milliseconds(20);
+  absl::Duration handover_timeout = absl::Seconds(2);
   // Targets a caller may name besides its own address (--tcp-target-allow).
   std::vector<Cidr> target_allow;
   TcpLinkOptions link;

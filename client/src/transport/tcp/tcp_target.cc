@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/tcp_proof.h"
+#include "common/thread_name.h"
 
 namespace gdr {
 
@@ -36,7 +37,10 @@ absl::StatusOr<std::shared_ptr<TcpTarget>> TcpTarget::Start(const std::string& b
   t->staging_ = staging;
   std::random_device rd;
   t->rng_.seed((uint64_t{rd()} << 32) ^ rd());
-  t->acceptor_ = std::thread([raw = t.get()] { raw->AcceptLoop(); });
+  t->acceptor_ = std::thread([raw = t.get()] {
+    SetThreadName("gdr-target-acc");
+    raw->AcceptLoop();
+  });
   return t;
 }
 
@@ -158,6 +162,7 @@ void TcpTarget::AcceptLoop() {
     connections_.push_back(std::move(conn));
     accepted_.fetch_add(1);
     raw->thread = std::thread([this, raw] {
+      SetThreadName("gdr-target");
       Serve(raw);
       raw->finished.store(true);
     });
