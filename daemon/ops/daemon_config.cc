@@ -28,7 +28,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   std::vector<std::string> volumes;
   std::string max_op = "256MiB", chunk = "1MiB", max_bytes = "4GiB", log_level = "info";
   int64_t connect_ms = 3000, op_timeout_ms = 30000, idle_s = 60, drain_ms = 10000;
-  int64_t turn_ms = 20, handover_ms = 2000;
+  int64_t turn_ms = 20, handover_ms = 2000, tcp_spin_us = 0;
   app.add_option("--listen", cfg.listen, "gRPC listen address HOST:PORT (port 0 = ephemeral)")
       ->capture_default_str();
   app.add_option("--port-file", cfg.port_file, "write the bound gRPC port to this file once serving");
@@ -62,6 +62,10 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
                  "a link whose turn ended and whose client has not finished its ops by then "
                  "has those ops failed (UNAVAILABLE), so the waiting client gets the link")
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{3600000}));
+  app.add_option("--tcp-poll-spin-us", tcp_spin_us,
+                 "a link waiting for answers polls its socket this long before sleeping "
+                 "(lower small-op latency for a core spinning; 0 = off)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{10000}));
   std::vector<std::string> target_allow;
   app.add_option("--tcp-target-allow", target_allow,
                  "CIDR a request's tcp target may be in besides the caller's own address, "
@@ -153,6 +157,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   cfg.tcp.op_timeout = absl::Milliseconds(op_timeout_ms);
   cfg.tcp.idle_timeout = absl::Seconds(idle_s);
   cfg.tcp.turn = absl::Milliseconds(turn_ms);
+  cfg.tcp.link.poll_spin = absl::Microseconds(tcp_spin_us);
   cfg.tcp.handover_timeout = absl::Milliseconds(handover_ms);
   for (const std::string& text : target_allow) {
     absl::StatusOr<Cidr> cidr = Cidr::Parse(text);

@@ -147,6 +147,8 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   CompareDuration("tcp-idle-timeout", current.tcp.idle_timeout, next.tcp.idle_timeout,
                   &plan.needs_restart);
   CompareDuration("tcp-link-turn", current.tcp.turn, next.tcp.turn, &plan.needs_restart);
+  CompareDuration("tcp-poll-spin", current.tcp.link.poll_spin, next.tcp.link.poll_spin,
+                  &plan.needs_restart);
   CompareDuration("tcp-handover-timeout", current.tcp.handover_timeout,
                   next.tcp.handover_timeout, &plan.needs_restart);
   Compare("tcp-target-allow", CidrList(current.tcp.target_allow),

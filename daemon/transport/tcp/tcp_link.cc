@@ -1,5 +1,6 @@
 #include "daemon/transport/tcp/tcp_link.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -292,6 +293,14 @@ void TcpLink::ReceiveLoop() {
       Fail(s);
       return;
     }
+    if (options_.poll_spin > absl::ZeroDuration() && chunks_out_.load() != 0) SpinUntilReadable();
+  }
+}
+
+void TcpLink::SpinUntilReadable() {
+  const int64_t until = absl::GetCurrentTimeNanos() + absl::ToInt64Nanoseconds(options_.poll_spin);
+  struct pollfd p = {raw_fd_, POLLIN, 0};
+  while (::poll(&p, 1, 0) == 0 && absl::GetCurrentTimeNanos() < until) {
   }
 }
 

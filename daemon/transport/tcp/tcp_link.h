@@ -119,6 +119,8 @@ class TcpLink {
   // Caller holds mu_ and the send token (sending_).
   void BuildBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReceiveLoop();
+  // Polls the socket until it is readable or options_.poll_spin has passed.
+  void SpinUntilReadable();
   absl::Status ReceiveOne(BufferedReader& reader);
   void Complete(Chunk& chunk, const absl::Status& status);
   void MaybeDrained();

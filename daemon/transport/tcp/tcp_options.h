@@ -15,6 +15,10 @@ struct TcpLinkOptions {
   absl::Duration connect_timeout = absl::Seconds(3);
   uint32_t max_chunk_bytes = 1 << 20;
   int socket_buffer_bytes = 4 << 20;
+  // While chunks are outstanding, the receiver polls the socket this long before it sleeps in
+  // recv: an answer that comes back within it skips a thread wake-up (small-op latency), at the
+  // price of a core spinning that long per wait. 0: always sleep.
+  absl::Duration poll_spin = absl::ZeroDuration();
 };
 
 struct TcpInitiatorOptions {

@@ -68,6 +68,9 @@ TEST(DaemonConfigTest, Defaults) {
   EXPECT_EQ(cfg->tcp.link.connect_timeout, absl::Seconds(3));
   EXPECT_EQ(cfg->tcp.op_timeout, absl::Seconds(30));
   EXPECT_EQ(cfg->tcp.idle_timeout, absl::Seconds(60));
+  EXPECT_EQ(cfg->tcp.turn, absl::Milliseconds(20));
+  EXPECT_EQ(cfg->tcp.handover_timeout, absl::Seconds(2));
+  EXPECT_EQ(cfg->tcp.link.poll_spin, absl::ZeroDuration());
   EXPECT_EQ(cfg->drain_timeout, absl::Seconds(10));
   EXPECT_EQ(cfg->log_level, LogLevel::kInfo);
 }
@@ -79,7 +82,8 @@ TEST(DaemonConfigTest, EveryFlagParses) {
       "--max-inflight-per-stream", "17", "--max-inflight-ops", "99", "--max-inflight-bytes",
       "1GiB", "--tcp-max-links", "5", "--tcp-links-per-target", "3",
       "--tcp-connect-timeout-ms", "1500", "--op-timeout-ms", "2500", "--tcp-idle-timeout-s",
-      "7", "--drain-timeout-ms", "0", "--log-level", "debug"});
+      "7", "--tcp-link-turn-ms", "40", "--tcp-handover-timeout-ms", "900",
+      "--tcp-poll-spin-us", "25", "--drain-timeout-ms", "0", "--log-level", "debug"});
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_EQ(cfg->listen, "127.0.0.1:0");
   EXPECT_EQ(cfg->port_file, "/run/gdr.port");
@@ -100,6 +104,9 @@ TEST(DaemonConfigTest, EveryFlagParses) {
   EXPECT_EQ(cfg->tcp.link.connect_timeout, absl::Milliseconds(1500));
   EXPECT_EQ(cfg->tcp.op_timeout, absl::Milliseconds(2500));
   EXPECT_EQ(cfg->tcp.idle_timeout, absl::Seconds(7));
+  EXPECT_EQ(cfg->tcp.turn, absl::Milliseconds(40));
+  EXPECT_EQ(cfg->tcp.handover_timeout, absl::Milliseconds(900));
+  EXPECT_EQ(cfg->tcp.link.poll_spin, absl::Microseconds(25));
   EXPECT_EQ(cfg->drain_timeout, absl::ZeroDuration());
   EXPECT_EQ(cfg->log_level, LogLevel::kDebug);
 }
@@ -204,6 +211,9 @@ TEST(DaemonConfigTest, OutOfRangeNumbersNameTheFlag) {
   ExpectInvalidNaming({"--tcp-connect-timeout-ms", "0"}, "--tcp-connect-timeout-ms");
   ExpectInvalidNaming({"--op-timeout-ms", "0"}, "--op-timeout-ms");
   ExpectInvalidNaming({"--tcp-idle-timeout-s", "0"}, "--tcp-idle-timeout-s");
+  ExpectInvalidNaming({"--tcp-link-turn-ms", "0"}, "--tcp-link-turn-ms");
+  ExpectInvalidNaming({"--tcp-handover-timeout-ms", "0"}, "--tcp-handover-timeout-ms");
+  ExpectInvalidNaming({"--tcp-poll-spin-us", "10001"}, "--tcp-poll-spin-us");
   ExpectInvalidNaming({"--drain-timeout-ms", "-1"}, "--drain-timeout-ms");
   ExpectInvalidNaming({"--max-inflight-ops", "many"}, "--max-inflight-ops");
 }

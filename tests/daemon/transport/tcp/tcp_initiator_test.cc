@@ -1054,6 +1054,31 @@ TEST_F(TcpInitiatorTest, SmallOpsKeepToOneLinkAfterBulkOpenedTwo) {
   initiator_.reset();
 }
 
+// A receiver that polls before it sleeps moves the same bytes, in both directions.
+TEST_F(TcpInitiatorTest, APollingReceiverMovesTheSameBytes) {
+  TcpInitiatorOptions o;
+  o.link.poll_spin = absl::Microseconds(50);
+  StartInitiator(o);
+  ClientMemory client(*target_, 1 << 20, 1);
+  StoreMemory store(1 << 20, 2);
+  for (int i = 0; i < 200; ++i) {
+    // Each direction on its own half, so no op reads what the other direction wrote.
+    const Direction d = i % 2 ? Direction::kStoreToClient : Direction::kClientToStore;
+    const size_t off = (i * 4099) % (256 << 10) + (d == Direction::kStoreToClient ? 0 : 512 << 10);
+    ASSERT_TRUE(Run(MakeOp(d, store.at(off), 4096 + i, client.address(off), client.rkey(),
+                           target_->port()))
+                    .ok())
+        << "op " << i;
+    if (d == Direction::kStoreToClient) {
+      ASSERT_EQ(PatternMismatch(store.seed(), off, client.span(off, 4096 + i)), std::nullopt);
+    } else {
+      ASSERT_EQ(PatternMismatch(client.seed(), ClientMemory::kGuard + off,
+                                store.span(off, 4096 + i)),
+                std::nullopt);
+    }
+  }
+}
+
 TEST_F(TcpInitiatorTest, ShutdownCancelsQueuedOps) {
   TcpInitiatorOptions o;
   o.chunk_bytes = 64 << 10;
