@@ -1,0 +1,143 @@
+// The tcp link pool against a real gdrstored with fewer links than clients: every client is
+// served (in turns, never refused), the counters show the handovers, and a client that stops
+// answering mid-transfer cannot hold a link the others wait for.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gdrstore/client.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/integration/verified_ops.h"
+
+namespace gdr::integ {
+namespace {
+
+namespace v1 = gdrstore::v1;
+constexpr uint64_t kMiB = 1 << 20;
+
+absl::StatusOr<v1::TransportStats> Tcp(gdrstore::Client& c) {
+  grpc::ClientContext ctx;
+  v1::GetStatsRequest req;
+  v1::GetStatsResponse resp;
+  grpc::Status s = c.stub()->GetStats(&ctx, req, &resp);
+  if (!s.ok()) return gdrstore::FromGrpcStatus(s);
+  for (const auto& t : resp.transports())
+    if (t.transport() == v1::TRANSPORT_TCP) return t;
+  return absl::NotFoundError("GetStats has no tcp transport");
+}
+
+// Verified ops, both directions, on [base, base + span) of "vol0" from a client of its own (so
+// a tcp target, hence a pool destination, of its own).
+absl::Status VerifiedClient(const std::string& address, int index, uint64_t base, uint64_t span,
+                            uint64_t volume_size) {
+  gdrstore::ClientOptions o;
+  o.daemon_address = address;
+  auto client = gdrstore::Client::Connect(o);
+  if (!client.ok()) return client.status();
+  constexpr uint64_t kMaxLen = 512 << 10;
+  auto buf = (*client)->AllocateBuffer(kMaxLen + 2 * kGuardBytes + 4096);
+  if (!buf.ok()) return buf.status();
+  SaltMap salts(volume_size);
+  std::mt19937_64 rng(7000 + index);
+  for (int i = 0; i < 40; ++i) {
+    const uint64_t len = 1 + rng() % kMaxLen;
+    const gdrstore::Extent e{"vol0", base + rng() % (span - len + 1), len};
+    const size_t boff = kGuardBytes + rng() % 4096;
+    absl::Status s = i % 2 == 0 ? VerifiedRead(**client, **buf, boff, kGuardBytes, e,
+                                               1 + index * 1000 + i, &salts)
+                                : VerifiedWrite(**client, **buf, boff, e, salts);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("client ", index, " op ", i, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+TEST(LinkPoolTest, EightClientsOnTwoLinksAreAllServedInTurns) {
+  constexpr int kClients = 8;
+  constexpr uint64_t kSpan = 8 * kMiB;
+  auto d = DaemonProcess::Start({"--volume", absl::StrCat("vol0=", kClients * kSpan),
+                                 "--tcp-max-links", "2", "--tcp-link-turn-ms", "5"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string addr = (*d)->address();
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results(kClients);
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back(
+        [&, c] { results[c] = VerifiedClient(addr, c, c * kSpan, kSpan, kClients * kSpan); });
+  }
+  for (auto& t : threads) t.join();
+  for (int c = 0; c < kClients; ++c) EXPECT_TRUE(results[c].ok()) << results[c];
+
+  gdrstore::ClientOptions o;
+  o.daemon_address = addr;
+  auto client = gdrstore::Client::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<v1::TransportStats> tcp = Tcp(**client);
+  ASSERT_TRUE(tcp.ok()) << tcp.status();
+  // Not one op failed (links of clients that went away count as pool errors, ops do not).
+  EXPECT_EQ(tcp->ops().errors_size(), 0) << tcp->DebugString();
+  EXPECT_EQ(tcp->ops().write_ops() + tcp->ops().read_ops(), uint64_t{kClients} * 60);  // a verified Read is a Read and a Write
+  const v1::PoolStats* pool = &tcp->pool();
+  EXPECT_EQ(pool->capacity(), 2u);
+  EXPECT_LE(pool->in_use(), 2u);
+  EXPECT_GE(pool->handovers(), 1u) << pool->DebugString();
+  EXPECT_EQ(pool->waiting_ops(), 0u);
+  auto st = (*d)->Terminate(absl::Seconds(30));
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(DescribeWaitStatus(*st), "exited 0") << (*d)->Stderr();
+}
+
+// One link. A gdrctl bench of large Writes holds it and is then stopped (SIGSTOP): its target
+// reads nothing more, so its chunks never complete. Another client's verified ops must still
+// succeed: the stopped client's turn ends, and after the handover timeout its ops are failed
+// and the link handed over.
+TEST(LinkPoolTest, AStoppedClientCannotHoldTheOnlyLink) {
+  constexpr uint64_t kVolume = 256 * kMiB;
+  auto d = DaemonProcess::Start({"--volume", absl::StrCat("vol0=", kVolume), "--tcp-max-links",
+                                 "1", "--tcp-link-turn-ms", "5", "--tcp-handover-timeout-ms",
+                                 "500"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string addr = (*d)->address();
+  auto dir = TempDir::Create("link-pool");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto hog = ChildProcess::Spawn({GDR_GDRCTL_BIN, "--daemon", addr, "bench", "-t", "write", "-s",
+                                  "32MiB", "-n", "100000", "--qd", "2", "--span", "128MiB", "-q"},
+                                 (*dir)->File("hog.out"), (*dir)->File("hog.err"));
+  ASSERT_TRUE(hog.ok()) << hog.status();
+
+  gdrstore::ClientOptions o;
+  o.daemon_address = addr;
+  auto client = gdrstore::Client::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  // Stop the hog while it has ops in flight on the link.
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        absl::StatusOr<v1::TransportStats> t = Tcp(**client);
+        return t.ok() && t->pool().inflight_ops() > 0;
+      },
+      absl::Seconds(30), absl::Milliseconds(2)))
+      << ReadFileOrEmpty((*hog)->stderr_path());
+  ASSERT_TRUE((*hog)->Signal(SIGSTOP).ok());
+
+  absl::Status s = VerifiedClient(addr, 1, 128 * kMiB, 128 * kMiB, kVolume);
+  EXPECT_TRUE(s.ok()) << s;
+  absl::StatusOr<v1::TransportStats> tcp = Tcp(**client);
+  ASSERT_TRUE(tcp.ok()) << tcp.status();
+  EXPECT_GE(tcp->pool().handovers(), 1u) << tcp->DebugString();
+
+  ASSERT_TRUE((*hog)->Signal(SIGKILL).ok());
+  (void)(*hog)->Signal(SIGCONT);
+  ASSERT_TRUE((*hog)->Wait(absl::Seconds(30)).ok());
+  auto st = (*d)->Terminate(absl::Seconds(30));
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(DescribeWaitStatus(*st), "exited 0") << (*d)->Stderr();
+}
+
+}  // namespace
+}  // namespace gdr::integ
