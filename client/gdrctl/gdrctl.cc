@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/gdrctl/bench.h"
+#include "client/gdrctl/bench_progress.h"
 #include "client/gdrctl/doctor/doctor.h"
 #include "client/gdrctl/doctor/real_probes.h"
 #include "common/cuda/gpu.h"
@@ -413,12 +414,11 @@ int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& type,
   } else {
     o.span = *span;
   }
+  gdrctl::BenchProgress meter(o.iterations, o.size);
   if (progress) {
-    o.progress = [&o](uint64_t done, double secs) {
-      std::fprintf(stderr, "\r%llu/%llu ops, %.1f s, %.3f GB/s   ",
-                   static_cast<unsigned long long>(done),
-                   static_cast<unsigned long long>(o.iterations), secs,
-                   secs > 0 ? static_cast<double>(done * o.size) / secs / 1e9 : 0.0);
+    // One line, rewritten in place about once a second; cleared when the loop ends.
+    o.progress = [&meter](uint64_t done, double secs) {
+      std::fprintf(stderr, "\r%s\x1b[K", meter.Update(done, secs).c_str());
     };
   }
   std::unique_ptr<gdrstore::Buffer> gpu_buffer;
@@ -431,7 +431,7 @@ int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& type,
   }
   o.transport = gdrstore::TransportName((*client)->transport());
   auto r = gdrctl::RunBench(**client, o);
-  if (o.progress) std::fprintf(stderr, "\r%*s\r", 60, "");
+  if (o.progress) std::fprintf(stderr, "\r\x1b[K");
   if (!r.ok()) return Fail(r.status(), "bench");
   if (c.json) {
     std::cout << gdrctl::BenchResultJson(o, *r) << "\n";
@@ -556,7 +556,11 @@ int main(int argc, char** argv) {
   CLI::Option* bspan_opt = gdrctl::AddSizeOption(
       bench, "--span", &bspan, "cycle extents through this many bytes (default: up to 256MiB)");
   bspan_opt->default_str("");
-  bench->add_flag("-q,--quiet", quiet, "no progress line");
+  bench->add_flag("-q,--quiet", quiet,
+                  "no live progress line (there is none either with --json or when stderr is "
+                  "not a terminal)");
+  // Also after the subcommand (`gdrctl bench --json`), where people put it.
+  bench->add_flag("--json", c.json, "machine-readable output");
   std::string bgpu;
   bench->add_option("--gpu", bgpu, "use device memory on this GPU (PCI address or CUDA ordinal)");
 
@@ -631,7 +635,9 @@ int main(int argc, char** argv) {
     return s.ok() ? kExitOk : Fail(s, "stats");
   }
   if (bench->parsed()) {
-    const bool progress = !quiet && ::isatty(STDERR_FILENO) == 1;
+    // The live line is for a person watching: never with -q, never in JSON mode, never when
+    // stderr goes to a file or a pipe.
+    const bool progress = !quiet && !c.json && ::isatty(STDERR_FILENO) == 1;
     return CmdBench(c, bo, btype,
                     bspan_opt->count() ? std::optional<uint64_t>(bspan) : std::nullopt, progress,
                     bgpu);
