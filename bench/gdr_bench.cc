@@ -2,15 +2,7 @@
 // measures the tcp transport and the RPC paths through libgdrclient, and prints each number
 // beside a baseline measured in the same run (raw loopback TCP, an empty Ping RPC, unary RPCs)
 // with the ratio and the aim it is held to. docs/benchmarks.md explains every line.
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -20,24 +12,26 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iostream>
 #include <mutex>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "bench/daemon_process.h"
+#include "bench/raw_tcp.h"
+#include "bench/report_text.h"
+#include "bench/scale.h"
+#include "bench/scale_client.h"
 #include "client/gdrctl/bench.h"
 #include "common/cuda/gpu.h"
-#include "common/socket.h"
 #include "common/status_macros.h"
 #include "common/units.h"
 #include "gdrstore/client.h"
@@ -46,15 +40,15 @@
 #define GDR_BENCH_DAEMON_PATH "gdrstored"
 #endif
 
-extern char** environ;
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using gdrbench::JsonEscape;
+using gdrbench::MachineCpu;
+using gdrbench::Median;
+using gdrbench::TouchedMemory;
 
 constexpr uint64_t kMiB = 1 << 20;
-// The product's socket buffer size on both ends of a tcp link (TcpLinkOptions, TcpTarget).
-constexpr int kProductSocketBuffer = 4 << 20;
 
 struct Settings {
   std::string daemon = GDR_BENCH_DAEMON_PATH;
@@ -69,7 +63,7 @@ struct Settings {
   uint64_t rate_ops = 20000;      // 4 KiB ops per ops/s measurement
   uint32_t rate_qd = 32;
   int64_t ready_timeout_ms = 20000;
-  std::vector<std::string> only;  // subset of {bw, lat, rate, gpu, reg}; empty = all
+  std::vector<std::string> only;  // of {bw, lat, rate, gpu, reg, scale}; empty = all but scale
   std::string gpu;                // GPU for the gpu group (PCI address or ordinal); empty = none
   uint64_t gpu_copies = 16;       // cuMemcpyHtoD of bw_size per baseline sample
   std::string gpu_slot_text = "1MiB";  // the client's staging slot size (ClientOptions)
@@ -80,197 +74,13 @@ struct Settings {
   }
 };
 
-absl::Status Errno(const std::string& what) { return absl::ErrnoToStatus(errno, what); }
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  if (n == 0) return 0;
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 double Percentile(std::vector<uint64_t> ns, double p) {
   std::sort(ns.begin(), ns.end());
   const size_t idx = static_cast<size_t>(p * static_cast<double>(ns.size() - 1) + 0.5);
   return static_cast<double>(ns[idx]) / 1e3;
 }
 
-// ---- the daemon child ----
-
-// A gdrstored child process on loopback. Its log goes to a file in a private temp directory
-// (shown when it fails to come up). The destructor stops it with SIGTERM, then SIGKILL.
-class DaemonProcess {
- public:
-  static absl::StatusOr<std::unique_ptr<DaemonProcess>> Start(const Settings& s) {
-    std::unique_ptr<DaemonProcess> d(new DaemonProcess());
-    char dir_template[] = "/tmp/gdr_bench.XXXXXX";
-    if (::mkdtemp(dir_template) == nullptr) return Errno("mkdtemp");
-    d->dir_ = dir_template;
-    d->port_file_ = d->dir_ + "/port";
-    d->log_file_ = d->dir_ + "/gdrstored.log";
-    // Room for qd 2 of the bandwidth size plus the small-op area.
-    const uint64_t volume = std::max<uint64_t>(256 * kMiB, 4 * s.bw_size);
-    std::vector<std::string> args = {s.daemon,
-                                     "--listen=127.0.0.1:0",
-                                     "--port-file=" + d->port_file_,
-                                     absl::StrCat("--volume=vol0=", volume),
-                                     absl::StrCat("--max-op-size=", std::max(s.bw_size, 4096ul)),
-                                     "--log-level=warning"};
-    for (const std::string& f : s.daemon_flags) args.push_back(f);
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, d->log_file_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
-    pid_t pid = 0;
-    const int rc = ::posix_spawn(&pid, s.daemon.c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
-      return absl::ErrnoToStatus(rc, absl::StrCat("cannot start daemon ", s.daemon));
-    }
-    d->pid_ = pid;
-    d->command_ = absl::StrJoin(args, " ");
-    GDR_RETURN_IF_ERROR(d->WaitReady(std::chrono::milliseconds(s.ready_timeout_ms)));
-    return d;
-  }
-
-  ~DaemonProcess() {
-    Stop();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  const std::string& address() const { return address_; }
-  const std::string& command() const { return command_; }
-  pid_t pid() const { return pid_; }
-
- private:
-  DaemonProcess() = default;
-
-  // Polls for the port file, then for a Ping answer, until the deadline. Fails at once when the
-  // child exits.
-  absl::Status WaitReady(std::chrono::milliseconds timeout) {
-    const Clock::time_point deadline = Clock::now() + timeout;
-    std::unique_ptr<gdrstore::Client> probe;
-    for (;;) {
-      int wstatus = 0;
-      if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
-        pid_ = -1;
-        return absl::UnavailableError(
-            absl::StrCat("gdrstored exited during start-up (status ", wstatus, "):\n", LogTail()));
-      }
-      if (address_.empty()) {
-        std::ifstream in(port_file_);
-        int port = 0;
-        if (in >> port && port > 0) address_ = absl::StrCat("127.0.0.1:", port);
-      }
-      if (!address_.empty()) {
-        if (!probe) {
-          gdrstore::ClientOptions o;
-          o.daemon_address = address_;
-          GDR_ASSIGN_OR_RETURN(probe, gdrstore::Client::Connect(o));
-        }
-        if (probe->Ping().ok()) return absl::OkStatus();
-      }
-      if (Clock::now() > deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "gdrstored did not answer Ping within ", timeout.count(), " ms:\n", LogTail()));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // poll interval
-    }
-  }
-
-  void Stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(15);
-    for (;;) {
-      int wstatus = 0;
-      const pid_t r = ::waitpid(pid_, &wstatus, WNOHANG);
-      if (r == pid_ || (r < 0 && errno != EINTR)) break;
-      if (Clock::now() > deadline) {
-        std::fprintf(stderr, "gdr_bench: gdrstored (pid %d) ignored SIGTERM; killing it\n", pid_);
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, &wstatus, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    pid_ = -1;
-  }
-
-  std::string LogTail() const {
-    std::ifstream in(log_file_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
-    if (text.size() > 4000) text = text.substr(text.size() - 4000);
-    return text;
-  }
-
-  pid_t pid_ = -1;
-  std::string dir_, port_file_, log_file_, address_, command_;
-};
-
 // ---- baselines ----
-
-// Page-aligned anonymous memory with every page touched, so no measurement pays first faults.
-class TouchedMemory {
- public:
-  explicit TouchedMemory(size_t bytes) : size_(bytes) {
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return;
-    data_ = static_cast<char*>(p);
-    std::memset(data_, 0x5a, bytes);
-  }
-  ~TouchedMemory() {
-    if (data_) ::munmap(data_, size_);
-  }
-  char* data() const { return data_; }
-
- private:
-  char* data_ = nullptr;
-  size_t size_;
-};
-
-// Raw loopback TCP: a sender thread writes `ops` buffers of `size` bytes into a connected
-// socket, the receiving thread reads them into a buffer of `size` bytes. Same socket options as
-// a tcp link (4 MiB SO_SNDBUF/SO_RCVBUF on both ends, TCP_NODELAY). Returns GB/s (1e9 B/s),
-// timed from the first send to the last byte received.
-absl::StatusOr<double> RawTcpStream(uint64_t size, uint64_t ops, const TouchedMemory& src,
-                                    const TouchedMemory& dst) {
-  uint16_t port = 0;
-  GDR_ASSIGN_OR_RETURN(gdr::ScopedFd listener, gdr::ListenTcp("127.0.0.1", 0, 4, &port));
-  GDR_ASSIGN_OR_RETURN(gdr::ScopedFd out, gdr::ConnectTcp("127.0.0.1", port, absl::Seconds(3)));
-  gdr::ScopedFd in(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  if (!in.valid()) return Errno("accept");
-  int one = 1;
-  ::setsockopt(in.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  gdr::SetSocketBuffers(in.get(), kProductSocketBuffer);
-  gdr::SetSocketBuffers(out.get(), kProductSocketBuffer);
-
-  const Clock::time_point t0 = Clock::now();
-  absl::Status send_status;
-  std::thread sender([&] {
-    for (uint64_t i = 0; i < ops && send_status.ok(); ++i) {
-      send_status = gdr::WriteFull(out.get(), src.data(), size);
-    }
-  });
-  absl::Status recv_status;
-  for (uint64_t i = 0; i < ops && recv_status.ok(); ++i) {
-    recv_status = gdr::ReadFull(in.get(), dst.data(), size);
-  }
-  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (!recv_status.ok()) ::shutdown(out.get(), SHUT_RDWR);  // unblock the sender
-  sender.join();
-  GDR_RETURN_IF_ERROR(send_status);
-  GDR_RETURN_IF_ERROR(recv_status);
-  return static_cast<double>(size * ops) / seconds / 1e9;
-}
 
 // `ops` empty Ping RPCs back to back over the callback API, the next issued from the previous
 // one's completion, exactly as RunBench chains unary ops at qd 1. Returns per-call latency, ns.
@@ -345,27 +155,6 @@ std::string Samples(const std::vector<double>& v, const std::string& unit) {
   return absl::StrJoin(parts, ",");
 }
 
-std::string MachineCpu() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
-}
-
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 void PrintTable(const std::vector<Row>& rows, const Settings& s, const std::string& daemon_cmd) {
   std::printf("gdr_bench: %d repeats (median shown) after %d warm-up, nproc %u, CPU %s\n",
               s.repeats, s.warmup, std::thread::hardware_concurrency(), MachineCpu().c_str());
@@ -386,7 +175,9 @@ void PrintTable(const std::vector<Row>& rows, const Settings& s, const std::stri
   }
 }
 
-void PrintJson(const std::vector<Row>& rows, const Settings& s, const std::string& daemon_cmd) {
+// `scale`: the scale group's JSON object, or null when it did not run.
+void PrintJson(const std::vector<Row>& rows, const Settings& s, const std::string& daemon_cmd,
+               const std::string* scale) {
   std::string out = absl::StrFormat(
       "{\"repeats\":%d,\"warmup\":%d,\"nproc\":%u,\"cpu\":\"%s\",\"daemon\":\"%s\",\"rows\":[",
       s.repeats, s.warmup, std::thread::hardware_concurrency(), JsonEscape(MachineCpu()),
@@ -402,7 +193,9 @@ void PrintJson(const std::vector<Row>& rows, const Settings& s, const std::strin
         r.aim, r.met() ? "true" : "false", absl::StrJoin(r.product, ","),
         absl::StrJoin(r.base, ","));
   }
-  out += "]}\n";
+  out += "]";
+  if (scale) absl::StrAppend(&out, ",\"scale\":", *scale);
+  out += "}\n";
   std::fputs(out.c_str(), stdout);
 }
 
@@ -606,7 +399,7 @@ class Bench {
         row.aim_ratio = 0.85;
         Progress(row.name);
         for (int r = -s_.warmup; r < s_.repeats; ++r) {
-          GDR_ASSIGN_OR_RETURN(double raw, RawTcpStream(s_.bw_size, s_.bw_ops, src, dst));
+          GDR_ASSIGN_OR_RETURN(double raw, gdrbench::RawTcpStream(s_.bw_size, s_.bw_ops, src, dst));
           GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult res,
                                Ops(kind, s_.bw_size, 0, s_.bw_ops, qd, false, buffer.get()));
           if (r < 0) continue;
@@ -675,6 +468,14 @@ class Bench {
   gdrstore::Client& client_;
 };
 
+// The volume of the groups' daemon: the bandwidth lines' extents at their largest qd (each
+// slot its own extent) plus the small-op area, and never less than the 256 MiB it always had.
+uint64_t GroupVolumeBytes(const Settings& s) {
+  const uint32_t max_qd = *std::max_element(s.bw_qds.begin(), s.bw_qds.end());
+  const uint64_t need = uint64_t{max_qd} * s.bw_size + uint64_t{s.rate_qd} * 4096;
+  return std::max<uint64_t>(256 * kMiB, (need + kMiB - 1) / kMiB * kMiB);
+}
+
 int Main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   Settings s;
@@ -683,7 +484,8 @@ int Main(int argc, char** argv) {
   app.add_option("--daemon", s.daemon, "gdrstored binary to start")->capture_default_str();
   app.add_option("--daemon-flag", s.daemon_flags,
                  "extra flag for gdrstored, repeatable (e.g. --daemon-flag=--chunk-size=4MiB)");
-  app.add_option("--repeats", s.repeats, "measured repeats per line; the median is reported")
+  app.add_option("--repeats", s.repeats,
+                 "measured repeats per line; the median is reported (scale: default 3)")
       ->capture_default_str()->check(CLI::Range(1, 100));
   app.add_option("--warmup", s.warmup, "unreported repeats before the measured ones")
       ->capture_default_str()->check(CLI::Range(0, 100));
@@ -702,15 +504,43 @@ int Main(int argc, char** argv) {
   app.add_option("--ready-timeout-ms", s.ready_timeout_ms, "how long to wait for the daemon")
       ->capture_default_str();
   app.add_option("--only", s.only,
-                 "run only these groups: bw (a), lat (b), rate (c), gpu (d), reg (e)")
-      ->check(CLI::IsMember({"bw", "lat", "rate", "gpu", "reg"}));
+                 "run only these groups: bw (a), lat (b), rate (c), gpu (d), reg (e), scale (f; "
+                 "never part of the default run)")
+      ->check(CLI::IsMember({"bw", "lat", "rate", "gpu", "reg", "scale"}));
   app.add_option("--gpu", s.gpu,
-                 "GPU for group (d), tcp Writes into GPU memory (PCI address or CUDA ordinal)");
+                 "GPU for group (d), tcp Writes into GPU memory, and for scale's 8-client GPU "
+                 "line (PCI address or CUDA ordinal)");
   app.add_option("--gpu-slot", s.gpu_slot_text, "client staging slot size for GPU buffers")
       ->capture_default_str();
   app.add_option("--gpu-copies", s.gpu_copies, "cuMemcpyHtoD per baseline sample")
       ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{1} << 16));
   app.add_flag("--json", s.json, "print one JSON document instead of the table");
+
+  const unsigned nproc = std::thread::hardware_concurrency();
+  gdrbench::ScaleSettings sc;
+  std::string scale_clients = absl::StrJoin(gdrbench::DefaultScaleClients(nproc), ",");
+  std::string scale_size = "16MiB", scale_many = "128,256";
+  app.add_option("--scale-clients", scale_clients,
+                 "scale: client process counts of the bulk and small-op lines (default: 1, 2, "
+                 "4, 8, 16 up to nproc)")
+      ->capture_default_str();
+  app.add_option("--scale-size", scale_size, "scale: op size of the bulk lines")
+      ->capture_default_str();
+  app.add_option("--scale-ops", sc.ops, "scale: bulk ops per client")
+      ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
+  app.add_option("--scale-qd", sc.qd, "scale: bulk ops in flight per client")
+      ->capture_default_str()->check(CLI::Range(1u, 64u));
+  app.add_option("--scale-small-ops", sc.small_ops, "scale: 4 KiB ops per client (qd 32)")
+      ->capture_default_str()->check(CLI::Range(uint64_t{32}, uint64_t{1} << 26));
+  app.add_option("--scale-many", scale_many,
+                 "scale: client counts run against the default link pool beside 64 clients "
+                 "(64 KiB Writes, qd 4); '' turns the lines off")
+      ->capture_default_str();
+  app.add_option("--scale-many-ops", sc.many_ops, "scale: 64 KiB ops per client of --scale-many")
+      ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
+  app.add_option("--scale-plot", sc.plot,
+                 "scale: PNG of GB/s against clients; its data goes beside it as .json")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   absl::StatusOr<uint64_t> bw = gdr::ParseSize(s.bw_size_text);
   if (!bw.ok() || *bw == 0 || *bw > (1ull << 30)) {
@@ -727,31 +557,93 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gdr_bench: --only gpu needs --gpu PCI_ADDRESS|ORDINAL\n");
     return 2;
   }
+  const bool want_scale = std::find(s.only.begin(), s.only.end(), "scale") != s.only.end();
+  if (want_scale) {
+    absl::StatusOr<uint64_t> size = gdr::ParseSize(scale_size);
+    if (!size.ok() || *size == 0 || *size > (1ull << 30)) {
+      std::fprintf(stderr, "gdr_bench: --scale-size '%s' must be a size of 1 B .. 1 GiB\n",
+                   scale_size.c_str());
+      return 2;
+    }
+    sc.size = *size;
+    absl::StatusOr<std::vector<uint32_t>> clients =
+        gdrbench::ParseClientCounts(scale_clients, "--scale-clients", 1024);
+    absl::StatusOr<std::vector<uint32_t>> many =
+        gdrbench::ParseClientCounts(scale_many, "--scale-many", 1024);
+    for (const absl::Status& st : {clients.status(), many.status()}) {
+      if (!st.ok()) {
+        std::fprintf(stderr, "gdr_bench: %s\n", std::string(st.message()).c_str());
+        return 2;
+      }
+    }
+    sc.clients = *std::move(clients);
+    sc.many = *std::move(many);
+    std::error_code ec;
+    sc.self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    if (ec) {
+      std::fprintf(stderr, "gdr_bench: cannot find this binary to start scale clients: %s\n",
+                   ec.message().c_str());
+      return 1;
+    }
+    sc.daemon = s.daemon;
+    sc.daemon_flags = s.daemon_flags;
+    sc.ready_timeout = std::chrono::milliseconds(s.ready_timeout_ms);
+    sc.gpu = s.gpu;
+    sc.gpu_slot = *slot;
+    sc.repeats = app.count("--repeats") ? s.repeats : 3;
+    sc.warmup = s.warmup;
+    sc.quiet = s.json;
+  }
 
   auto fail = [](const absl::Status& st) {
     std::fprintf(stderr, "gdr_bench: %s: %s\n", absl::StatusCodeToString(st.code()).c_str(),
                  std::string(st.message()).c_str());
     return 1;
   };
-  if (!s.json) std::fprintf(stderr, "gdr_bench: starting %s\n", s.daemon.c_str());
-  absl::StatusOr<std::unique_ptr<DaemonProcess>> daemon = DaemonProcess::Start(s);
-  if (!daemon.ok()) return fail(daemon.status());
+  // The groups (a)-(e) share one daemon; scale starts its own once that one has stopped.
+  const bool want_groups =
+      s.only.empty() || std::any_of(s.only.begin(), s.only.end(),
+                                    [](const std::string& g) { return g != "scale"; });
   std::vector<Row> rows;
-  {
-    gdrstore::ClientOptions o;
-    o.daemon_address = (*daemon)->address();
-    o.gpu_staging_slot_bytes = *slot;
-    absl::StatusOr<std::unique_ptr<gdrstore::Client>> client = gdrstore::Client::Connect(o);
-    if (!client.ok()) return fail(client.status());
-    Bench bench(s, **client);
-    if (absl::Status st = bench.Run(&rows); !st.ok()) return fail(st);
+  std::string cmd;
+  if (want_groups) {
+    gdrbench::DaemonStart how;
+    how.binary = s.daemon;
+    how.extra_flags = s.daemon_flags;
+    how.volume_bytes = GroupVolumeBytes(s);
+    how.max_op_bytes = std::max<uint64_t>(s.bw_size, 4096);
+    how.ready_timeout = std::chrono::milliseconds(s.ready_timeout_ms);
+    if (!s.json) std::fprintf(stderr, "gdr_bench: starting %s\n", s.daemon.c_str());
+    absl::StatusOr<std::unique_ptr<gdrbench::DaemonProcess>> daemon =
+        gdrbench::DaemonProcess::Start(how);
+    if (!daemon.ok()) return fail(daemon.status());
+    {
+      gdrstore::ClientOptions o;
+      o.daemon_address = (*daemon)->address();
+      o.gpu_staging_slot_bytes = *slot;
+      absl::StatusOr<std::unique_ptr<gdrstore::Client>> client = gdrstore::Client::Connect(o);
+      if (!client.ok()) return fail(client.status());
+      Bench bench(s, **client);
+      if (absl::Status st = bench.Run(&rows); !st.ok()) return fail(st);
+    }
+    cmd = (*daemon)->command();
+    daemon->reset();  // stop the daemon before printing: nothing else runs while we report
   }
-  const std::string cmd = (*daemon)->command();
-  daemon->reset();  // stop the daemon before printing: nothing else runs while we report
+  std::optional<gdrbench::ScaleReport> scale;
+  if (want_scale) {
+    absl::StatusOr<gdrbench::ScaleReport> r = gdrbench::RunScale(sc);
+    if (!r.ok()) return fail(r.status());
+    scale = *std::move(r);
+  }
   if (s.json) {
-    PrintJson(rows, s, cmd);
+    PrintJson(rows, s, cmd, scale ? &scale->json : nullptr);
+    if (scale) std::fprintf(stderr, "gdr_bench: %s\n", scale->plot_note.c_str());
   } else {
-    PrintTable(rows, s, cmd);
+    if (want_groups) PrintTable(rows, s, cmd);
+    if (scale) {
+      std::printf("%s%s\n%s\n", want_groups ? "\n" : "", scale->table.c_str(),
+                  scale->plot_note.c_str());
+    }
   }
   return 0;
 }
@@ -759,6 +651,11 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A scale client process: gdr_bench re-executed by its own scale group.
+  if (argc > 1 && std::strcmp(argv[1], gdrbench::kScaleClientFlag) == 0) {
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+    return gdrbench::RunScaleClient(argc, argv);
+  }
   // As in gdrstored and gdrctl: no Mutex deadlock detection in measured binaries.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   return Main(argc, argv);

@@ -4,7 +4,8 @@
 # systemd-analyze (unit verification); file and dpkg-dev are what CPack's .deb generator uses;
 # libssl-dev: the tcp proof's HMAC and the PEM checks of TLS files; openssl: the TLS tests make
 # their certificates with it; clang-14 and its sanitizer and libFuzzer runtimes build the fuzz
-# targets (scripts/fuzz-smoke.sh).
+# targets (scripts/fuzz-smoke.sh); python3-matplotlib draws gdr_bench's scale plot
+# (bench/plot_scale.py).
 set -euo pipefail
 
 PKGS=(
@@ -17,6 +18,7 @@ PKGS=(
   procps iproute2
   systemd file dpkg-dev
   python3 python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
+  python3-matplotlib
 )
 
 missing=()

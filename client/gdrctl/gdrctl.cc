@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "client/gdrctl/bench.h"
+#include "client/gdrctl/bench_progress.h"
 #include "client/gdrctl/doctor/doctor.h"
 #include "client/gdrctl/doctor/real_probes.h"
 #include "common/cuda/gpu.h"
@@ -31,6 +33,7 @@
 #include "common/units.h"
 #include "common/status_macros.h"
 #include "client/gdrctl/selftest.h"
+#include "client/gdrctl/size_flag.h"
 #include "gdrstore/client.h"
 
 namespace {
@@ -60,7 +63,7 @@ struct Common {
 struct OpArgs {
   std::string volume = "vol0";
   uint64_t offset = 0;
-  std::string size = "4KiB";
+  uint64_t size = 4096;
   uint64_t buffer_offset = 0;
   bool verify = false;
   uint64_t salt = 0;
@@ -280,20 +283,19 @@ std::string MismatchText(const std::byte* data, uint64_t seed, uint64_t offset, 
 // write: store -> buffer. --verify checks the buffer against the volume's pattern (valid while
 // the extent holds the initial fill, or what a `read --salt N` put there: pass the same salt).
 int CmdWrite(const Common& c, const OpArgs& a) {
-  auto size = gdr::ParseSize(a.size);
-  if (!size.ok()) return Fail(kExitUsage, std::string(size.status().message()));
+  const uint64_t size = a.size;
   auto client = Connect(c);
   if (!client.ok()) return Fail(client.status(), "connect");
-  auto buffer = Allocate(**client, a.gpu, *size + a.buffer_offset);
+  auto buffer = Allocate(**client, a.gpu, size + a.buffer_offset);
   if (!buffer.ok()) return Fail(buffer.status(), a.gpu.empty() ? "allocate" : "allocate --gpu");
-  gdrstore::Extent extent{a.volume, a.offset, *size};
+  gdrstore::Extent extent{a.volume, a.offset, size};
   auto r = (*client)->Write(extent, **buffer, a.buffer_offset);
   if (!r.ok()) return Fail(r.status(), "write");
   std::string verdict;
   if (a.verify) {
     const uint64_t seed = gdr::PatternSeed(a.volume, a.salt);
     // GPU memory is copied back from the device: what is checked is what landed there.
-    auto got = ReadBack(**buffer, a.buffer_offset, *size);
+    auto got = ReadBack(**buffer, a.buffer_offset, size);
     if (!got.ok()) return Fail(got.status(), "verify (copy back)");
     if (auto bad = gdr::PatternMismatch(seed, a.offset, *got)) {
       return Fail(kExitMismatch, MismatchText(got->data(), seed, a.offset, *bad));
@@ -312,7 +314,7 @@ int CmdWrite(const Common& c, const OpArgs& a) {
         (*buffer)->gpu_pci());
   } else {
     std::cout << absl::StrFormat("write %s@%u +%u -> %s: ok, %u bytes in %.1f us%s\n",
-                                 a.volume, a.offset, *size, where, r->bytes, r->service_ns / 1e3,
+                                 a.volume, a.offset, size, where, r->bytes, r->service_ns / 1e3,
                                  verdict);
   }
   return kExitOk;
@@ -322,14 +324,13 @@ int CmdWrite(const Common& c, const OpArgs& a) {
 // bytes reached the store: it first stores a different (random-salted) pattern and reads it
 // back with a Write, then stores the requested pattern and reads that back too.
 int CmdRead(const Common& c, const OpArgs& a) {
-  auto size = gdr::ParseSize(a.size);
-  if (!size.ok()) return Fail(kExitUsage, std::string(size.status().message()));
+  const uint64_t size = a.size;
   auto client = Connect(c);
   if (!client.ok()) return Fail(client.status(), "connect");
-  auto src = Allocate(**client, a.gpu, *size + a.buffer_offset);
+  auto src = Allocate(**client, a.gpu, size + a.buffer_offset);
   if (!src.ok()) return Fail(src.status(), a.gpu.empty() ? "allocate" : "allocate --gpu");
-  gdrstore::Extent extent{a.volume, a.offset, *size};
-  std::vector<std::byte> payload(*size);  // the pattern, put into the buffer with CopyIn
+  gdrstore::Extent extent{a.volume, a.offset, size};
+  std::vector<std::byte> payload(size);  // the pattern, put into the buffer with CopyIn
 
   std::vector<uint64_t> salts;
   if (a.verify) {
@@ -344,24 +345,24 @@ int CmdRead(const Common& c, const OpArgs& a) {
   for (uint64_t salt : salts) {
     const uint64_t seed = gdr::PatternSeed(a.volume, salt);
     gdr::PatternFill(seed, a.offset, payload);
-    if (absl::Status st = (*src)->CopyIn(a.buffer_offset, payload.data(), *size); !st.ok()) {
+    if (absl::Status st = (*src)->CopyIn(a.buffer_offset, payload.data(), size); !st.ok()) {
       return Fail(st, "fill buffer");
     }
     r = (*client)->Read(extent, **src, a.buffer_offset, a.sync);
     if (!r.ok()) return Fail(r.status(), "read");
     if (!a.verify) break;
     if (!check) {
-      auto b = Allocate(**client, a.gpu, *size);
+      auto b = Allocate(**client, a.gpu, size);
       if (!b.ok()) return Fail(b.status(), "allocate");
       check = std::move(*b);
     }
-    std::vector<std::byte> zeros(*size);
-    if (absl::Status st = check->CopyIn(0, zeros.data(), *size); !st.ok()) {
+    std::vector<std::byte> zeros(size);
+    if (absl::Status st = check->CopyIn(0, zeros.data(), size); !st.ok()) {
       return Fail(st, "clear verify buffer");
     }
     auto back = (*client)->Write(extent, *check);
     if (!back.ok()) return Fail(back.status(), "verify (write back)");
-    auto got = ReadBack(*check, 0, *size);
+    auto got = ReadBack(*check, 0, size);
     if (!got.ok()) return Fail(got.status(), "verify (copy back)");
     if (auto bad = gdr::PatternMismatch(seed, a.offset, *got)) {
       return Fail(kExitMismatch, MismatchText(got->data(), seed, a.offset, *bad));
@@ -379,19 +380,16 @@ int CmdRead(const Common& c, const OpArgs& a) {
             ? absl::StrCat("GPU ", (*src)->gpu_ordinal(), " (", (*src)->gpu_pci(), ")")
             : "buffer";
     std::cout << absl::StrFormat("read %s -> %s@%u +%u: ok, %u bytes in %.1f us%s%s\n", where,
-                                 a.volume, a.offset, *size, r->bytes, r->service_ns / 1e3,
+                                 a.volume, a.offset, size, r->bytes, r->service_ns / 1e3,
                                  r->synced ? ", msync'ed to the volume's file" : "",
                                  a.verify ? ", verified" : "");
   }
   return kExitOk;
 }
 
-int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& size_text,
-             const std::string& type, const std::string& span_text, bool quiet,
-             const std::string& gpu) {
-  auto size = gdr::ParseSize(size_text);
-  if (!size.ok()) return Fail(kExitUsage, std::string(size.status().message()));
-  o.size = *size;
+// `span`: nullopt cycles through up to 256 MiB of the volume. `progress`: show the live line.
+int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& type,
+             std::optional<uint64_t> span, bool progress, const std::string& gpu) {
   if (type == "write" || type == "0") {
     o.kind = gdrstore::OpKind::kWrite;
   } else if (type == "read" || type == "1") {
@@ -401,7 +399,7 @@ int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& size_te
   }
   auto client = Connect(c);
   if (!client.ok()) return Fail(client.status(), "connect");
-  if (span_text.empty()) {
+  if (!span) {
     // Default: cycle through up to 256 MiB of the volume, within its size.
     auto info = (*client)->GetInfo(std::chrono::milliseconds(c.timeout_ms));
     if (!info.ok()) return Fail(info.status(), "GetInfo");
@@ -414,16 +412,13 @@ int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& size_te
     }
     o.span = vol_size > o.offset ? std::min<uint64_t>(vol_size - o.offset, 256ull << 20) : 0;
   } else {
-    auto span = gdr::ParseSize(span_text);
-    if (!span.ok()) return Fail(kExitUsage, std::string(span.status().message()));
     o.span = *span;
   }
-  if (!quiet) {
-    o.progress = [&o](uint64_t done, double secs) {
-      std::fprintf(stderr, "\r%llu/%llu ops, %.1f s, %.3f GB/s   ",
-                   static_cast<unsigned long long>(done),
-                   static_cast<unsigned long long>(o.iterations), secs,
-                   secs > 0 ? static_cast<double>(done * o.size) / secs / 1e9 : 0.0);
+  gdrctl::BenchProgress meter(o.iterations, o.size);
+  if (progress) {
+    // One line, rewritten in place about once a second; cleared when the loop ends.
+    o.progress = [&meter](uint64_t done, double secs) {
+      std::fprintf(stderr, "\r%s\x1b[K", meter.Update(done, secs).c_str());
     };
   }
   std::unique_ptr<gdrstore::Buffer> gpu_buffer;
@@ -436,7 +431,7 @@ int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& size_te
   }
   o.transport = gdrstore::TransportName((*client)->transport());
   auto r = gdrctl::RunBench(**client, o);
-  if (o.progress) std::fprintf(stderr, "\r%*s\r", 60, "");
+  if (o.progress) std::fprintf(stderr, "\r\x1b[K");
   if (!r.ok()) return Fail(r.status(), "bench");
   if (c.json) {
     std::cout << gdrctl::BenchResultJson(o, *r) << "\n";
@@ -484,11 +479,10 @@ int CmdTopo(const Common& c, const std::string& sysfs_root) {
 
 void AddOpArgs(CLI::App* cmd, OpArgs* a) {
   cmd->add_option("--volume", a->volume, "volume name")->capture_default_str();
-  cmd->add_option("-o,--offset", a->offset, "byte offset in the volume")->capture_default_str();
-  cmd->add_option("-s,--size", a->size, "bytes to move (e.g. 4096, 64KiB, 1MiB)")
-      ->capture_default_str();
-  cmd->add_option("--buffer-offset", a->buffer_offset,
-                  "start this many bytes into the registered buffer (unaligned tests)");
+  gdrctl::AddSizeOption(cmd, "-o,--offset", &a->offset, "byte offset in the volume (e.g. 1MiB)");
+  gdrctl::AddSizeOption(cmd, "-s,--size", &a->size, "bytes to move (e.g. 4096, 64KiB, 1MiB)");
+  gdrctl::AddSizeOption(cmd, "--buffer-offset", &a->buffer_offset,
+                        "start this many bytes into the registered buffer (unaligned tests)");
   cmd->add_option("--salt", a->salt, "pattern variant: 0 is the volume's initial fill");
   cmd->add_flag("--verify", a->verify, "check the moved bytes against the pattern");
   cmd->add_option("--gpu", a->gpu,
@@ -548,18 +542,25 @@ int main(int argc, char** argv) {
                  "file-backed volume: answered only once the bytes are msync'ed to its file");
 
   gdrctl::BenchOptions bo;
-  std::string bsize = "4KiB", btype = "write", bspan;
+  std::string btype = "write";
+  uint64_t bspan = 0;
   bool quiet = false;
   CLI::App* bench = app.add_subcommand("bench", "loop of ops: GB/s and latency percentiles");
   bench->add_option("-n,--iterations", bo.iterations, "ops to run")->capture_default_str();
-  bench->add_option("-s,--size", bsize, "bytes per op")->capture_default_str();
+  gdrctl::AddSizeOption(bench, "-s,--size", &bo.size, "bytes per op (e.g. 4KiB, 16MiB)");
   bench->add_option("-t,--type", btype, "write|read (or 0|1)")->capture_default_str();
   bench->add_option("--qd", bo.qd, "ops in flight")->capture_default_str();
   bench->add_flag("--unary", bo.unary, "one unary RPC per op instead of the Stream RPC");
   bench->add_option("--volume", bo.volume, "volume name")->capture_default_str();
-  bench->add_option("-o,--offset", bo.offset, "first offset")->capture_default_str();
-  bench->add_option("--span", bspan, "cycle extents through this many bytes (default: up to 256MiB)");
-  bench->add_flag("-q,--quiet", quiet, "no progress line");
+  gdrctl::AddSizeOption(bench, "-o,--offset", &bo.offset, "first offset (e.g. 512MiB)");
+  CLI::Option* bspan_opt = gdrctl::AddSizeOption(
+      bench, "--span", &bspan, "cycle extents through this many bytes (default: up to 256MiB)");
+  bspan_opt->default_str("");
+  bench->add_flag("-q,--quiet", quiet,
+                  "no live progress line (there is none either with --json or when stderr is "
+                  "not a terminal)");
+  // Also after the subcommand (`gdrctl bench --json`), where people put it.
+  bench->add_flag("--json", c.json, "machine-readable output");
   std::string bgpu;
   bench->add_option("--gpu", bgpu, "use device memory on this GPU (PCI address or CUDA ordinal)");
 
@@ -576,8 +577,8 @@ int main(int argc, char** argv) {
       "end-to-end check of --transport against the daemon: verified Writes/Reads of several "
       "sizes, a wrong rkey on purpose and the recovery; PASS/FAIL per step");
   selftest->add_option("--volume", st.volume, "volume to use")->capture_default_str();
-  selftest->add_option("-o,--offset", st.offset, "first byte of the volume the steps use")
-      ->capture_default_str();
+  gdrctl::AddSizeOption(selftest, "-o,--offset", &st.offset,
+                        "first byte of the volume the steps use (e.g. 1MiB)");
   selftest->add_option("--sizes", st_sizes, "comma-separated op sizes (default 1,4095,64KiB,1MiB+7,16MiB)");
 
   gdrctl::StatsOptions so;
@@ -633,7 +634,14 @@ int main(int argc, char** argv) {
     absl::Status s = gdrctl::RunStats((*client)->stub(), so);
     return s.ok() ? kExitOk : Fail(s, "stats");
   }
-  if (bench->parsed()) return CmdBench(c, bo, bsize, btype, bspan, quiet || !isatty(2), bgpu);
+  if (bench->parsed()) {
+    // The live line is for a person watching: never with -q, never in JSON mode, never when
+    // stderr goes to a file or a pipe.
+    const bool progress = !quiet && !c.json && ::isatty(STDERR_FILENO) == 1;
+    return CmdBench(c, bo, btype,
+                    bspan_opt->count() ? std::optional<uint64_t>(bspan) : std::nullopt, progress,
+                    bgpu);
+  }
   if (topo->parsed()) return CmdTopo(c, sysfs_root);
   if (doctor->parsed()) {
     doc.json = c.json;

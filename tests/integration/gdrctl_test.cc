@@ -1,6 +1,7 @@
 // Case 3: gdrctl end to end against a real daemon: info (plain and --json), verified write and
-// read, exit code 2 with one stderr line for bad usage, exit 1 with a one-line reason when the
-// op fails, exit 3 when verification finds other bytes.
+// read, size and offset flags with units landing where they say, exit code 2 with one stderr
+// line for bad usage, exit 1 with a one-line reason when the op fails, exit 3 when
+// verification finds other bytes.
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
@@ -144,6 +145,76 @@ TEST_F(GdrctlTest, BadUsageExitsTwoWithOneLine) {
     EXPECT_EQ(r.exit_code, 2) << what << ": " << r.Describe();
     EXPECT_TRUE(IsOneLine(r.err)) << what << ": stderr [" << r.err << "]";
     EXPECT_TRUE(absl::StartsWith(r.err, "gdrctl: ")) << what << ": " << r.err;
+  }
+}
+
+// -o and -s take units like every size flag: a salted pattern stored with `read -o 1MiB` is
+// found at byte 1048576 and not at byte 1; `bench -o 2MiB` changes exactly the extent there.
+TEST_F(GdrctlTest, OffsetsTakeUnitsAndTheOpLandsThere) {
+  ProcessResult rd = Gdrctl({"--json", "read", "--volume", "vol0", "-o", "1MiB", "-s", "64KiB",
+                             "--salt", "7", "--verify"});
+  ASSERT_EQ(rd.exit_code, 0) << rd.Describe();
+  google::protobuf::Struct doc;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(rd.out, &doc).ok()) << rd.out;
+  EXPECT_EQ(doc.fields().at("offset").number_value(), 1048576.0) << rd.out;
+  EXPECT_EQ(doc.fields().at("bytes").number_value(), 65536.0) << rd.out;
+
+  ProcessResult at = Gdrctl({"write", "--volume", "vol0", "-o", "1048576", "-s", "65536",
+                             "--salt", "7", "--verify"});
+  EXPECT_EQ(at.exit_code, 0) << at.Describe();
+  ProcessResult off_by_unit =
+      Gdrctl({"write", "--volume", "vol0", "-o", "1", "-s", "64KiB", "--salt", "7", "--verify"});
+  EXPECT_EQ(off_by_unit.exit_code, 3) << off_by_unit.Describe();
+
+  // --buffer-offset takes units too; the extent read back is still the salted pattern.
+  ProcessResult shifted = Gdrctl({"write", "--volume", "vol0", "-o", "1MiB", "-s", "4KiB",
+                                  "--buffer-offset", "1KiB", "--salt", "7", "--verify"});
+  EXPECT_EQ(shifted.exit_code, 0) << shifted.Describe();
+
+  // bench -t read stores its buffer over the initial fill at 2 MiB, and nowhere next to it.
+  for (const char* offset : {"2093056", "2097152", "2101248"}) {
+    ProcessResult before = Gdrctl({"write", "--volume", "vol0", "-o", offset, "-s", "4KiB",
+                                   "--verify"});
+    EXPECT_EQ(before.exit_code, 0) << offset << ": " << before.Describe();
+  }
+  ProcessResult bench = Gdrctl({"bench", "-t", "read", "--volume", "vol0", "-o", "2MiB", "-s",
+                                "4KiB", "--span", "4KiB", "-n", "3", "-q"});
+  ASSERT_EQ(bench.exit_code, 0) << bench.Describe();
+  EXPECT_TRUE(absl::StrContains(bench.out, "read 4 KiB x 3")) << bench.out;
+  ProcessResult changed =
+      Gdrctl({"write", "--volume", "vol0", "-o", "2MiB", "-s", "4KiB", "--verify"});
+  EXPECT_EQ(changed.exit_code, 3) << changed.Describe();
+  EXPECT_TRUE(absl::StrContains(changed.err, "verify failed at volume offset 209")) << changed.err;
+  for (const char* offset : {"2093056", "2101248"}) {
+    ProcessResult beside = Gdrctl({"write", "--volume", "vol0", "-o", offset, "-s", "4KiB",
+                                   "--verify"});
+    EXPECT_EQ(beside.exit_code, 0) << offset << ": " << beside.Describe();
+  }
+}
+
+// Every size and offset flag says which flag it cannot parse and why, in one line, exit 2.
+TEST_F(GdrctlTest, BadSizeOrOffsetNamesTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string flag;
+  };
+  const std::vector<Case> cases = {
+      {{"write", "-o", "12XB"}, "-o,--offset"},
+      {{"read", "-o", "lots"}, "-o,--offset"},
+      {{"read", "-s", "1.5MiB"}, "-s,--size"},
+      {{"write", "--buffer-offset", "3Q"}, "--buffer-offset"},
+      {{"bench", "-o", "512MB!"}, "-o,--offset"},
+      {{"bench", "-s", "0x10"}, "-s,--size"},
+      {{"bench", "--span", "-1"}, "--span"},
+      {{"selftest", "-o", "half"}, "-o,--offset"},
+  };
+  for (const Case& c : cases) {
+    ProcessResult r = Gdrctl(c.args);
+    const std::string what = absl::StrCat("gdrctl ", absl::StrJoin(c.args, " "));
+    EXPECT_EQ(r.exit_code, 2) << what << ": " << r.Describe();
+    EXPECT_TRUE(IsOneLine(r.err)) << what << ": stderr [" << r.err << "]";
+    EXPECT_TRUE(absl::StartsWith(r.err, absl::StrCat("gdrctl: ", c.flag, ": size '")))
+        << what << ": " << r.err;
   }
 }
 

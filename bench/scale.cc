@@ -1,0 +1,662 @@
+#include "bench/scale.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "bench/client_fleet.h"
+#include "bench/daemon_process.h"
+#include "bench/raw_tcp.h"
+#include "bench/report_text.h"
+#include "bench/temp_path.h"
+#include "bench/scale_plot.h"
+#include "common/cuda/gpu.h"
+#include "common/status_macros.h"
+#include "common/units.h"
+#include "gdrstore/client.h"
+
+namespace gdrbench {
+namespace {
+
+using gdrstore::OpKind;
+
+constexpr uint64_t kSmallSize = 4096;
+constexpr uint32_t kSmallQd = 32;
+constexpr uint64_t kManySize = 64 << 10;
+constexpr uint32_t kManyQd = 4;
+// The many-client lines are judged against as many clients as the daemon's default tcp link
+// pool has links (TcpOptions::max_links): up to there every client can hold a link of its own.
+constexpr uint32_t kManyBase = 64;
+constexpr uint32_t kGpuClients = 8;
+// The aims are stated for 8 clients; a machine with fewer CPUs is judged at its largest N.
+constexpr uint32_t kAimClients = 8;
+
+const char* OpName(OpKind k) { return k == OpKind::kWrite ? "Write" : "Read"; }
+
+// One run of N client processes, aggregated: total bytes over the earliest start to the
+// latest end among the clients that succeeded.
+struct Outcome {
+  uint32_t clients = 0;
+  uint32_t failed = 0;
+  std::map<std::string, uint32_t> codes;  // failed clients by status code
+  std::string first_failure;              // "client 3 (pid 123): CODE: message"
+  uint64_t bytes = 0, ops = 0;
+  double seconds = 0, gbps = 0, ops_per_sec = 0;
+};
+
+Outcome Aggregate(const std::vector<ClientReport>& reports) {
+  Outcome o;
+  o.clients = static_cast<uint32_t>(reports.size());
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (const ClientReport& r : reports) {
+    if (r.kind != ClientReport::Kind::kDone) {
+      ++o.failed;
+      ++o.codes[r.code];
+      if (o.first_failure.empty()) {
+        o.first_failure =
+            absl::StrCat("client ", r.index, " (pid ", r.pid, "): ", r.code, ": ", r.message);
+      }
+      continue;
+    }
+    o.bytes += r.bytes;
+    o.ops += r.ops;
+    first = std::min(first, r.start_ns);
+    last = std::max(last, r.end_ns);
+  }
+  if (last > first) {
+    o.seconds = static_cast<double>(last - first) / 1e9;
+    o.gbps = static_cast<double>(o.bytes) / o.seconds / 1e9;
+    o.ops_per_sec = static_cast<double>(o.ops) / o.seconds;
+  }
+  return o;
+}
+
+double Ratio(double a, double b) { return b == 0 ? 0 : a / b; }
+
+std::string Fmt(const std::vector<double>& v, int decimals) {
+  std::vector<std::string> parts;
+  for (double x : v) parts.push_back(absl::StrFormat("%.*f", decimals, x));
+  return absl::StrJoin(parts, ",");
+}
+
+std::string JsonNumbers(const std::vector<double>& v) {
+  std::vector<std::string> parts;
+  for (double x : v) parts.push_back(absl::StrFormat("%.4f", x));
+  return absl::StrCat("[", absl::StrJoin(parts, ","), "]");
+}
+
+struct BulkLine {
+  OpKind kind = OpKind::kWrite;
+  uint32_t clients = 0;
+  std::vector<double> gbps, ops_per_sec, base_gbps;  // one sample per repeat
+};
+
+struct SmallLine {
+  uint32_t clients = 0;
+  std::vector<double> ops_per_sec;
+};
+
+struct ManyLine {
+  uint32_t clients = 0;
+  std::vector<double> gbps, ops_per_sec, failed;
+  std::map<std::string, uint32_t> codes;
+  std::string first_failure;
+};
+
+struct GpuLine {
+  bool asked = false;
+  std::string skipped;  // why it did not run; empty when it ran
+  std::string gpu;      // "0 0000:b7:00.0 NVIDIA H100 ..."
+  std::vector<double> gpu_gbps, host_gbps;
+};
+
+struct Aim {
+  std::string name;
+  double value = 0;
+  double aim = 0;
+  bool informational = false;
+  std::string AimText() const {
+    return informational ? "info" : absl::StrFormat(">= %.2f", aim);
+  }
+  const char* Met() const { return informational ? "-" : (value >= aim ? "yes" : "NO"); }
+};
+
+class ScaleRun {
+ public:
+  // `probe` is only used until the last line has run (Table and Json need neither it nor the
+  // daemon, which is stopped by then).
+  ScaleRun(const ScaleSettings& s, const DaemonProcess& daemon, gdrstore::Client& probe,
+           std::string log)
+      : s_(s),
+        address_(daemon.address()),
+        command_(daemon.command()),
+        probe_(probe),
+        log_(std::move(log)) {}
+
+  // (1) Write or Read at every N beside N raw TCP stream pairs.
+  absl::Status Bulk(OpKind kind, const StreamBuffers& buffers) {
+    const uint32_t max_n = s_.clients.back();
+    for (int w = 0; w < s_.warmup; ++w) {
+      Progress(absl::StrCat("scale warm-up: ", OpName(kind), " ", max_n, " clients"));
+      GDR_RETURN_IF_ERROR(Clients(max_n, kind, s_.size, s_.ops, s_.qd, "").status());
+    }
+    for (uint32_t n : s_.clients) {
+      BulkLine line;
+      line.kind = kind;
+      line.clients = n;
+      for (int r = 0; r < s_.repeats; ++r) {
+        Progress(absl::StrCat("scale ", OpName(kind), " ", n, " clients, repeat ", r + 1, "/",
+                              s_.repeats));
+        GDR_ASSIGN_OR_RETURN(StreamsResult base, RawTcpStreams(n, s_.size, s_.ops, buffers));
+        GDR_ASSIGN_OR_RETURN(Outcome o, Clients(n, kind, s_.size, s_.ops, s_.qd, ""));
+        line.base_gbps.push_back(base.gbps);
+        line.gbps.push_back(o.gbps);
+        line.ops_per_sec.push_back(o.ops_per_sec);
+      }
+      bulk_.push_back(std::move(line));
+    }
+    return absl::OkStatus();
+  }
+
+  // (2) 4 KiB Writes at qd 32 per client: ops/s at every N.
+  absl::Status Small() {
+    const uint32_t max_n = s_.clients.back();
+    for (int w = 0; w < s_.warmup; ++w) {
+      Progress(absl::StrCat("scale warm-up: 4 KiB Write ", max_n, " clients"));
+      GDR_RETURN_IF_ERROR(
+          Clients(max_n, OpKind::kWrite, kSmallSize, s_.small_ops, kSmallQd, "").status());
+    }
+    for (uint32_t n : s_.clients) {
+      SmallLine line;
+      line.clients = n;
+      for (int r = 0; r < s_.repeats; ++r) {
+        Progress(absl::StrCat("scale 4 KiB Write ", n, " clients, repeat ", r + 1, "/",
+                              s_.repeats));
+        GDR_ASSIGN_OR_RETURN(Outcome o,
+                             Clients(n, OpKind::kWrite, kSmallSize, s_.small_ops, kSmallQd, ""));
+        line.ops_per_sec.push_back(o.ops_per_sec);
+      }
+      small_.push_back(std::move(line));
+    }
+    return absl::OkStatus();
+  }
+
+  // (3) Many clients against the default link pool; failed clients are counted, not fatal.
+  absl::Status Many() {
+    std::vector<uint32_t> counts = {kManyBase};
+    for (uint32_t m : s_.many)
+      if (m != kManyBase) counts.push_back(m);
+    for (uint32_t m : counts) {
+      ManyLine line;
+      line.clients = m;
+      many_.push_back(std::move(line));
+    }
+    for (int r = 0; r < s_.repeats; ++r) {
+      for (ManyLine& line : many_) {
+        Progress(absl::StrCat("scale many: 64 KiB Write ", line.clients, " clients, repeat ",
+                              r + 1, "/", s_.repeats));
+        GDR_ASSIGN_OR_RETURN(Outcome o, Clients(line.clients, OpKind::kWrite, kManySize,
+                                                s_.many_ops, kManyQd, "", /*tolerate=*/true));
+        line.gbps.push_back(o.gbps);
+        line.ops_per_sec.push_back(o.ops_per_sec);
+        line.failed.push_back(o.failed);
+        for (const auto& [code, count] : o.codes) line.codes[code] += count;
+        if (line.first_failure.empty()) line.first_failure = o.first_failure;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // (4) 8 clients Writing into GPU memory vs 8 into host memory.
+  absl::Status Gpu() {
+    gpu_.asked = true;
+    absl::StatusOr<gdr::cuda::GpuInfo> gpu = gdr::cuda::FindGpu(s_.gpu);
+    if (!gpu.ok()) {
+      gpu_.skipped = std::string(gpu.status().message());
+      Progress(absl::StrCat("scale gpu: skipped (", gpu_.skipped, ")"));
+      return absl::OkStatus();
+    }
+    gpu_.gpu = absl::StrCat(gpu->ordinal, " ", gpu->pci, " ", gpu->name);
+    for (int r = 0; r < s_.repeats; ++r) {
+      Progress(absl::StrCat("scale gpu: Write ", kGpuClients, " clients, repeat ", r + 1, "/",
+                            s_.repeats));
+      GDR_ASSIGN_OR_RETURN(Outcome host,
+                           Clients(kGpuClients, OpKind::kWrite, s_.size, s_.ops, s_.qd, ""));
+      GDR_ASSIGN_OR_RETURN(Outcome dev,
+                           Clients(kGpuClients, OpKind::kWrite, s_.size, s_.ops, s_.qd, gpu->pci));
+      gpu_.host_gbps.push_back(host.gbps);
+      gpu_.gpu_gbps.push_back(dev.gbps);
+    }
+    return absl::OkStatus();
+  }
+
+  std::string Table() const;
+  std::string Json() const;
+
+ private:
+  // Runs n clients, client i on [i*qd*size, (i+1)*qd*size) of vol0. Unless `tolerate`, the
+  // first failed client fails the line.
+  absl::StatusOr<Outcome> Clients(uint32_t n, OpKind kind, uint64_t size, uint64_t ops,
+                                  uint32_t qd, const std::string& gpu, bool tolerate = false) {
+    WaitForIdlePool();
+    std::vector<ScaleClientArgs> args(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      ScaleClientArgs& a = args[i];
+      a.daemon_address = address_;
+      a.kind = kind;
+      a.size = size;
+      a.ops = ops;
+      a.qd = qd;
+      a.offset = uint64_t{i} * qd * size;
+      a.gpu = gpu;
+      a.gpu_slot = s_.gpu_slot;
+    }
+    absl::StatusOr<std::vector<ClientReport>> reports =
+        ClientFleet::Run(s_.self, args, log_, FleetLimits{});
+    if (!reports.ok()) {
+      return absl::Status(reports.status().code(),
+                          absl::StrCat(reports.status().message(), " (client log: ", log_, ")"));
+    }
+    Outcome o = Aggregate(*reports);
+    if (o.failed > 0 && !tolerate) {
+      std::vector<std::string> codes;
+      for (const auto& [code, count] : o.codes) codes.push_back(absl::StrCat(code, " x", count));
+      return absl::Status(absl::StatusCode::kAborted,
+                          absl::StrCat(o.failed, " of ", n, " clients failed (", OpName(kind),
+                                       " ", gdr::FormatSize(size), " qd ", qd, "): ",
+                                       absl::StrJoin(codes, ", "), "; first: ", o.first_failure));
+    }
+    return o;
+  }
+
+  // Every run starts from an empty tcp link pool: the links of the last run's clients die when
+  // those processes exit, and the daemon reaps them within its housekeeping period. Waits up
+  // to 10 s; a daemon without GetStats is not waited for.
+  void WaitForIdlePool() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    for (;;) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      gdrstore::v1::GetStatsRequest req;
+      gdrstore::v1::GetStatsResponse resp;
+      if (!probe_.stub()->GetStats(&ctx, req, &resp).ok()) return;
+      uint32_t in_use = 0;
+      for (const auto& t : resp.transports())
+        if (t.transport() == gdrstore::v1::TRANSPORT_TCP) in_use += t.pool().in_use();
+      if (in_use == 0) return;
+      if (absl::Now() > deadline) {
+        if (!warned_pool_) {
+          std::fprintf(stderr,
+                       "gdr_bench: the daemon still holds %u tcp links 10 s after the last "
+                       "clients exited; going on\n",
+                       in_use);
+          warned_pool_ = true;
+        }
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  void Progress(const std::string& what) const {
+    if (!s_.quiet) std::fprintf(stderr, "  ... %s\n", what.c_str());
+  }
+
+  // The bulk line of `kind` at `n` clients; null when not measured.
+  const BulkLine* FindBulk(OpKind kind, uint32_t n) const {
+    for (const BulkLine& l : bulk_)
+      if (l.kind == kind && l.clients == n) return &l;
+    return nullptr;
+  }
+  // Efficiency of a median aggregate at n against the smallest N's: agg(n) * n0 / (n * agg(n0)).
+  double Efficiency(double agg, uint32_t n, double agg0, uint32_t n0) const {
+    return Ratio(agg * n0, static_cast<double>(n) * agg0);
+  }
+  std::vector<Aim> Aims() const;
+
+  const ScaleSettings& s_;
+  const std::string address_, command_;
+  gdrstore::Client& probe_;
+  std::string log_;
+  bool warned_pool_ = false;
+  std::vector<BulkLine> bulk_;
+  std::vector<SmallLine> small_;
+  std::vector<ManyLine> many_;
+  GpuLine gpu_;
+};
+
+std::vector<Aim> ScaleRun::Aims() const {
+  std::vector<Aim> aims;
+  if (!s_.clients.empty()) {
+    // The aims name 8 clients; with fewer in the list the largest N stands in for it.
+    uint32_t n = s_.clients.back();
+    for (uint32_t c : s_.clients)
+      if (c == kAimClients) n = c;
+    const uint32_t n0 = s_.clients.front();
+    const BulkLine* w = FindBulk(OpKind::kWrite, n);
+    const BulkLine* r = FindBulk(OpKind::kRead, n);
+    if (w && r) {
+      aims.push_back({absl::StrCat("Write / Read aggregate, ", n, " clients"),
+                      Ratio(Median(w->gbps), Median(r->gbps)), 0.8});
+    }
+    if (w) {
+      aims.push_back({absl::StrCat("Write ", n, " clients / ", n, " raw TCP streams"),
+                      Ratio(Median(w->gbps), Median(w->base_gbps)), 0.9});
+    }
+    if (n > n0) {
+      for (OpKind k : {OpKind::kWrite, OpKind::kRead}) {
+        const BulkLine* lo = FindBulk(k, n0);
+        const BulkLine* hi = FindBulk(k, n);
+        if (!lo || !hi) continue;
+        // 4x from 1 to 8 clients is half of linear; the same share for any other pair.
+        aims.push_back({absl::StrCat("scaling ", n0, " -> ", n, " clients, ", OpName(k)),
+                        Ratio(Median(hi->gbps), Median(lo->gbps)),
+                        0.5 * static_cast<double>(n) / n0});
+      }
+    }
+  }
+  if (many_.size() > 1) {
+    const double base = Median(many_.front().gbps);
+    for (size_t i = 1; i < many_.size(); ++i) {
+      aims.push_back({absl::StrCat(many_[i].clients, " clients / ", kManyBase, " clients"),
+                      Ratio(Median(many_[i].gbps), base), 0.9});
+    }
+  }
+  if (gpu_.asked && gpu_.skipped.empty()) {
+    aims.push_back({absl::StrCat(kGpuClients, " clients into GPU / into host memory"),
+                    Ratio(Median(gpu_.gpu_gbps), Median(gpu_.host_gbps)), 0.8});
+  }
+  return aims;
+}
+
+std::string ScaleRun::Table() const {
+  std::string t = absl::StrFormat(
+      "scale: tcp, %s ops, qd %u, %u ops per client; %d repeats (median), %d warm-up; nproc %u, "
+      "CPU %s\ndaemon: %s\n",
+      gdr::FormatSize(s_.size), s_.qd, s_.ops, s_.repeats, s_.warmup,
+      std::thread::hardware_concurrency(), MachineCpu(), command_);
+  if (!bulk_.empty()) {
+    absl::StrAppendFormat(&t, "\n%7s  %-5s %13s %10s %13s %6s %11s %13s\n", "clients", "op",
+                          "product GB/s", "ops/s", "raw TCP GB/s", "ratio", "efficiency",
+                          "raw TCP eff.");
+    for (const BulkLine& l : bulk_) {
+      const BulkLine* ref = FindBulk(l.kind, s_.clients.front());
+      absl::StrAppendFormat(
+          &t, "%7u  %-5s %13.3f %10.1f %13.3f %6.2f %11.2f %13.2f\n", l.clients, OpName(l.kind),
+          Median(l.gbps), Median(l.ops_per_sec), Median(l.base_gbps),
+          Ratio(Median(l.gbps), Median(l.base_gbps)),
+          Efficiency(Median(l.gbps), l.clients, Median(ref->gbps), ref->clients),
+          Efficiency(Median(l.base_gbps), l.clients, Median(ref->base_gbps), ref->clients));
+    }
+    const uint32_t n0 = s_.clients.front();
+    absl::StrAppendFormat(&t,
+                          "efficiency = aggregate(N) / (%s x aggregate(%u)); raw TCP: N loopback "
+                          "connections, a sender and a receiver thread each\n",
+                          n0 == 1 ? "N" : absl::StrCat("N/", n0), n0);
+  }
+  if (!small_.empty()) {
+    absl::StrAppendFormat(&t,
+                          "\nsmall ops: 4 KiB Write, qd %u per client, Stream, %u ops per "
+                          "client\n",
+                          kSmallQd, s_.small_ops);
+    absl::StrAppendFormat(&t, "%7s %12s %11s\n", "clients", "ops/s", "efficiency");
+    for (const SmallLine& l : small_) {
+      const SmallLine& ref = small_.front();
+      absl::StrAppendFormat(&t, "%7u %12.0f %11.2f\n", l.clients, Median(l.ops_per_sec),
+                            Efficiency(Median(l.ops_per_sec), l.clients,
+                                       Median(ref.ops_per_sec), ref.clients));
+    }
+  }
+  if (!many_.empty()) {
+    absl::StrAppendFormat(&t,
+                          "\nmany clients: 64 KiB Write, qd %u per client, %u ops per client, "
+                          "the daemon's default link pool\n",
+                          kManyQd, s_.many_ops);
+    absl::StrAppendFormat(&t, "%7s %8s %10s  %-24s %s\n", "clients", "GB/s", "ops/s",
+                          "failed clients/repeat", absl::StrCat("vs ", kManyBase, " clients"));
+    const double base = Median(many_.front().gbps);
+    for (const ManyLine& l : many_) {
+      std::vector<std::string> failed;
+      for (double f : l.failed) failed.push_back(absl::StrCat(static_cast<uint32_t>(f)));
+      absl::StrAppendFormat(&t, "%7u %8.3f %10.0f  %-24s %.2f\n", l.clients, Median(l.gbps),
+                            Median(l.ops_per_sec), absl::StrJoin(failed, ","),
+                            Ratio(Median(l.gbps), base));
+    }
+    for (const ManyLine& l : many_) {
+      if (l.codes.empty()) continue;
+      std::vector<std::string> codes;
+      for (const auto& [code, count] : l.codes) codes.push_back(absl::StrCat(code, " x", count));
+      absl::StrAppendFormat(&t, "  %u clients, failures over all repeats: %s; first: %s\n",
+                            l.clients, absl::StrJoin(codes, ", "), l.first_failure);
+    }
+  }
+  if (gpu_.asked) {
+    if (!gpu_.skipped.empty()) {
+      absl::StrAppendFormat(&t, "\ngpu: skipped: %s\n", gpu_.skipped);
+    } else {
+      absl::StrAppendFormat(&t,
+                            "\ngpu %s: %u clients, %s Write qd %u: into GPU %.3f GB/s, into host "
+                            "%.3f GB/s\n",
+                            gpu_.gpu, kGpuClients, gdr::FormatSize(s_.size), s_.qd,
+                            Median(gpu_.gpu_gbps), Median(gpu_.host_gbps));
+    }
+  }
+  const std::vector<Aim> aims = Aims();
+  if (!aims.empty()) {
+    absl::StrAppendFormat(&t, "\n%-46s %8s  %-8s %s\n", "aim", "value", "aim", "met");
+    for (const Aim& a : aims) {
+      absl::StrAppendFormat(&t, "%-46s %8.2f  %-8s %s\n", a.name, a.value, a.AimText(), a.Met());
+    }
+  }
+  if (!bulk_.empty() || !small_.empty() || !many_.empty() || !gpu_.gpu_gbps.empty()) {
+    t += "\nsamples:\n";
+  }
+  for (const BulkLine& l : bulk_) {
+    absl::StrAppendFormat(&t, "  %-5s %3u clients  GB/s %s | raw TCP %s\n", OpName(l.kind),
+                          l.clients, Fmt(l.gbps, 3), Fmt(l.base_gbps, 3));
+  }
+  for (const SmallLine& l : small_) {
+    absl::StrAppendFormat(&t, "  4 KiB %3u clients  ops/s %s\n", l.clients,
+                          Fmt(l.ops_per_sec, 0));
+  }
+  for (const ManyLine& l : many_) {
+    absl::StrAppendFormat(&t, "  many  %3u clients  GB/s %s\n", l.clients, Fmt(l.gbps, 3));
+  }
+  if (gpu_.asked && gpu_.skipped.empty()) {
+    absl::StrAppendFormat(&t, "  gpu     %u clients  GB/s %s | host %s\n", kGpuClients,
+                          Fmt(gpu_.gpu_gbps, 3), Fmt(gpu_.host_gbps, 3));
+  }
+  return t;
+}
+
+std::string ScaleRun::Json() const {
+  std::string j = absl::StrFormat(
+      "{\"nproc\":%u,\"cpu\":\"%s\",\"daemon\":\"%s\",\"settings\":{\"size\":%u,\"qd\":%u,"
+      "\"ops\":%u,\"small_size\":%u,\"small_qd\":%u,\"small_ops\":%u,\"many_size\":%u,"
+      "\"many_qd\":%u,\"many_ops\":%u,\"many_base\":%u,\"repeats\":%d,\"warmup\":%d,"
+      "\"clients\":[%s]},",
+      std::thread::hardware_concurrency(), JsonEscape(MachineCpu()),
+      JsonEscape(command_), s_.size, s_.qd, s_.ops, kSmallSize, kSmallQd, s_.small_ops,
+      kManySize, kManyQd, s_.many_ops, kManyBase, s_.repeats, s_.warmup,
+      absl::StrJoin(s_.clients, ","));
+  j += "\"bulk\":[";
+  for (size_t i = 0; i < bulk_.size(); ++i) {
+    const BulkLine& l = bulk_[i];
+    const BulkLine* ref = FindBulk(l.kind, s_.clients.front());
+    absl::StrAppendFormat(
+        &j,
+        "%s{\"op\":\"%s\",\"clients\":%u,\"gbps\":%.4f,\"ops_per_sec\":%.1f,"
+        "\"baseline_gbps\":%.4f,\"ratio\":%.4f,\"efficiency\":%.4f,"
+        "\"baseline_efficiency\":%.4f,\"gbps_samples\":%s,\"ops_per_sec_samples\":%s,"
+        "\"baseline_samples\":%s}",
+        i ? "," : "", l.kind == OpKind::kWrite ? "write" : "read", l.clients, Median(l.gbps),
+        Median(l.ops_per_sec), Median(l.base_gbps), Ratio(Median(l.gbps), Median(l.base_gbps)),
+        Efficiency(Median(l.gbps), l.clients, Median(ref->gbps), ref->clients),
+        Efficiency(Median(l.base_gbps), l.clients, Median(ref->base_gbps), ref->clients),
+        JsonNumbers(l.gbps), JsonNumbers(l.ops_per_sec), JsonNumbers(l.base_gbps));
+  }
+  j += "],\"small\":[";
+  for (size_t i = 0; i < small_.size(); ++i) {
+    const SmallLine& l = small_[i];
+    absl::StrAppendFormat(&j, "%s{\"clients\":%u,\"ops_per_sec\":%.1f,\"efficiency\":%.4f,"
+                          "\"samples\":%s}",
+                          i ? "," : "", l.clients, Median(l.ops_per_sec),
+                          Efficiency(Median(l.ops_per_sec), l.clients,
+                                     Median(small_.front().ops_per_sec), small_.front().clients),
+                          JsonNumbers(l.ops_per_sec));
+  }
+  j += "],\"many\":[";
+  for (size_t i = 0; i < many_.size(); ++i) {
+    const ManyLine& l = many_[i];
+    std::vector<std::string> codes;
+    for (const auto& [code, count] : l.codes) {
+      codes.push_back(absl::StrFormat("\"%s\":%u", JsonEscape(code), count));
+    }
+    absl::StrAppendFormat(
+        &j,
+        "%s{\"clients\":%u,\"gbps\":%.4f,\"ops_per_sec\":%.1f,\"vs_base\":%.4f,"
+        "\"failed_clients\":%s,\"failure_codes\":{%s},\"first_failure\":\"%s\","
+        "\"gbps_samples\":%s}",
+        i ? "," : "", l.clients, Median(l.gbps), Median(l.ops_per_sec),
+        Ratio(Median(l.gbps), Median(many_.front().gbps)), JsonNumbers(l.failed),
+        absl::StrJoin(codes, ","), JsonEscape(l.first_failure), JsonNumbers(l.gbps));
+  }
+  j += "],\"gpu\":";
+  if (!gpu_.asked) {
+    j += "null";
+  } else if (!gpu_.skipped.empty()) {
+    absl::StrAppendFormat(&j, "{\"skipped\":\"%s\"}", JsonEscape(gpu_.skipped));
+  } else {
+    absl::StrAppendFormat(&j,
+                          "{\"gpu\":\"%s\",\"clients\":%u,\"gbps\":%.4f,\"host_gbps\":%.4f,"
+                          "\"ratio\":%.4f,\"gbps_samples\":%s,\"host_samples\":%s}",
+                          JsonEscape(gpu_.gpu), kGpuClients, Median(gpu_.gpu_gbps),
+                          Median(gpu_.host_gbps),
+                          Ratio(Median(gpu_.gpu_gbps), Median(gpu_.host_gbps)),
+                          JsonNumbers(gpu_.gpu_gbps), JsonNumbers(gpu_.host_gbps));
+  }
+  j += ",\"aims\":[";
+  const std::vector<Aim> aims = Aims();
+  for (size_t i = 0; i < aims.size(); ++i) {
+    absl::StrAppendFormat(&j, "%s{\"name\":\"%s\",\"value\":%.4f,\"aim\":\"%s\",\"met\":%s}",
+                          i ? "," : "", JsonEscape(aims[i].name), aims[i].value,
+                          aims[i].AimText(), aims[i].value >= aims[i].aim ? "true" : "false");
+  }
+  absl::StrAppendFormat(&j, "],\"plot\":\"%s\",\"plot_data\":\"%s\"}", JsonEscape(s_.plot),
+                        JsonEscape(PlotDataPath(s_.plot)));
+  return j;
+}
+
+}  // namespace
+
+std::vector<uint32_t> DefaultScaleClients(unsigned nproc) {
+  std::vector<uint32_t> out;
+  for (uint32_t n : {1u, 2u, 4u, 8u, 16u})
+    if (n <= std::max(1u, nproc)) out.push_back(n);
+  return out;
+}
+
+absl::StatusOr<std::vector<uint32_t>> ParseClientCounts(absl::string_view text,
+                                                         absl::string_view flag, uint32_t limit) {
+  std::vector<uint32_t> out;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    item = absl::StripAsciiWhitespace(item);
+    uint32_t n = 0;
+    if (!absl::SimpleAtoi(item, &n) || n == 0 || n > limit) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": '", item,
+                                                     "' is not a client count 1..", limit,
+                                                     " (give a comma-separated list, e.g. 1,2,4)"));
+    }
+    out.push_back(n);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+absl::StatusOr<ScaleReport> RunScale(const ScaleSettings& s) {
+  if (s.clients.empty() && s.many.empty() && s.gpu.empty()) {
+    return absl::InvalidArgumentError(
+        "scale: nothing to run (--scale-clients and --scale-many are empty and no --gpu)");
+  }
+  // vol0 holds the largest line's extents: client i of a line owns [i*qd*size, (i+1)*qd*size).
+  const uint32_t max_n = s.clients.empty() ? 0 : s.clients.back();
+  uint32_t max_many = s.many.empty() ? 0 : std::max(kManyBase, s.many.back());
+  uint64_t volume = uint64_t{max_n} * s.qd * s.size;
+  volume = std::max(volume, uint64_t{max_n} * kSmallQd * kSmallSize);
+  volume = std::max(volume, uint64_t{max_many} * kManyQd * kManySize);
+  if (!s.gpu.empty()) volume = std::max(volume, uint64_t{kGpuClients} * s.qd * s.size);
+  constexpr uint64_t kMiB = 1 << 20;
+  volume = (volume + kMiB - 1) / kMiB * kMiB;
+
+  std::string dir_template = TempTemplate("gdr_bench_scale");
+  if (::mkdtemp(dir_template.data()) == nullptr) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("mkdtemp ", dir_template));
+  }
+  const std::string dir = dir_template;
+  const std::string log = dir + "/clients.log";
+  bool keep_log = false;
+  struct RemoveDir {
+    const std::string& dir;
+    const bool& keep;
+    ~RemoveDir() {
+      std::error_code ec;
+      if (!keep) std::filesystem::remove_all(dir, ec);
+    }
+  } remove_dir{dir, keep_log};
+
+  DaemonStart how;
+  how.binary = s.daemon;
+  how.extra_flags = s.daemon_flags;
+  how.volume_bytes = volume;
+  how.max_op_bytes = std::max<uint64_t>(s.size, kManySize);
+  how.ready_timeout = s.ready_timeout;
+  if (!s.quiet) std::fprintf(stderr, "gdr_bench: starting %s for scale\n", s.daemon.c_str());
+  GDR_ASSIGN_OR_RETURN(std::unique_ptr<DaemonProcess> daemon, DaemonProcess::Start(how));
+  gdrstore::ClientOptions o;
+  o.daemon_address = daemon->address();
+  GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdrstore::Client> probe, gdrstore::Client::Connect(o));
+
+  ScaleRun run(s, *daemon, *probe, log);
+  absl::Status st;
+  if (!s.clients.empty()) {
+    absl::StatusOr<StreamBuffers> buffers = StreamBuffers::Create(max_n, s.size);
+    st = buffers.status();
+    if (st.ok()) st = run.Bulk(OpKind::kWrite, *buffers);
+    if (st.ok()) st = run.Bulk(OpKind::kRead, *buffers);
+    if (st.ok()) st = run.Small();
+  }
+  if (st.ok() && !s.many.empty()) st = run.Many();
+  if (st.ok() && !s.gpu.empty()) st = run.Gpu();
+  if (!st.ok()) {
+    keep_log = true;  // the clients' stderr explains what the status may not
+    return st;
+  }
+  ScaleReport report;
+  report.daemon_command = daemon->command();
+  probe.reset();
+  daemon.reset();  // stopped before plotting: nothing else runs while we report
+
+  // The JSON the plot is made from sits beside the PNG, so the plot can be made elsewhere.
+  report.json = run.Json();
+  report.table = run.Table();
+  if (s.clients.empty()) {
+    report.plot_note = "no plot: it shows the bulk lines, and --scale-clients was empty";
+  } else {
+    report.plot_note = WriteScalePlot(report.json, s.plot).note;
+  }
+  return report;
+}
+
+}  // namespace gdrbench
