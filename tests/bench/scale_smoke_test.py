@@ -121,8 +121,8 @@ with tempfile.TemporaryDirectory(prefix="gdr-scale.") as tmp:
         check("has no matplotlib" in p.stderr and data in p.stderr,
               "the run says matplotlib is missing and where the data is")
 
-    # Clients that fail: a one-link pool serves one client at a time and refuses the other.
-    p = run(SMALL + ["--daemon-flag=--tcp-max-links=1", "--scale-plot", png], tmp)
+    # Clients that fail: a daemon admitting one op at a time refuses the second op in flight.
+    p = run(SMALL + ["--daemon-flag=--max-inflight-ops=1", "--scale-plot", png], tmp)
     check(p.returncode == 1, f"failing clients: exit {p.returncode}")
     check("clients failed" in p.stderr and "RESOURCE_EXHAUSTED" in p.stderr,
           "failing clients: the error names the failure")
