@@ -28,7 +28,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   std::vector<std::string> volumes;
   std::string max_op = "256MiB", chunk = "1MiB", max_bytes = "4GiB", log_level = "info";
   int64_t connect_ms = 3000, op_timeout_ms = 30000, idle_s = 60, drain_ms = 10000;
-  int64_t turn_ms = 20, handover_ms = 2000, tcp_spin_us = 0;
+  int64_t turn_ms = 200, handover_ms = 2000, tcp_spin_us = 0;
   app.add_option("--listen", cfg.listen, "gRPC listen address HOST:PORT (port 0 = ephemeral)")
       ->capture_default_str();
   app.add_option("--port-file", cfg.port_file, "write the bound gRPC port to this file once serving");

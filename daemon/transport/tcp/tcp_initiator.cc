@@ -306,7 +306,11 @@ void TcpInitiator::HandOverLocked(Plan& plan) {
 
 void TcpInitiator::ScheduleLocked(absl::Time now, Plan& plan) {
   HandOverLocked(plan);
-  if (wait_order_.size() <= retiring_.size()) return;
+  // Links retire a few at a time: retiring every link whose turn is over at once would stall
+  // the whole pool while they drain and reconnect together, turn after turn.
+  const size_t most_retiring =
+      std::min<size_t>(wait_order_.size(), std::max<uint32_t>(1, options_.max_links / 8));
+  if (retiring_.size() >= most_retiring) return;
   // Candidates: links past their turn, not carrying chunks planned by this very call. A
   // destination's extra links go first, then the longest-serving.
   struct Candidate {
@@ -327,7 +331,7 @@ void TcpInitiator::ScheduleLocked(absl::Time now, Plan& plan) {
     return a.link->opened_at() < b.link->opened_at();
   });
   for (Candidate& c : candidates) {
-    if (wait_order_.size() <= retiring_.size()) break;
+    if (retiring_.size() >= most_retiring) break;
     auto it = links_.find(c.key);
     if (it == links_.end()) continue;
     auto& vec = it->second;
@@ -387,8 +391,11 @@ absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::CancelledError("daemon is shutting down");
+    const size_t waiting_before = wait_order_.size();
     s = PlanLocked(op, done, plan);
-    if (!wait_order_.empty()) ScheduleLocked(absl::Now(), plan);
+    // Only a destination that started waiting now can change what is due; turns that end are
+    // the housekeeper's (a scan of every link on every op would serialise the pool).
+    if (wait_order_.size() > waiting_before) ScheduleLocked(absl::Now(), plan);
     // Enqueued under mu_, so housekeeping never sees a planned link as idle; sent after it.
     EnqueueLocked(plan);
   }
@@ -400,11 +407,12 @@ void TcpInitiator::SubmitBatch(std::span<Submission> batch) {
   Plan plan;
   {
     absl::MutexLock lock(&mu_);
+    const size_t waiting_before = wait_order_.size();
     for (Submission& s : batch) {
       s.status = shutdown_ ? absl::CancelledError("daemon is shutting down")
                            : PlanLocked(s.op, s.done, plan);
     }
-    if (!wait_order_.empty()) ScheduleLocked(absl::Now(), plan);
+    if (wait_order_.size() > waiting_before) ScheduleLocked(absl::Now(), plan);
     EnqueueLocked(plan);
   }
   Finish(plan);

@@ -31,7 +31,7 @@ struct TcpInitiatorOptions {
   // at least `turn` before it may be handed to a waiting one (so links are not thrashed), and
   // a link whose turn is over gets `handover_timeout` to finish its ops before they are failed
   // (so a stuck client cannot hold a link others wait for).
-  absl::Duration turn = absl::Milliseconds(20);
+  absl::Duration turn = absl::Milliseconds(200);
   absl::Duration handover_timeout = absl::Seconds(2);
   // Targets a caller may name besides its own address (--tcp-target-allow).
   std::vector<Cidr> target_allow;

@@ -68,7 +68,7 @@ TEST(DaemonConfigTest, Defaults) {
   EXPECT_EQ(cfg->tcp.link.connect_timeout, absl::Seconds(3));
   EXPECT_EQ(cfg->tcp.op_timeout, absl::Seconds(30));
   EXPECT_EQ(cfg->tcp.idle_timeout, absl::Seconds(60));
-  EXPECT_EQ(cfg->tcp.turn, absl::Milliseconds(20));
+  EXPECT_EQ(cfg->tcp.turn, absl::Milliseconds(200));
   EXPECT_EQ(cfg->tcp.handover_timeout, absl::Seconds(2));
   EXPECT_EQ(cfg->tcp.link.poll_spin, absl::ZeroDuration());
   EXPECT_EQ(cfg->drain_timeout, absl::Seconds(10));
