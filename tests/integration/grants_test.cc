@@ -21,6 +21,7 @@
 #include "common/pattern.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/stats_rpc.h"
 #include "tests/integration/verified_ops.h"
 
 namespace gdr::integ {
@@ -108,14 +109,6 @@ class GrantsTest : public ::testing::Test {
     return VerifiedWrite(*admin, *buf, kGuardBytes, {volume, offset, kLen}, salts);
   }
 
-  absl::StatusOr<v1::GetStatsResponse> Stats(gdrstore::Client& c) {
-    grpc::ClientContext ctx;
-    v1::GetStatsResponse resp;
-    grpc::Status s = c.stub()->GetStats(&ctx, v1::GetStatsRequest(), &resp);
-    if (!s.ok()) return gdrstore::FromGrpcStatus(s);
-    return resp;
-  }
-
   ProcessResult Gdrctl(const std::string& token_file, std::vector<std::string> args) {
     std::vector<std::string> argv = {GDR_GDRCTL_BIN, "--daemon", daemon_->address(),
                                      "--token-file", dir_->File(token_file)};
@@ -163,7 +156,7 @@ TEST_F(GrantsTest, AGetOnlyTokenGetsAndIsRefusedPutsNamingVolumeAndRight) {
   auto info = getter->GetInfo();
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(VolumeNames(*info), (std::vector<std::string>{"v1", "v2"}));
-  auto stats = Stats(*getter);
+  auto stats = GetStats(*getter);
   ASSERT_TRUE(stats.ok()) << stats.status();
   std::vector<std::string> stat_volumes;
   for (const auto& v : stats->volumes()) stat_volumes.push_back(v.name());

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/stats_rpc.h"
 #include "tests/integration/verified_ops.h"
 
 namespace gdr::integ {
@@ -21,12 +22,9 @@ namespace v1 = gdrstore::v1;
 constexpr uint64_t kMiB = 1 << 20;
 
 absl::StatusOr<v1::TransportStats> Tcp(gdrstore::Client& c) {
-  grpc::ClientContext ctx;
-  v1::GetStatsRequest req;
-  v1::GetStatsResponse resp;
-  grpc::Status s = c.stub()->GetStats(&ctx, req, &resp);
-  if (!s.ok()) return gdrstore::FromGrpcStatus(s);
-  for (const auto& t : resp.transports())
+  absl::StatusOr<v1::GetStatsResponse> resp = GetStats(c);
+  if (!resp.ok()) return resp.status();
+  for (const auto& t : resp->transports())
     if (t.transport() == v1::TRANSPORT_TCP) return t;
   return absl::NotFoundError("GetStats has no tcp transport");
 }

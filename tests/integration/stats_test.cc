@@ -8,20 +8,12 @@
 #include "absl/strings/str_split.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/stats_rpc.h"
 
 namespace gdr::integ {
 namespace {
 
 namespace v1 = gdrstore::v1;
-
-absl::StatusOr<v1::GetStatsResponse> GetStats(gdrstore::Client& c) {
-  grpc::ClientContext ctx;
-  v1::GetStatsRequest req;
-  v1::GetStatsResponse resp;
-  grpc::Status s = c.stub()->GetStats(&ctx, req, &resp);
-  if (!s.ok()) return gdrstore::FromGrpcStatus(s);
-  return resp;
-}
 
 uint64_t ErrorCount(const v1::OpCounters& c, const std::string& name) {
   for (const auto& e : c.errors())

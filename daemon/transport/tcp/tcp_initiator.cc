@@ -199,10 +199,7 @@ bool TcpInitiator::EvictIdleLocked(const std::string& key, const Plan& plan, abs
   if (victim_vec == nullptr) return false;
   std::shared_ptr<TcpLink> l = std::move((*victim_vec)[victim]);
   victim_vec->erase(victim_vec->begin() + static_cast<ptrdiff_t>(victim));
-  // Nothing outstanding: Fail runs no callback, so it is safe under mu_.
-  l->Fail(absl::CancelledError("idle link handed over to another destination"));
-  BuryLocked(std::move(l));
-  ++handovers_;
+  HandedOverLocked(std::move(l));
   std::erase_if(links_, [](const auto& kv) { return kv.second.empty(); });
   return true;
 }
@@ -289,6 +286,13 @@ absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& 
   return absl::OkStatus();
 }
 
+void TcpInitiator::HandedOverLocked(std::shared_ptr<TcpLink> link) {
+  // Nothing outstanding (or already failed): Fail runs no callback, so it is safe under mu_.
+  link->Fail(absl::CancelledError("link handed over to a waiting destination"));
+  BuryLocked(std::move(link));
+  ++handovers_;
+}
+
 void TcpInitiator::HandOverLocked(Plan& plan) {
   while (!wait_order_.empty() && total_links_ < options_.max_links) {
     auto node = waiting_.extract(wait_order_.front());
@@ -341,9 +345,7 @@ void TcpInitiator::ScheduleLocked(absl::Time now, Plan& plan) {
     if (vec.empty()) links_.erase(it);
     TcpLink* raw = c.link.get();
     if (c.link->Retire([this, raw] { OnDrained(raw); })) {
-      c.link->Fail(absl::CancelledError("link handed over to a waiting destination"));
-      BuryLocked(std::move(c.link));
-      ++handovers_;
+      HandedOverLocked(std::move(c.link));
       HandOverLocked(plan);
     } else {
       retiring_.push_back(std::move(c.link));
@@ -361,12 +363,9 @@ void TcpInitiator::OnDrained(TcpLink* raw) {
     if (it == retiring_.end()) return;
     std::shared_ptr<TcpLink> link = std::move(*it);
     retiring_.erase(it);
-    // Nothing outstanding (or already failed): Fail runs no callback here.
-    link->Fail(absl::CancelledError("link handed over to a waiting destination"));
     // The graveyard keeps the last reference: this may be the link's own receiver thread,
     // which must not be the one to join it.
-    BuryLocked(std::move(link));
-    ++handovers_;
+    HandedOverLocked(std::move(link));
     ScheduleLocked(absl::Now(), plan);
     EnqueueLocked(plan);
   }

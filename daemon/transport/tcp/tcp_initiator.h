@@ -90,6 +90,8 @@ class TcpInitiator final : public Initiator {
   // is over until every waiting destination has one on its way.
   void ScheduleLocked(absl::Time now, Plan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandOverLocked(Plan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes a link with nothing outstanding that leaves its destination for a waiting one.
+  void HandedOverLocked(std::shared_ptr<TcpLink> link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A retired link finished (or failed) its last chunk: close it, hand its place over.
   void OnDrained(TcpLink* link);
   void EnqueueLocked(Plan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

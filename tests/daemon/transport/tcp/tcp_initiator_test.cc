@@ -165,15 +165,21 @@ std::shared_ptr<TcpTarget> StartTarget() {
   return *t;
 }
 
+// A loopback listener for a target of the test's own: ops naming its port carry `secret`.
+ScopedFd ListenAsTarget(const std::string& secret, uint16_t* port) {
+  absl::StatusOr<ScopedFd> l = ListenTcp("127.0.0.1", 0, 16, port);
+  EXPECT_TRUE(l.ok()) << l.status();
+  if (!l.ok()) return ScopedFd();
+  RememberSecret(*port, secret);
+  return std::move(*l);
+}
+
 // A target that accepts connections, proves it holds its secret and then never answers:
 // requests sit in its socket buffer.
 class SilentTarget {
  public:
   SilentTarget() {
-    absl::StatusOr<ScopedFd> l = ListenTcp("127.0.0.1", 0, 16, &port_);
-    EXPECT_TRUE(l.ok()) << l.status();
-    listener_ = std::move(*l);
-    RememberSecret(port_, secret_);
+    listener_ = ListenAsTarget(secret_, &port_);
     acceptor_ = std::thread([this] {
       for (;;) {
         int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
@@ -288,10 +294,7 @@ class RecordingListener {
 class CountingTarget {
  public:
   CountingTarget() {
-    absl::StatusOr<ScopedFd> l = ListenTcp("127.0.0.1", 0, 16, &port_);
-    EXPECT_TRUE(l.ok()) << l.status();
-    listener_ = std::move(*l);
-    RememberSecret(port_, secret_);
+    listener_ = ListenAsTarget(secret_, &port_);
     acceptor_ = std::thread([this] {
       for (int conn = 0;; ++conn) {
         int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
