@@ -117,14 +117,13 @@ void TcpLink::SendClaimed() {
 bool TcpLink::Retire(std::function<void()> on_drained) {
   on_drained_ = std::move(on_drained);
   retired_ns_.store(absl::GetCurrentTimeNanos());
-  retiring_.store(true);
   // Whoever sees both "retiring" and "nothing outstanding" first takes the drain: this call or
   // the completion of the last chunk (MaybeDrained), never both.
   return chunks_out_.load() == 0 && !drain_claimed_.exchange(true);
 }
 
 void TcpLink::MaybeDrained() {
-  if (retiring_.load() && chunks_out_.load() == 0 && !drain_claimed_.exchange(true)) {
+  if (retired_ns_.load() != 0 && chunks_out_.load() == 0 && !drain_claimed_.exchange(true)) {
     on_drained_();
   }
 }

@@ -106,7 +106,7 @@ class TcpLink {
   uint64_t outstanding_bytes() const { return outstanding_.load(std::memory_order_relaxed); }
   uint64_t outstanding_chunks() const { return chunks_out_.load(); }
   absl::Time opened_at() const { return opened_at_; }
-  // When Retire() was called (InfinitePast before).
+  // When Retire() was called; meaningful only once it was.
   absl::Time retired_at() const { return absl::FromUnixNanos(retired_ns_.load()); }
   absl::Time last_activity() const;
   const TcpDestination& destination() const { return dest_; }
@@ -135,9 +135,8 @@ class TcpLink {
   std::atomic<uint64_t> outstanding_{0};
   std::atomic<uint64_t> chunks_out_{0};  // chunks enqueued and not completed (any length)
   const absl::Time opened_at_ = absl::Now();
-  std::function<void()> on_drained_;      // written once, before retiring_ is set
-  std::atomic<bool> retiring_{false};
-  std::atomic<int64_t> retired_ns_{0};
+  std::function<void()> on_drained_;      // written once, before retired_ns_ is set
+  std::atomic<int64_t> retired_ns_{0};    // when Retire() was called; 0: not retiring
   std::atomic<bool> drain_claimed_{false};
   std::atomic<int64_t> completing_since_ns_{0};  // 0: receiver not inside a completion
 
