@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "client/gdrctl/bench.h"
 #include "client/gdrctl/bench_progress.h"
+#include "client/gdrctl/client_rails.h"
 #include "client/gdrctl/doctor/doctor.h"
 #include "client/gdrctl/doctor/real_probes.h"
 #include "common/cuda/gpu.h"
@@ -55,6 +56,8 @@ struct Common {
   std::string rdma_addr;
   int gid_index = -1;
   uint32_t rc_qps = 2;
+  std::string rails;  // --rails: comma list of devices, or auto; empty: one device
+  uint64_t slice_bytes = 1 << 20;
   std::string token_file;  // --token-file, else $GDRSTORE_TOKEN_FILE
   // --tls-ca/--tls-cert/--tls-key/--tls-server-name, else $GDRSTORE_TLS_CA etc.
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
@@ -156,6 +159,11 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const Common& c) {
   o.rdma_address = c.rdma_addr;
   o.rdma_gid_index = c.gid_index;
   o.rc_qps = c.rc_qps;
+  if (!c.rails.empty()) {
+    o.rails = absl::StrSplit(c.rails, ',', absl::SkipWhitespace());
+    if (o.rails.empty()) return absl::InvalidArgumentError("--rails: no device named");
+  }
+  o.slice_bytes = c.slice_bytes;
   return o;
 }
 
@@ -209,6 +217,9 @@ int CmdInfo(const Common& c) {
                       "\",\"gid_index\":", mine->gid_index, ",\"gid\":\"", mine->gid,
                       "\",\"mtu\":", mine->mtu, ",\"qps\":", mine->qps,
                       ",\"connection_id\":", mine->connection_id, "}");
+    }
+    if (const std::string rails = gdrctl::ClientRailsJson(**client); !rails.empty()) {
+      absl::StrAppend(&out, ",", rails);
     }
     absl::StrAppend(&out, "}");
     std::cout << out << "\n";
@@ -267,6 +278,7 @@ int CmdInfo(const Common& c) {
               << absl::StrFormat("  MTU                 %u\n", mine->mtu)
               << absl::StrFormat("  rc connection       %u: %u QPs to %s\n", mine->connection_id,
                                  mine->qps, mine->daemon_device);
+    std::cout << gdrctl::ClientRailsText(**client);
   } else {
     std::cout << "client tcp target:  " << (*client)->target_host() << ":"
               << (*client)->target_port() << "\n";
@@ -434,7 +446,11 @@ int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& type,
   if (o.progress) std::fprintf(stderr, "\r\x1b[K");
   if (!r.ok()) return Fail(r.status(), "bench");
   if (c.json) {
-    std::cout << gdrctl::BenchResultJson(o, *r) << "\n";
+    std::string json = gdrctl::BenchResultJson(o, *r);
+    if (const std::string rails = gdrctl::ClientRailsJson(**client); !rails.empty()) {
+      json.insert(json.size() - 1, "," + rails);  // inside the object's closing brace
+    }
+    std::cout << json << "\n";
   } else {
     std::cout << absl::StrFormat(
         "%s %s x %u, qd %u over %s: %.3f GB/s, %.0f ops/s, latency us p50 %.1f p99 %.1f max "
@@ -442,6 +458,7 @@ int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& type,
         o.kind == gdrstore::OpKind::kWrite ? "write" : "read", gdr::FormatSize(o.size),
         o.iterations, o.qd, o.unary ? "unary" : "stream", r->gbps, r->ops_per_sec, r->p50_us,
         r->p99_us, r->max_us);
+    std::cout << gdrctl::ClientRailsText(**client);
   }
   return kExitOk;
 }
@@ -516,6 +533,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--rc-qps", c.rc_qps, "rc: QPs to connect")->capture_default_str()
       ->check(CLI::Range(1u, 64u));
+  app.add_option("--rails", c.rails,
+                 "rc over several RDMA devices: a comma list (rxe0,rxe1) or auto (every ACTIVE "
+                 "one); large ops are striped over them");
+  gdrctl::AddSizeOption(&app, "--slice-size", &c.slice_bytes,
+                        "with --rails: ops this large are cut into slices of this size, spread "
+                        "over the rails (default 1MiB)");
   app.add_option("--token-file", c.token_file,
                  "send the first token of this file as 'authorization: Bearer' (daemons with "
                  "--token-file; grants after the token are the daemon's business and ignored "

@@ -10,6 +10,8 @@
 #include "client/src/host_memory.h"
 #include "client/src/op_request.h"
 #include "client/src/registration.h"
+#include "client/src/sliced_op.h"
+#include "client/src/transport/client_transport.h"
 #include "client/src/transport/region.h"
 #include "client/src/transport/open_client_transport.h"
 #include "common/cuda/gpu.h"
@@ -255,6 +257,11 @@ std::string Client::NicFor(const std::string& gpu_pci) const {
 
 absl::StatusOr<v1::RemoteBuffer> Client::Describe(const Buffer& buffer, size_t offset,
                                                   size_t length) const {
+  return Describe(buffer, offset, length, 0);
+}
+
+absl::StatusOr<v1::RemoteBuffer> Client::Describe(const Buffer& buffer, size_t offset,
+                                                  size_t length, int rail) const {
   if (absl::Status s =
           gdr::CheckRange(offset, length, buffer.size(), absl::StatusCode::kInvalidArgument);
       !s.ok()) {
@@ -263,13 +270,42 @@ absl::StatusOr<v1::RemoteBuffer> Client::Describe(const Buffer& buffer, size_t o
   v1::RemoteBuffer rb;
   rb.set_address(buffer.address() + offset);
   rb.set_length(length);
-  rb.set_rkey(buffer.rkey());
-  transport_->DescribeEndpoint(&rb);
+  if (rail < 0 || rail >= transport_->rail_count()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rail ", rail, " is not one of the ", transport_->rail_count(), " in use"));
+  }
+  transport_->DescribeEndpoint(*buffer.registration_->region(), rail, &rb);
   return rb;
+}
+
+std::vector<RailStats> Client::rail_stats() const { return transport_->rail_stats(); }
+std::string Client::rail_notes() const { return transport_->rail_notes(); }
+
+void Client::Dispatch(const Extent& extent, const Buffer& buffer, size_t buffer_offset,
+                      OpCallback done, const PieceSubmit& piece) {
+  if (transport_->rail_count() == 1) {
+    piece(extent, buffer_offset, 0, std::move(done));
+    return;
+  }
+  gdr::RunSliced(
+      transport_, transport_->Plan(*buffer.registration_->region(), extent.length),
+      [extent, buffer_offset, piece](const gdr::ClientTransport::Slice& s, OpCallback cb) {
+        piece(Extent{extent.volume, extent.offset + s.offset, s.length},
+              buffer_offset + s.offset, s.rail, std::move(cb));
+      },
+      std::move(done));
 }
 
 void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer,
                          size_t buffer_offset, OpCallback done) {
+  Dispatch(extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)),
+           [this, kind, &buffer](const Extent& e, size_t offset, int rail, OpCallback cb) {
+             SubmitOne(kind, e, buffer, offset, rail, std::move(cb));
+           });
+}
+
+void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
+                       size_t buffer_offset, int rail, OpCallback done) {
   struct Call {
     grpc::ClientContext ctx;
     v1::WriteRequest write;
@@ -278,10 +314,11 @@ void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer
     OpCallback done;
   };
   auto* call = new Call();
-  call->done = buffer.Track(kind, std::move(done));
-  absl::Status s = kind == OpKind::kWrite
-                       ? gdr::FillRequest(*this, extent, buffer, buffer_offset, &call->write)
-                       : gdr::FillRequest(*this, extent, buffer, buffer_offset, &call->read);
+  call->done = std::move(done);
+  absl::Status s =
+      kind == OpKind::kWrite
+          ? gdr::FillRequest(*this, extent, buffer, buffer_offset, rail, &call->write)
+          : gdr::FillRequest(*this, extent, buffer, buffer_offset, rail, &call->read);
   call->read.set_sync(kind == OpKind::kReadSync);
   if (!s.ok()) {
     OpCallback cb = std::move(call->done);

@@ -6,12 +6,14 @@
 
 namespace gdr {
 
-// INVALID_ARGUMENT when [buffer_offset, +extent.length) is outside `buffer`.
+// On rail `rail` of the client's transport (0 without rails). INVALID_ARGUMENT when
+// [buffer_offset, +extent.length) is outside `buffer`.
 template <typename Req>
 absl::Status FillRequest(const gdrstore::Client& client, const gdrstore::Extent& extent,
-                         const gdrstore::Buffer& buffer, size_t buffer_offset, Req* req) {
+                         const gdrstore::Buffer& buffer, size_t buffer_offset, int rail,
+                         Req* req) {
   absl::StatusOr<gdrstore::v1::RemoteBuffer> rb =
-      client.Describe(buffer, buffer_offset, extent.length);
+      client.Describe(buffer, buffer_offset, extent.length, rail);
   if (!rb.ok()) return rb.status();
   req->mutable_extent()->set_volume(extent.volume);
   req->mutable_extent()->set_offset(extent.offset);

@@ -34,12 +34,12 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   }
 
   void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-              OpCallback done) {
+              int rail, OpCallback done) {
     v1::StreamOp op;
     absl::Status s = kind == OpKind::kWrite
-                         ? gdr::FillRequest(*client_, extent, buffer, buffer_offset,
+                         ? gdr::FillRequest(*client_, extent, buffer, buffer_offset, rail,
                                             op.mutable_write())
-                         : gdr::FillRequest(*client_, extent, buffer, buffer_offset,
+                         : gdr::FillRequest(*client_, extent, buffer, buffer_offset, rail,
                                             op.mutable_read());
     if (kind == OpKind::kReadSync) op.mutable_read()->set_sync(true);
     if (!s.ok()) {
@@ -72,6 +72,8 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     }
     done(s);
   }
+
+  Client* client() const { return client_; }
 
   absl::Status Close() {
     std::unique_lock<std::mutex> lock(mu_);
@@ -193,7 +195,11 @@ OpStream::~OpStream() { (void)reactor_->Close(); }
 
 void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
                       size_t buffer_offset, OpCallback done) {
-  reactor_->Submit(kind, extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)));
+  reactor_->client()->Dispatch(
+      extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)),
+      [this, kind, &buffer](const Extent& e, size_t offset, int rail, OpCallback cb) {
+        reactor_->Submit(kind, e, buffer, offset, rail, std::move(cb));
+      });
 }
 
 absl::Status OpStream::Close() { return reactor_->Close(); }

@@ -130,6 +130,16 @@ bool SameSubnet(const uint8_t* a, const uint8_t* b, int prefix_len) {
 
 }  // namespace
 
+bool OnPeerSubnet(const GidEntry& e, const Gid& peer, const std::vector<LocalIpv4>& local) {
+  if (!GidIpv4(e.gid) || !GidIpv4(peer)) return false;
+  for (const LocalIpv4& l : local) {
+    if (!e.netdev.empty() && l.netdev != e.netdev) continue;
+    if (!std::equal(l.addr.begin(), l.addr.end(), e.gid.begin() + 12)) continue;
+    if (SameSubnet(l.addr.data(), peer.data() + 12, l.prefix_len)) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<int> PickRoceV2Gid(const std::vector<GidEntry>& table, const GidPick& pick) {
   auto is_v2 = [](const GidEntry& e) { return absl::EqualsIgnoreCase(e.type, "RoCE v2"); };
   if (pick.want) {
@@ -140,14 +150,8 @@ absl::StatusOr<int> PickRoceV2Gid(const std::vector<GidEntry>& table, const GidP
   if (pick.peer && GidIpv4(*pick.peer)) {
     // The entry whose interface address has the peer on its subnet: with VLANs or several
     // addresses, the first IPv4 entry may well be on a subnet the peer cannot reach.
-    const uint8_t* peer = pick.peer->data() + 12;
     for (const GidEntry& e : table) {
-      if (!is_v2(e) || !GidIpv4(e.gid)) continue;
-      for (const LocalIpv4& l : pick.local) {
-        if (!e.netdev.empty() && l.netdev != e.netdev) continue;
-        if (!std::equal(l.addr.begin(), l.addr.end(), e.gid.begin() + 12)) continue;
-        if (SameSubnet(l.addr.data(), peer, l.prefix_len)) return e.index;
-      }
+      if (is_v2(e) && OnPeerSubnet(e, *pick.peer, pick.local)) return e.index;
     }
   }
   for (const GidEntry& e : table)

@@ -51,6 +51,10 @@ struct LocalIpv4 {
   int prefix_len = 32;
 };
 
+// Whether entry `e` is an IPv4 GID whose interface address has `peer` (IPv4-mapped) on its
+// subnet, per `local`: the entry can reach the peer without a router.
+bool OnPeerSubnet(const GidEntry& e, const Gid& peer, const std::vector<LocalIpv4>& local);
+
 // What the GID is chosen by.
 struct GidPick {
   // A local address (--rdma-addr): only the RoCE v2 entry with exactly this GID fits.

@@ -128,6 +128,33 @@ std::vector<std::string> ListDeviceNames() {
   return names;
 }
 
+uint64_t PortSpeedMbps(uint8_t active_speed, uint8_t active_width) {
+  // Per-lane signalling rate of each active_speed code and lanes of each active_width code,
+  // as ibv_query_port(3) lists them (data rate after encoding is close enough for weights).
+  uint64_t lane = 0;
+  switch (active_speed) {
+    case 1: lane = 2500; break;     // SDR
+    case 2: lane = 5000; break;     // DDR
+    case 4: lane = 10000; break;    // QDR
+    case 8: lane = 10313; break;    // FDR10
+    case 16: lane = 14063; break;   // FDR
+    case 32: lane = 25781; break;   // EDR
+    case 64: lane = 50000; break;   // HDR
+    case 128: lane = 100000; break; // NDR
+    default: return 0;
+  }
+  uint64_t lanes = 0;
+  switch (active_width) {
+    case 1: lanes = 1; break;
+    case 2: lanes = 4; break;
+    case 4: lanes = 8; break;
+    case 8: lanes = 12; break;
+    case 16: lanes = 2; break;
+    default: return 0;
+  }
+  return lane * lanes;
+}
+
 std::string DescribeAllDevices(const std::string& sysfs_root) {
   DeviceList d = GetDevices();
   if (d.count == 0) return "no RDMA devices";
@@ -206,6 +233,7 @@ absl::StatusOr<std::unique_ptr<VerbsDevice>> VerbsDevice::Open(const DeviceSelec
       info.max_msg_size = pa.max_msg_sz;
       info.lid = pa.lid;
       info.link_layer = pa.link_layer;
+      info.speed_mbps = PortSpeedMbps(pa.active_speed, pa.active_width);
       // sysfs when the query is not there (and for tests with a fake sysfs tree).
       absl::StatusOr<std::vector<GidEntry>> table =
           sel.sysfs_root == "/sys"
@@ -230,6 +258,11 @@ absl::StatusOr<std::unique_ptr<VerbsDevice>> VerbsDevice::Open(const DeviceSelec
             continue;  // by address: another port or device may carry it
           }
           info.gid_index = *idx;
+          if (pick.peer) {
+            for (const GidEntry& e : *table) {
+              if (e.index == *idx) info.on_peer_subnet = OnPeerSubnet(e, *pick.peer, pick.local);
+            }
+          }
         }
       } else {
         info.gid_index = sel.gid_index >= 0 ? sel.gid_index : 0;

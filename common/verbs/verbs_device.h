@@ -37,6 +37,10 @@ struct PortInfo {
   Gid gid{};
   std::string gid_type;  // "RoCE v2", "IB/RoCE v1", "" on InfiniBand
   std::string netdev;    // interface of the GID; empty on InfiniBand
+  uint64_t speed_mbps = 0;  // active speed x width at open; 0: not reported
+  // A peer address was given (DeviceSelector::peer_address) and the chosen GID's interface has
+  // it on its subnet: this port reaches the peer without a router.
+  bool on_peer_subnet = false;
 };
 
 class VerbsDevice {
@@ -69,6 +73,10 @@ class VerbsDevice {
   ibv_device_attr attr_{};
   PortInfo port_;
 };
+
+// The port's speed in Mb/s from ibv_port_attr's active_speed and active_width codes; 0 for a
+// code this table does not know.
+uint64_t PortSpeedMbps(uint8_t active_speed, uint8_t active_width);
 
 // Every device and port on this host with its state and RoCE v2 addresses, one line, for error
 // messages: "rxe0 port 1 (ACTIVE, 10.11.0.1)"; "no RDMA devices" when there is none.

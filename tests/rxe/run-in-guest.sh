@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs one command as root inside a throw-away QEMU guest (Debian 12's own kernel, TCG) that has
-# a SoftRoCE device, rxe0, on a veth pair: the place where the verbs code runs for real on a
+# SoftRoCE devices (rxe0, rxe1) on two veth pairs: the place where the verbs code runs for real on a
 # machine without an RDMA NIC. The exit status is the command's; 125 means the guest itself
 # failed (no boot, timeout). Output of the command appears on this script's stdout.
 #
@@ -8,8 +8,9 @@
 #
 # The guest sees this machine's / read-only over 9p with a RAM overlay on top (writes succeed
 # and vanish), starts in the current directory with the caller's exported environment, and has
-# rxe0 on veth0 = 10.11.0.1/24 (peer veth1 = 10.11.0.2/24, no device on it). Only this guest's
-# private veth addresses carry traffic.
+# two rails: rxe0 on veth0 = 10.11.0.1/24 (peer veth1 = 10.11.0.2/24) and rxe1 on veth2 =
+# 10.12.0.1/24 (peer veth3 = 10.12.0.2/24), no device on the peers; a test takes a rail's link
+# down with `ip link set veth2 down`. Only this guest's private veth addresses carry traffic.
 #
 # Environment:
 #   GDR_RXE_CACHE    kernel + initramfs cache (default /var/tmp/gdrstored-rxe); built once
@@ -129,6 +130,10 @@ trap 'rm -rf "$RUN"' EXIT
   echo "ip addr add 10.11.0.1/24 dev veth0; ip addr add 10.11.0.2/24 dev veth1"
   echo "ip link set veth0 up; ip link set veth1 up"
   echo "rdma link add rxe0 type rxe netdev veth0 || echo '[rxe-guest] rxe setup failed' >&2"
+  echo "ip link add veth2 type veth peer name veth3"
+  echo "ip addr add 10.12.0.1/24 dev veth2; ip addr add 10.12.0.2/24 dev veth3"
+  echo "ip link set veth2 up; ip link set veth3 up"
+  echo "rdma link add rxe1 type rxe netdev veth2 || echo '[rxe-guest] rxe1 setup failed' >&2"
   echo "ulimit -l unlimited; ulimit -n 65536"
   echo "cd $(printf %q "$PWD") || exit 1"
   echo "$(printf '%q ' "$@")"

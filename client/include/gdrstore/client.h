@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <vector>
 #include <future>
 #include <memory>
 #include <optional>
@@ -81,6 +82,28 @@ struct ClientOptions {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_server_name;
+  // rc over several RDMA devices ("rails"): the local devices to use, or {"auto"} for every
+  // one with an ACTIVE port. Empty: one device (rdma_device) as without rails. Each is paired
+  // with a daemon rail it reaches (RoCE: on the same IPv4 subnet); one that reaches none is
+  // left out. Buffers are registered on every rail; an op below slice_bytes goes to the rail
+  // nearest its buffer, a larger one is cut into slice_bytes pieces spread over the rails in
+  // proportion to their speed; a piece whose rail fails is resubmitted once on another rail,
+  // and the failed rail is passed over for rail_retry.
+  std::vector<std::string> rails;
+  size_t slice_bytes = 1 << 20;
+  std::chrono::milliseconds rail_retry{1000};
+};
+
+// One rail of a Client (ClientOptions::rails): what went over it.
+struct RailStats {
+  std::string device;        // local device, "rxe1"
+  std::string daemon_rail;   // the daemon's device and port it is paired with
+  uint64_t speed_mbps = 0;   // the weight it gets in striping
+  uint64_t ops = 0;          // slices completed on it
+  uint64_t bytes = 0;
+  uint64_t errors = 0;       // slices that failed on it
+  uint64_t resubmitted = 0;  // slices that failed elsewhere and were completed here
+  bool passed_over = false;  // failed recently: skipped until rail_retry has passed
 };
 
 // What this process's tcp target has done so far (all links).
@@ -271,6 +294,9 @@ class Client {
   // INVALID_ARGUMENT when the range is outside the buffer.
   absl::StatusOr<v1::RemoteBuffer> Describe(const Buffer& buffer, size_t offset,
                                             size_t length) const;
+  // The same on rail `rail` (< the rails in use; 0 without rails).
+  absl::StatusOr<v1::RemoteBuffer> Describe(const Buffer& buffer, size_t offset, size_t length,
+                                            int rail) const;
 
   // Async unary op; `done` runs once on a gRPC thread.
   void SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
@@ -296,6 +322,10 @@ class Client {
   uint16_t target_port() const;
   // rc only: the device and connection in use; nullopt on tcp.
   std::optional<RdmaLocalInfo> rdma_info() const;
+  // Per rail (ClientOptions::rails); empty without rails.
+  std::vector<RailStats> rail_stats() const;
+  // Notes on rails asked for and left out ("rxe1: reaches no daemon rail ..."); empty if none.
+  std::string rail_notes() const;
   // dc only: the DCT number buffers are reached through (0 on tcp/rc). The access key is
   // never exposed except inside descriptors.
   uint32_t dct_number() const;
@@ -307,6 +337,15 @@ class Client {
   // The RDMA device GPU buffers on `gpu_pci` use: ClientOptions::rdma_device, else the nearest
   // on the PCIe tree; empty when none is found.
   std::string NicFor(const std::string& gpu_pci) const;
+  friend class OpStream;
+  // Sends an op as one piece, or as slices over the rails (retried once on another rail);
+  // `piece` submits one piece on a rail. `done` runs once, for the whole op.
+  using PieceSubmit = std::function<void(const Extent&, size_t buffer_offset, int rail,
+                                         OpCallback)>;
+  void Dispatch(const Extent& extent, const Buffer& buffer, size_t buffer_offset,
+                OpCallback done, const PieceSubmit& piece);
+  void SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
+                 int rail, OpCallback done);
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::GdrStore::Stub> stub_;

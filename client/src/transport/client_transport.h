@@ -7,6 +7,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -33,6 +35,31 @@ class ClientTransport {
   // Ends what the transport holds open (tcp: the target's links; rc: the Connect call).
   // Ops still running fail. Idempotent.
   virtual void Close() = 0;
+
+  // Rails: a transport over several RDMA devices (RailSet) cuts an op into slices, one per
+  // rail it goes to. The defaults are the one-rail answer: the whole op on rail 0.
+  struct Slice {
+    uint64_t offset = 0;  // from the op's start
+    uint64_t length = 0;
+    int rail = 0;
+  };
+  virtual int rail_count() const { return 1; }
+  virtual std::vector<Slice> Plan(const Region& region, uint64_t length) {
+    return {Slice{0, length, 0}};
+  }
+  // The descriptor's endpoint and rkey for `region` on `rail`.
+  virtual void DescribeEndpoint(const Region& region, int rail,
+                                gdrstore::v1::RemoteBuffer* buffer) const {
+    buffer->set_rkey(region.rkey);
+    DescribeEndpoint(buffer);
+  }
+  // A slice on `failed` ended with `why` (a status a retry elsewhere may cure): the rail to
+  // resubmit it on once, or nullopt when there is none.
+  virtual std::optional<int> Reroute(int failed, const absl::Status& why) { return std::nullopt; }
+  // What a slice on `rail` did, for rail_stats.
+  virtual void Record(int rail, uint64_t bytes, bool ok, bool resubmitted) {}
+  virtual std::vector<gdrstore::RailStats> rail_stats() const { return {}; }
+  virtual std::string rail_notes() const { return ""; }
 
   // For display; the defaults say "nothing of that kind here".
   virtual gdrstore::TargetStats target_stats() const { return {}; }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/transport/dc/dc_session.h"
+#include "client/src/transport/rail_set.h"
 #include "client/src/transport/rc/rc_session.h"
 #include "client/src/transport/tcp/tcp_transport.h"
 #include "common/grpc_status.h"
@@ -49,14 +50,131 @@ std::string PeerAddress(const v1::GetInfoResponse& info) {
   return verbs::GidIpv4(gid).value_or("");
 }
 
+// A daemon rail as GetInfo lists it (a daemon without rails lists none: its one device then).
+struct DaemonRail {
+  std::string device;  // as RcHello.rail names it
+  std::string label;   // "rxe1 port 1"
+  std::string address; // IPv4 of its RoCE v2 GID; empty on InfiniBand
+  uint64_t speed_mbps = 0;
+  bool serving = true;
+};
+
+std::vector<DaemonRail> DaemonRails(const v1::GetInfoResponse& info) {
+  std::vector<DaemonRail> rails;
+  auto ipv4 = [](const std::string& raw) -> std::string {
+    if (raw.size() != 16) return "";
+    verbs::Gid gid;
+    std::copy(raw.begin(), raw.end(), gid.begin());
+    return verbs::GidIpv4(gid).value_or("");
+  };
+  for (const v1::RailInfo& r : info.rails()) {
+    rails.push_back(DaemonRail{r.device(), absl::StrCat(r.device(), " port ", r.port()),
+                               ipv4(r.gid()), r.speed_mbps(), r.serving()});
+  }
+  if (rails.empty() && info.has_rdma()) {
+    rails.push_back(DaemonRail{"", absl::StrCat(info.rdma().device(), " port ", info.rdma().port()),
+                               ipv4(info.rdma().gid()), 0, true});
+  }
+  return rails;
+}
+
+// rc over the devices options->rails names: each paired with the daemon rail it reaches (RoCE:
+// the one on its subnet, the same position tried first; InfiniBand: by position), a device
+// that reaches none, or fails to open, is left out with a note. NOT_FOUND when none is left.
+absl::StatusOr<std::shared_ptr<ClientTransport>> OpenRails(gdrstore::ClientOptions* options,
+                                                           v1::GdrStore::Stub* stub) {
+  if (options->slice_bytes == 0) return absl::InvalidArgumentError("slice size must be > 0");
+  if (!options->rdma_address.empty()) {
+    return absl::InvalidArgumentError(
+        "rails and an RDMA address exclude each other: name the rails' devices");
+  }
+  std::vector<std::string> devices = options->rails;
+  if (devices.size() == 1 && devices.front() == "auto") devices = verbs::ListDeviceNames();
+  if (devices.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("rails auto: no RDMA devices (", verbs::DescribeAllDevices(), ")"));
+  }
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i].empty() || devices[i] == "auto" ||
+        std::find(devices.begin(), devices.begin() + static_cast<long>(i), devices[i]) !=
+            devices.begin() + static_cast<long>(i)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rails: '", devices[i], "' is empty, 'auto' among names, or named twice"));
+    }
+  }
+  absl::StatusOr<v1::GetInfoResponse> info = DaemonInfo(*options, stub);
+  if (!info.ok()) {
+    return absl::Status(info.status().code(), absl::StrCat("rails: ", info.status().message()));
+  }
+  const std::vector<DaemonRail> daemon = DaemonRails(*info);
+  if (daemon.empty()) {
+    return absl::FailedPreconditionError("rails: the daemon serves no RDMA device");
+  }
+  std::vector<RailSet::Rail> rails;
+  std::string notes;
+  auto note = [&notes](const std::string& n) { absl::StrAppend(&notes, notes.empty() ? "" : "; ", n); };
+  for (size_t i = 0; i < devices.size(); ++i) {
+    // The daemon rail at the same position first, then the others in order.
+    std::vector<size_t> order{i % daemon.size()};
+    for (size_t j = 0; j < daemon.size(); ++j) {
+      if (j != order.front()) order.push_back(j);
+    }
+    std::string why;
+    for (size_t j : order) {
+      const DaemonRail& d = daemon[j];
+      if (!d.serving) {
+        absl::StrAppend(&why, why.empty() ? "" : ", ", d.label, " is not serving");
+        continue;
+      }
+      RcSessionOptions ro;
+      ro.device.device = devices[i];
+      ro.device.gid_index = options->rdma_gid_index;
+      ro.device.sysfs_root = options->sysfs_root;
+      ro.device.peer_address = d.address;
+      ro.require_peer_subnet = true;
+      ro.daemon_rail = d.device;
+      ro.qps = options->rc_qps;
+      if (options->rpc_timeout.count() > 0) {
+        ro.connect_timeout = std::min(ro.connect_timeout, options->rpc_timeout);
+      }
+      absl::StatusOr<std::shared_ptr<RcSession>> session = RcSession::Open(stub, ro);
+      if (!session.ok()) {
+        absl::StrAppend(&why, why.empty() ? "" : ", ", d.label, ": ", session.status().message());
+        if (session.status().code() == absl::StatusCode::kNotFound) break;  // no such device
+        continue;
+      }
+      uint64_t speed = (*session)->device().port().speed_mbps;
+      if (d.speed_mbps > 0) speed = speed > 0 ? std::min(speed, d.speed_mbps) : d.speed_mbps;
+      rails.push_back(RailSet::Rail{*session, devices[i], (*session)->daemon_device(), speed});
+      why.clear();
+      break;
+    }
+    if (!why.empty()) note(absl::StrCat(devices[i], " left out (", why, ")"));
+  }
+  if (rails.empty()) {
+    return absl::NotFoundError(absl::StrCat("rails: no device reaches a daemon rail: ", notes));
+  }
+  RailSet::Options ro;
+  ro.slice_bytes = options->slice_bytes;
+  ro.retry = options->rail_retry;
+  ro.sysfs_root = options->sysfs_root;
+  ro.notes = notes;
+  return std::shared_ptr<ClientTransport>(std::make_shared<RailSet>(std::move(rails), ro));
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<ClientTransport>> OpenClientTransport(
     gdrstore::ClientOptions* options, v1::GdrStore::Stub* stub) {
   switch (options->transport) {
     case gdrstore::Transport::kTcp:
+      if (!options->rails.empty()) {
+        return absl::InvalidArgumentError(
+            "rails are for transport rc: tcp links follow the kernel's routes and need none");
+      }
       return TcpTransport::Open(options);
     case gdrstore::Transport::kRc: {
+      if (!options->rails.empty()) return OpenRails(options, stub);
       RcSessionOptions ro;
       ro.device = DeviceOf(*options);
       // Only to choose the GID by the daemon's subnet: without an answer Connect says more.
@@ -75,6 +193,10 @@ absl::StatusOr<std::shared_ptr<ClientTransport>> OpenClientTransport(
       return std::shared_ptr<ClientTransport>(std::move(*session));
     }
     case gdrstore::Transport::kDc: {
+      if (!options->rails.empty()) {
+        return absl::UnimplementedError(
+            "rails are built for transport rc; dc uses one device (ClientOptions::rdma_device)");
+      }
       DcSessionOptions dopt;
       dopt.device = DeviceOf(*options);
       // The DCT must answer with the daemon's DCIs' path MTU and class (GetInfo rdma.dc).

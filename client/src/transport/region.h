@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,10 @@ struct Region {
   std::byte* host = nullptr;  // null for GPU memory: device pointers are never dereferenced
   std::shared_ptr<const cuda::DeviceMemory> gpu;  // set for GPU memory
   uint32_t rkey = 0;
+  // Several rails (RailSet): the rkey on each, in rail order (rkey is the first), and the
+  // rails nearest the memory (a GPU's by PCIe topology; every rail for host memory).
+  std::vector<uint32_t> rail_rkeys;
+  std::vector<int> near_rails;
   // False for host memory the caller registered that is mapped read-only: the daemon may read
   // it (put), never write it (get).
   bool writable = true;

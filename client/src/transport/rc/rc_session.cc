@@ -157,6 +157,11 @@ absl::StatusOr<std::shared_ptr<RcSession>> RcSession::Open(v1::GdrStore::Stub* s
   s->config_.remote_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   absl::StatusOr<std::unique_ptr<verbs::VerbsDevice>> dev = verbs::VerbsDevice::Open(options.device);
   if (!dev.ok()) return dev.status();
+  if (options.require_peer_subnet && (*dev)->is_roce() &&
+      !options.device.peer_address.empty() && !(*dev)->port().on_peer_subnet) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        (*dev)->name(), " has no address on the subnet of ", options.device.peer_address));
+  }
   s->device_ = std::move(*dev);
   s->cq_.reset(ibv_create_cq(s->device_->context(), 16, nullptr, nullptr, 0));
   if (!s->cq_) return verbs::VerbsError(errno, "ibv_create_cq");
@@ -167,6 +172,7 @@ absl::StatusOr<std::shared_ptr<RcSession>> RcSession::Open(v1::GdrStore::Stub* s
   h->set_gid(std::string(reinterpret_cast<const char*>(port.gid.data()), 16));
   h->set_lid(port.lid);
   h->set_mtu(verbs::MtuBytes(port.active_mtu));
+  h->set_rail(options.daemon_rail);
   std::vector<uint32_t> psns;
   for (uint32_t i = 0; i < options.qps; ++i) {
     absl::StatusOr<std::unique_ptr<verbs::QueuePair>> qp =

@@ -27,6 +27,11 @@ struct RcSessionOptions {
   verbs::DeviceSelector device;
   uint32_t qps = 2;  // QPs offered to the daemon (it may take fewer)
   std::chrono::milliseconds connect_timeout{10000};
+  // The daemon rail to connect on (RcHello.rail); empty: the daemon's first serving rail.
+  std::string daemon_rail;
+  // Refuse (FAILED_PRECONDITION) a RoCE device without an address on the subnet of
+  // device.peer_address: with rails, such a device is paired with another daemon rail.
+  bool require_peer_subnet = false;
 };
 
 class RcSession final : public ClientTransport, public std::enable_shared_from_this<RcSession> {
