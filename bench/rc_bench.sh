@@ -5,7 +5,8 @@
 # both figures and their ratio. Run inside the SoftRoCE guest:
 #   tests/rxe/run-in-guest.sh bash bench/rc_bench.sh
 # Env: BUILD_DIR (build), GDR_RC_BENCH_ITERS (300 ops per run), GDR_RC_BENCH_QD (16),
-#      GDR_RC_BENCH_POLL ("busy adaptive": daemon poll modes to measure).
+#      GDR_RC_BENCH_POLL ("busy adaptive": daemon poll modes to measure),
+#      GDR_RC_BENCH_RAILS_ITERS (64 ops of 8 MiB per rails run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -56,6 +57,21 @@ perftest() {
   awk -v s="$SIZE" '$1 == s {printf "%.0f\n", $4 * 125000000; exit}' "$work/$tool.client"
 }
 
+start_daemon() {
+  rm -f "$work/port"
+  "$BUILD_DIR/daemon/gdrstored" --listen 127.0.0.1:0 --port-file "$work/port" "$@" \
+    --volume vol0=512MiB 2> "$work/gdrstored.log" &
+  daemon_pid=$!
+  for _ in $(seq 600); do
+    [[ -s $work/port ]] && break
+    kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/gdrstored.log"; exit 1; }
+    sleep 0.1
+  done
+  port=$(cat "$work/port")
+}
+
+stop_daemon() { kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""; }
+
 gdrctl_bench() {
   local type=$1 port=$2
   "$BUILD_DIR/client/gdrctl" -p "$port" --transport rc --rdma-device "$dev" --json bench \
@@ -71,21 +87,38 @@ pr=$(perftest ib_read_bw 18516)
 printf "  %-34s %10.1f MB/s\n" "ib_write_bw (1 QP)" "$(div "$pw" 1e6)"
 printf "  %-34s %10.1f MB/s\n" "ib_read_bw (1 QP)" "$(div "$pr" 1e6)"
 for mode in $POLL_MODES; do
-  rm -f "$work/port"
-  "$BUILD_DIR/daemon/gdrstored" --listen 127.0.0.1:0 --port-file "$work/port" \
-    --rdma-device "$dev" --rdma-poll-mode "$mode" --volume vol0=512MiB 2> "$work/gdrstored.log" &
-  daemon_pid=$!
-  for _ in $(seq 600); do
-    [[ -s $work/port ]] && break
-    kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/gdrstored.log"; exit 1; }
-    sleep 0.1
-  done
-  port=$(cat "$work/port")
+  start_daemon --rdma-device "$dev" --rdma-poll-mode "$mode"
   gw=$(gdrctl_bench write "$port")
   gr=$(gdrctl_bench read "$port")
-  kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; daemon_pid=""
+  stop_daemon
   printf "  %-34s %10.1f MB/s   ratio %.2f vs ib_write_bw\n" "gdrctl bench write, poller $mode" \
     "$(div "$gw" 1e6)" "$(div "$gw" "$pw")"
   printf "  %-34s %10.1f MB/s   ratio %.2f vs ib_read_bw\n" "gdrctl bench read, poller $mode" \
     "$(div "$gr" 1e6)" "$(div "$gr" "$pr")"
 done
+
+# Rails: the same daemon (both devices) and gdrctl over one rail, then both.
+[[ -d /sys/class/infiniband/rxe0 && -d /sys/class/infiniband/rxe1 ]] || exit 0
+RN=${GDR_RC_BENCH_RAILS_ITERS:-64}
+rails_bench() {
+  local type=$1 rails=$2
+  "$BUILD_DIR/client/gdrctl" -p "$port" --transport rc --rails "$rails" --json bench \
+    -t "$type" -s 8MiB -n "$RN" --qd 4 -q > "$work/rails.json"
+  sed -n 's/.*"gbps":\([0-9.]*\).*/\1/p' "$work/rails.json" | awk '{printf "%.0f\n", $1 * 1e9}'
+}
+# "rxe0 51.2%, rxe1 48.8%" from the bench's rails array.
+rail_shares() {
+  grep -o '"device":"[^"]*","daemon_rail":"[^"]*","speed_mbps":[0-9]*,"ops":[0-9]*,"bytes":[0-9]*' \
+    "$work/rails.json" |
+    sed 's/"device":"\([^"]*\)".*"bytes":\([0-9]*\)/\1 \2/' |
+    awk '{d[NR]=$1; b[NR]=$2; t+=$2} END {for (i=1;i<=NR;i++) printf "%s%s %.1f%%", (i>1?", ":""), d[i], 100*b[i]/t}'
+}
+echo "rails: gdrstored --rdma-device rxe0,rxe1; gdrctl 8 MiB x $RN, qd 4, slices of 1 MiB"
+start_daemon --rdma-device rxe0,rxe1
+for type in write read; do
+  one=$(rails_bench "$type" rxe0)
+  two=$(rails_bench "$type" rxe0,rxe1)
+  printf "  %-5s one rail %8.1f MB/s   two rails %8.1f MB/s (%s)   ratio %.2f\n" "$type" \
+    "$(div "$one" 1e6)" "$(div "$two" 1e6)" "$(rail_shares)" "$(div "$two" "$one")"
+done
+stop_daemon

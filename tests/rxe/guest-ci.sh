@@ -5,7 +5,7 @@
 # rc bench for the record. Exit status: ctest's, or 1 when the doctor crashed.
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build}
-ibv_devinfo -d rxe0 | grep -E "hca_id|state|active_mtu|link_layer"
+for d in rxe0 rxe1; do ibv_devinfo -d "$d" | grep -E "hca_id|state|active_mtu|link_layer"; done
 echo "=== gdrctl doctor"
 "$BUILD_DIR/client/gdrctl" doctor
 doctor_rc=$?
