@@ -13,9 +13,11 @@
 #include <optional>
 #include <random>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/gdrctl/bench.h"
 #include "client/gdrctl/bench_progress.h"
@@ -463,15 +465,42 @@ int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& type,
   return kExitOk;
 }
 
-// topo: NICs and GPUs on the PCIe tree, their relation, and the NIC each GPU should use.
-int CmdTopo(const Common& c, const std::string& sysfs_root) {
+// topo --rails: a comma list of RDMA devices of the tree, or empty / auto for every one of them.
+absl::StatusOr<std::vector<std::string>> TopoRails(const gdr::topo::Topology& topo,
+                                                   const std::string& list,
+                                                   const std::string& sysfs_root) {
+  const std::vector<std::string> all = gdr::topo::AllNicNames(topo);
+  if (list.empty() || list == "auto") return all;
+  std::vector<std::string> rails;
+  for (absl::string_view name : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    rails.emplace_back(absl::StripAsciiWhitespace(name));
+  }
+  if (rails.empty()) return absl::InvalidArgumentError("--rails: no device named");
+  for (size_t i = 0; i < rails.size(); ++i) {
+    if (std::find(all.begin(), all.end(), rails[i]) == all.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rails: no RDMA device '", rails[i], "' in ", sysfs_root, "/class/infiniband (there: ",
+          all.empty() ? "none" : absl::StrJoin(all, ", "), ")"));
+    }
+    if (std::find(rails.begin(), rails.begin() + i, rails[i]) != rails.begin() + i) {
+      return absl::InvalidArgumentError(absl::StrCat("--rails: '", rails[i], "' named twice"));
+    }
+  }
+  return rails;
+}
+
+// topo: NICs and GPUs on the PCIe tree, their relation, and the rail a client with `rails_list`
+// uses for each GPU (with a warning where that rail is across sockets).
+int CmdTopo(const Common& c, const std::string& sysfs_root, const std::string& rails_list) {
   auto topo = gdr::topo::ReadTopology(sysfs_root);
   if (!topo.ok()) return Fail(topo.status(), "topo");
+  absl::StatusOr<std::vector<std::string>> rails = TopoRails(*topo, rails_list, sysfs_root);
+  if (!rails.ok()) return Fail(kExitUsage, std::string(rails.status().message()));
   if (c.json) {
-    std::cout << gdr::topo::TopologyJson(*topo) << "\n";
+    std::cout << gdr::topo::TopologyJson(*topo, *rails) << "\n";
     return kExitOk;
   }
-  std::cout << gdr::topo::FormatTopology(*topo);
+  std::cout << gdr::topo::FormatTopology(*topo, *rails);
   if (sysfs_root == "/sys") {
     // CUDA's view, so ordinals can be matched with PCI addresses.
     auto gpus = gdr::cuda::ListGpus();
@@ -589,9 +618,15 @@ int main(int argc, char** argv) {
 
   std::string sysfs_root = "/sys";
   CLI::App* topo = app.add_subcommand(
-      "topo", "RDMA devices and GPUs on the PCIe tree, and the NIC each GPU should use");
+      "topo", "RDMA devices and GPUs on the PCIe tree, and the rail each GPU uses");
   topo->add_option("--sysfs-root", sysfs_root, "sysfs to read (a copy or fake tree for tests)")
       ->capture_default_str();
+  std::string topo_rails;
+  topo->add_option("--rails", topo_rails,
+                   "the client's rails, a comma list of RDMA devices (default or auto: every one "
+                   "in the tree; port state is not checked): the rail each GPU uses");
+  // Also after the subcommand (`gdrctl topo --json`), where people put it.
+  topo->add_flag("--json", c.json, "machine-readable output");
 
   gdrctl::SelftestOptions st;
   std::string st_sizes;
@@ -665,7 +700,7 @@ int main(int argc, char** argv) {
                     bspan_opt->count() ? std::optional<uint64_t>(bspan) : std::nullopt, progress,
                     bgpu);
   }
-  if (topo->parsed()) return CmdTopo(c, sysfs_root);
+  if (topo->parsed()) return CmdTopo(c, sysfs_root, topo_rails);
   if (doctor->parsed()) {
     doc.json = c.json;
     doc.checks.role =

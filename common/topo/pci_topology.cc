@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -11,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 
 namespace gdr::topo {
 namespace fs = std::filesystem;
@@ -60,6 +62,18 @@ absl::StatusOr<PciNode> NodeFromLink(const fs::path& root, const fs::path& link)
   int numa = -1;
   if (absl::SimpleAtoi(ReadFirstLine(real / "numa_node"), &numa)) n.numa_node = numa;
   return n;
+}
+
+const Gpu* FindGpu(const Topology& topo, absl::string_view pci) {
+  for (const Gpu& g : topo.gpus)
+    if (g.pci.address == pci) return &g;
+  return nullptr;
+}
+
+const Nic* FindNic(const Topology& topo, absl::string_view name) {
+  for (const Nic& n : topo.nics)
+    if (n.name == name) return &n;
+  return nullptr;
 }
 
 size_t SharedBridges(const PciNode& a, const PciNode& b) {
@@ -131,7 +145,10 @@ absl::StatusOr<Topology> ReadTopology(const std::string& sysfs_root) {
   if (have_ib) {
     for (const fs::directory_entry& e : fs::directory_iterator(ib, ec)) {
       absl::StatusOr<PciNode> n = NodeFromLink(root, e.path() / "device");
-      if (!n.ok()) continue;  // a software device (rxe, siw) has no PCI parent
+      if (!n.ok()) {  // a software device (rxe, siw) has no PCI parent
+        t.off_tree_nics.push_back(e.path().filename().string());
+        continue;
+      }
       t.nics.push_back(Nic{e.path().filename().string(), std::move(*n)});
     }
   }
@@ -148,35 +165,94 @@ absl::StatusOr<Topology> ReadTopology(const std::string& sysfs_root) {
   }
   std::sort(t.nics.begin(), t.nics.end(),
             [](const Nic& a, const Nic& b) { return a.name < b.name; });
+  std::sort(t.off_tree_nics.begin(), t.off_tree_nics.end());
   std::sort(t.gpus.begin(), t.gpus.end(),
             [](const Gpu& a, const Gpu& b) { return a.pci.address < b.pci.address; });
   return t;
 }
 
-absl::StatusOr<const Nic*> NearestNic(const Topology& topo, absl::string_view gpu_pci) {
-  const Gpu* gpu = nullptr;
-  for (const Gpu& g : topo.gpus)
-    if (g.pci.address == gpu_pci) gpu = &g;
+std::vector<NicRank> RankNics(const Topology& topo, absl::string_view gpu_pci,
+                              const std::vector<std::string>& nic_names) {
+  const Gpu* gpu = FindGpu(topo, gpu_pci);
+  std::vector<NicRank> ranks;
+  ranks.reserve(nic_names.size());
+  for (const std::string& name : nic_names) {
+    NicRank r;
+    r.name = name;
+    if (gpu != nullptr) r.nic = FindNic(topo, name);
+    if (r.known()) {
+      r.relation = Relate(gpu->pci, r.nic->pci);
+      r.hops = Hops(gpu->pci, r.nic->pci);
+    }
+    ranks.push_back(std::move(r));
+  }
+  // Stable: equals keep the order given, which is the caller's preference among them.
+  std::stable_sort(ranks.begin(), ranks.end(), [](const NicRank& a, const NicRank& b) {
+    return std::make_tuple(!a.known(), static_cast<int>(a.relation), a.hops) <
+           std::make_tuple(!b.known(), static_cast<int>(b.relation), b.hops);
+  });
+  return ranks;
+}
+
+absl::StatusOr<NicChoice> ChooseNic(const Topology& topo, absl::string_view gpu_pci,
+                                    const std::vector<std::string>& nic_names) {
+  const Gpu* gpu = FindGpu(topo, gpu_pci);
   if (gpu == nullptr) {
     return absl::NotFoundError(absl::StrCat("no GPU at ", gpu_pci, " in the PCI tree"));
   }
-  if (topo.nics.empty()) return absl::NotFoundError("no RDMA device with a PCI parent");
-  const Nic* best = nullptr;
-  auto key = [&](const Nic& n) {
-    return std::make_tuple(static_cast<int>(Relate(gpu->pci, n.pci)), Hops(gpu->pci, n.pci),
-                           n.name);
-  };
-  for (const Nic& n : topo.nics)
-    if (best == nullptr || key(n) < key(*best)) best = &n;
-  return best;
+  if (nic_names.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("no NIC to choose from for GPU ", gpu_pci));
+  }
+  NicChoice c{RankNics(topo, gpu_pci, nic_names).front(), ""};
+  if (!c.rank.known() || c.rank.relation != Relation::kAcrossSockets) return c;
+  const int numa = gpu->pci.numa_node;
+  c.warning = numa >= 0 ? absl::StrFormat("GPU %s has no NIC on its NUMA node (%d)", gpu_pci, numa)
+                        : absl::StrFormat("GPU %s has no NIC on its root complex and sysfs gives "
+                                          "it no NUMA node",
+                                          gpu_pci);
+  const std::vector<std::string> all = AllNicNames(topo);
+  const bool every_nic = std::all_of(topo.nics.begin(), topo.nics.end(), [&](const Nic& n) {
+    return std::find(nic_names.begin(), nic_names.end(), n.name) != nic_names.end();
+  });
+  if (!every_nic) absl::StrAppend(&c.warning, " among ", absl::StrJoin(nic_names, ","));
+  absl::StrAppendFormat(&c.warning, "; using %s %sacross sockets (SYS)", c.rank.name,
+                        numa >= 0 ? "" : "possibly ");
+  // A nearer NIC the caller left out is the fix to name.
+  const NicRank nearest = RankNics(topo, gpu_pci, all).front();
+  if (nearest.known() && nearest.relation != Relation::kAcrossSockets) {
+    absl::StrAppendFormat(&c.warning, "; %s (%s) is nearer but not among them", nearest.name,
+                          RelationName(nearest.relation));
+  }
+  return c;
 }
 
-std::string FormatTopology(const Topology& topo) {
+absl::StatusOr<const Nic*> NearestNic(const Topology& topo, absl::string_view gpu_pci) {
+  if (FindGpu(topo, gpu_pci) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no GPU at ", gpu_pci, " in the PCI tree"));
+  }
+  if (topo.nics.empty()) return absl::NotFoundError("no RDMA device with a PCI parent");
+  std::vector<std::string> names;
+  for (const Nic& n : topo.nics) names.push_back(n.name);
+  GDR_ASSIGN_OR_RETURN(NicChoice c, ChooseNic(topo, gpu_pci, names));
+  return c.rank.nic;
+}
+
+std::vector<std::string> AllNicNames(const Topology& topo) {
+  std::vector<std::string> names;
+  for (const Nic& n : topo.nics) names.push_back(n.name);
+  names.insert(names.end(), topo.off_tree_nics.begin(), topo.off_tree_nics.end());
+  return names;
+}
+
+std::string FormatTopology(const Topology& topo, const std::vector<std::string>& rails) {
   std::string out = "RDMA devices:\n";
-  if (topo.nics.empty()) out += "  (none with a PCI parent)\n";
+  if (topo.nics.empty() && topo.off_tree_nics.empty()) out += "  (none)\n";
   for (const Nic& n : topo.nics) {
     absl::StrAppendFormat(&out, "  %-10s %s  numa %-2d %s\n", n.name, n.pci.address,
                           n.pci.numa_node, n.pci.path());
+  }
+  for (const std::string& name : topo.off_tree_nics) {
+    absl::StrAppendFormat(&out, "  %-10s not on the PCI tree (a software device)\n", name);
   }
   out += "GPUs:\n";
   if (topo.gpus.empty()) out += "  (none)\n";
@@ -184,35 +260,48 @@ std::string FormatTopology(const Topology& topo) {
     absl::StrAppendFormat(&out, "  %-10s %s  numa %-2d %s\n", g.device_id, g.pci.address,
                           g.pci.numa_node, g.pci.path());
   }
-  if (topo.gpus.empty() || topo.nics.empty()) return out;
+  if (topo.gpus.empty() || rails.empty()) return out;
+  absl::StrAppend(&out, "Rails: ", absl::StrJoin(rails, ", "), "\n");
   out += "GPU to NIC (SW same switch, RP same root port, HB same host bridge, NODE same NUMA "
-         "node, SYS across sockets):\n";
+         "node, SYS across sockets), and the rail a client uses for the GPU:\n";
   absl::StrAppendFormat(&out, "  %-14s", "");
   for (const Nic& n : topo.nics) absl::StrAppendFormat(&out, " %-10s", n.name);
-  out += " nearest\n";
+  out += " rail\n";
+  std::vector<std::string> warnings;
   for (const Gpu& g : topo.gpus) {
     absl::StrAppendFormat(&out, "  %-14s", g.pci.address);
     for (const Nic& n : topo.nics) {
       absl::StrAppendFormat(&out, " %-10s", RelationShort(Relate(g.pci, n.pci)));
     }
-    absl::StatusOr<const Nic*> best = NearestNic(topo, g.pci.address);
-    absl::StrAppendFormat(&out, " %s (%s)\n", (*best)->name,
-                          RelationName(Relate(g.pci, (*best)->pci)));
+    absl::StatusOr<NicChoice> c = ChooseNic(topo, g.pci.address, rails);
+    if (!c.ok()) {
+      absl::StrAppend(&out, " ", c.status().message(), "\n");
+      continue;
+    }
+    absl::StrAppendFormat(&out, " %s (%s)\n", c->rank.name,
+                          c->rank.known() ? RelationName(c->rank.relation)
+                                          : "not on the PCI tree");
+    if (!c->warning.empty()) warnings.push_back(c->warning);
   }
+  for (const std::string& w : warnings) absl::StrAppend(&out, "warning: ", w, "\n");
   return out;
 }
 
-std::string TopologyJson(const Topology& topo) {
+std::string TopologyJson(const Topology& topo, const std::vector<std::string>& rails) {
   auto node = [](const PciNode& n) {
     return absl::StrFormat("\"pci\":\"%s\",\"numa_node\":%d,\"path\":\"%s\"", n.address,
                            n.numa_node, n.path());
+  };
+  auto names = [](const std::vector<std::string>& v) {
+    return v.empty() ? std::string("[]") : absl::StrCat("[\"", absl::StrJoin(v, "\",\""), "\"]");
   };
   std::string out = "{\"nics\":[";
   for (size_t i = 0; i < topo.nics.size(); ++i) {
     absl::StrAppendFormat(&out, "%s{\"name\":\"%s\",%s}", i ? "," : "", topo.nics[i].name,
                           node(topo.nics[i].pci));
   }
-  out += "],\"gpus\":[";
+  absl::StrAppend(&out, "],\"off_tree_nics\":", names(topo.off_tree_nics),
+                  ",\"rails\":", names(rails), ",\"gpus\":[");
   for (size_t i = 0; i < topo.gpus.size(); ++i) {
     const Gpu& g = topo.gpus[i];
     absl::StrAppendFormat(&out, "%s{%s,\"device_id\":\"%s\",\"nics\":{", i ? "," : "",
@@ -224,6 +313,17 @@ std::string TopologyJson(const Topology& topo) {
     out += "}";
     absl::StatusOr<const Nic*> best = NearestNic(topo, g.pci.address);
     if (best.ok()) absl::StrAppendFormat(&out, ",\"nearest_nic\":\"%s\"", (*best)->name);
+    absl::StatusOr<NicChoice> c = ChooseNic(topo, g.pci.address, rails);
+    if (c.ok() && c->rank.known()) {
+      absl::StrAppendFormat(&out, ",\"rail\":{\"name\":\"%s\",\"relation\":\"%s\",\"hops\":%d}",
+                            c->rank.name, RelationName(c->rank.relation), c->rank.hops);
+    } else if (c.ok()) {
+      absl::StrAppendFormat(&out, ",\"rail\":{\"name\":\"%s\",\"relation\":\"unknown\"}",
+                            c->rank.name);
+    }
+    if (c.ok() && !c->warning.empty()) {
+      absl::StrAppendFormat(&out, ",\"rail_warning\":\"%s\"", c->warning);
+    }
     out += "}";
   }
   out += "]}";

@@ -1,8 +1,8 @@
 // gdrctl's GPU surface as a user meets it: `topo` against the fake sysfs tree (two NICs, four
-// GPUs, two switches), --gpu names that are malformed (usage error, exit 2), and --gpu on a host
-// without a GPU driver (exit 1, one line naming what is missing) while host memory keeps
-// working in the same binary. On a GPU host the no-driver case is skipped and a verified write
-// into GPU memory runs instead.
+// GPUs, two switches) and, with --rails, a DGX H100-like one; --gpu names that are malformed
+// (usage error, exit 2), and --gpu on a host without a GPU driver (exit 1, one line naming what
+// is missing) while host memory keeps working in the same binary. On a GPU host the no-driver
+// case is skipped and a verified write into GPU memory runs instead.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/cuda/gpu.h"
+#include "tests/common/fake_sysfs.h"
 #include "tests/integration/daemon_process.h"
 
 namespace gdr::integ {
@@ -46,6 +47,7 @@ TEST_F(GdrctlGpuTest, TopoOnFakeTree) {
       "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0\n"
       "  mlx5_1     0000:83:00.0  numa 1  "
       "pci0000:80/0000:80:01.0/0000:81:00.0/0000:82:00.0/0000:83:00.0\n"
+      "  rxe0       not on the PCI tree (a software device)\n"
       "GPUs:\n"
       "  0x2330     0000:04:00.0  numa 0  "
       "pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0\n"
@@ -54,9 +56,10 @@ TEST_F(GdrctlGpuTest, TopoOnFakeTree) {
       "  0x2330     0000:84:00.0  numa 1  "
       "pci0000:80/0000:80:01.0/0000:81:00.0/0000:82:01.0/0000:84:00.0\n"
       "  0x2330     0000:c1:00.0  numa 1  pci0000:c0/0000:c0:01.0/0000:c1:00.0\n"
+      "Rails: mlx5_0, mlx5_1, rxe0\n"
       "GPU to NIC (SW same switch, RP same root port, HB same host bridge, NODE same NUMA "
-      "node, SYS across sockets):\n"
-      "                 mlx5_0     mlx5_1     nearest\n"
+      "node, SYS across sockets), and the rail a client uses for the GPU:\n"
+      "                 mlx5_0     mlx5_1     rail\n"
       "  0000:04:00.0   SW         SYS        mlx5_0 (same switch)\n"
       "  0000:05:00.0   SW         SYS        mlx5_0 (same switch)\n"
       "  0000:84:00.0   SYS        SW         mlx5_1 (same switch)\n"
@@ -70,6 +73,65 @@ TEST_F(GdrctlGpuTest, TopoOnFakeTree) {
              "0000:c1:00.0\",\"device_id\":\"0x2330\",\"nics\":{\"mlx5_0\":\"across sockets\","
              "\"mlx5_1\":\"same NUMA node\"},\"nearest_nic\":\"mlx5_1\""))
       << r.out;
+}
+
+// A DGX H100-like node (tests/common/fake_sysfs: 8 GPUs, 8 NICs, a GPU and a NIC per switch,
+// four switches per socket): every GPU's rail is the NIC on its switch; with socket 0's NICs
+// as the only rails, socket 1's GPUs cross sockets and each gets a warning naming GPU and NIC.
+TEST_F(GdrctlGpuTest, TopoRailsOnADgxNode) {
+  const std::string tree = dir_->File("dgx-sysfs");
+  gdr::topo::testing::WriteDgxH100Node(tree);
+  ProcessResult r = Gdrctl({"topo", "--sysfs-root", tree});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(absl::StrContains(
+      r.out, "Rails: mlx5_0, mlx5_1, mlx5_2, mlx5_3, mlx5_4, mlx5_5, mlx5_6, mlx5_7\n"))
+      << r.out;
+  for (int i = 0; i < gdr::topo::testing::kDgxSwitches; ++i) {
+    EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat(gdr::topo::testing::kDgxNics[i],
+                                                      " (same switch)\n")))
+        << r.out;
+  }
+  EXPECT_FALSE(absl::StrContains(r.out, "warning")) << r.out;
+
+  r = Gdrctl({"topo", "--sysfs-root", tree, "--rails", "mlx5_0,mlx5_1,mlx5_2,mlx5_3"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(absl::StrContains(
+      r.out,
+      "  0000:5d:00.0   NODE       NODE       NODE       SW         SYS        SYS        SYS  "
+      "      SYS        mlx5_3 (same switch)\n"
+      "  0000:9a:00.0   SYS        SYS        SYS        SYS        SW         NODE       NODE "
+      "      NODE       mlx5_0 (across sockets)\n"))
+      << r.out;
+  for (const char* gpu : {"0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"}) {
+    EXPECT_TRUE(absl::StrContains(
+        r.out, absl::StrCat("warning: GPU ", gpu, " has no NIC on its NUMA node (1) among "
+                            "mlx5_0,mlx5_1,mlx5_2,mlx5_3; using mlx5_0 across sockets (SYS)")))
+        << r.out;
+  }
+
+  r = Gdrctl({"topo", "--json", "--sysfs-root", tree, "--rails", "mlx5_0,mlx5_1,mlx5_2,mlx5_3"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(absl::StrContains(r.out, "\"rails\":[\"mlx5_0\",\"mlx5_1\",\"mlx5_2\",\"mlx5_3\"]"))
+      << r.out;
+  EXPECT_TRUE(absl::StrContains(
+      r.out, "\"nearest_nic\":\"mlx5_7\",\"rail\":{\"name\":\"mlx5_0\",\"relation\":"
+             "\"across sockets\",\"hops\":8},\"rail_warning\":\"GPU 0000:db:00.0 has no NIC on "
+             "its NUMA node (1)"))
+      << r.out;
+  EXPECT_TRUE(absl::StrContains(
+      r.out, "\"nearest_nic\":\"mlx5_0\",\"rail\":{\"name\":\"mlx5_0\",\"relation\":"
+             "\"same switch\",\"hops\":4}}"))
+      << r.out;
+
+  // A rail the tree does not have is a usage error naming it and the devices there.
+  r = Gdrctl({"topo", "--sysfs-root", tree, "--rails", "mlx5_0,mlx5_9"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_TRUE(absl::StrContains(r.err, "--rails: no RDMA device 'mlx5_9' in " + tree +
+                                           "/class/infiniband (there: mlx5_0, mlx5_1"))
+      << r.err;
+  r = Gdrctl({"topo", "--sysfs-root", tree, "--rails", "mlx5_1,mlx5_1"});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_TRUE(absl::StrContains(r.err, "--rails: 'mlx5_1' named twice")) << r.err;
 }
 
 TEST_F(GdrctlGpuTest, TopoOnMissingTree) {

@@ -2,12 +2,10 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace gdrctl::doctor::testing {
@@ -40,30 +38,18 @@ std::string MappedGid(const std::string& ipv4) {
 
 std::string LinkLocalGid() { return "fe80:0000:0000:0000:0202:c9ff:fe00:0001"; }
 
-FakeHost::FakeHost(std::string root) : root_(std::move(root)) {
-  fs::create_directories(sys());
+FakeHost::FakeHost(std::string root) : root_(std::move(root)), sys_(sys()) {
   fs::create_directories(proc());
 }
 
 void FakeHost::Write(const std::string& rel, const std::string& content) const {
-  const fs::path p = fs::path(root_) / rel;
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << content;
+  gdr::topo::testing::WriteFile(absl::StrCat(root_, "/", rel), content);
 }
 
 std::string FakeHost::PciDevice(const std::vector<std::string>& path, int numa,
                                 const std::string& vendor, const std::string& cls) {
-  const std::string rel = absl::StrCat("sys/devices/", absl::StrJoin(path, "/"));
-  const std::string& address = path.back();
-  Write(rel + "/vendor", vendor + "\n");
-  Write(rel + "/class", cls + "\n");
-  Write(rel + "/device", "0x1234\n");
-  Write(rel + "/numa_node", absl::StrCat(numa, "\n"));
-  fs::create_directories(fs::path(sys()) / "bus/pci/devices");
-  std::error_code ec;
-  fs::create_symlink(fs::path("../../..") / "devices" / absl::StrJoin(path, "/"),
-                     fs::path(sys()) / "bus/pci/devices" / address, ec);
-  Iommu(address, "identity");
+  const std::string rel = "sys/" + sys_.PciFunction(path, numa, {vendor, cls, "0x1234"});
+  Iommu(path.back(), "identity");
   return rel;
 }
 
@@ -98,11 +84,7 @@ void FakeHost::Nic(const std::vector<std::string>& path, int numa, const std::st
     PciDevice(pf_path, numa, "0x15b3", "0x020000");
     fs::create_symlink(fs::path("..") / physfn, dev / "physfn", ec);
   }
-  Write(rel + "/infiniband/" + name + "/fw_ver", "28.39.1002\n");
-  fs::create_symlink("../../", dev / "infiniband" / name / "device", ec);
-  fs::create_directories(fs::path(sys()) / "class/infiniband");
-  fs::create_symlink(fs::path("../..") / "devices" / absl::StrJoin(path, "/") / "infiniband" / name,
-                     fs::path(sys()) / "class/infiniband" / name, ec);
+  Write("sys/" + sys_.RdmaDevice(path, name) + "/fw_ver", "28.39.1002\n");
 }
 
 void FakeHost::Iommu(const std::string& address, const std::string& type) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/fake_sysfs.h"
+
 namespace gdrctl::doctor::testing {
 
 struct FakeGid {
@@ -57,7 +59,7 @@ class FakeHost {
   std::string PciDevice(const std::vector<std::string>& path, int numa, const std::string& vendor,
                         const std::string& cls);
   std::string root_;
-  std::vector<std::string> ib_dirs_;  // device name -> its dir, by index
+  gdr::topo::testing::FakeSysfs sys_;  // the PCI and RDMA devices under sys()
   int next_group_ = 1;
 };
 
