@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda/gpu.h"
+#include "common/log.h"
 
 namespace gdr {
 
@@ -72,28 +73,25 @@ absl::StatusOr<std::function<void()>> RailSet::Register(const std::shared_ptr<Re
 
 std::vector<int> RailSet::NearestTo(const std::string& gpu_pci) const {
   if (!topology_.ok()) return {};
-  const topo::Gpu* gpu = nullptr;
-  for (const topo::Gpu& g : topology_->gpus) {
-    if (g.pci.address == gpu_pci) gpu = &g;
+  std::vector<std::string> names;
+  for (const Rail& r : rails_) names.push_back(r.device);
+  absl::StatusOr<topo::NicChoice> choice = topo::ChooseNic(*topology_, gpu_pci, names);
+  if (!choice.ok()) return {};  // the GPU is not on the tree: every rail is as near
+  if (!choice->warning.empty()) {
+    GDR_LOG(kWarning) << choice->warning;
   }
-  if (gpu == nullptr) return {};
-  // Relation first, then PCIe hops; rails the tree does not show (software devices) last.
-  constexpr int kUnknown = 1 << 20;
-  std::vector<std::pair<int, int>> rank;  // (closeness, rail)
-  for (int i = 0; i < rail_count(); ++i) {
-    int closeness = kUnknown;
-    for (const topo::Nic& n : topology_->nics) {
-      if (n.name != rails_[static_cast<size_t>(i)].device) continue;
-      closeness = static_cast<int>(topo::Relate(gpu->pci, n.pci)) * 1024 +
-                  topo::Hops(gpu->pci, n.pci);
-    }
-    rank.emplace_back(closeness, i);
-  }
-  const int best = std::min_element(rank.begin(), rank.end())->first;
+  // The rails as near as the best one (same relation and hops), in rail order.
   std::vector<int> nearest;
-  for (const auto& [closeness, rail] : rank) {
-    if (closeness == best) nearest.push_back(rail);
+  for (const topo::NicRank& r : topo::RankNics(*topology_, gpu_pci, names)) {
+    if (r.known() != choice->rank.known() ||
+        (r.known() && (r.relation != choice->rank.relation || r.hops != choice->rank.hops))) {
+      continue;
+    }
+    for (int i = 0; i < rail_count(); ++i) {
+      if (rails_[static_cast<size_t>(i)].device == r.name) nearest.push_back(i);
+    }
   }
+  std::sort(nearest.begin(), nearest.end());
   return nearest;
 }
 
