@@ -22,7 +22,8 @@ struct VerbsCoreOptions {
 
   // Whether a device was named by name or by address (naming one makes failing to open it fatal).
   bool NamesDevice() const {
-    return rails.size() > 1 || !rails.front().empty() || !device.address.empty();
+    return rails.size() > 1 || (!rails.empty() && !rails.front().empty()) ||
+           !device.address.empty();
   }
 };
 
