@@ -1,6 +1,6 @@
 // gdrstored entry point: parse settings, build the store, the rails (RDMA devices) and the
-// transports (one TransportSet), the gRPC service and server, then hand over to the supervisor (systemd notify/watchdog, SIGHUP reload, SIGTERM
-// drain) until it returns the exit code.
+// transports (one TransportSet), the gRPC service and server, then hand over to the supervisor
+// (systemd notify/watchdog, SIGHUP reload, SIGTERM drain) until it returns the exit code.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>

@@ -109,7 +109,8 @@ void PortWatch::DrainEvents() {
       ibv_port_state state = *activity ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
       if (now && (*now == IBV_PORT_ACTIVE) == *activity) state = *now;
       if (event.event_type == IBV_EVENT_DEVICE_FATAL) {
-        GDR_LOG(kError) << device_ << ": the device reported a fatal error (IBV_EVENT_DEVICE_FATAL)";
+        GDR_LOG(kError) << device_
+                        << ": the device reported a fatal error (IBV_EVENT_DEVICE_FATAL)";
       }
       Set(*activity, state);
     } else {
