@@ -1,6 +1,6 @@
-// gdrstored entry point: parse settings, build the store, the verbs core and the transports (one
-// TransportSet), the gRPC service and server, then hand over to the supervisor (systemd notify/watchdog, SIGHUP reload, SIGTERM
-// drain) until it returns the exit code.
+// gdrstored entry point: parse settings, build the store, the rails (RDMA devices) and the
+// transports (one TransportSet), the gRPC service and server, then hand over to the supervisor
+// (systemd notify/watchdog, SIGHUP reload, SIGTERM drain) until it returns the exit code.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -36,7 +36,7 @@
 #include "daemon/transport/rc/rc_initiator.h"
 #include "daemon/transport/tcp/tcp_initiator.h"
 #include "daemon/transport/transport_set.h"
-#include "daemon/verbs_core/verbs_core.h"
+#include "daemon/verbs_core/rail_set.h"
 
 namespace {
 
@@ -95,14 +95,14 @@ int Run(int argc, char** argv) {
   GDR_LOG(kInfo) << "store ready in " << absl::FormatDuration(absl::Now() - t0);
 
   // The transports, built once here and from then on seen only through the TransportSet.
-  // The verbs core is declared first so that it outlives every transport that runs on it.
-  std::unique_ptr<gdr::VerbsCore> core;
+  // The rails are declared first so that they outlive every transport that runs on them.
+  std::unique_ptr<gdr::RailSet> rails;
   std::string core_detail = "no transport asked for an RDMA device (--rc off, --dc off)";
   if (cfg->WantsRdmaDevice()) {
-    absl::StatusOr<std::unique_ptr<gdr::VerbsCore>> opened =
-        gdr::VerbsCore::Open(cfg->verbs, **store);
+    absl::StatusOr<std::unique_ptr<gdr::RailSet>> opened =
+        gdr::RailSet::Open(cfg->verbs, **store);
     if (opened.ok()) {
-      core = std::move(*opened);
+      rails = std::move(*opened);
     } else if (cfg->dc.mode == gdr::dc::DcTransportConfig::Mode::kOn &&
                cfg->rc_mode != gdr::DaemonConfig::RcMode::kOn) {
       return Fatal(absl::Status(opened.status().code(),
@@ -123,29 +123,31 @@ int Run(int argc, char** argv) {
   std::unique_ptr<gdr::RcConnectService> rc_connect;
   if (cfg->rc_mode == gdr::DaemonConfig::RcMode::kOff) {
     transports.SetAbsent(gdr::TransportKind::kRc, "disabled by configuration (--rc off)");
-  } else if (core == nullptr) {
+  } else if (rails == nullptr) {
     transports.SetAbsent(gdr::TransportKind::kRc, core_detail);
   } else {
     absl::StatusOr<std::unique_ptr<gdr::RcInitiator>> rc =
-        gdr::RcInitiator::Create(cfg->rc, core.get());
+        gdr::RcInitiator::Create(cfg->rc, rails.get());
     if (!rc.ok()) return Fatal(rc.status());
     rc_connect = std::make_unique<gdr::RcConnectService>(rc->get());
     transports.Add(std::move(*rc));
   }
-  absl::StatusOr<gdr::dc::DcStart> dc = gdr::dc::StartDcTransport(
-      cfg->dc, core.get(), core_detail, cfg->limits.max_op_bytes, cfg->rc.chunk_bytes);
+  // dc runs on the first rail only: its DCIs and the address handles they cache are per device.
+  absl::StatusOr<gdr::dc::DcStart> dc =
+      gdr::dc::StartDcTransport(cfg->dc, rails ? rails->first() : nullptr, core_detail,
+                                cfg->limits.max_op_bytes, cfg->rc.chunk_bytes);
   if (!dc.ok()) return Fatal(dc.status());
   if (dc->initiator) {
     transports.Add(std::move(dc->initiator));
   } else {
     transports.SetAbsent(gdr::TransportKind::kDc, dc->detail);
   }
-  // A device no transport runs on is closed again: GetInfo shows a device only where one works.
-  if (core != nullptr && transports.Find(gdr::TransportKind::kRc) == nullptr &&
+  // Devices no transport runs on are closed again: GetInfo shows a device only where one works.
+  if (rails != nullptr && transports.Find(gdr::TransportKind::kRc) == nullptr &&
       transports.Find(gdr::TransportKind::kDc) == nullptr) {
-    core.reset();
+    rails.reset();
   }
-  transports.set_verbs_core(core.get());
+  transports.set_rails(rails.get());
   for (gdr::TransportKind k : gdr::kTransportKinds) {
     GDR_LOG(kInfo) << gdr::TransportName(k)
                    << (transports.Find(k) != nullptr ? ": " : " not offered: ")

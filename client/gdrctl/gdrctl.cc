@@ -213,6 +213,19 @@ int CmdInfo(const Common& c) {
                       ",\"rc_qps\":", r.rc_qps(), ",\"rc_max_qps\":", r.rc_max_qps(),
                       ",\"rc_connections\":", r.rc_connections(), "}");
     }
+    if (info->rails_size() > 0) {
+      absl::StrAppend(&out, ",\"rails\":[");
+      for (int i = 0; i < info->rails_size(); ++i) {
+        const auto& r = info->rails(i);
+        absl::StrAppend(&out, i ? "," : "", "{\"index\":", r.index(), ",\"device\":\"",
+                        r.device(), "\",\"port\":", r.port(), ",\"port_state\":\"",
+                        r.port_state(), "\",\"serving\":", r.serving() ? "true" : "false",
+                        ",\"link_layer\":\"", r.link_layer(), "\",\"gid\":\"", r.gid_address(),
+                        "\",\"speed_mbps\":", r.speed_mbps(), ",\"numa_node\":", r.numa_node(),
+                        ",\"pci\":\"", r.pci(), "\"}");
+      }
+      absl::StrAppend(&out, "]");
+    }
     if (auto mine = (*client)->rdma_info()) {
       absl::StrAppend(&out, ",\"client_rdma\":{\"device\":\"", mine->device, "\",\"port\":",
                       mine->port, ",\"port_state\":\"", mine->port_state,
@@ -270,6 +283,26 @@ int CmdInfo(const Common& c) {
                                  r.rc_connections(), r.poll_mode());
     if (!r.relaxed_ordering().empty()) {
       std::cout << "  relaxed ordering    " << r.relaxed_ordering() << "\n";
+    }
+  }
+  if (info->rails_size() > 0) {
+    // One line per rail: a rail that is not serving takes no new work until its port is ACTIVE.
+    std::cout << "rails (daemon):\n"
+              << absl::StrFormat("  %-3s %-12s %-4s %-8s %-7s %-10s %-24s %-10s %-4s %s\n", "#",
+                                 "device", "port", "state", "serving", "link", "GID address",
+                                 "speed", "NUMA", "PCI");
+    for (const auto& r : info->rails()) {
+      const std::string speed =
+          r.speed_mbps() == 0 ? "-"
+          : r.speed_mbps() % 1000 == 0
+              ? absl::StrCat(r.speed_mbps() / 1000, " Gb/s")
+              : absl::StrFormat("%.1f Gb/s", static_cast<double>(r.speed_mbps()) / 1000);
+      std::cout << absl::StrFormat(
+          "  %-3u %-12s %-4u %-8s %-7s %-10s %-24s %-10s %-4s %s\n", r.index(), r.device(),
+          r.port(), r.port_state(), r.serving() ? "yes" : "no", r.link_layer(),
+          r.gid_address().empty() ? "-" : r.gid_address(), speed,
+          r.numa_node() >= 0 ? absl::StrCat(r.numa_node()) : "-",
+          r.pci().empty() ? "-" : r.pci());
     }
   }
   if (auto mine = (*client)->rdma_info()) {

@@ -97,6 +97,21 @@ std::string FormatStats(const v1::GetStatsResponse& now, const v1::GetStatsRespo
     AppendScope(&out, absl::StrCat("transport ", gdr::TransportName(t.transport())), t.ops(),
                 prev, secs, pool_line);
   }
+  for (int i = 0; i < now.rails_size(); ++i) {
+    const v1::RailStats& r = now.rails(i);
+    absl::StrAppendFormat(&out, "rail %d %s%s  %u ops %s, %u errors, %u refused; port down %u, "
+                          "up %u",
+                          i, r.device(), r.serving() ? "" : " (NOT SERVING)", r.ops(),
+                          Bytes(static_cast<double>(r.bytes())), r.errors(), r.refused(),
+                          r.down_events(), r.up_events());
+    if (previous != nullptr && i < previous->rails_size() &&
+        previous->rails(i).device() == r.device() && secs > 0) {
+      const v1::RailStats& p = previous->rails(i);
+      absl::StrAppendFormat(&out, "   %8.0f ops/s %10s/s", (r.ops() - p.ops()) / secs,
+                            Bytes((r.bytes() - p.bytes()) / secs));
+    }
+    absl::StrAppend(&out, "\n");
+  }
   for (int i = 0; i < now.volumes_size(); ++i) {
     const auto& v = now.volumes(i);
     const v1::OpCounters* prev = nullptr;

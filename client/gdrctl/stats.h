@@ -1,5 +1,6 @@
-// `gdrctl stats`: prints gdrstored's GetStats (totals, per transport, per volume, admission),
-// once or, with --watch, every interval with per-second rates from the previous sample.
+// `gdrctl stats`: prints gdrstored's GetStats (totals, per transport, per rail, per volume,
+// admission), once or, with --watch, every interval with per-second rates from the previous
+// sample.
 #pragma once
 
 #include <cstdint>

@@ -2,16 +2,20 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/completion_batch.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "common/verbs/verbs_status.h"
 
 namespace gdr::verbs {
@@ -57,6 +61,7 @@ absl::StatusOr<std::unique_ptr<CompletionPoller>> CompletionPoller::Create(
   if (p->wake_fd_ < 0) return VerbsError(errno, "eventfd");
   p->last_loop_ns_ = absl::GetCurrentTimeNanos();
   p->thread_ = std::thread([raw = p.get()] { raw->Loop(); });
+  p->pinned_ = p->Pin();
   return p;
 }
 
@@ -87,6 +92,33 @@ void CompletionPoller::Post(std::function<void()> task) {
     }
   }
   task();  // after Stop: the caller's thread is the only one left
+}
+
+std::vector<int> CompletionPoller::Pin() {
+  if (options_.cpus.empty()) return {};
+  // Only CPUs the process may run on: an operator's taskset or CPUAffinity= still holds.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) CPU_ZERO(&allowed);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> taken;
+  for (int cpu : options_.cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) continue;
+    CPU_SET(cpu, &set);
+    taken.push_back(cpu);
+  }
+  if (taken.empty()) {
+    GDR_LOG(kWarning) << name_ << ": the completion poller is not pinned: none of the "
+                      << options_.cpus.size() << " CPUs asked for is allowed to this process";
+    return {};
+  }
+  if (const int rc = pthread_setaffinity_np(thread_.native_handle(), sizeof set, &set); rc != 0) {
+    GDR_LOG(kWarning) << name_ << ": the completion poller is not pinned: pthread_setaffinity_np: "
+                      << std::strerror(rc);
+    return {};
+  }
+  return taken;
 }
 
 void CompletionPoller::Wake() {
@@ -181,6 +213,7 @@ void CompletionPoller::Sleep() {
 }
 
 void CompletionPoller::Loop() {
+  SetThreadName(absl::StrCat("gdr-cq-", name_).c_str());
   std::vector<ibv_wc> wcs(static_cast<size_t>(options_.batch));
   int64_t last_work = absl::GetCurrentTimeNanos();
   const int64_t spin_ns = absl::ToInt64Nanoseconds(options_.spin);

@@ -49,6 +49,9 @@ struct PollerOptions {
   uint32_t cq_depth = 4096;  // capped at the device's max_cqe
   int batch = 32;            // CQEs per ibv_poll_cq: 1..CompletionPoller::kMaxBatch
   absl::Duration spin = absl::Microseconds(50);
+  // CPUs the thread is pinned to (of those the process may use), e.g. the device's NUMA node;
+  // empty: not pinned.
+  std::vector<int> cpus;
 };
 
 class CompletionPoller {
@@ -56,9 +59,10 @@ class CompletionPoller {
   // The most CQEs one poll takes: the sleeping path polls into a stack array of this size.
   static constexpr int kMaxBatch = 64;
 
-  // Creates the completion channel, the CQ and the thread. INVALID_ARGUMENT for a batch outside
-  // 1..kMaxBatch or a zero CQ depth (checked before `context` is touched); the errno status of
-  // a verbs call.
+  // Creates the completion channel, the CQ and the thread (named after `name`, pinned to
+  // options.cpus where the process may use any of them: a pinning that fails is logged and the
+  // thread runs unpinned). INVALID_ARGUMENT for a batch outside 1..kMaxBatch or a zero CQ depth
+  // (checked before `context` is touched); the errno status of a verbs call.
   static absl::StatusOr<std::unique_ptr<CompletionPoller>> Create(ibv_context* context,
                                                                   const PollerOptions& options,
                                                                   std::string name);
@@ -66,6 +70,8 @@ class CompletionPoller {
   ~CompletionPoller();
 
   ibv_cq* cq() const { return cq_.get(); }
+  // The CPUs the thread is pinned to; empty when it is not pinned.
+  const std::vector<int>& pinned_cpus() const { return pinned_; }
   uint32_t depth() const { return depth_; }
 
   // CQ slot accounting: a poster reserves one slot per signaled WR before posting and the
@@ -98,12 +104,15 @@ class CompletionPoller {
   void RunTasks();
   void Sleep();
   void Wake();
+  // Pins the running thread to options_.cpus; the CPUs it took (empty: none, logged why).
+  std::vector<int> Pin();
 
   const PollerOptions options_;
   const std::string name_;
   VerbsPtr<ibv_comp_channel> channel_;
   VerbsPtr<ibv_cq> cq_;  // after the channel: destroyed first
   uint32_t depth_ = 0;
+  std::vector<int> pinned_;
   int wake_fd_ = -1;
   unsigned unacked_events_ = 0;  // poller thread only
   std::atomic<uint32_t> reserved_{0};

@@ -2,7 +2,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/token_file.h"
 #include "common/units.h"
@@ -16,6 +20,30 @@ absl::StatusOr<uint64_t> SizeFlag(const std::string& flag, const std::string& te
   absl::StatusOr<uint64_t> v = ParseSize(text);
   if (!v.ok()) return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", v.status().message()));
   return v;
+}
+
+// The rails named by --rdma-device (CLI11 has split the comma lists and dropped empty items) into
+// `verbs`: trimmed, in order, each once; none named leaves the one automatic rail.
+absl::Status SetRails(const std::vector<std::string>& named, VerbsCoreOptions* verbs) {
+  std::vector<std::string> rails;
+  for (const std::string& raw : named) {
+    const std::string name(absl::StripAsciiWhitespace(raw));
+    if (name.empty()) {
+      return absl::InvalidArgumentError("--rdma-device: an empty device name in the list");
+    }
+    if (std::find(rails.begin(), rails.end(), name) != rails.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdma-device: device '", name, "' is named twice (each device is one rail)"));
+    }
+    rails.push_back(name);
+  }
+  if (rails.size() > 1 && !verbs->device.address.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdma-addr picks one device, and --rdma-device names ", rails.size(), " rails (",
+        absl::StrJoin(rails, ","), "); name the rails by device only"));
+  }
+  verbs->rails = rails.empty() ? std::vector<std::string>{""} : std::move(rails);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -80,7 +108,11 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   app.add_option("--rc", rc_mode,
                  "rc transport: auto (use an RDMA device if there is one), on (fail without one), off")
       ->capture_default_str();
-  app.add_option("--rdma-device", cfg.verbs.device.device, "RDMA device by name (e.g. rxe0, mlx5_0)");
+  std::vector<std::string> rails;
+  app.add_option("--rdma-device", rails,
+                 "RDMA device by name (e.g. rxe0, mlx5_0); repeatable or comma-separated "
+                 "(rxe0,rxe1): each device is one rail, in this order")
+      ->delimiter(',');
   app.add_option("--rdma-addr", cfg.verbs.device.address,
                  "RDMA device by local IP address (resolved to device, port and RoCE v2 GID)");
   app.add_option("--rdma-port", cfg.verbs.device.port, "device port (0: first ACTIVE)")
@@ -94,7 +126,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1000000}));
   app.add_option("--rdma-cq-depth", cfg.verbs.poller.cq_depth, "completion queue entries")
       ->capture_default_str()->check(CLI::Range(16u, 1u << 22));
-  app.add_option("--rc-max-qps", cfg.rc.max_qps, "RC QPs in total, all clients")
+  app.add_option("--rc-max-qps", cfg.rc.max_qps, "RC QPs per rail, all clients")
       ->capture_default_str()->check(CLI::Range(1u, 65536u));
   app.add_option("--rc-max-qps-per-client", cfg.rc.max_qps_per_client,
                  "RC QPs of one client connection")->capture_default_str()->check(CLI::Range(1u, 64u));
@@ -178,7 +210,8 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(absl::StrCat("--rc must be auto, on or off, not '", rc_mode, "'"));
   }
   GDR_ASSIGN_OR_RETURN(cfg.dc, FinishDcFlags(dc_flags));
-  if (!cfg.verbs.device.device.empty() || !cfg.verbs.device.address.empty()) {
+  GDR_RETURN_IF_ERROR(SetRails(rails, &cfg.verbs));
+  if (cfg.verbs.NamesDevice()) {
     if (cfg.rc_mode == DaemonConfig::RcMode::kOff &&
         cfg.dc.mode == dc::DcTransportConfig::Mode::kOff) {
       return absl::InvalidArgumentError(

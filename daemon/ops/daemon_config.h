@@ -32,7 +32,7 @@ struct DaemonConfig {
   RcInitiatorOptions rc;
   // dc: auto offers it where the device is mlx5 and can do DC; it runs with or without rc.
   dc::DcTransportConfig dc;
-  // The RDMA device rc and dc share, and its completion poller.
+  // The RDMA devices (rails) rc spans and the first of which dc runs on, and their pollers.
   VerbsCoreOptions verbs;
   absl::Duration drain_timeout = absl::Seconds(10);
   LogLevel log_level = LogLevel::kInfo;
@@ -50,7 +50,7 @@ struct DaemonConfig {
   }
   bool NeedsRdmaDevice() const {
     return rc_mode == RcMode::kOn || dc.mode == dc::DcTransportConfig::Mode::kOn ||
-           !verbs.device.device.empty() || !verbs.device.address.empty();
+           verbs.NamesDevice();
   }
 };
 

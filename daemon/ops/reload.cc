@@ -3,6 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/units.h"
 
 namespace gdr {
@@ -44,6 +45,11 @@ std::string CidrList(const std::vector<Cidr>& list) {
   std::string out;
   for (const Cidr& c : list) absl::StrAppend(&out, out.empty() ? "" : ",", c.ToString());
   return out.empty() ? "(none)" : out;
+}
+
+std::string RailList(const std::vector<std::string>& rails) {
+  const std::string joined = absl::StrJoin(rails, ",");
+  return joined.empty() ? "(automatic)" : joined;
 }
 
 }  // namespace
@@ -155,7 +161,8 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
           CidrList(next.tcp.target_allow), &plan.needs_restart);
   // The RDMA device (verbs core) and rc's QPs are set up once.
   if (current.rc_mode != next.rc_mode) plan.needs_restart.push_back("rc: mode changed");
-  Compare("rdma-device", current.verbs.device.device, next.verbs.device.device,
+  // The rails in order: a rail added, removed or moved needs its device opened anew.
+  Compare("rdma-device", RailList(current.verbs.rails), RailList(next.verbs.rails),
           &plan.needs_restart);
   Compare("rdma-addr", current.verbs.device.address, next.verbs.device.address,
           &plan.needs_restart);

@@ -84,7 +84,7 @@ void TransportSet::SubmitBatch(std::span<Submission> batch) {
 
 absl::Status TransportSet::CheckHealth(absl::Duration max_stall) const {
   for (TransportKind k : order_) GDR_RETURN_IF_ERROR(Find(k)->CheckHealth(max_stall));
-  if (core_ != nullptr) GDR_RETURN_IF_ERROR(core_->CheckHealth(max_stall));
+  if (rails_ != nullptr) GDR_RETURN_IF_ERROR(rails_->CheckHealth(max_stall));
   return absl::OkStatus();
 }
 
@@ -109,7 +109,7 @@ void TransportSet::FillInfo(v1::GetInfoResponse* info) const {
     t->set_available(Find(k) != nullptr);
     t->set_detail(Describe(k));
   }
-  if (core_ != nullptr) core_->FillInfo(info->mutable_rdma());
+  if (rails_ != nullptr) rails_->FillInfo(info);
   for (TransportKind k : order_) Find(k)->FillInfo(info);
 }
 
@@ -134,6 +134,7 @@ void TransportSet::FillStats(v1::GetStatsResponse* stats) const {
     pool->set_waiting_ops(s.waiting);
     pool->set_handovers(s.handovers);
   }
+  if (rails_ != nullptr) rails_->FillStats(stats);
 }
 
 }  // namespace gdr

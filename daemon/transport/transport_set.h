@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "daemon/transport/initiator.h"
-#include "daemon/verbs_core/verbs_core.h"
+#include "daemon/verbs_core/rail_set.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {
@@ -25,9 +25,9 @@ class TransportSet {
   void Add(std::unique_ptr<Initiator> initiator);
   // GetInfo's line for a transport that is not running (e.g. "disabled by configuration").
   void SetAbsent(TransportKind kind, std::string why);
-  // The device under the verbs transports: GetInfo's rdma part and a watchdog probe. Must
-  // outlive the set; null (the default) when no device is open.
-  void set_verbs_core(const VerbsCore* core) { core_ = core; }
+  // The rails under the verbs transports: GetInfo's rdma and rails, GetStats' rails and a
+  // watchdog probe. Must outlive the set; null (the default) when no device is open.
+  void set_rails(const RailSet* rails) { rails_ = rails; }
 
   Initiator* Find(TransportKind kind) const { return slots_[Index(kind)].get(); }
   OfferedTransports offered() const;
@@ -41,7 +41,7 @@ class TransportSet {
   // Hands each transport its ops as one batch (so the tcp initiator still shares sends).
   void SubmitBatch(std::span<Submission> batch);
 
-  // The first transport (or the device's poller) that is stuck; each names itself.
+  // The first transport (or a rail's poller or port watch) that is stuck; each names itself.
   absl::Status CheckHealth(absl::Duration max_stall) const;
   void StartDrain();
   // Shuts every transport down (idempotent), in the reverse of the order they were added.
@@ -49,9 +49,11 @@ class TransportSet {
 
   // Clients with live state in any transport.
   uint32_t clients() const;
-  // One TransportInfo per transport (running or not) and, with a device open, its RdmaInfo.
+  // One TransportInfo per transport (running or not) and, with a device open, the first rail's
+  // RdmaInfo and every rail's RailInfo.
   void FillInfo(gdrstore::v1::GetInfoResponse* info) const;
-  // The pool of each running transport into `stats`'s per-transport entries (added when absent).
+  // The pool of each running transport into `stats`'s per-transport entries (added when absent),
+  // and each rail's counters.
   void FillStats(gdrstore::v1::GetStatsResponse* stats) const;
 
  private:
@@ -61,7 +63,7 @@ class TransportSet {
   std::array<std::unique_ptr<Initiator>, std::size(kTransportKinds)> slots_;
   std::array<std::string, std::size(kTransportKinds)> absent_;
   std::vector<TransportKind> order_;  // as added
-  const VerbsCore* core_ = nullptr;
+  const RailSet* rails_ = nullptr;
 };
 
 }  // namespace gdr

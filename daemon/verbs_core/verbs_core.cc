@@ -1,40 +1,128 @@
 #include "daemon/verbs_core/verbs_core.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/topo/numa_cpus.h"
+#include "common/topo/pci_topology.h"
+#include "common/verbs/port_speed.h"
 #include "common/verbs/verbs_status.h"
 
 namespace gdr {
 
+namespace v1 = gdrstore::v1;
+
 absl::StatusOr<std::unique_ptr<VerbsCore>> VerbsCore::Open(const VerbsCoreOptions& options,
-                                                           const Store& store) {
-  auto core = std::unique_ptr<VerbsCore>(new VerbsCore(options));
-  GDR_ASSIGN_OR_RETURN(core->device_, verbs::VerbsDevice::Open(options.device));
+                                                           uint32_t index, const Store& store) {
+  if (index >= options.rails.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rail ", index, " is not configured (", options.rails.size(), " rails)"));
+  }
+  auto core = std::unique_ptr<VerbsCore>(new VerbsCore(options, index));
+  verbs::DeviceSelector selector = options.device;
+  selector.device = options.rails[index];
+  GDR_ASSIGN_OR_RETURN(core->device_, verbs::VerbsDevice::Open(selector));
+  // Placement from sysfs: a software device (rxe) has no PCI function and no node.
+  if (absl::StatusOr<topo::Topology> t = topo::ReadTopology(selector.sysfs_root); t.ok()) {
+    for (const topo::Nic& nic : t->nics) {
+      if (nic.name != core->name()) continue;
+      core->pci_ = nic.pci.address;
+      core->numa_node_ = nic.pci.numa_node;
+    }
+  }
   for (const auto& [name, volume] : store.volumes()) {
     absl::StatusOr<std::unique_ptr<verbs::MemoryRegion>> mr = verbs::MemoryRegion::Register(
         core->device_->pd(), volume->data(), volume->size(), IBV_ACCESS_LOCAL_WRITE);
     if (!mr.ok()) {
-      return absl::Status(mr.status().code(),
-                          absl::StrCat("registering volume ", name, ": ", mr.status().message()));
+      return absl::Status(mr.status().code(), absl::StrCat("rail ", core->name(),
+                                                           ": registering volume ", name, ": ",
+                                                           mr.status().message()));
     }
     core->volume_mrs_.emplace(name, std::move(*mr));
   }
-  GDR_ASSIGN_OR_RETURN(core->poller_,
-                       verbs::CompletionPoller::Create(core->device_->context(), options.poller,
-                                                       core->device_->name()));
-  GDR_LOG(kInfo) << "verbs core: " << core->device_->Describe() << "; "
+  verbs::PollerOptions poller = options.poller;
+  std::string unpinned_why;
+  poller.cpus = core->PollerCpus(selector.sysfs_root, &unpinned_why);
+  GDR_ASSIGN_OR_RETURN(core->poller_, verbs::CompletionPoller::Create(core->device_->context(),
+                                                                      poller, core->name()));
+  GDR_ASSIGN_OR_RETURN(core->watch_,
+                       verbs::PortWatch::Start(core->device_->context(),
+                                               core->device_->port().port, core->name(),
+                                               [raw = core.get()](bool active,
+                                                                  ibv_port_state state) {
+                                                 raw->OnPortChange(active, state);
+                                               }));
+  const std::vector<int>& pinned = core->poller_->pinned_cpus();
+  if (pinned.empty() && unpinned_why.empty()) unpinned_why = "pinning failed (logged above)";
+  GDR_LOG(kInfo) << "rail " << index << ": " << core->device_->Describe() << "; "
+                 << (core->pci_.empty() ? std::string("no PCI function")
+                                        : absl::StrCat("PCI ", core->pci_))
+                 << ", NUMA node "
+                 << (core->numa_node_ >= 0 ? absl::StrCat(core->numa_node_) : "unknown") << "; "
                  << core->volume_mrs_.size() << " volumes registered (relaxed ordering "
-                 << core->RelaxedOrderingDetail()
-                 << "); poller "
-                 << verbs::PollModeName(options.poller.mode);
+                 << core->RelaxedOrderingDetail() << "); poller "
+                 << verbs::PollModeName(options.poller.mode)
+                 << (pinned.empty() ? absl::StrCat(", not pinned: ", unpinned_why)
+                                    : absl::StrCat(", pinned to CPUs ",
+                                                   topo::FormatCpuList(pinned)));
   return core;
+}
+
+std::vector<int> VerbsCore::PollerCpus(const std::string& sysfs_root,
+                                       std::string* why_not) const {
+  if (numa_node_ < 0) {
+    *why_not = pci_.empty() ? "the device has no PCI function (a software device)"
+                            : "sysfs gives the device no NUMA node";
+    return {};
+  }
+  absl::StatusOr<std::vector<int>> cpus = topo::NumaNodeCpus(sysfs_root, numa_node_);
+  if (!cpus.ok()) {
+    *why_not = std::string(cpus.status().message());
+    return {};
+  }
+  if (cpus->empty()) *why_not = absl::StrCat("NUMA node ", numa_node_, " has no CPUs");
+  return *cpus;
 }
 
 VerbsCore::~VerbsCore() { Stop(); }
 
 void VerbsCore::Stop() {
+  if (watch_) watch_->Stop();
   if (poller_) poller_->Stop();
+}
+
+void VerbsCore::OnPortChange(bool active, ibv_port_state state) {
+  const int port = device_->port().port;
+  if (active) {
+    up_events_.fetch_add(1, std::memory_order_relaxed);
+    GDR_LOG(kInfo) << "rail " << name() << " port " << port
+                   << " is ACTIVE again; it takes new work";
+  } else {
+    down_events_.fetch_add(1, std::memory_order_relaxed);
+    GDR_LOG(kWarning) << "rail " << name() << " port " << port << " is "
+                      << verbs::PortStateName(state) << "; it takes no new work";
+  }
+}
+
+absl::Status VerbsCore::NotServing(absl::string_view detail) const {
+  return absl::UnavailableError(absl::StrCat(
+      "rail ", name(), " port ", device_->port().port, " is ",
+      verbs::PortStateName(watch_->state()),
+      ": it takes no new work until its port is ACTIVE again", detail.empty() ? "" : " (",
+      detail, detail.empty() ? "" : ")"));
+}
+
+absl::Status VerbsCore::FinishOp(uint64_t bytes, absl::Status status) {
+  if (status.ok()) {
+    ops_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    return status;
+  }
+  errors_.fetch_add(1, std::memory_order_relaxed);
+  if (!serving()) return NotServing(status.message());
+  return status;
 }
 
 absl::StatusOr<uint32_t> VerbsCore::VolumeLkey(absl::string_view volume) const {
@@ -47,13 +135,20 @@ absl::StatusOr<uint32_t> VerbsCore::VolumeLkey(absl::string_view volume) const {
 }
 
 absl::Status VerbsCore::CheckHealth(absl::Duration max_stall) const {
-  if (poller_->Healthy(max_stall)) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat("the completion poller of ", device_->name(),
-                                             " has not polled its CQ for ",
-                                             absl::FormatDuration(poller_->since_last_loop())));
+  if (!poller_->Healthy(max_stall)) {
+    return absl::UnavailableError(absl::StrCat("the completion poller of ", device_->name(),
+                                               " has not polled its CQ for ",
+                                               absl::FormatDuration(poller_->since_last_loop())));
+  }
+  if (!watch_->Healthy(max_stall)) {
+    return absl::UnavailableError(absl::StrCat("the port watch of ", device_->name(),
+                                               " has not come round for ",
+                                               absl::FormatDuration(watch_->since_last_loop())));
+  }
+  return absl::OkStatus();
 }
 
-void VerbsCore::FillInfo(gdrstore::v1::RdmaInfo* info) const {
+void VerbsCore::FillInfo(v1::RdmaInfo* info) const {
   const verbs::PortInfo& p = device_->port();
   info->set_device(device_->name());
   info->set_port(p.port);
@@ -68,6 +163,39 @@ void VerbsCore::FillInfo(gdrstore::v1::RdmaInfo* info) const {
   info->set_max_msg_bytes(p.max_msg_size);
   info->set_poll_mode(verbs::PollModeName(options_.poller.mode));
   if (!volume_mrs_.empty()) info->set_relaxed_ordering(RelaxedOrderingDetail());
+}
+
+void VerbsCore::FillRailInfo(v1::RailInfo* info) const {
+  const verbs::PortInfo& p = device_->port();
+  info->set_index(index_);
+  info->set_device(device_->name());
+  info->set_port(p.port);
+  ibv_port_attr now{};
+  if (const int rc = ibv_query_port(device_->context(), p.port, &now); rc == 0) {
+    info->set_port_state(verbs::PortStateName(now.state));
+    info->set_speed_mbps(verbs::PortSpeedMbps(now.active_speed, now.active_width));
+  } else {
+    info->set_port_state(absl::StrCat("unknown (ibv_query_port: ", std::strerror(rc), ")"));
+  }
+  info->set_serving(serving());
+  info->set_link_layer(device_->is_roce() ? "Ethernet" : "InfiniBand");
+  info->set_gid(std::string(reinterpret_cast<const char*>(p.gid.data()), 16));
+  info->set_gid_address(verbs::DescribeGid(p.gid));
+  info->set_lid(p.lid);
+  info->set_mtu(verbs::MtuBytes(p.active_mtu));
+  info->set_numa_node(numa_node_);
+  info->set_pci(pci_);
+}
+
+void VerbsCore::FillRailStats(v1::RailStats* stats) const {
+  stats->set_device(device_->name());
+  stats->set_serving(serving());
+  stats->set_ops(ops_.load(std::memory_order_relaxed));
+  stats->set_bytes(bytes_.load(std::memory_order_relaxed));
+  stats->set_errors(errors_.load(std::memory_order_relaxed));
+  stats->set_down_events(down_events_.load(std::memory_order_relaxed));
+  stats->set_up_events(up_events_.load(std::memory_order_relaxed));
+  stats->set_refused(refused_.load(std::memory_order_relaxed));
 }
 
 std::string VerbsCore::RelaxedOrderingDetail() const {

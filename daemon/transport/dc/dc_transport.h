@@ -1,5 +1,5 @@
 // Starting the dc transport inside gdrstored: the decision to offer it (its flags are parsed by
-// daemon/ops/dc_flags). dc runs on the daemon's verbs core (device port, completion poller,
+// daemon/ops/dc_flags). dc runs on the daemon's first rail (device port, completion poller,
 // registered volumes), with or without rc; it is offered only where the device is mlx5
 // (mlx5dv_is_supported) and can create DC initiators, and GetInfo says why not otherwise.
 #pragma once

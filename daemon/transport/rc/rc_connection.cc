@@ -56,9 +56,12 @@ struct RcConnection::Chunk final : verbs::CompletionHandler {
   }
 };
 
-RcConnection::RcConnection(uint64_t id, const verbs::VerbsDevice* device,
-                           verbs::CompletionPoller* poller, RcConnectionConfig config)
-    : id_(id), device_(device), poller_(poller), config_(std::move(config)) {}
+RcConnection::RcConnection(uint64_t id, VerbsCore* rail, RcConnectionConfig config)
+    : id_(id),
+      rail_(rail),
+      device_(&rail->device()),
+      poller_(rail->poller()),
+      config_(std::move(config)) {}
 
 absl::Status RcConnection::ValidateHello(const v1::RcHello& hello) {
   if (hello.gid().size() != 16) {
@@ -91,12 +94,13 @@ absl::Status RcConnection::ValidateHello(const v1::RcHello& hello) {
 }
 
 absl::StatusOr<std::unique_ptr<RcConnection>> RcConnection::Create(
-    uint64_t id, const verbs::VerbsDevice* device, verbs::CompletionPoller* poller,
-    const RcConnectionConfig& config, const v1::RcHello& hello, uint32_t n_qps,
-    v1::RcAccept* accept) {
+    uint64_t id, VerbsCore* rail, const RcConnectionConfig& config, const v1::RcHello& hello,
+    uint32_t n_qps, v1::RcAccept* accept) {
   GDR_RETURN_IF_ERROR(ValidateHello(hello));
   n_qps = std::min<uint32_t>(n_qps, static_cast<uint32_t>(hello.qps_size()));
-  auto conn = std::unique_ptr<RcConnection>(new RcConnection(id, device, poller, config));
+  auto conn = std::unique_ptr<RcConnection>(new RcConnection(id, rail, config));
+  const verbs::VerbsDevice* device = conn->device_;
+  verbs::CompletionPoller* poller = conn->poller_;
   verbs::RcPeer remote;
   std::memcpy(remote.gid.data(), hello.gid().data(), 16);
   remote.lid = static_cast<uint16_t>(hello.lid());
@@ -130,6 +134,7 @@ absl::StatusOr<std::unique_ptr<RcConnection>> RcConnection::Create(
   accept->set_mtu(verbs::MtuBytes(port.active_mtu));
   accept->set_max_rd_atomic(std::max<int>(
       1, std::min<int>(config.qp.max_dest_rd_atomic, device->attr().max_qp_rd_atom)));
+  // The rail's name first: a client matches it against GetInfo rails[].device.
   accept->set_device(absl::StrCat(device->name(), " port ", port.port));
   // The client's QPs answer (READ responses, ACKs) with the class our requests carry.
   accept->set_traffic_class(config.qp.traffic_class);
@@ -158,12 +163,16 @@ void RcConnection::FailControl(const absl::Status& status) {
 uint64_t RcConnection::ops_in_flight() const { return ops_in_flight_.load(); }
 
 absl::Status RcConnection::Submit(const TransferOp& op, uint32_t lkey, OpDone done) {
+  if (!rail_->serving()) {
+    rail_->CountRefused();
+    return rail_->NotServing();
+  }
   const std::vector<verbs::Chunk> plan = verbs::PlanChunks(op.length, config_.chunk_bytes);
   if (plan.empty()) return absl::InvalidArgumentError("op has no bytes");
   auto o = std::make_shared<Op>();
-  o->done = [this, done = std::move(done)](absl::Status s) {
+  o->done = [this, bytes = op.length, done = std::move(done)](absl::Status s) {
     ops_in_flight_.fetch_sub(1);
-    done(std::move(s));
+    done(rail_->FinishOp(bytes, std::move(s)));
   };
   o->verb = op.direction == Direction::kStoreToClient ? RdmaOp::kWrite : RdmaOp::kRead;
   o->local = op.local;

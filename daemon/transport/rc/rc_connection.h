@@ -20,6 +20,7 @@
 #include "common/verbs/rc_qp.h"
 #include "common/verbs/verbs_device.h"
 #include "daemon/transport/initiator.h"
+#include "daemon/verbs_core/verbs_core.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {
@@ -45,19 +46,20 @@ struct RcConnectionConfig {
 
 class RcConnection {
  public:
-  // Validates `hello` (INVALID_ARGUMENT naming the field), creates `n_qps` QPs (<= hello's),
-  // connects them to the client's first `n_qps` QPs and fills `accept`. `device` and `poller`
-  // must outlive the connection.
+  // Validates `hello` (INVALID_ARGUMENT naming the field), creates `n_qps` QPs (<= hello's)
+  // on `rail` (its device, its poller's CQ), connects them to the client's first `n_qps` QPs
+  // and fills `accept`. `rail` must outlive the connection; every op of the connection is
+  // counted on it.
   static absl::StatusOr<std::unique_ptr<RcConnection>> Create(
-      uint64_t id, const verbs::VerbsDevice* device, verbs::CompletionPoller* poller,
-      const RcConnectionConfig& config, const gdrstore::v1::RcHello& hello, uint32_t n_qps,
-      gdrstore::v1::RcAccept* accept);
+      uint64_t id, VerbsCore* rail, const RcConnectionConfig& config,
+      const gdrstore::v1::RcHello& hello, uint32_t n_qps, gdrstore::v1::RcAccept* accept);
   ~RcConnection();
 
   // Static checks of a hello (sizes, ranges); INVALID_ARGUMENT naming the field.
   static absl::Status ValidateHello(const gdrstore::v1::RcHello& hello);
 
   uint64_t id() const { return id_; }
+  VerbsCore* rail() const { return rail_; }
   uint32_t qp_count() const { return static_cast<uint32_t>(slots_.size()); }
 
   // Attaches (or with nullptr detaches) the Connect call. Thread-safe.
@@ -66,8 +68,10 @@ class RcConnection {
   void FailControl(const absl::Status& status);
 
   // Splits `op` into chunks and posts what the slots allow; the rest waits in the backlog.
-  // `done` runs once, on the poller thread or inside a later Submit/OnQpReady. FAILED_PRECONDITION
-  // when the connection is closing, RESOURCE_EXHAUSTED when the backlog is full.
+  // `done` runs once, on the poller thread or inside a later Submit/OnQpReady, with the op's
+  // outcome as the rail counted it (VerbsCore::FinishOp). UNAVAILABLE naming the rail when it is
+  // not serving (counted as refused), FAILED_PRECONDITION when the connection is closing,
+  // RESOURCE_EXHAUSTED when the backlog is full.
   absl::Status Submit(const TransferOp& op, uint32_t lkey, OpDone done);
 
   // The client's RcQpReady: INVALID_ARGUMENT for an index out of range or a PSN above 24 bits,
@@ -102,8 +106,7 @@ class RcConnection {
   };
   using Finished = std::vector<std::pair<std::shared_ptr<Op>, absl::Status>>;
 
-  RcConnection(uint64_t id, const verbs::VerbsDevice* device, verbs::CompletionPoller* poller,
-               RcConnectionConfig config);
+  RcConnection(uint64_t id, VerbsCore* rail, RcConnectionConfig config);
   void OnCompletion(Chunk* chunk, const ibv_wc& wc);
   void PumpLocked(Finished* fin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkFailedLocked(uint32_t index, const std::string& reason)
@@ -114,6 +117,7 @@ class RcConnection {
   static void Finish(Finished* fin);
 
   const uint64_t id_;
+  VerbsCore* const rail_;
   const verbs::VerbsDevice* device_;
   verbs::CompletionPoller* poller_;
   const RcConnectionConfig config_;

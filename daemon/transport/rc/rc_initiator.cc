@@ -6,6 +6,7 @@
 #include <deque>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/grpc_peer.h"
 #include "common/log.h"
@@ -37,12 +38,11 @@ absl::StatusOr<uint64_t> RandomConnectionId() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RcInitiator>> RcInitiator::Create(
-    const RcInitiatorOptions& options, VerbsCore* core) {
+    const RcInitiatorOptions& options, const RailSet* rails) {
   if (options.max_qps == 0 || options.max_qps_per_client == 0 || options.qp.sq_depth == 0) {
     return absl::InvalidArgumentError("rc QP limits and send queue depth must be > 0");
   }
-  auto r = std::unique_ptr<RcInitiator>(new RcInitiator(options, core));
-  r->chunk_bytes_ = verbs::EffectiveChunkBytes(options.chunk_bytes, core->device().port().max_msg_size);
+  auto r = std::unique_ptr<RcInitiator>(new RcInitiator(options, rails));
   r->housekeeping_ns_.store(absl::GetCurrentTimeNanos());
   r->housekeeper_ = std::thread([raw = r.get()] { raw->Housekeeping(); });
   return r;
@@ -59,8 +59,6 @@ absl::Status RcInitiator::Submit(const TransferOp& op, OpDone done) {
   if (op.transport != TransportKind::kRc) {
     return absl::InternalError("rc initiator got an op of another transport");
   }
-  absl::StatusOr<uint32_t> lkey = core_->VolumeLkey(op.volume);
-  if (!lkey.ok()) return absl::InternalError(lkey.status().message());
   std::shared_ptr<RcConnection> conn;
   std::string owner;
   {
@@ -85,6 +83,8 @@ absl::Status RcInitiator::Submit(const TransferOp& op, OpDone done) {
         "rc connection ", op.rc_connection_id, " belongs to another caller (opened from ", owner,
         ", this op comes from ", op.caller, "); ops must come from the Connect call's address"));
   }
+  absl::StatusOr<uint32_t> lkey = conn->rail()->VolumeLkey(op.volume);
+  if (!lkey.ok()) return absl::InternalError(lkey.status().message());
   return conn->Submit(op, *lkey, std::move(done));
 }
 
@@ -94,22 +94,30 @@ absl::StatusOr<std::shared_ptr<RcConnection>> RcInitiator::Accept(const v1::RcHe
                                                                   v1::RcAccept* accept) {
   if (draining_.load()) return absl::UnavailableError("daemon is shutting down");
   GDR_RETURN_IF_ERROR(RcConnection::ValidateHello(hello));
+  absl::StatusOr<VerbsCore*> picked = rails_->Pick(hello.rail());
+  if (!picked.ok()) {
+    if (!absl::IsInvalidArgument(picked.status())) return picked.status();
+    return absl::InvalidArgumentError(absl::StrCat("hello.rail: ", picked.status().message()));
+  }
+  VerbsCore* rail = *picked;
+  const uint32_t r = rail->index();
   uint32_t n = 0;
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::UnavailableError("daemon is shutting down");
     n = std::min<uint32_t>({static_cast<uint32_t>(hello.qps_size()), options_.max_qps_per_client,
-                            options_.max_qps - qps_in_use_});
+                            options_.max_qps - qps_in_use_[r]});
     if (n == 0) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "all ", options_.max_qps, " rc QPs of this daemon are in use; retry later"));
+      return absl::ResourceExhaustedError(absl::StrCat("all ", options_.max_qps,
+                                                       " rc QPs of rail ", rail->name(),
+                                                       " are in use; retry later"));
     }
-    qps_in_use_ += n;  // held while the QPs are created
+    qps_in_use_[r] += n;  // held while the QPs are created
     do {
       absl::StatusOr<uint64_t> drawn = RandomConnectionId();
       if (!drawn.ok()) {
-        qps_in_use_ -= n;
+        qps_in_use_[r] -= n;
         return drawn.status();
       }
       id = *drawn;
@@ -117,21 +125,22 @@ absl::StatusOr<std::shared_ptr<RcConnection>> RcInitiator::Accept(const v1::RcHe
   }
   RcConnectionConfig cfg;
   cfg.qp = options_.qp;
-  cfg.chunk_bytes = chunk_bytes_;
+  cfg.chunk_bytes =
+      verbs::EffectiveChunkBytes(options_.chunk_bytes, rail->device().port().max_msg_size);
   cfg.max_backlog = options_.max_backlog;
   absl::StatusOr<std::unique_ptr<RcConnection>> made =
-      RcConnection::Create(id, &core_->device(), core_->poller(), cfg, hello, n, accept);
+      RcConnection::Create(id, rail, cfg, hello, n, accept);
   absl::MutexLock lock(&mu_);
   if (!made.ok()) {
-    qps_in_use_ -= n;
+    qps_in_use_[r] -= n;
     return made.status();
   }
   std::shared_ptr<RcConnection> conn = std::move(*made);
   conn->SetControl(control);
   connections_.emplace(id, conn);
   owners_.emplace(id, std::string(peer));
-  GDR_LOG(kInfo) << "rc connection " << id << ": " << n << " QPs (" << qps_in_use_
-                 << " in use)";
+  GDR_LOG(kInfo) << "rc connection " << id << ": " << n << " QPs on rail " << rail->name()
+                 << " (" << qps_in_use_[r] << " in use there)";
   return conn;
 }
 
@@ -143,9 +152,10 @@ void RcInitiator::Release(uint64_t id, const absl::Status& why) {
     if (it == connections_.end()) return;
     conn = it->second;
   }
-  conn->Close(why, [this, id] {
-    // Destroy on the poller thread, outside any completion of the connection.
-    core_->poller()->Post([this, id] {
+  verbs::CompletionPoller* poller = conn->rail()->poller();
+  conn->Close(why, [this, id, poller] {
+    // Destroy on the rail's poller thread, outside any completion of the connection.
+    poller->Post([this, id] {
       std::shared_ptr<RcConnection> dead;
       {
         absl::MutexLock lock(&mu_);
@@ -154,10 +164,11 @@ void RcInitiator::Release(uint64_t id, const absl::Status& why) {
         dead = std::move(it->second);
         connections_.erase(it);
         owners_.erase(id);
-        qps_in_use_ -= dead->qp_count();
+        qps_in_use_[dead->rail()->index()] -= dead->qp_count();
         closed_qp_errors_ += dead->qp_errors();
         closed_qp_recoveries_ += dead->qp_recoveries();
-        GDR_LOG(kInfo) << "rc connection " << id << " closed; " << qps_in_use_ << " QPs in use";
+        GDR_LOG(kInfo) << "rc connection " << id << " on rail " << dead->rail()->name()
+                       << " closed; " << QpsInUseLocked() << " QPs in use";
       }
     });
   });
@@ -227,11 +238,17 @@ absl::Status RcInitiator::CheckHealth(absl::Duration max_stall) const {
   return absl::OkStatus();
 }
 
+uint32_t RcInitiator::QpsInUseLocked() const {
+  uint32_t n = 0;
+  for (uint32_t q : qps_in_use_) n += q;
+  return n;
+}
+
 InitiatorStats RcInitiator::stats() const {
   InitiatorStats s;
-  s.capacity = options_.max_qps;
+  s.capacity = options_.max_qps * static_cast<uint32_t>(rails_->size());
   absl::MutexLock lock(&mu_);
-  s.in_use = qps_in_use_;
+  s.in_use = QpsInUseLocked();
   s.clients = static_cast<uint32_t>(connections_.size());
   s.errors = closed_qp_errors_;
   s.recoveries = closed_qp_recoveries_;
@@ -244,16 +261,20 @@ InitiatorStats RcInitiator::stats() const {
 }
 
 std::string RcInitiator::Describe() const {
-  return absl::StrCat(core_->device().Describe(), "; up to ", options_.max_qps, " QPs (",
-                      options_.max_qps_per_client, " per client), chunks of ",
-                      FormatSize(chunk_bytes_));
+  std::vector<std::string> rails;
+  for (size_t i = 0; i < rails_->size(); ++i) rails.push_back(rails_->rail(i)->device().Describe());
+  return absl::StrCat(rails_->size() == 1 ? "" : absl::StrCat(rails_->size(), " rails: "),
+                      absl::StrJoin(rails, "; "), "; up to ", options_.max_qps, " QPs",
+                      rails_->size() == 1 ? "" : " per rail", " (",
+                      options_.max_qps_per_client, " per client), chunks of up to ",
+                      FormatSize(options_.chunk_bytes));
 }
 
 void RcInitiator::FillInfo(v1::GetInfoResponse* info) const {
   const InitiatorStats s = stats();
   v1::RdmaInfo* rdma = info->mutable_rdma();
   rdma->set_rc_qps(s.in_use);
-  rdma->set_rc_max_qps(options_.max_qps);
+  rdma->set_rc_max_qps(s.capacity);
   rdma->set_rc_max_qps_per_client(options_.max_qps_per_client);
   rdma->set_rc_connections(s.clients);
 }

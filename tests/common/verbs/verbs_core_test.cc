@@ -1,21 +1,26 @@
 // The verbs core against a real device (SoftRoCE rxe0 in the test guest): device selection,
 // two RC QPs on one port connected to each other, RDMA WRITE/READ posted in batches through
 // QueuePair and completed by the CompletionPoller in each poll mode, the remote access error
-// mapped to PERMISSION_DENIED, recovery of both QPs, flush on MoveToError, slot accounting.
+// mapped to PERMISSION_DENIED, recovery of both QPs, flush on MoveToError, slot accounting,
+// the poller's CPU pinning and the port watch.
 // Without a verbs device every test skips with the reason.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/verbs/chunk_plan.h"
 #include "common/verbs/completion_poller.h"
 #include "common/verbs/memory_region.h"
+#include "common/verbs/port_watch.h"
 #include "common/verbs/rc_qp.h"
 #include "common/verbs/verbs_device.h"
 #include "common/verbs/verbs_status.h"
@@ -386,6 +391,47 @@ TEST(CompletionPollerSlotsTest, CqReservationNeverExceedsDepth) {
   (*poller)->Release(4);
   EXPECT_TRUE((*poller)->TryReserve(4));
   EXPECT_FALSE((*poller)->TryReserve(1));
+}
+
+// Pinning takes the CPUs asked for that this process may use; none of them: unpinned.
+TEST(CompletionPollerPinTest, PinsToTheAllowedCpusAskedFor) {
+  SKIP_WITHOUT_DEVICE();
+  auto dev = VerbsDevice::Open({});
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; ++c) {
+    if (CPU_ISSET(c, &allowed)) first = c;
+  }
+  ASSERT_GE(first, 0);
+  PollerOptions po;
+  po.cpus = {first, CPU_SETSIZE + 5};
+  auto pinned = CompletionPoller::Create((*dev)->context(), po, "pin");
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ((*pinned)->pinned_cpus(), std::vector<int>{first});
+  po.cpus = {CPU_SETSIZE + 5};
+  auto unpinned = CompletionPoller::Create((*dev)->context(), po, "nopin");
+  ASSERT_TRUE(unpinned.ok()) << unpinned.status();
+  EXPECT_TRUE((*unpinned)->pinned_cpus().empty());
+}
+
+// A watch on an ACTIVE port starts active, stays so through its re-queries, and stops.
+TEST(PortWatchTest, AnActivePortIsActiveAndTheWatchStops) {
+  SKIP_WITHOUT_DEVICE();
+  auto dev = VerbsDevice::Open({});
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  std::atomic<int> changes{0};
+  auto watch = PortWatch::Start((*dev)->context(), (*dev)->port().port, (*dev)->name(),
+                                [&changes](bool, ibv_port_state) { ++changes; });
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  EXPECT_TRUE((*watch)->active());
+  EXPECT_EQ((*watch)->state(), IBV_PORT_ACTIVE);
+  // Re-query rounds find the port ACTIVE again: no change is reported.
+  absl::SleepFor(2 * PortWatch::kRequery + absl::Milliseconds(200));
+  EXPECT_TRUE((*watch)->active());
+  EXPECT_EQ(changes.load(), 0);
+  (*watch)->Stop();
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 namespace gdr {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 absl::StatusOr<DaemonConfig> Parse(std::vector<std::string> args) {
@@ -328,7 +329,7 @@ TEST(DaemonConfigDcTest, DcRunsWithoutRc) {
   EXPECT_TRUE(r->NeedsRdmaDevice());
   r = Parse({"--rdma-device", "mlx5_0", "--rc", "off"});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->verbs.device.device, "mlx5_0");
+  EXPECT_THAT(r->verbs.rails, ElementsAre("mlx5_0"));
   EXPECT_EQ(r->rc_mode, DaemonConfig::RcMode::kOff);
   EXPECT_TRUE(r->NeedsRdmaDevice()) << "a named device that does not open is fatal";
   r = Parse({"--rc", "off", "--dc", "off"});
@@ -338,6 +339,81 @@ TEST(DaemonConfigDcTest, DcRunsWithoutRc) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->WantsRdmaDevice());
   EXPECT_FALSE(r->NeedsRdmaDevice()) << "auto runs without a device";
+}
+
+// Rails: --rdma-device names one RDMA device per rail, in order, repeated or as a comma list.
+TEST(DaemonConfigRailsTest, NoDeviceNamedIsOneAutomaticRail) {
+  absl::StatusOr<DaemonConfig> r = Parse({});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->verbs.rails, ElementsAre(""));
+  EXPECT_FALSE(r->verbs.NamesDevice());
+  EXPECT_EQ(r->verbs.device.device, "") << "each rail's name comes from the rail list";
+}
+
+TEST(DaemonConfigRailsTest, CommaListAndRepeatsKeepTheirOrder) {
+  absl::StatusOr<DaemonConfig> r = Parse({"--rdma-device", "rxe1,rxe0"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->verbs.rails, ElementsAre("rxe1", "rxe0"));
+  EXPECT_EQ(r->rc_mode, DaemonConfig::RcMode::kOn) << "a named device turns rc on";
+  EXPECT_TRUE(r->NeedsRdmaDevice());
+  r = Parse({"--rdma-device", "mlx5_2", "--rdma-device", "mlx5_0,mlx5_1"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->verbs.rails, ElementsAre("mlx5_2", "mlx5_0", "mlx5_1"));
+  r = Parse({"--rdma-device", "rxe0, rxe1"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->verbs.rails, ElementsAre("rxe0", "rxe1")) << "blanks around a name are dropped";
+}
+
+TEST(DaemonConfigRailsTest, ConfigFileTakesAListOrAnArray) {
+  TempDir dir;
+  absl::StatusOr<DaemonConfig> r =
+      Parse({"--config", dir.Write("a.conf", "rdma-device = \"rxe0,rxe1\"\n")});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->verbs.rails, ElementsAre("rxe0", "rxe1"));
+  r = Parse({"--config", dir.Write("b.conf", "rdma-device = [\"mlx5_1\", \"mlx5_0\"]\n")});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->verbs.rails, ElementsAre("mlx5_1", "mlx5_0"));
+  r = Parse({"--config", dir.Write("c.conf", "rdma-device = \"mlx5_0\"\n")});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->verbs.rails, ElementsAre("mlx5_0"));
+  // A flag on the command line wins over the file's list as a whole.
+  r = Parse({"--config", dir.Write("d.conf", "rdma-device = \"rxe0,rxe1\"\n"), "--rdma-device",
+             "rxe2"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->verbs.rails, ElementsAre("rxe2"));
+}
+
+TEST(DaemonConfigRailsTest, ADeviceNamedTwiceIsRefusedNamingIt) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--rdma-device", "rxe0,rxe1,rxe0"},
+        std::vector<std::string>{"--rdma-device", "rxe0", "--rdma-device", "rxe0"}}) {
+    absl::StatusOr<DaemonConfig> r = Parse(args);
+    ASSERT_FALSE(r.ok()) << ::testing::PrintToString(args);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr("--rdma-device"));
+    EXPECT_THAT(r.status().message(), HasSubstr("'rxe0' is named twice"));
+  }
+}
+
+TEST(DaemonConfigRailsTest, AnAddressWithSeveralRailsIsRefused) {
+  absl::StatusOr<DaemonConfig> r =
+      Parse({"--rdma-device", "rxe0,rxe1", "--rdma-addr", "10.11.0.1"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("--rdma-addr"));
+  EXPECT_THAT(r.status().message(), HasSubstr("2 rails (rxe0,rxe1)"));
+  // One device with its address stays allowed, and an address alone is one named rail.
+  r = Parse({"--rdma-device", "rxe0", "--rdma-addr", "10.11.0.1"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->verbs.rails, ElementsAre("rxe0"));
+  r = Parse({"--rdma-addr", "10.11.0.1"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->verbs.rails, ElementsAre(""));
+  EXPECT_TRUE(r->NeedsRdmaDevice());
+}
+
+TEST(DaemonConfigRailsTest, AnEmptyNameIsRefused) {
+  ExpectInvalidNaming({"--rdma-device", "rxe0, "}, "--rdma-device: an empty device name");
 }
 
 }  // namespace

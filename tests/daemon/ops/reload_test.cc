@@ -119,5 +119,20 @@ TEST(ReloadTest, DcSettingsNeedARestart) {
   EXPECT_EQ(p.effective.dc.options.dci_count, 16u);
 }
 
+TEST(ReloadTest, TheRailListNeedsARestart) {
+  DaemonConfig rails = Base();
+  rails.verbs.rails = {"rxe0", "rxe1"};
+  ReloadPlan p = PlanReload(Base(), rails);
+  EXPECT_THAT(p.applied, IsEmpty());
+  EXPECT_THAT(p.needs_restart, ElementsAre("rdma-device: (automatic) -> rxe0,rxe1"));
+  EXPECT_THAT(p.effective.verbs.rails, ElementsAre(""));
+  // Order is part of the list: the first rail is dc's and the default for rc.
+  DaemonConfig swapped = Base();
+  swapped.verbs.rails = {"rxe1", "rxe0"};
+  p = PlanReload(rails, swapped);
+  EXPECT_THAT(p.needs_restart, ElementsAre("rdma-device: rxe0,rxe1 -> rxe1,rxe0"));
+  EXPECT_THAT(PlanReload(rails, rails).needs_restart, IsEmpty());
+}
+
 }  // namespace
 }  // namespace gdr
