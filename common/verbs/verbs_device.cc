@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/verbs/port_speed.h"
 #include "common/verbs/verbs_status.h"
 
 namespace gdr::verbs {
@@ -126,33 +127,6 @@ std::vector<std::string> ListDeviceNames() {
   std::vector<std::string> names;
   for (int i = 0; i < d.count; ++i) names.push_back(ibv_get_device_name(d.list.get()[i]));
   return names;
-}
-
-uint64_t PortSpeedMbps(uint8_t active_speed, uint8_t active_width) {
-  // Per-lane signalling rate of each active_speed code and lanes of each active_width code,
-  // as ibv_query_port(3) lists them (data rate after encoding is close enough for weights).
-  uint64_t lane = 0;
-  switch (active_speed) {
-    case 1: lane = 2500; break;     // SDR
-    case 2: lane = 5000; break;     // DDR
-    case 4: lane = 10000; break;    // QDR
-    case 8: lane = 10313; break;    // FDR10
-    case 16: lane = 14063; break;   // FDR
-    case 32: lane = 25781; break;   // EDR
-    case 64: lane = 50000; break;   // HDR
-    case 128: lane = 100000; break; // NDR
-    default: return 0;
-  }
-  uint64_t lanes = 0;
-  switch (active_width) {
-    case 1: lanes = 1; break;
-    case 2: lanes = 4; break;
-    case 4: lanes = 8; break;
-    case 8: lanes = 12; break;
-    case 16: lanes = 2; break;
-    default: return 0;
-  }
-  return lane * lanes;
 }
 
 std::string DescribeAllDevices(const std::string& sysfs_root) {

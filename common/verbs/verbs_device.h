@@ -74,10 +74,6 @@ class VerbsDevice {
   PortInfo port_;
 };
 
-// The port's speed in Mb/s from ibv_port_attr's active_speed and active_width codes; 0 for a
-// code this table does not know.
-uint64_t PortSpeedMbps(uint8_t active_speed, uint8_t active_width);
-
 // Every device and port on this host with its state and RoCE v2 addresses, one line, for error
 // messages: "rxe0 port 1 (ACTIVE, 10.11.0.1)"; "no RDMA devices" when there is none.
 std::string DescribeAllDevices(const std::string& sysfs_root = "/sys");
