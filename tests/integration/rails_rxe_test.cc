@@ -5,10 +5,12 @@
 // daemon and client with different rail counts; a rail that does not exist refused at start.
 // Without two verbs devices every test skips, saying so.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -66,8 +68,16 @@ std::optional<bool> DaemonRailServing(gdrstore::Client& c, const std::string& de
   return std::nullopt;
 }
 
+// iproute2's ip, by path: the harness runs programs without a PATH search.
+std::string IpBinary() {
+  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
+    if (::access(p, X_OK) == 0) return p;
+  }
+  return "ip";
+}
+
 absl::Status Ip(const std::vector<std::string>& args, const std::string& dir) {
-  std::vector<std::string> argv = {"ip"};
+  std::vector<std::string> argv = {IpBinary()};
   argv.insert(argv.end(), args.begin(), args.end());
   auto r = RunProcess(argv, dir, "ip", absl::Seconds(30));
   if (!r.ok()) return r.status();
@@ -206,19 +216,28 @@ TEST_F(RailsTest, ALinkTakenDownMidRunLosesNoOpAndTheRailComesBack) {
       done_ops.fetch_add(1);
     }
   });
+  // The worker is stopped and joined on every way out of the test, an ASSERT's included.
+  absl::Cleanup join_worker = [&] {
+    stop.store(true);
+    if (worker.joinable()) worker.join();
+  };
   auto ops_pass = [&](uint64_t n, absl::Duration timeout) {
     const uint64_t until = done_ops.load() + n;
     return PollUntil([&] { return done_ops.load() >= until; }, timeout);
   };
 
   EXPECT_TRUE(ops_pass(4, absl::Seconds(120)));
-  ASSERT_TRUE(Ip({"link", "set", netdev, "down"}, (*dir)->path()).ok());
+  const absl::Status down = Ip({"link", "set", netdev, "down"}, (*dir)->path());
+  ASSERT_TRUE(down.ok()) << down;
+  // Later tests in this guest need the link: it comes back up however this test ends.
+  absl::Cleanup link_up = [&] { (void)Ip({"link", "set", netdev, "up"}, (*dir)->path()); };
   EXPECT_TRUE(PollUntil([&] { return DaemonRailServing(*observer, "rxe1") == false; },
                         absl::Seconds(30)))
       << "the daemon never reported rxe1 down";
   EXPECT_TRUE(ops_pass(6, absl::Seconds(180))) << "ops stalled while rxe1 was down";
   const uint64_t rxe1_down = DaemonRailBytes(*observer)["rxe1"];
-  ASSERT_TRUE(Ip({"link", "set", netdev, "up"}, (*dir)->path()).ok());
+  const absl::Status up = Ip({"link", "set", netdev, "up"}, (*dir)->path());
+  ASSERT_TRUE(up.ok()) << up;
   EXPECT_TRUE(PollUntil([&] { return DaemonRailServing(*observer, "rxe1") == true; },
                         absl::Seconds(30)))
       << "the daemon never reported rxe1 serving again";
@@ -226,8 +245,7 @@ TEST_F(RailsTest, ALinkTakenDownMidRunLosesNoOpAndTheRailComesBack) {
   EXPECT_TRUE(PollUntil([&] { return DaemonRailBytes(*observer)["rxe1"] > rxe1_down; },
                         absl::Seconds(60)))
       << "rxe1 carried nothing after its link came back";
-  stop.store(true);
-  worker.join();
+  std::move(join_worker).Invoke();
   EXPECT_TRUE(failures.empty()) << failures.size() << " ops failed, first: " << failures.front();
 
   auto stats = GetStats(*observer);
