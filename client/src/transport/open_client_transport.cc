@@ -41,13 +41,18 @@ absl::StatusOr<v1::GetInfoResponse> DaemonInfo(const gdrstore::ClientOptions& o,
   return info;
 }
 
-// The daemon's RDMA address as an IPv4 literal (its RoCE v2 GID, GetInfo rdma.gid), so this
-// side's GID is chosen on the subnet the daemon is reached through; empty when not IPv4.
-std::string PeerAddress(const v1::GetInfoResponse& info) {
-  if (!info.has_rdma() || info.rdma().gid().size() != 16) return "";
+// A daemon GID as GetInfo carries it (16 raw bytes) as an IPv4 literal, so this side's GID is
+// chosen on the subnet the daemon is reached through; empty when not an IPv4-mapped GID.
+std::string Ipv4OfGid(const std::string& raw) {
+  if (raw.size() != 16) return "";
   verbs::Gid gid;
-  std::copy(info.rdma().gid().begin(), info.rdma().gid().end(), gid.begin());
+  std::copy(raw.begin(), raw.end(), gid.begin());
   return verbs::GidIpv4(gid).value_or("");
+}
+
+// The daemon's RDMA address (its first rail's RoCE v2 GID, GetInfo rdma.gid) as an IPv4 literal.
+std::string PeerAddress(const v1::GetInfoResponse& info) {
+  return info.has_rdma() ? Ipv4OfGid(info.rdma().gid()) : "";
 }
 
 // A daemon rail as GetInfo lists it (a daemon without rails lists none: its one device then).
@@ -61,19 +66,13 @@ struct DaemonRail {
 
 std::vector<DaemonRail> DaemonRails(const v1::GetInfoResponse& info) {
   std::vector<DaemonRail> rails;
-  auto ipv4 = [](const std::string& raw) -> std::string {
-    if (raw.size() != 16) return "";
-    verbs::Gid gid;
-    std::copy(raw.begin(), raw.end(), gid.begin());
-    return verbs::GidIpv4(gid).value_or("");
-  };
   for (const v1::RailInfo& r : info.rails()) {
     rails.push_back(DaemonRail{r.device(), absl::StrCat(r.device(), " port ", r.port()),
-                               ipv4(r.gid()), r.speed_mbps(), r.serving()});
+                               Ipv4OfGid(r.gid()), r.speed_mbps(), r.serving()});
   }
   if (rails.empty() && info.has_rdma()) {
     rails.push_back(DaemonRail{"", absl::StrCat(info.rdma().device(), " port ", info.rdma().port()),
-                               ipv4(info.rdma().gid()), 0, true});
+                               Ipv4OfGid(info.rdma().gid()), 0, true});
   }
   return rails;
 }
