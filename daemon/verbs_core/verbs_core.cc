@@ -148,18 +148,30 @@ absl::Status VerbsCore::CheckHealth(absl::Duration max_stall) const {
   return absl::OkStatus();
 }
 
-void VerbsCore::FillInfo(v1::RdmaInfo* info) const {
-  const verbs::PortInfo& p = device_->port();
-  info->set_device(device_->name());
+namespace {
+
+// What GetInfo's rdma (the first rail) and rails[] say alike about a device port; the two
+// messages name these fields the same.
+template <typename Info>
+void FillPort(const verbs::VerbsDevice& device, Info* info) {
+  const verbs::PortInfo& p = device.port();
+  info->set_device(device.name());
   info->set_port(p.port);
-  info->set_port_state(verbs::PortStateName(device_->QueryPortState()));
-  info->set_link_layer(device_->is_roce() ? "Ethernet" : "InfiniBand");
-  info->set_gid_index(static_cast<uint32_t>(p.gid_index));
+  info->set_link_layer(device.is_roce() ? "Ethernet" : "InfiniBand");
   info->set_gid(std::string(reinterpret_cast<const char*>(p.gid.data()), 16));
   info->set_gid_address(verbs::DescribeGid(p.gid));
-  info->set_gid_type(p.gid_type);
   info->set_lid(p.lid);
   info->set_mtu(verbs::MtuBytes(p.active_mtu));
+}
+
+}  // namespace
+
+void VerbsCore::FillInfo(v1::RdmaInfo* info) const {
+  const verbs::PortInfo& p = device_->port();
+  FillPort(*device_, info);
+  info->set_port_state(verbs::PortStateName(device_->QueryPortState()));
+  info->set_gid_index(static_cast<uint32_t>(p.gid_index));
+  info->set_gid_type(p.gid_type);
   info->set_max_msg_bytes(p.max_msg_size);
   info->set_poll_mode(verbs::PollModeName(options_.poller.mode));
   if (!volume_mrs_.empty()) info->set_relaxed_ordering(RelaxedOrderingDetail());
@@ -167,9 +179,8 @@ void VerbsCore::FillInfo(v1::RdmaInfo* info) const {
 
 void VerbsCore::FillRailInfo(v1::RailInfo* info) const {
   const verbs::PortInfo& p = device_->port();
+  FillPort(*device_, info);
   info->set_index(index_);
-  info->set_device(device_->name());
-  info->set_port(p.port);
   ibv_port_attr now{};
   if (const int rc = ibv_query_port(device_->context(), p.port, &now); rc == 0) {
     info->set_port_state(verbs::PortStateName(now.state));
@@ -178,11 +189,6 @@ void VerbsCore::FillRailInfo(v1::RailInfo* info) const {
     info->set_port_state(absl::StrCat("unknown (ibv_query_port: ", std::strerror(rc), ")"));
   }
   info->set_serving(serving());
-  info->set_link_layer(device_->is_roce() ? "Ethernet" : "InfiniBand");
-  info->set_gid(std::string(reinterpret_cast<const char*>(p.gid.data()), 16));
-  info->set_gid_address(verbs::DescribeGid(p.gid));
-  info->set_lid(p.lid);
-  info->set_mtu(verbs::MtuBytes(p.active_mtu));
   info->set_numa_node(numa_node_);
   info->set_pci(pci_);
 }
