@@ -281,15 +281,14 @@ absl::StatusOr<v1::RemoteBuffer> Client::Describe(const Buffer& buffer, size_t o
 std::vector<RailStats> Client::rail_stats() const { return transport_->rail_stats(); }
 std::string Client::rail_notes() const { return transport_->rail_notes(); }
 
-void Client::Dispatch(const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-                      OpCallback done, const PieceSubmit& piece) {
-  if (transport_->rail_count() == 1) {
-    piece(extent, buffer_offset, 0, std::move(done));
-    return;
-  }
+bool Client::OneRail() const { return transport_->rail_count() == 1; }
+
+void Client::DispatchSlices(const Extent& extent, const Buffer& buffer, size_t buffer_offset,
+                            OpCallback done, PieceSubmit piece) {
   gdr::RunSliced(
       transport_, transport_->Plan(*buffer.registration_->region(), extent.length),
-      [extent, buffer_offset, piece](const gdr::ClientTransport::Slice& s, OpCallback cb) {
+      [extent, buffer_offset, piece = std::move(piece)](const gdr::ClientTransport::Slice& s,
+                                                        OpCallback cb) {
         piece(Extent{extent.volume, extent.offset + s.offset, s.length},
               buffer_offset + s.offset, s.rail, std::move(cb));
       },

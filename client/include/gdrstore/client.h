@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 #include <future>
 #include <memory>
@@ -339,11 +340,24 @@ class Client {
   std::string NicFor(const std::string& gpu_pci) const;
   friend class OpStream;
   // Sends an op as one piece, or as slices over the rails (retried once on another rail);
-  // `piece` submits one piece on a rail. `done` runs once, for the whole op.
+  // `piece(extent, buffer_offset, rail, done)` submits one piece on a rail. `done` runs once,
+  // for the whole op. One rail calls `piece` directly: nothing is kept for a retry, so the
+  // unary and Stream hot paths build no std::function.
   using PieceSubmit = std::function<void(const Extent&, size_t buffer_offset, int rail,
                                          OpCallback)>;
+  template <typename Piece>
   void Dispatch(const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-                OpCallback done, const PieceSubmit& piece);
+                OpCallback done, Piece&& piece) {
+    if (OneRail()) {
+      piece(extent, buffer_offset, 0, std::move(done));
+      return;
+    }
+    DispatchSlices(extent, buffer, buffer_offset, std::move(done),
+                   PieceSubmit(std::forward<Piece>(piece)));
+  }
+  bool OneRail() const;
+  void DispatchSlices(const Extent& extent, const Buffer& buffer, size_t buffer_offset,
+                      OpCallback done, PieceSubmit piece);
   void SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
                  int rail, OpCallback done);
   ClientOptions options_;
