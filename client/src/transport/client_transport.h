@@ -35,6 +35,9 @@ class ClientTransport {
   // Ends what the transport holds open (tcp: the target's links; rc: the Connect call).
   // Ops still running fail. Idempotent.
   virtual void Close() = 0;
+  // OK while the transport can carry ops; once it cannot (its session with the daemon has
+  // ended), why. A rail set leaves such a rail out.
+  virtual absl::Status session_status() const { return absl::OkStatus(); }
 
   // Rails: a transport over several RDMA devices (RailSet) cuts an op into slices, one per
   // rail it goes to. The defaults are the one-rail answer: the whole op on rail 0.

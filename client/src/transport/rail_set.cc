@@ -122,7 +122,9 @@ void RailSet::Close() {
 std::vector<int> RailSet::Usable(int64_t now_ns) const {
   std::vector<int> usable;
   for (int i = 0; i < rail_count(); ++i) {
-    if (counters_[i].passed_over_until_ns.load(std::memory_order_relaxed) <= now_ns) {
+    // A rail whose session has ended (the daemon closed it) carries nothing again.
+    if (counters_[i].passed_over_until_ns.load(std::memory_order_relaxed) <= now_ns &&
+        rails_[i].session->session_status().ok()) {
       usable.push_back(i);
     }
   }

@@ -410,10 +410,18 @@ void RcConnection::Close(const absl::Status& why, std::function<void()> on_close
   if (closed) closed();
 }
 
-bool RcConnection::ResetOverdue(absl::Time now, absl::Duration timeout) const {
+bool RcConnection::ResetOverdue(absl::Time now, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  for (const Slot& s : slots_) {
-    if (s.state == SlotState::kResetting && now - s.reset_since > timeout) return true;
+  const bool rail_serving = rail_->serving();
+  for (Slot& s : slots_) {
+    if (s.state != SlotState::kResetting) continue;
+    // While the rail's port is down the client cannot reconnect either (the daemon's address
+    // does not resolve): its time starts when the rail serves again.
+    if (!rail_serving) {
+      s.reset_since = now;
+    } else if (now - s.reset_since > timeout) {
+      return true;
+    }
   }
   return false;
 }

@@ -82,8 +82,9 @@ class RcConnection {
   // connection is outstanding any more (possibly right away, on this thread). Idempotent.
   void Close(const absl::Status& why, std::function<void()> on_closed);
 
-  // True when a QP has waited for the client's RcQpReady longer than `timeout`.
-  bool ResetOverdue(absl::Time now, absl::Duration timeout) const;
+  // True when a QP has waited for the client's RcQpReady longer than `timeout` while its rail
+  // served (time with the rail down does not count).
+  bool ResetOverdue(absl::Time now, absl::Duration timeout);
   // Ops accepted and not yet finished.
   uint64_t ops_in_flight() const;
   // QPs that failed while the connection was open, and those brought back with the client.

@@ -187,7 +187,8 @@ void RcInitiator::Housekeeping() {
     const absl::Time now = absl::Now();
     for (auto& c : conns) {
       if (c->ResetOverdue(now, options_.reset_timeout)) {
-        absl::Status why = absl::DeadlineExceededError(absl::StrCat(
+        // UNAVAILABLE: the ops it fails may well succeed on another connection or rail.
+        absl::Status why = absl::UnavailableError(absl::StrCat(
             "rc connection ", c->id(), ": the client did not reconnect a reset QP within ",
             absl::FormatDuration(options_.reset_timeout)));
         GDR_LOG(kWarning) << why.message();

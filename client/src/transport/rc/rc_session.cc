@@ -3,10 +3,13 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstring>
+#include <map>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "client/src/transport/verbs_registration.h"
 #include "common/grpc_status.h"
+#include "common/log.h"
 #include "common/verbs/verbs_status.h"
 #include "common/write_queue.h"
 #include "common/status_macros.h"
@@ -53,6 +56,8 @@ class RcSession::Reactor final
 
   void Close() {
     std::unique_lock<std::mutex> lock(mu_);
+    closing_ = true;
+    reset_cv_.notify_all();
     writes_.EndWhenDrained();
     if (!cv_.wait_for(lock, std::chrono::seconds(10), [this] { return done_; })) {
       lock.unlock();
@@ -60,6 +65,17 @@ class RcSession::Reactor final
       lock.lock();
       cv_.wait(lock, [this] { return done_; });
     }
+    lock.unlock();
+    if (resetter_.joinable()) resetter_.join();
+  }
+
+  ~Reactor() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing_ = true;
+      reset_cv_.notify_all();
+    }
+    if (resetter_.joinable()) resetter_.join();
   }
 
   void OnReadDone(bool ok) override {
@@ -75,20 +91,7 @@ class RcSession::Reactor final
       have_accept_ = true;
       cv_.notify_all();
     } else if (response_.has_reset_qp()) {
-      const v1::RcResetQp& r = response_.reset_qp();
-      absl::StatusOr<uint32_t> psn = session_->ResetQp(r.index(), r.psn());
-      if (psn.ok()) {
-        v1::ConnectRequest ready;
-        ready.mutable_qp_ready()->set_index(r.index());
-        ready.mutable_qp_ready()->set_psn(*psn);
-        Queue(std::move(ready));
-        std::lock_guard<std::mutex> lock(mu_);
-        ++resets_;
-      } else {
-        // Leave the QP down; the daemon times the reset out and ends the connection.
-        std::lock_guard<std::mutex> lock(mu_);
-        reset_error_ = psn.status();
-      }
+      RequestReset(response_.reset_qp().index(), response_.reset_qp().psn());
     }
     StartRead(&response_);
   }
@@ -105,6 +108,7 @@ class RcSession::Reactor final
     status_ = FromGrpcStatus(s);
     done_ = true;
     cv_.notify_all();
+    reset_cv_.notify_all();
   }
 
   uint64_t resets() {
@@ -117,6 +121,53 @@ class RcSession::Reactor final
   }
 
  private:
+  // Resets run on their own thread (started by the first), never on gRPC's callback thread: a
+  // reconnect can fail for as long as the port is down, and the daemon keeps the QP waiting
+  // while its rail is down too. A newer request for the same QP replaces a pending one.
+  void RequestReset(uint32_t index, uint32_t daemon_psn) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closing_ || done_) return;
+    pending_resets_[index] = daemon_psn;
+    if (!resetter_.joinable()) resetter_ = std::thread([this] { RunResets(); });
+    reset_cv_.notify_all();
+  }
+
+  void RunResets() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!closing_ && !done_) {
+      if (pending_resets_.empty()) {
+        reset_cv_.wait(lock);
+        continue;
+      }
+      const auto [index, daemon_psn] = *pending_resets_.begin();
+      pending_resets_.erase(pending_resets_.begin());
+      lock.unlock();
+      absl::StatusOr<uint32_t> psn = session_->ResetQp(index, daemon_psn);
+      if (psn.ok()) {
+        v1::ConnectRequest ready;
+        ready.mutable_qp_ready()->set_index(index);
+        ready.mutable_qp_ready()->set_psn(*psn);
+        Queue(std::move(ready));
+      }
+      lock.lock();
+      if (psn.ok()) {
+        ++resets_;
+        continue;
+      }
+      if (reset_error_.message() != psn.status().message()) {  // once per new reason
+        GDR_LOG(kWarning) << "rc connection " << session_->connection_id() << ": QP " << index
+                          << " cannot be reconnected yet, trying again: "
+                          << psn.status().message();
+      }
+      reset_error_ = psn.status();
+      // An unknown index is the daemon's mistake, not the link's: no retry; the daemon times
+      // the reset out and ends the connection.
+      if (absl::IsInvalidArgument(psn.status())) continue;
+      pending_resets_.try_emplace(index, daemon_psn);
+      reset_cv_.wait_for(lock, kResetRetry, [this] { return closing_ || done_; });
+    }
+  }
+
   void Queue(v1::ConnectRequest msg) {
     std::lock_guard<std::mutex> lock(mu_);
     writes_.Push(std::move(msg));  // dropped once the call is over or WritesDone went out
@@ -145,6 +196,11 @@ class RcSession::Reactor final
   absl::Status status_;
   absl::Status reset_error_;
   uint64_t resets_ = 0;
+  static constexpr std::chrono::milliseconds kResetRetry{250};
+  bool closing_ = false;  // Close or the destructor: the resetter stops
+  std::condition_variable reset_cv_;
+  std::map<uint32_t, uint32_t> pending_resets_;  // QP index -> the daemon's PSN
+  std::thread resetter_;
 };
 
 absl::StatusOr<std::shared_ptr<RcSession>> RcSession::Open(v1::GdrStore::Stub* stub,

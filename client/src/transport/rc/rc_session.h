@@ -1,7 +1,9 @@
 // The client side of the rc transport: this process's RDMA device, passive RC QPs connected to
 // the daemon's through the Connect RPC, and memory registration on the same PD. The daemon does
 // every RDMA operation; these QPs only respond. When the daemon resets one of its QPs after an
-// error (RcResetQp), the matching QP here is reset and reconnected and the daemon told so.
+// error (RcResetQp), the matching QP here is reset and reconnected and the daemon told so; a
+// reconnect that fails (the port is down, so the daemon's address does not resolve) is tried
+// again until it succeeds or the call ends.
 #pragma once
 
 #include <chrono>
@@ -63,6 +65,7 @@ class RcSession final : public ClientTransport, public std::enable_shared_from_t
   uint64_t resets() const;
   // The Connect call's status once it has ended; OK while it runs.
   absl::Status call_status() const;
+  absl::Status session_status() const override { return call_status(); }
 
 
  private:
