@@ -289,6 +289,16 @@ absl::Status EtcdClient::Delete(const std::string& key) {
                            });
 }
 
+absl::Status EtcdClient::Compact(int64_t revision) {
+  pb::CompactionRequest request;
+  request.set_revision(revision);
+  return channels_->Invoke(absl::StrCat("Compact ", revision),
+                           [&](Channels::Endpoint& e, grpc::ClientContext* context) {
+                             pb::CompactionResponse response;
+                             return e.kv->Compact(context, request, &response);
+                           });
+}
+
 absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
   if (ttl <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -467,7 +477,6 @@ absl::Status PrefixWatch::Stream(EtcdClient::Channels::Endpoint& endpoint, bool*
     create->set_start_revision(next_revision_);
     create->set_progress_notify(true);
     pb::WatchResponse response;
-    bool ours_ended = false;  // we ended the stream (TryCancel), so its CANCELLED is expected
     if (stream->Write(request)) {
       while (stream->Read(&response)) {
         if (response.canceled()) {
@@ -481,8 +490,7 @@ absl::Status PrefixWatch::Stream(EtcdClient::Channels::Endpoint& endpoint, bool*
             end = absl::UnavailableError(
                 absl::StrCat("etcd cancelled the watch: ", response.cancel_reason()));
           }
-          ours_ended = true;
-          context.TryCancel();
+          context.TryCancel();  // the stream's CANCELLED end is ours; `end` says why
           break;
         }
         if (response.created()) {
@@ -510,7 +518,7 @@ absl::Status PrefixWatch::Stream(EtcdClient::Channels::Endpoint& endpoint, bool*
       }
     }
     const grpc::Status status = stream->Finish();
-    if (end.ok() && !ours_ended) {
+    if (end.ok()) {
       end = status.ok() ? absl::UnavailableError("the stream ended") : FromGrpcStatus(status);
     }
   }

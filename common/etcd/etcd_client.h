@@ -62,6 +62,9 @@ class EtcdClient {
                                                   int64_t* revision = nullptr);
   // OK whether or not the key existed.
   absl::Status Delete(const std::string& key);
+  // Drops the history before `revision` (each key keeps its value as of then). OUT_OF_RANGE
+  // when `revision` is already compacted or is in the future.
+  absl::Status Compact(int64_t revision);
 
   // A lease of `ttl` rounded up to whole seconds (etcd may raise it to its minimum TTL).
   // INVALID_ARGUMENT for a ttl that is not positive.

@@ -121,6 +121,12 @@ class WatchLog {
     auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return events_.size() >= n; };
     return mu_.AwaitWithTimeout(absl::Condition(&enough), kEventually);
   }
+  // True once at least `n` error reports arrived.
+  bool WaitErrors(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return errors_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), kEventually);
+  }
   // True once the last error report is non-OK (want_ok false) or OK (want_ok true).
   bool WaitLastError(bool want_ok) {
     absl::MutexLock lock(&mu_);
@@ -327,6 +333,32 @@ TEST_F(EtcdClientTest, WatchSeesPutsAndDeletesInOrderAfterItsStartRevision) {
     EXPECT_GT(events[i].kv.mod_revision, events[i - 1].kv.mod_revision) << Describe(events);
   }
   EXPECT_TRUE(log.errors().empty());
+}
+
+TEST_F(EtcdClientTest, WatchFromACompactedRevisionReportsTheLossAndGoesOn) {
+  int64_t old_revision = 0;
+  ASSERT_TRUE(client_->GetPrefix("/c/", &old_revision).ok());
+  for (const char* k : {"/c/a", "/c/b", "/c/c"}) ASSERT_TRUE(client_->Put(k, "v").ok());
+  int64_t now = 0;
+  ASSERT_TRUE(client_->GetPrefix("/c/", &now).ok());
+  ASSERT_TRUE(client_->Compact(now).ok());
+  EXPECT_EQ(client_->Compact(old_revision).code(), absl::StatusCode::kOutOfRange);
+
+  WatchLog log;
+  std::unique_ptr<EtcdClient::Watch> watch = log.Start(*client_, "/c/", old_revision);
+  ASSERT_TRUE(log.WaitErrors(1));
+  const absl::Status loss = log.errors().front();
+  EXPECT_EQ(loss.code(), absl::StatusCode::kDataLoss) << loss;
+  EXPECT_TRUE(absl::StrContains(loss.message(), "compacted")) << loss;
+  // It goes on from the oldest revision etcd kept: the last put, then anything new.
+  ASSERT_TRUE(client_->Put("/c/d", "v").ok());
+  ASSERT_TRUE(log.WaitEvents(2)) << Describe(log.events());
+  const std::vector<WatchEvent> events = log.events();
+  ASSERT_EQ(events.size(), 2u) << Describe(events);
+  EXPECT_EQ(events[0].kv.key, "/c/c");
+  EXPECT_EQ(events[0].kv.mod_revision, now);
+  EXPECT_EQ(events[1].kv.key, "/c/d");
+  EXPECT_EQ(log.errors().size(), 1u);
 }
 
 TEST_F(EtcdClientTest, WatchSurvivesAnEtcdRestartWithoutMissingOrRepeating) {
