@@ -5,7 +5,9 @@
 # libssl-dev: the tcp proof's HMAC and the PEM checks of TLS files; openssl: the TLS tests make
 # their certificates with it; clang-14 and its sanitizer and libFuzzer runtimes build the fuzz
 # targets (scripts/fuzz-smoke.sh); python3-matplotlib draws gdr_bench's scale plot
-# (bench/plot_scale.py).
+# (bench/plot_scale.py); etcd-server, etcd-client and golang-etcd-server-dev: the etcd client's
+# protos (rpc.proto and its imports, compiled where Debian installs them) and the real etcd its
+# tests start.
 set -euo pipefail
 
 PKGS=(
@@ -19,6 +21,7 @@ PKGS=(
   systemd file dpkg-dev
   python3 python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
   python3-matplotlib
+  etcd-server etcd-client golang-etcd-server-dev
 )
 
 missing=()

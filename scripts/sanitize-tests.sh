@@ -3,7 +3,7 @@
 # -DGDR_SANITIZE=address,undefined (ASan + LeakSanitizer + UBSan, any report aborts the process)
 # and runs ctest there. A report in a test binary fails it through the runtime's exit code; a
 # report in a daemon, gdrctl or any other process the integration harness started fails the test
-# that started it (tests/integration/daemon_process.cc reads the child's sanitizer log).
+# that started it (tests/integration/child_process.cc reads the child's sanitizer log).
 #
 # usage: scripts/sanitize-tests.sh   (SANITIZE_BUILD_DIR overrides build-asan; extra ctest
 # arguments go in CTEST_ARGS)
