@@ -156,8 +156,8 @@ struct EtcdClient::Channels {
       absl::StrAppend(&failures, failures.empty() ? "" : "; ", endpoint.address, ": ",
                       absl::StatusCodeToString(code), ": ", converted.message());
     }
-    return absl::Status(code, absl::StrCat("etcd ", what, ": no endpoint answered (", failures,
-                                           ")"));
+    return absl::Status(code,
+                        absl::StrCat("etcd ", what, ": no endpoint answered (", failures, ")"));
   }
 };
 
@@ -172,9 +172,9 @@ EtcdClient::~EtcdClient() = default;
 absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(Options options) {
   if (options.endpoints.empty()) return absl::InvalidArgumentError("etcd client: no endpoint");
   if (options.call_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("etcd client: call_timeout ", absl::FormatDuration(options.call_timeout),
-                     " is not positive"));
+    return absl::InvalidArgumentError(absl::StrCat("etcd client: call_timeout ",
+                                                   absl::FormatDuration(options.call_timeout),
+                                                   " is not positive"));
   }
   auto channels = std::make_shared<Channels>();
   channels->call_timeout = options.call_timeout;
@@ -236,11 +236,10 @@ absl::StatusOr<bool> EtcdClient::PutIfAbsent(const std::string& key, const std::
   put->set_key(key);
   put->set_value(value);
   pb::TxnResponse response;
-  absl::Status status = channels_->Invoke(
-      absl::StrCat("PutIfAbsent ", Quote(key)),
-      [&](Channels::Endpoint& e, grpc::ClientContext* context) {
-        return e.kv->Txn(context, request, &response);
-      });
+  absl::Status status = channels_->Invoke(absl::StrCat("PutIfAbsent ", Quote(key)),
+                                          [&](Channels::Endpoint& e, grpc::ClientContext* context) {
+                                            return e.kv->Txn(context, request, &response);
+                                          });
   if (!status.ok()) return status;
   return response.succeeded();
 }
@@ -250,10 +249,10 @@ absl::StatusOr<std::optional<KeyValue>> EtcdClient::Get(const std::string& key) 
   pb::RangeRequest request;
   request.set_key(key);
   pb::RangeResponse response;
-  absl::Status status = channels_->Invoke(
-      absl::StrCat("Get ", Quote(key)), [&](Channels::Endpoint& e, grpc::ClientContext* context) {
-        return e.kv->Range(context, request, &response);
-      });
+  absl::Status status = channels_->Invoke(absl::StrCat("Get ", Quote(key)),
+                                          [&](Channels::Endpoint& e, grpc::ClientContext* context) {
+                                            return e.kv->Range(context, request, &response);
+                                          });
   if (!status.ok()) return status;
   if (response.kvs_size() == 0) return std::optional<KeyValue>();
   return std::optional<KeyValue>(FromProto(response.kvs(0)));
@@ -265,11 +264,10 @@ absl::StatusOr<std::vector<KeyValue>> EtcdClient::GetPrefix(const std::string& p
   request.set_key(prefix.empty() ? std::string(1, '\0') : prefix);
   request.set_range_end(PrefixEnd(prefix));
   pb::RangeResponse response;
-  absl::Status status = channels_->Invoke(
-      absl::StrCat("GetPrefix ", Quote(prefix)),
-      [&](Channels::Endpoint& e, grpc::ClientContext* context) {
-        return e.kv->Range(context, request, &response);
-      });
+  absl::Status status = channels_->Invoke(absl::StrCat("GetPrefix ", Quote(prefix)),
+                                          [&](Channels::Endpoint& e, grpc::ClientContext* context) {
+                                            return e.kv->Range(context, request, &response);
+                                          });
   if (!status.ok()) return status;
   std::vector<KeyValue> out;
   out.reserve(response.kvs_size());
@@ -307,11 +305,10 @@ absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
   pb::LeaseGrantRequest request;
   request.set_ttl(absl::ToInt64Seconds(absl::Ceil(ttl, absl::Seconds(1))));
   pb::LeaseGrantResponse response;
-  absl::Status status = channels_->Invoke(
-      absl::StrCat("GrantLease ", absl::FormatDuration(ttl)),
-      [&](Channels::Endpoint& e, grpc::ClientContext* context) {
-        return e.lease->LeaseGrant(context, request, &response);
-      });
+  absl::Status status = channels_->Invoke(absl::StrCat("GrantLease ", absl::FormatDuration(ttl)),
+                                          [&](Channels::Endpoint& e, grpc::ClientContext* context) {
+                                            return e.lease->LeaseGrant(context, request, &response);
+                                          });
   if (!status.ok()) return status;
   if (!response.error().empty()) {
     return absl::InternalError(absl::StrCat("etcd GrantLease: ", response.error()));
@@ -337,8 +334,8 @@ absl::StatusOr<absl::Duration> EtcdClient::KeepAliveOnce(int64_t lease) {
       [&](Channels::Endpoint& e, grpc::ClientContext* context) {
         // etcd's keepalive is a stream: one request, one answer, then our side's end makes
         // the server end it too.
-        std::unique_ptr<grpc::ClientReaderWriter<pb::LeaseKeepAliveRequest,
-                                                 pb::LeaseKeepAliveResponse>>
+        std::unique_ptr<
+            grpc::ClientReaderWriter<pb::LeaseKeepAliveRequest, pb::LeaseKeepAliveResponse>>
             stream = e.lease->LeaseKeepAlive(context);
         if (stream->Write(request)) {
           stream->WritesDone();
@@ -355,11 +352,11 @@ absl::StatusOr<absl::Duration> EtcdClient::TimeToLive(int64_t lease) {
   pb::LeaseTimeToLiveRequest request;
   request.set_id(lease);
   pb::LeaseTimeToLiveResponse response;
-  absl::Status status = channels_->Invoke(
-      absl::StrCat("TimeToLive ", absl::Hex(lease)),
-      [&](Channels::Endpoint& e, grpc::ClientContext* context) {
-        return e.lease->LeaseTimeToLive(context, request, &response);
-      });
+  absl::Status status =
+      channels_->Invoke(absl::StrCat("TimeToLive ", absl::Hex(lease)),
+                        [&](Channels::Endpoint& e, grpc::ClientContext* context) {
+                          return e.lease->LeaseTimeToLive(context, request, &response);
+                        });
   if (!status.ok()) return status;
   // etcd answers TTL -1 rather than an error for a lease it no longer has.
   if (response.ttl() < 0) return LeaseGone("TimeToLive", lease);
@@ -446,10 +443,10 @@ void PrefixWatch::Run() {
     }
     if (!lost_) {
       lost_ = true;
-      Report(absl::Status(end.code(),
-                          absl::StrCat("etcd watch of ", Quote(prefix_), " at ", endpoint.address,
-                                       " lost (", end.message(),
-                                       "); re-establishing from revision ", next_revision_)));
+      Report(absl::Status(
+          end.code(),
+          absl::StrCat("etcd watch of ", Quote(prefix_), " at ", endpoint.address, " lost (",
+                       end.message(), "); re-establishing from revision ", next_revision_)));
     }
     ++index;
     absl::MutexLock lock(&mu_);
@@ -509,9 +506,9 @@ absl::Status PrefixWatch::Stream(EtcdClient::Channels::Endpoint& endpoint, bool*
           continue;
         }
         for (const mvccpb::Event& e : response.events()) {
-          WatchEvent event{e.type() == mvccpb::Event::DELETE ? WatchEvent::kDelete
-                                                             : WatchEvent::kPut,
-                           FromProto(e.kv())};
+          WatchEvent event{
+              e.type() == mvccpb::Event::DELETE ? WatchEvent::kDelete : WatchEvent::kPut,
+              FromProto(e.kv())};
           next_revision_ = std::max(next_revision_, event.kv.mod_revision + 1);
           on_event_(event);
         }

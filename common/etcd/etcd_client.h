@@ -82,13 +82,13 @@ class EtcdClient {
    public:
     virtual ~Watch() = default;
   };
-  // Calls `on_event` (required; `on_error` is optional) on the watch's own thread, in revision order, for each change under
-  // `prefix` with a revision above `start_revision` (0: changes from when the watch is first
-  // established). When the stream breaks (etcd stopped, endpoint lost) `on_error` gets the
-  // error once and the watch is re-established, on the next endpoint, from the last revision
-  // delivered + 1, so nothing is missed or repeated; `on_error` gets OK once it is back. If etcd
-  // has compacted revisions the watch still needed, `on_error` gets DATA_LOSS naming them and
-  // the watch goes on from the oldest revision etcd still has (the caller re-reads with
+  // Calls `on_event` (required; `on_error` is optional) on the watch's own thread, in revision
+  // order, for each change under `prefix` with a revision above `start_revision` (0: changes from
+  // when the watch is first established). When the stream breaks (etcd stopped, endpoint lost)
+  // `on_error` gets the error once and the watch is re-established, on the next endpoint, from the
+  // last revision delivered + 1, so nothing is missed or repeated; `on_error` gets OK once it is
+  // back. If etcd has compacted revisions the watch still needed, `on_error` gets DATA_LOSS naming
+  // them and the watch goes on from the oldest revision etcd still has (the caller re-reads with
   // GetPrefix). Callbacks never run concurrently with each other.
   std::unique_ptr<Watch> WatchPrefix(const std::string& prefix, int64_t start_revision,
                                      std::function<void(const WatchEvent&)> on_event,

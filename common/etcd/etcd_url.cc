@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/host_port.h"
+#include "common/ip_address.h"
 
 namespace gdr::etcd {
 namespace {
@@ -20,11 +21,19 @@ absl::Status Bad(absl::string_view url, absl::string_view what) {
       absl::StrCat("etcd URL '", url, "': ", what, " (want ", kForm, ")"));
 }
 
-// A host name or IPv4 literal; a bracketed IPv6 literal has had its brackets removed and may
-// also hold ':' (and a '%' zone is not accepted: gRPC targets would need it escaped).
-bool IsHostChar(char c, bool v6) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ||
-         (v6 && c == ':');
+// A host name (RFC 1123 labels) or an IPv4 literal: dot-separated labels of 1..63 letters,
+// digits and '-', not starting or ending with '-'; 253 bytes at most.
+bool IsHostName(absl::string_view host) {
+  if (host.empty() || host.size() > 253) return false;
+  for (absl::string_view label : absl::StrSplit(host, '.')) {
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+      return false;
+    }
+    for (char c : label) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-') return false;
+    }
+  }
+  return true;
 }
 
 absl::StatusOr<std::string> ParseEndpoint(absl::string_view url, absl::string_view endpoint,
@@ -45,12 +54,14 @@ absl::StatusOr<std::string> ParseEndpoint(absl::string_view url, absl::string_vi
                    [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)); })) {
     return Bad(url, absl::StrCat("endpoint '", endpoint, "' has a port that is not all digits"));
   }
-  const bool v6 = absl::StartsWith(endpoint, "[");
-  for (char c : hp->host) {
-    if (!IsHostChar(c, v6)) {
-      return Bad(url, absl::StrCat("endpoint '", endpoint, "' has a host with '", std::string(1, c),
-                                   "' in it (letters, digits, '-' and '.' only)"));
+  if (absl::StartsWith(endpoint, "[")) {
+    // Brackets hold an IPv6 literal only (no zone: a gRPC target would need it escaped).
+    if (!absl::StrContains(hp->host, ':') || !IpAddress::Parse(hp->host).ok()) {
+      return Bad(url, absl::StrCat("endpoint '", endpoint, "' has no IPv6 address in brackets"));
     }
+  } else if (!IsHostName(hp->host)) {
+    return Bad(url, absl::StrCat("endpoint '", endpoint, "' has a host that is not a host name ",
+                                 "or IPv4 address (letters, digits, '-' and '.' only)"));
   }
   return JoinHostPort(hp->host, hp->port);
 }
@@ -67,8 +78,7 @@ absl::StatusOr<std::string> ParsePrefix(absl::string_view url, absl::string_view
       return Bad(url, absl::StrCat("the prefix has a '", segment, "' segment"));
     }
     for (char c : segment) {
-      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' &&
-          c != '.') {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
         return Bad(url, absl::StrCat("the prefix has '", std::string(1, c),
                                      "' in it (letters, digits, '-', '_', '.' and '/' only)"));
       }

@@ -16,10 +16,10 @@ struct EtcdUrl {
   std::string prefix;                  // "/x/y": leading slash, no trailing slash, never empty
 };
 
-// INVALID_ARGUMENT quoting `url` and naming the wrong part: the scheme (only etcd://), an
-// empty endpoint in the list, an empty host or one with characters a host name cannot have, a
-// port outside 1..65535 or not all digits, an endpoint listed twice, a missing prefix, an
-// empty, '.' or '..' segment in it or a character outside [A-Za-z0-9._-], whitespace or
+// INVALID_ARGUMENT quoting `url` and naming the wrong part: the scheme (only etcd://), an empty
+// endpoint in the list, an empty host, one that is not a host name or IPv4 address (or in brackets,
+// an IPv6 address), a port outside 1..65535 or not all digits, an endpoint listed twice, a missing
+// prefix, an empty, '.' or '..' segment in it or a character outside [A-Za-z0-9._-], whitespace or
 // control characters anywhere, or a URL longer than 4096 bytes.
 absl::StatusOr<EtcdUrl> ParseEtcdUrl(absl::string_view url);
 

@@ -4,6 +4,7 @@
 #include "common/etcd/etcd_client.h"
 
 #include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
 
@@ -57,7 +58,13 @@ TEST(EtcdUrlTest, RefusesEachBadPartNamingIt) {
       {"etcd://h/x", "endpoint 'h'"},
       {"etcd://h:1,,k:2/x", "endpoint 2 of 3 is empty"},
       {"etcd://h:1,/x", "endpoint 2 of 2 is empty"},
-      {"etcd://user@h:1/x", "host with '@'"},
+      {"etcd://user@h:1/x", "endpoint 'user@h:1' has a host that is not a host name"},
+      {"etcd://..:1/x", "endpoint '..:1' has a host that is not a host name"},
+      {"etcd://-h:1/x", "has a host that is not a host name"},
+      {"etcd://a..b:1/x", "has a host that is not a host name"},
+      {"etcd://[fe80::1%25eth0]:1/x", "has no IPv6 address in brackets"},
+      {"etcd://[10.0.0.1]:1/x", "has no IPv6 address in brackets"},
+      {"etcd://[zz::1]:1/x", "has no IPv6 address in brackets"},
       {"etcd://h:1,h:1/x", "endpoint 'h:1' is listed twice"},
       {"etcd://h:1", "missing the key prefix"},
       {"etcd://h:1/", "missing the key prefix"},
@@ -76,8 +83,7 @@ TEST(EtcdUrlTest, RefusesEachBadPartNamingIt) {
     absl::StatusOr<EtcdUrl> r = ParseEtcdUrl(c.url);
     ASSERT_FALSE(r.ok()) << c.url;
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.url;
-    EXPECT_TRUE(absl::StrContains(r.status().message(), c.names))
-        << c.url << " -> " << r.status();
+    EXPECT_TRUE(absl::StrContains(r.status().message(), c.names)) << c.url << " -> " << r.status();
     if (c.url.size() < 100) {
       EXPECT_TRUE(absl::StrContains(r.status().message(), "'" + c.url + "'")) << r.status();
     }
@@ -92,10 +98,11 @@ TEST(EtcdClientCreateTest, RefusesBadOptionsWithoutEtcd) {
       EtcdClient::Create({.endpoints = {"127.0.0.1:2379", "nohost"}});
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "'nohost'")) << bad.status();
-  EXPECT_EQ(EtcdClient::Create({.endpoints = {"127.0.0.1:2379"}, .call_timeout = absl::ZeroDuration()})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      EtcdClient::Create({.endpoints = {"127.0.0.1:2379"}, .call_timeout = absl::ZeroDuration()})
+          .status()
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 // Records what a watch delivers; waits for it with a bound.
@@ -417,10 +424,10 @@ TEST_F(EtcdClientTest, CallsWhileEtcdIsAwayFailNamingTheEndpoint) {
   }
   ASSERT_TRUE(etcd_->Start().ok());
   // Calls do not wait for etcd; once the channel has reconnected they succeed again.
-  EXPECT_TRUE(PollUntil([&] { return fresh->Put("/k", "v").ok(); }, kEventually,
-                        absl::Milliseconds(100)));
-  EXPECT_TRUE(PollUntil([&] { return client_->Get("/k").ok(); }, kEventually,
-                        absl::Milliseconds(100)));
+  EXPECT_TRUE(
+      PollUntil([&] { return fresh->Put("/k", "v").ok(); }, kEventually, absl::Milliseconds(100)));
+  EXPECT_TRUE(
+      PollUntil([&] { return client_->Get("/k").ok(); }, kEventually, absl::Milliseconds(100)));
 }
 
 TEST_F(EtcdClientTest, ADeadFirstEndpointIsPassedOver) {

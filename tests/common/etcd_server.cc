@@ -1,8 +1,8 @@
 #include "tests/common/etcd_server.h"
 
 #include <arpa/inet.h>
-#include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -84,6 +84,7 @@ absl::Status EtcdServer::Start() {
   const std::string name = "gdr-test";
   // A data dir that already holds the member makes etcd ignore the --initial-* flags: a
   // restart comes back as the same member with the same keys, leases and revisions.
+  // clang-format off: flag and value pairs
   const std::vector<std::string> argv = {
       kBinary,
       "--name", name,
@@ -97,6 +98,7 @@ absl::Status EtcdServer::Start() {
       "--initial-cluster-token", dir_->path(),
       "--logger", "zap",
       "--log-outputs", "stderr"};
+  // clang-format on
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn(argv, dir_->File(absl::StrCat("etcd-", runs_, ".out")),
                           dir_->File(absl::StrCat("etcd-", runs_, ".log")));

@@ -60,7 +60,7 @@ class EtcdServer {
   absl::Status Kill();
   bool Running() { return child_ != nullptr && child_->Running(); }
 
-  std::string endpoint() const;                   // "127.0.0.1:PORT"
+  std::string endpoint() const;                     // "127.0.0.1:PORT"
   std::string url(absl::string_view prefix) const;  // "etcd://127.0.0.1:PORT/prefix"
   // Every run's log so far, oldest first.
   std::string Log() const;

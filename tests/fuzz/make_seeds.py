@@ -3,7 +3,7 @@
 formats: tcp frames of every opcode and status and the proof exchange's, gdrstore.v1 requests
 of every kind (encoded by protoc from text, tcp endpoints with a valid secret), the shipped
 config and the volume specs of the docs, credential files with grants and san: lines, sizes
-with every unit, addresses, prefixes and gRPC peers. Run it again after a format changes: python3 tests/fuzz/make_seeds.py
+with every unit, addresses, prefixes and gRPC peers, etcd:// URLs. Run it again after a format changes: python3 tests/fuzz/make_seeds.py
 Inputs a fuzzer found (crash-*, regressions) are kept in the same folders; this script only
 rewrites the files it names.
 """
@@ -284,6 +284,18 @@ def address_seeds():
         put("address_fuzz", name, text)
 
 
+# --- etcd_url_fuzz: etcd:// URLs, good and each kind of bad.
+def etcd_url_seeds():
+    for name, text in {
+            "one": "etcd://127.0.0.1:2379/gdr", "many": "etcd://a:1,b.example:2,[::1]:3/x/y/",
+            "deep": "etcd://etcd-1:2379/cluster-a/v1_x.y", "no_scheme": "h:1/x",
+            "http": "http://h:1/x", "empty_host": "etcd://:2379/x", "port_zero": "etcd://h:0/x",
+            "port_big": "etcd://h:65536/x", "empty_endpoint": "etcd://h:1,,k:2/x",
+            "no_prefix": "etcd://h:1/", "dotdot": "etcd://h:1/a/../b", "space": "etcd://h:1/a b",
+            "twice": "etcd://h:1,h:1/x", "userinfo": "etcd://u@h:1/x"}.items():
+        put("etcd_url_fuzz", name, text)
+
+
 if __name__ == "__main__":
     tcp_frame_seeds()
     transfer_op_seeds()
@@ -293,3 +305,4 @@ if __name__ == "__main__":
     token_file_seeds()
     units_seeds()
     address_seeds()
+    etcd_url_seeds()
