@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/units.h"
+#include "daemon/ops/cluster_member.h"
 #include "daemon/ops/daemon_config.h"
 #include "daemon/ops/supervisor.h"
 #include "daemon/ops/systemd_notifier.h"
@@ -226,6 +227,34 @@ int Run(int argc, char** argv) {
     }
   }
 
+  // Registered once serving, so a client that reads the entry finds the port open.
+  std::unique_ptr<gdr::ClusterMember> member;
+  if (cfg->cluster.enabled()) {
+    absl::StatusOr<std::string> address =
+        gdr::AdvertiseAddress(cfg->cluster.advertise, cfg->listen, port);
+    if (!address.ok()) return Fatal(address.status());
+    gdrstore::v1::ClusterMember entry;
+    entry.set_id(cfg->cluster.id.empty() ? gdr::DefaultMemberId(port) : cfg->cluster.id);
+    entry.set_address(*address);
+    for (gdr::TransportKind k : gdr::kTransportKinds) {
+      if (transports.Find(k) != nullptr) entry.add_transports(gdr::TransportName(k));
+    }
+    for (size_t i = 0; rails != nullptr && i < rails->size(); ++i) {
+      entry.add_rails(rails->rail(i)->name());
+    }
+    for (const auto& [name, v] : (*store)->volumes()) {
+      auto* vol = entry.add_volumes();
+      vol->set_name(name);
+      vol->set_size(v->size());
+    }
+    entry.set_version(GDR_VERSION);
+    entry.set_registered_unix_ms(absl::ToUnixMillis(absl::Now()));
+    absl::StatusOr<std::unique_ptr<gdr::ClusterMember>> started = gdr::ClusterMember::Start(
+        cfg->cluster.url, absl::Seconds(cfg->cluster.ttl_s), std::move(entry));
+    if (!started.ok()) return Fatal(started.status());
+    member = std::move(*started);
+  }
+
   auto notifier = gdr::SystemdNotifier::FromEnvironment();
   gdr::SupervisedDaemon d;
   d.argc = argc;
@@ -243,7 +272,9 @@ int Run(int argc, char** argv) {
   d.tls = tls.get();
   d.serving = absl::StrCat("serving on ", cfg->listen, " (port ", port, "), transports ",
                            transports.Names());
-  return gdr::ServeUntilStopped(d, signals);
+  const int code = gdr::ServeUntilStopped(d, signals);
+  if (member) member->Stop();  // the entry goes now, not a TTL later
+  return code;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "client/gdrctl/bench.h"
 #include "client/gdrctl/bench_progress.h"
 #include "client/gdrctl/client_rails.h"
+#include "client/gdrctl/cluster_cmd.h"
 #include "client/gdrctl/doctor/doctor.h"
 #include "client/gdrctl/doctor/real_probes.h"
 #include "common/cuda/gpu.h"
@@ -615,6 +616,13 @@ int main(int argc, char** argv) {
   app.add_option("--tls-server-name", c.tls_server_name,
                  "name to check the daemon's certificate against instead of the -a host; "
                  "default $GDRSTORE_TLS_SERVER_NAME");
+  std::string cluster_url, cluster_file;
+  app.add_option("--cluster", cluster_url,
+                 "write/read/bench on a cluster volume of the cluster kept in etcd: "
+                 "etcd://HOST:PORT[,HOST:PORT]/PREFIX (each member reached with the transport "
+                 "and security flags given here)");
+  app.add_option("--cluster-file", cluster_file,
+                 "the same with a static members file (JSON: members and volumes)");
   app.set_version_flag("--version", GDR_VERSION);
 
   CLI::App* info = app.add_subcommand("info", "daemon version, transports, volumes, limits");
@@ -648,6 +656,29 @@ int main(int argc, char** argv) {
   bench->add_flag("--json", c.json, "machine-readable output");
   std::string bgpu;
   bench->add_option("--gpu", bgpu, "use device memory on this GPU (PCI address or CUDA ordinal)");
+
+  CLI::App* cluster = app.add_subcommand(
+      "cluster", "the cluster of --cluster / --cluster-file: its members and volumes");
+  cluster->require_subcommand(1);
+  CLI::App* cluster_status = cluster->add_subcommand(
+      "status", "members (address, lease left, version, volumes, health) and volume layouts; "
+                "exit 1 when a member is absent or does not answer");
+  cluster_status->add_flag("--json", c.json, "machine-readable output");
+  std::string cv_name, cv_members;
+  uint64_t cv_unit = 4 << 20;
+  uint32_t cv_replicas = 1;
+  CLI::App* create_volume = cluster->add_subcommand(
+      "create-volume", "lay out cluster volume NAME over members serving a volume of that name");
+  create_volume->add_option("name", cv_name, "volume name (each member serves one so named)")
+      ->required();
+  gdrctl::AddSizeOption(create_volume, "--stripe-unit", &cv_unit,
+                        "bytes of each stripe unit (a power of two, 4KiB..1GiB; default 4MiB)");
+  create_volume->add_option("--replicas", cv_replicas, "copies of each stripe")
+      ->capture_default_str()->check(CLI::Range(1u, 1024u));
+  create_volume->add_option("--members", cv_members,
+                            "comma list of member ids, in placement order (default: every "
+                            "member registered now)");
+  create_volume->add_flag("--json", c.json, "machine-readable output");
 
   std::string sysfs_root = "/sys";
   CLI::App* topo = app.add_subcommand(
@@ -712,6 +743,49 @@ int main(int argc, char** argv) {
     if (absl::Status s = gdr::cuda::ValidateGpuSpec(*gpu); !s.ok()) {
       return Fail(kExitUsage, absl::StrCat("--gpu: ", s.message()));
     }
+  }
+  const bool on_cluster = !cluster_url.empty() || !cluster_file.empty();
+  if (cluster->parsed() && !on_cluster) {
+    return Fail(kExitUsage, "gdrctl cluster needs --cluster URL or --cluster-file FILE");
+  }
+  if (on_cluster && (write->parsed() || read->parsed() || bench->parsed() || cluster->parsed())) {
+    absl::StatusOr<gdrstore::ClientOptions> o = ClientOptionsOf(c);
+    if (!o.ok()) return Fail(o.status(), "connect");
+    gdrstore::ClusterOptions co;
+    co.etcd_url = cluster_url;
+    co.members_file = cluster_file;
+    co.client = *std::move(o);
+    co.etcd_timeout = std::chrono::milliseconds(std::min<int64_t>(c.timeout_ms, 10000));
+    auto cl = gdrstore::ClusterClient::Open(co);
+    if (!cl.ok()) {
+      return Fail(absl::IsInvalidArgument(cl.status()) ? kExitUsage : kExitFailed,
+                  absl::StrCat("cluster: ", cl.status().message()));
+    }
+    if (cluster_status->parsed()) return gdrctl::ClusterStatus(**cl, c.json, std::cout);
+    if (create_volume->parsed()) {
+      std::vector<std::string> ids = absl::StrSplit(cv_members, ',', absl::SkipEmpty());
+      return gdrctl::ClusterCreateVolume(**cl, cv_name, cv_unit, cv_replicas, ids, c.json,
+                                         std::cout);
+    }
+    if (write->parsed() || read->parsed()) {
+      const OpArgs& a = write->parsed() ? wa : ra;
+      if (!a.gpu.empty() || a.buffer_offset != 0) {
+        return Fail(kExitUsage, "--gpu and --buffer-offset are not offered with --cluster yet");
+      }
+      gdrctl::ClusterOpArgs ca{a.volume, a.offset, a.size, a.salt, a.verify};
+      return gdrctl::ClusterOp(**cl, read->parsed(), ca, c.json, std::cout);
+    }
+    gdrctl::ClusterBenchArgs ba;
+    ba.volume = bo.volume;
+    ba.size = bo.size;
+    ba.iterations = bo.iterations;
+    ba.qd = bo.qd;
+    if (btype == "read" || btype == "1") {
+      ba.put = true;
+    } else if (btype != "write" && btype != "0") {
+      return Fail(kExitUsage, "bench -t must be write or read");
+    }
+    return gdrctl::ClusterBench(**cl, ba, c.json, std::cout);
   }
   if (info->parsed()) return CmdInfo(c);
   if (write->parsed()) return CmdWrite(c, wa);

@@ -151,6 +151,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
                  "'<token>|san:<SAN> [name=L] [get=V1,V2|*] [put=...]', a bare token may do "
                  "all (re-read on SIGHUP). Default: no token needed");
   AddTlsFlags(app, &cfg.tls);
+  AddClusterFlags(app, &cfg.cluster);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -240,6 +241,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
     cfg.tokens = *std::move(tokens);
   }
   GDR_RETURN_IF_ERROR(CheckTlsFlags(cfg.tls));
+  GDR_RETURN_IF_ERROR(CheckClusterFlags(cfg.cluster));
   GDR_RETURN_IF_ERROR(CheckListenExposure(cfg.listen, cfg.tls, !cfg.token_file.empty()));
   return cfg;
 }

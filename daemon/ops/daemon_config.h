@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/log.h"
+#include "daemon/ops/cluster_flags.h"
 #include "daemon/ops/tls_flags.h"
 #include "daemon/service/store_service.h"
 #include "daemon/store/store.h"
@@ -42,6 +43,8 @@ struct DaemonConfig {
   std::vector<Credential> tokens;
   // TLS/mTLS on the gRPC port (files re-read on change and on SIGHUP), and --insecure.
   TlsSettings tls;
+  // Membership of a cluster kept in etcd (--cluster).
+  ClusterSettings cluster;
 
   // Whether the RDMA device is opened at all (rc or dc may run), and whether failing to open
   // it is fatal (a transport that needs it is on, or a device was named).

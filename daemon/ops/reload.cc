@@ -142,6 +142,11 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   // Restart only.
   Compare("listen", current.listen, next.listen, &plan.needs_restart);
   Compare("port-file", current.port_file, next.port_file, &plan.needs_restart);
+  Compare("cluster", current.cluster.url, next.cluster.url, &plan.needs_restart);
+  Compare("cluster-ttl", current.cluster.ttl_s, next.cluster.ttl_s, &plan.needs_restart);
+  Compare("cluster-id", current.cluster.id, next.cluster.id, &plan.needs_restart);
+  Compare("cluster-advertise", current.cluster.advertise, next.cluster.advertise,
+          &plan.needs_restart);
   CompareSize("chunk-size", current.tcp.chunk_bytes, next.tcp.chunk_bytes, &plan.needs_restart);
   Compare("tcp-max-links", current.tcp.max_links, next.tcp.max_links, &plan.needs_restart);
   Compare("tcp-links-per-target", current.tcp.links_per_target, next.tcp.links_per_target,

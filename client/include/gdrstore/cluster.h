@@ -1,0 +1,132 @@
+// A cluster of gdrstored daemons as one namespace. Members come from etcd (each daemon
+// started with --cluster registers itself under PREFIX/members/ID on a lease) or from a static
+// members file; a cluster volume is the same-named volume on several members, cut into stripe
+// units placed by the rule in cluster.proto, with R replicas. A ClusterClient splits each op
+// by stripe and sends the pieces to every member involved at once, over one Stream per member:
+// a put (buffer -> store, Read on the wire) is acknowledged when all R replicas have every
+// piece; a get (store -> buffer, Write on the wire) reads each piece from its first healthy
+// replica and tries the next when one fails. With R = 1 an op touching a dead member's stripes
+// fails with UNAVAILABLE naming the member; pieces on the others are unaffected.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gdrstore/client.h"
+#include "gdrstore/v1/cluster.pb.h"
+
+namespace gdr::cluster {
+class MemberLink;
+}  // namespace gdr::cluster
+
+namespace gdrstore {
+
+struct ClusterOptions {
+  // etcd://HOST:PORT[,HOST:PORT]/PREFIX, or (when empty) a static members file: JSON of a
+  // gdrstore.v1.ClusterFile.
+  std::string etcd_url;
+  std::string members_file;
+  // How each member is reached: transport, token, TLS, rails... (daemon_address is set per
+  // member from its entry).
+  ClientOptions client;
+  // A member whose op failed for a reason another try may cure is passed over this long
+  // before it is connected again.
+  std::chrono::milliseconds member_retry{1000};
+  // Deadline of each etcd call.
+  std::chrono::milliseconds etcd_timeout{2000};
+};
+
+// What this client knows of a member and has sent it.
+struct ClusterMemberStatus {
+  gdrstore::v1::ClusterMember entry;
+  bool present = false;  // registered now (etcd) or listed (file)
+  bool healthy = false;  // answered a Ping just now
+  std::string error;     // why not, when not
+  // etcd only: seconds the member's lease has left; -1 when unknown.
+  int64_t lease_ttl_s = -1;
+  uint64_t ops = 0, bytes = 0, errors = 0;  // pieces this client sent it
+};
+
+class ClusterClient;
+
+// Memory registered with every member this client talks to (lazily, the first time an op on a
+// member uses it). Must not outlive its ClusterClient.
+class ClusterBuffer {
+ public:
+  ~ClusterBuffer();
+  ClusterBuffer(const ClusterBuffer&) = delete;
+  ClusterBuffer& operator=(const ClusterBuffer&) = delete;
+  std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool on_gpu() const { return gpu_; }
+
+ private:
+  friend class ClusterClient;
+  ClusterBuffer(std::byte* data, size_t size, bool gpu, bool owned);
+  // The registration of this memory with `link`'s client, made the first time.
+  absl::StatusOr<const Buffer*> On(gdr::cluster::MemberLink& link) const;
+  std::byte* data_;
+  size_t size_;
+  bool gpu_;
+  bool owned_;  // allocated by the library: freed with the buffer
+  mutable std::mutex mu_;
+  // By member link generation: the registration there.
+  mutable std::map<uint64_t, std::unique_ptr<Buffer>> views_;
+};
+
+class ClusterClient {
+ public:
+  // Reads the members (etcd or file) and connects to them lazily. INVALID_ARGUMENT for a URL
+  // or file that does not parse (naming what is wrong); UNAVAILABLE when etcd does not answer.
+  static absl::StatusOr<std::unique_ptr<ClusterClient>> Open(const ClusterOptions& options);
+  ~ClusterClient();
+  ClusterClient(const ClusterClient&) = delete;
+  ClusterClient& operator=(const ClusterClient&) = delete;
+
+  // Host memory the library allocates (page aligned, zeroed), or memory the caller owns: host
+  // memory, or device memory (a torch tensor's or CuPy array's storage) registered in place
+  // with each member as Client::RegisterGpuMemory does. Caller memory must outlive the buffer.
+  absl::StatusOr<std::unique_ptr<ClusterBuffer>> AllocateBuffer(size_t bytes);
+  absl::StatusOr<std::unique_ptr<ClusterBuffer>> RegisterHostMemory(void* p, size_t bytes);
+  absl::StatusOr<std::unique_ptr<ClusterBuffer>> RegisterGpuMemory(uint64_t device_ptr,
+                                                                   size_t bytes);
+
+  // Creates cluster volume `name` over `members` (empty: every member present now, by id),
+  // writing its layout once; ALREADY_EXISTS when it exists. Each member must serve a volume
+  // `name`; the logical size follows from the smallest of them. etcd clusters only.
+  absl::StatusOr<gdrstore::v1::ClusterVolume> CreateVolume(const std::string& name,
+                                                           uint64_t stripe_unit,
+                                                           uint32_t replicas,
+                                                           std::vector<std::string> members);
+  absl::StatusOr<gdrstore::v1::ClusterVolume> Layout(const std::string& volume);
+  std::vector<gdrstore::v1::ClusterVolume> Volumes();
+
+  // buffer -> store on every replica / store -> buffer from one replica of each piece.
+  absl::Status Put(const std::string& volume, uint64_t offset, uint64_t length,
+                   const ClusterBuffer& buffer, size_t buffer_offset = 0);
+  absl::Status Get(const std::string& volume, uint64_t offset, uint64_t length,
+                   const ClusterBuffer& buffer, size_t buffer_offset = 0);
+
+  // Every member known, present or not, with a fresh Ping of each.
+  std::vector<ClusterMemberStatus> Members();
+  // "etcd://..." or the file's path.
+  const std::string& source() const;
+
+ private:
+  friend class ClusterBuffer;
+  struct State;
+  explicit ClusterClient(std::unique_ptr<State> state);
+  absl::Status Run(bool put, const std::string& volume, uint64_t offset, uint64_t length,
+                   const ClusterBuffer& buffer, size_t buffer_offset);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace gdrstore

@@ -1,0 +1,416 @@
+// ClusterClient: an op on a cluster volume is split by stripe (layout.h), each piece sent over
+// the Stream of the member holding it (member_link.h); members and layouts come from etcd or a
+// file (membership.h).
+#include "gdrstore/cluster.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "client/src/cluster/layout.h"
+#include "client/src/cluster/member_link.h"
+#include "client/src/cluster/membership.h"
+#include "common/log.h"
+
+namespace gdrstore {
+
+namespace cl = gdr::cluster;
+
+namespace {
+
+// Errors that say the member, not the request, is at fault: another replica may serve.
+bool MemberFault(const absl::Status& st) {
+  switch (st.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kCancelled:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct ClusterClient::State {
+  ClusterOptions options;
+  std::unique_ptr<cl::Membership> membership;
+
+  struct Member {
+    std::shared_ptr<cl::MemberLink> link;  // nullptr until first used, or after a fault
+    int64_t passed_over_until_ns = 0;
+    std::string last_error;
+    std::atomic<uint64_t> ops{0}, bytes{0}, errors{0};
+  };
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<Member>> members;
+  // Links given up on stay alive (buffers registered with them, streams closing) until the end.
+  std::vector<std::shared_ptr<cl::MemberLink>> retired;
+  uint64_t next_generation = 1;
+  std::mutex connect_mu;  // one Connect at a time: a member comes up once, not per piece
+
+  Member& slot(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& m = members[id];
+    if (!m) m = std::make_unique<Member>();
+    return *m;
+  }
+
+  // The link to member `id`, connected if need be; UNAVAILABLE naming the member when it is not
+  // registered, passed over after a fault, or does not answer.
+  absl::StatusOr<std::shared_ptr<cl::MemberLink>> Link(const std::string& id) {
+    std::optional<cl::Membership::Member> entry = membership->member(id);
+    if (!entry || !entry->present) {
+      return absl::UnavailableError(absl::StrCat("member ", id, " is not registered in cluster ",
+                                                 membership->source()));
+    }
+    Member& m = slot(id);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (m.link && m.link->address() == entry->entry.address()) return m.link;
+      if (m.passed_over_until_ns > SteadyNowNs()) {
+        return absl::UnavailableError(absl::StrCat("member ", id, " is passed over after: ",
+                                                   m.last_error));
+      }
+    }
+    std::lock_guard<std::mutex> connecting(connect_mu);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (m.link && m.link->address() == entry->entry.address()) return m.link;
+    }
+    uint64_t generation;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      generation = next_generation++;
+    }
+    absl::StatusOr<std::unique_ptr<cl::MemberLink>> made =
+        cl::MemberLink::Connect(id, entry->entry.address(), options.client, generation);
+    std::lock_guard<std::mutex> lock(mu);
+    if (!made.ok()) {
+      m.passed_over_until_ns =
+          SteadyNowNs() + std::chrono::nanoseconds(options.member_retry).count();
+      m.last_error = std::string(made.status().message());
+      return made.status();
+    }
+    if (m.link) retired.push_back(std::move(m.link));
+    m.link = std::move(*made);
+    return m.link;
+  }
+
+  // A piece on `link` failed with a member fault: pass the member over and let the next use
+  // connect anew (a restarted daemon has none of this link's sessions).
+  void Fault(const std::shared_ptr<cl::MemberLink>& link, const absl::Status& why) {
+    Member& m = slot(link->id());
+    m.errors.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mu);
+    m.last_error = std::string(why.message());
+    m.passed_over_until_ns =
+        SteadyNowNs() + std::chrono::nanoseconds(options.member_retry).count();
+    if (m.link == link) retired.push_back(std::move(m.link));
+  }
+};
+
+ClusterBuffer::ClusterBuffer(std::byte* data, size_t size, bool gpu, bool owned)
+    : data_(data), size_(size), gpu_(gpu), owned_(owned) {}
+
+ClusterBuffer::~ClusterBuffer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    views_.clear();  // each waits for its ops
+  }
+  if (owned_) std::free(data_);
+}
+
+absl::StatusOr<const Buffer*> ClusterBuffer::On(cl::MemberLink& link) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = views_.find(link.generation());
+  if (it != views_.end()) return it->second.get();
+  absl::StatusOr<std::unique_ptr<Buffer>> view =
+      gpu_ ? link.client().RegisterGpuMemory(reinterpret_cast<uint64_t>(data_), size_)
+           : link.client().RegisterHostMemory(data_, size_);
+  if (!view.ok()) {
+    return absl::Status(view.status().code(),
+                        absl::StrCat("registering the buffer with member ", link.id(), ": ",
+                                     view.status().message()));
+  }
+  return views_.emplace(link.generation(), std::move(*view)).first->second.get();
+}
+
+ClusterClient::ClusterClient(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+ClusterClient::~ClusterClient() {
+  // Links (and their streams) end before the membership's watch.
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->members.clear();
+  state_->retired.clear();
+}
+
+absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Open(const ClusterOptions& o) {
+  auto state = std::make_unique<State>();
+  state->options = o;
+  absl::StatusOr<std::unique_ptr<cl::Membership>> m;
+  if (!o.etcd_url.empty() && !o.members_file.empty()) {
+    return absl::InvalidArgumentError("a cluster is opened by etcd URL or members file, not both");
+  }
+  if (!o.etcd_url.empty()) {
+    m = cl::Membership::OpenEtcd(o.etcd_url, absl::FromChrono(o.etcd_timeout));
+  } else if (!o.members_file.empty()) {
+    m = cl::Membership::OpenFile(o.members_file);
+  } else {
+    return absl::InvalidArgumentError("a cluster needs an etcd URL or a members file");
+  }
+  if (!m.ok()) return m.status();
+  state->membership = std::move(*m);
+  return std::unique_ptr<ClusterClient>(new ClusterClient(std::move(state)));
+}
+
+const std::string& ClusterClient::source() const { return state_->membership->source(); }
+
+absl::StatusOr<std::unique_ptr<ClusterBuffer>> ClusterClient::AllocateBuffer(size_t bytes) {
+  if (bytes == 0) return absl::InvalidArgumentError("a buffer of 0 bytes");
+  const size_t page = 4096;
+  const size_t rounded = (bytes + page - 1) / page * page;
+  void* p = std::aligned_alloc(page, rounded);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes"));
+  }
+  std::memset(p, 0, rounded);
+  return std::unique_ptr<ClusterBuffer>(
+      new ClusterBuffer(static_cast<std::byte*>(p), bytes, false, true));
+}
+
+absl::StatusOr<std::unique_ptr<ClusterBuffer>> ClusterClient::RegisterHostMemory(void* p,
+                                                                                 size_t bytes) {
+  if (p == nullptr || bytes == 0) {
+    return absl::InvalidArgumentError("host memory must be a non-null pointer and length > 0");
+  }
+  return std::unique_ptr<ClusterBuffer>(
+      new ClusterBuffer(static_cast<std::byte*>(p), bytes, false, false));
+}
+
+absl::StatusOr<std::unique_ptr<ClusterBuffer>> ClusterClient::RegisterGpuMemory(
+    uint64_t device_ptr, size_t bytes) {
+  if (device_ptr == 0 || bytes == 0) {
+    return absl::InvalidArgumentError("device memory must be a non-null pointer and length > 0");
+  }
+  return std::unique_ptr<ClusterBuffer>(
+      new ClusterBuffer(reinterpret_cast<std::byte*>(device_ptr), bytes, true, false));
+}
+
+absl::StatusOr<v1::ClusterVolume> ClusterClient::Layout(const std::string& volume) {
+  return state_->membership->layout(volume);
+}
+
+std::vector<v1::ClusterVolume> ClusterClient::Volumes() { return state_->membership->volumes(); }
+
+absl::StatusOr<v1::ClusterVolume> ClusterClient::CreateVolume(const std::string& name,
+                                                              uint64_t stripe_unit,
+                                                              uint32_t replicas,
+                                                              std::vector<std::string> ids) {
+  const auto members = state_->membership->members();
+  if (ids.empty()) {
+    for (const auto& [id, m] : members) {
+      if (m.present) ids.push_back(id);
+    }
+    if (ids.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cluster ", source(), " has no member registered"));
+    }
+  }
+  uint64_t smallest = UINT64_MAX;
+  for (const std::string& id : ids) {
+    auto it = members.find(id);
+    if (it == members.end() || !it->second.present) {
+      return absl::FailedPreconditionError(absl::StrCat("member ", id,
+                                                        " is not registered in cluster ",
+                                                        source()));
+    }
+    bool found = false;
+    for (const auto& v : it->second.entry.volumes()) {
+      if (v.name() == name) {
+        smallest = std::min<uint64_t>(smallest, v.size());
+        found = true;
+      }
+    }
+    if (!found) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "member ", id, " serves no volume '", name, "' (each member needs one of that name)"));
+    }
+  }
+  v1::ClusterVolume l;
+  l.set_name(name);
+  l.set_stripe_unit(stripe_unit);
+  for (const std::string& id : ids) l.add_members(id);
+  l.set_replicas(replicas);
+  l.set_epoch(1);
+  l.set_size(cl::LogicalSize(stripe_unit, ids.size(), replicas, smallest));
+  l.set_created_unix_ms(absl::ToUnixMillis(absl::Now()));
+  v1::ClusterVolume one_row = l;  // the layout's other fields checked before its size
+  one_row.set_size(stripe_unit * ids.size());
+  if (absl::Status st = cl::CheckLayout(one_row); !st.ok()) return st;
+  if (l.size() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the members' volumes '", name, "' (smallest ", smallest, " bytes) hold no whole row of ",
+        replicas, " x ", stripe_unit, "-byte stripe units"));
+  }
+  if (absl::Status st = state_->membership->CreateLayout(l); !st.ok()) return st;
+  return l;
+}
+
+std::vector<ClusterMemberStatus> ClusterClient::Members() {
+  std::vector<ClusterMemberStatus> out;
+  for (const auto& [id, m] : state_->membership->members()) {
+    ClusterMemberStatus s;
+    s.entry = m.entry;
+    s.present = m.present;
+    if (absl::StatusOr<absl::Duration> left = state_->membership->LeaseLeft(id); left.ok()) {
+      s.lease_ttl_s = absl::ToInt64Seconds(*left);
+    }
+    absl::StatusOr<std::shared_ptr<cl::MemberLink>> link = state_->Link(id);
+    absl::Status health = link.ok() ? (*link)->client().Ping() : link.status();
+    s.healthy = health.ok();
+    if (!health.ok()) s.error = std::string(health.message());
+    State::Member& c = state_->slot(id);
+    s.ops = c.ops.load();
+    s.bytes = c.bytes.load();
+    s.errors = c.errors.load();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// What one op waits on: pieces outstanding, the first error.
+namespace {
+struct Join {
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t outstanding = 0;
+  absl::Status first_error;
+  void Done(const absl::Status& st) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!st.ok() && first_error.ok()) first_error = st;
+    if (--outstanding == 0) cv.notify_all();
+  }
+  absl::Status Wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [this] { return outstanding == 0; });
+    return first_error;
+  }
+};
+}  // namespace
+
+absl::Status ClusterClient::Put(const std::string& volume, uint64_t offset, uint64_t length,
+                                const ClusterBuffer& buffer, size_t buffer_offset) {
+  return Run(true, volume, offset, length, buffer, buffer_offset);
+}
+
+absl::Status ClusterClient::Get(const std::string& volume, uint64_t offset, uint64_t length,
+                                const ClusterBuffer& buffer, size_t buffer_offset) {
+  return Run(false, volume, offset, length, buffer, buffer_offset);
+}
+
+absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t offset,
+                                uint64_t length, const ClusterBuffer& buffer,
+                                size_t buffer_offset) {
+  if (buffer_offset > buffer.size() || length > buffer.size() - buffer_offset) {
+    return absl::InvalidArgumentError(absl::StrCat("[", buffer_offset, ", +", length,
+                                                   ") is outside the buffer of ", buffer.size(),
+                                                   " bytes"));
+  }
+  absl::StatusOr<v1::ClusterVolume> layout = Layout(volume);
+  if (!layout.ok()) return layout.status();
+  if (length == 0) return absl::OkStatus();
+  absl::StatusOr<std::vector<cl::Piece>> pieces = cl::Split(*layout, offset, length);
+  if (!pieces.ok()) return pieces.status();
+
+  auto join = std::make_shared<Join>();
+  State* state = state_.get();
+  const auto kind = put ? OpKind::kRead : OpKind::kWrite;
+  // Sends replica `j` of piece `p`; a get whose replica fails for a member fault goes on to
+  // the next replica (from the failed piece's callback).
+  struct Sender {
+    State* state;
+    const ClusterBuffer* buffer;
+    const v1::ClusterVolume* layout;
+    std::shared_ptr<Join> join;
+    OpKind kind;
+    bool put;
+    std::string volume;
+    size_t buffer_offset;
+    void Send(const cl::Piece& p, size_t j, absl::Status previous) const {
+      if (j >= p.replicas.size()) {
+        join->Done(previous);
+        return;
+      }
+      const std::string& id = layout->members(static_cast<int>(p.replicas[j].member));
+      auto next = [this, &p, j](const absl::Status& why) {
+        if (!put && MemberFault(why) && j + 1 < p.replicas.size()) {
+          Send(p, j + 1, why);
+        } else {
+          join->Done(why);
+        }
+      };
+      absl::StatusOr<std::shared_ptr<cl::MemberLink>> link = state->Link(id);
+      if (!link.ok()) {
+        next(link.status());
+        return;
+      }
+      absl::StatusOr<const Buffer*> view = buffer->On(**link);
+      if (!view.ok()) {
+        next(view.status());
+        return;
+      }
+      Extent e{volume, p.replicas[j].offset, p.length};
+      std::shared_ptr<cl::MemberLink> l = *link;
+      (*link)->Submit(kind, e, **view, buffer_offset + p.op_offset,
+                      [this, l, next, bytes = p.length](absl::StatusOr<OpResult> r) {
+                        State::Member& m = state->slot(l->id());
+                        m.ops.fetch_add(1, std::memory_order_relaxed);
+                        if (r.ok()) {
+                          m.bytes.fetch_add(bytes, std::memory_order_relaxed);
+                          next(absl::OkStatus());
+                          return;
+                        }
+                        if (MemberFault(r.status())) state->Fault(l, r.status());
+                        next(r.status());
+                      });
+    }
+  };
+  // A put sends every replica of a piece, each answered alone (acknowledged when all have
+  // it); a get sends replica 0 and goes on down the list only on a fault.
+  std::vector<cl::Piece> work;
+  if (put) {
+    work.reserve(pieces->size() * layout->replicas());
+    for (const cl::Piece& p : *pieces) {
+      for (const cl::Placement& r : p.replicas) {
+        cl::Piece one = p;
+        one.replicas = {r};
+        work.push_back(std::move(one));
+      }
+    }
+  } else {
+    work = std::move(*pieces);
+  }
+  {
+    std::lock_guard<std::mutex> lock(join->mu);
+    join->outstanding = work.size();
+  }
+  // `work` and `sender` outlive every callback: Wait returns after the last Done.
+  const Sender sender{state, &buffer, &*layout, join, kind, put, volume, buffer_offset};
+  for (const cl::Piece& p : work) sender.Send(p, 0, absl::OkStatus());
+  return join->Wait();
+}
+
+}  // namespace gdrstore
