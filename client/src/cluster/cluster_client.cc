@@ -219,6 +219,7 @@ absl::StatusOr<v1::ClusterVolume> ClusterClient::CreateVolume(const std::string&
                                                               uint64_t stripe_unit,
                                                               uint32_t replicas,
                                                               std::vector<std::string> ids) {
+  if (absl::Status st = state_->membership->Writable(); !st.ok()) return st;
   const auto members = state_->membership->members();
   if (ids.empty()) {
     for (const auto& [id, m] : members) {

@@ -177,11 +177,14 @@ std::vector<v1::ClusterVolume> Membership::volumes() const {
   return out;
 }
 
+absl::Status Membership::Writable() const {
+  if (etcd_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "cluster ", source_, " is a static members file: add the volume to the file"));
+}
+
 absl::Status Membership::CreateLayout(const v1::ClusterVolume& layout) {
-  if (!etcd_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cluster ", source_, " is a static members file: add the volume to the file"));
-  }
+  if (absl::Status st = Writable(); !st.ok()) return st;
   if (absl::Status st = CheckLayout(layout); !st.ok()) return st;
   const std::string key = volumes_prefix() + layout.name();
   absl::StatusOr<bool> put = etcd_->PutIfAbsent(key, ToJson(layout));

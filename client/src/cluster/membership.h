@@ -36,6 +36,8 @@ class Membership {
   // its entry is malformed.
   absl::StatusOr<gdrstore::v1::ClusterVolume> layout(const std::string& volume) const;
   std::vector<gdrstore::v1::ClusterVolume> volumes() const;
+  // OK when layouts can be written here (etcd); FAILED_PRECONDITION saying why not.
+  absl::Status Writable() const;
   // Writes a new layout once (etcd only): ALREADY_EXISTS when the volume has one.
   absl::Status CreateLayout(const gdrstore::v1::ClusterVolume& layout);
   // etcd only: the member's lease TTL left; NOT_FOUND when it has none.
