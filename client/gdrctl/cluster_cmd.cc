@@ -1,7 +1,5 @@
 #include "client/gdrctl/cluster_cmd.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/src/cluster/layout.h"
 #include "common/pattern.h"
 #include "common/units.h"
 
@@ -25,13 +24,7 @@ int Failed(const absl::Status& st, const std::string& what) {
   return kFailed;
 }
 
-std::string Json(const google::protobuf::Message& m) {
-  std::string s;
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(m, &s, o);
-  return s;
-}
+std::string Json(const google::protobuf::Message& m) { return gdr::cluster::ToJson(m); }
 
 std::string Quote(const std::string& s) {
   std::string out = "\"";

@@ -24,6 +24,7 @@ install(FILES ${CMAKE_BINARY_DIR}/gdrstore.pc DESTINATION ${CMAKE_INSTALL_LIBDIR
         COMPONENT dev)
 install(FILES ${PROJECT_BINARY_DIR}/proto/gdrstore/v1/gdrstore.pb.h
               ${PROJECT_BINARY_DIR}/proto/gdrstore/v1/gdrstore.grpc.pb.h
+              ${PROJECT_BINARY_DIR}/proto/gdrstore/v1/cluster.pb.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gdrstore/v1 COMPONENT dev)
 # The Python package, where Debian's python3 looks (pure Python: the same for every Python 3).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/gdrstore DESTINATION lib/python3/dist-packages

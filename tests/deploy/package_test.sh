@@ -42,6 +42,7 @@ py_deb=$(ls "$tmp"/pkg/python3-gdrstore_*_all.deb)
 for d in "$lib_deb" "$dev_deb" "$py_deb"; do dpkg -x "$d" "$root"; done
 for f in usr/lib/libgdrclient.so.1 usr/lib/libgdrclient.so usr/include/gdrstore/client.h \
          usr/include/gdrstore/gdrstore.h usr/include/gdrstore/v1/gdrstore.grpc.pb.h \
+         usr/include/gdrstore/cluster.h usr/include/gdrstore/v1/cluster.pb.h \
          usr/lib/pkgconfig/gdrstore.pc usr/lib/cmake/gdrstore/gdrstoreConfig.cmake \
          usr/lib/python3/dist-packages/gdrstore/__init__.py; do
   [[ -e $root/$f ]] || { echo "missing from the packages: /$f"; exit 1; }
