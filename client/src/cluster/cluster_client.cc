@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "client/src/cluster/layout.h"
@@ -389,6 +390,15 @@ absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t of
                       });
     }
   };
+  // Links to every member the op may use are made here, on the caller's thread: a get that
+  // goes on to another replica does so from a gRPC callback, which must not wait on a Connect.
+  {
+    std::set<uint32_t> involved;
+    for (const cl::Piece& p : *pieces) {
+      for (const cl::Placement& r : p.replicas) involved.insert(r.member);
+    }
+    for (uint32_t m : involved) (void)state->Link(layout->members(static_cast<int>(m)));
+  }
   // A put sends every replica of a piece, each answered alone (acknowledged when all have
   // it); a get sends replica 0 and goes on down the list only on a fault.
   std::vector<cl::Piece> work;
