@@ -53,8 +53,8 @@ absl::StatusOr<std::vector<std::string>> ParseMembers(const char* list) {
   return ids;
 }
 
-gdrstore_status Op(gdrstore_cluster* c, bool put, const char* volume, uint64_t offset,
-                   uint64_t n, gdrstore_cluster_buffer* buffer, size_t buffer_offset) {
+gdrstore_status Op(gdrstore_cluster* c, bool put, const char* volume, uint64_t offset, uint64_t n,
+                   gdrstore_cluster_buffer* buffer, size_t buffer_offset) {
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
   if (volume == nullptr || buffer == nullptr) return Invalid(c, "volume and buffer are required");
   return Guard(c, [&] {
@@ -80,8 +80,8 @@ absl::StatusOr<std::string> StatusJson(gdrstore::ClusterClient& c) {
     volumes.push_back(*std::move(layout));
   }
   return absl::StrCat("{\"source\":", gdr::capi::JsonQuote(c.source()), ",\"members\":[",
-                      absl::StrJoin(members, ","), "],\"volumes\":[",
-                      absl::StrJoin(volumes, ","), "]}");
+                      absl::StrJoin(members, ","), "],\"volumes\":[", absl::StrJoin(volumes, ","),
+                      "]}");
 }
 
 }  // namespace
@@ -94,9 +94,8 @@ void gdrstore_cluster_options_init(gdrstore_cluster_options* o) {
   o->struct_size = sizeof(*o);
 }
 
-gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* o,
-                                      gdrstore_cluster** cluster, char* error,
-                                      size_t error_len) {
+gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* o, gdrstore_cluster** cluster,
+                                      char* error, size_t error_len) {
   if (cluster == nullptr) return GDRSTORE_INVALID_ARGUMENT;
   *cluster = nullptr;
   auto fail = [&](const absl::Status& s) {
@@ -151,11 +150,10 @@ gdrstore_status gdrstore_cluster_register_host(gdrstore_cluster* c, void* p, siz
   return Guard(c, [&] { return WrapBuffer(c, c->cluster->RegisterHostMemory(p, n), out); });
 }
 
-gdrstore_status gdrstore_cluster_register_gpu(gdrstore_cluster* c, uint64_t device_ptr,
-                                              size_t n, gdrstore_cluster_buffer** out) {
+gdrstore_status gdrstore_cluster_register_gpu(gdrstore_cluster* c, uint64_t device_ptr, size_t n,
+                                              gdrstore_cluster_buffer** out) {
   if (c == nullptr || out == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(c,
-               [&] { return WrapBuffer(c, c->cluster->RegisterGpuMemory(device_ptr, n), out); });
+  return Guard(c, [&] { return WrapBuffer(c, c->cluster->RegisterGpuMemory(device_ptr, n), out); });
 }
 
 void gdrstore_cluster_buffer_release(gdrstore_cluster_buffer* buffer) { delete buffer; }

@@ -87,8 +87,7 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsFromC(const gdrstore_client
     if (o->struct_size < offset + sizeof(const char*)) return;
     if (const char* v = o->*field; v != nullptr) *into = v;
   };
-  take(offsetof(gdrstore_client_options, tls_ca), &gdrstore_client_options::tls_ca,
-       &opts.tls_ca);
+  take(offsetof(gdrstore_client_options, tls_ca), &gdrstore_client_options::tls_ca, &opts.tls_ca);
   take(offsetof(gdrstore_client_options, tls_cert), &gdrstore_client_options::tls_cert,
        &opts.tls_cert);
   take(offsetof(gdrstore_client_options, tls_key), &gdrstore_client_options::tls_key,
