@@ -3,10 +3,9 @@
 // into the caller: stream answers are queued here until gdrstore_poll collects them.
 #include "gdrstore/gdrstore.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <algorithm>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -18,41 +17,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/src/c_api_handle.h"
 #include "common/pattern.h"
-#include "common/token_file.h"
 #include "gdrstore/client.h"
 
-namespace gdr {
-namespace {
-
-// What every handle starts with: the message of its last failure.
-struct CHandle {
-  mutable absl::Mutex mu;
-  std::string error ABSL_GUARDED_BY(mu);
-  gdrstore_status Fail(const absl::Status& s) {
-    absl::MutexLock lock(&mu);
-    error = std::string(s.message());
-    return static_cast<gdrstore_status>(s.code());
-  }
-  gdrstore_status Done(const absl::Status& s) { return s.ok() ? GDRSTORE_OK : Fail(s); }
-};
-
-gdrstore_status Invalid(CHandle* h, const char* what) {
-  return h->Fail(absl::InvalidArgumentError(what));
-}
-
-}  // namespace
-}  // namespace gdr
-
-struct gdrstore_client : gdr::CHandle {
+struct gdrstore_client : gdr::capi::CHandle {
   std::unique_ptr<gdrstore::Client> client;
 };
 
-struct gdrstore_buffer : gdr::CHandle {
+struct gdrstore_buffer : gdr::capi::CHandle {
   std::unique_ptr<gdrstore::Buffer> buffer;
 };
 
-struct gdrstore_stream : gdr::CHandle {
+struct gdrstore_stream : gdr::capi::CHandle {
   std::unique_ptr<gdrstore::OpStream> stream;
   absl::Mutex done_mu;
   absl::CondVar done_cv;
@@ -62,27 +39,9 @@ struct gdrstore_stream : gdr::CHandle {
 
 namespace {
 
-using gdr::Invalid;
-
-// Runs `f` (which returns gdrstore_status), turning an escaping exception into INTERNAL.
-template <typename F>
-gdrstore_status Guard(gdr::CHandle* h, F&& f) {
-  try {
-    return f();
-  } catch (const std::exception& e) {
-    return h->Fail(absl::InternalError(absl::StrCat("unexpected C++ exception: ", e.what())));
-  } catch (...) {
-    return h->Fail(absl::InternalError("unexpected C++ exception"));
-  }
-}
-
-void CopyMessage(const absl::Status& s, char* out, size_t len) {
-  if (out == nullptr || len == 0) return;
-  const std::string msg(s.message());
-  const size_t n = std::min(len - 1, msg.size());
-  std::memcpy(out, msg.data(), n);
-  out[n] = '\0';
-}
+using gdr::capi::CopyMessage;
+using gdr::capi::Guard;
+using gdr::capi::Invalid;
 
 gdrstore_status WrapBuffer(gdrstore_client* c,
                            absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> made,
@@ -95,17 +54,9 @@ gdrstore_status WrapBuffer(gdrstore_client* c,
 }
 
 gdrstore_status Json(gdrstore_client* c, const google::protobuf::Message& m, char** json) {
-  std::string text;
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.preserve_proto_field_names = true;
-  if (!google::protobuf::util::MessageToJsonString(m, &text, opts).ok()) {
-    return c->Fail(absl::InternalError("cannot render the answer as JSON"));
-  }
-  char* p = static_cast<char*>(std::malloc(text.size() + 1));
-  if (p == nullptr) return c->Fail(absl::ResourceExhaustedError("out of memory"));
-  std::memcpy(p, text.c_str(), text.size() + 1);
-  *json = p;
-  return GDRSTORE_OK;
+  absl::StatusOr<std::string> text = gdr::capi::ToJson(m);
+  if (!text.ok()) return c->Fail(text.status());
+  return gdr::capi::MallocString(c, *text, json);
 }
 
 gdrstore_status Op(gdrstore_client* c, gdrstore::OpKind kind, const char* volume,
@@ -175,7 +126,7 @@ const char* gdrstore_status_name(gdrstore_status status) {
 const char* gdrstore_error(const void* handle) {
   if (handle == nullptr) return "no handle";
   // Every handle type derives from CHandle alone, so the base sits at the handle's address.
-  const auto* h = static_cast<const gdr::CHandle*>(handle);
+  const auto* h = static_cast<const gdr::capi::CHandle*>(handle);
   absl::MutexLock lock(&h->mu);
   return h->error.c_str();
 }
@@ -195,47 +146,10 @@ gdrstore_status gdrstore_client_open(const gdrstore_client_options* o, gdrstore_
     CopyMessage(s, error, error_len);
     return static_cast<gdrstore_status>(s.code());
   };
-  // The options as the first header had them; later fields are read where struct_size has them.
-  constexpr size_t kFirstOptionsSize =
-      offsetof(gdrstore_client_options, rpc_timeout_ms) + sizeof(uint32_t);
-  if (o == nullptr || o->struct_size < kFirstOptionsSize) {
-    return fail(absl::InvalidArgumentError(
-        "options missing or from an older header (call gdrstore_client_options_init)"));
-  }
   try {
-    gdrstore::ClientOptions opts;
-    if (o->daemon_address != nullptr) opts.daemon_address = o->daemon_address;
-    if (o->transport != nullptr) {
-      std::optional<gdrstore::Transport> t = gdrstore::ParseTransport(o->transport);
-      if (!t) {
-        return fail(absl::InvalidArgumentError(
-            absl::StrCat("transport '", o->transport, "' is not one of tcp, rc, dc, auto")));
-      }
-      opts.transport = *t;
-    }
-    if (o->token != nullptr) opts.token = o->token;
-    if (o->token_file != nullptr && o->token_file[0] != '\0') {
-      absl::StatusOr<std::string> token = gdr::ReadClientToken(o->token_file);
-      if (!token.ok()) return fail(token.status());
-      opts.token = *std::move(token);
-    }
-    if (o->rdma_device != nullptr) opts.rdma_device = o->rdma_device;
-    opts.rpc_timeout = std::chrono::milliseconds(o->rpc_timeout_ms);
-    // A field past the caller's struct_size is not read at all: it is not the caller's memory.
-    auto take = [o](size_t offset, const char* const gdrstore_client_options::*field,
-                    std::string* into) {
-      if (o->struct_size < offset + sizeof(const char*)) return;
-      if (const char* v = o->*field; v != nullptr) *into = v;
-    };
-    take(offsetof(gdrstore_client_options, tls_ca), &gdrstore_client_options::tls_ca,
-         &opts.tls_ca);
-    take(offsetof(gdrstore_client_options, tls_cert), &gdrstore_client_options::tls_cert,
-         &opts.tls_cert);
-    take(offsetof(gdrstore_client_options, tls_key), &gdrstore_client_options::tls_key,
-         &opts.tls_key);
-    take(offsetof(gdrstore_client_options, tls_server_name),
-         &gdrstore_client_options::tls_server_name, &opts.tls_server_name);
-    absl::StatusOr<std::unique_ptr<gdrstore::Client>> c = gdrstore::Client::Connect(opts);
+    absl::StatusOr<gdrstore::ClientOptions> opts = gdr::capi::ClientOptionsFromC(o);
+    if (!opts.ok()) return fail(opts.status());
+    absl::StatusOr<std::unique_ptr<gdrstore::Client>> c = gdrstore::Client::Connect(*opts);
     if (!c.ok()) return fail(c.status());
     auto* h = new gdrstore_client();
     h->client = std::move(*c);

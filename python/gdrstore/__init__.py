@@ -5,9 +5,14 @@ tensors, numpy and CuPy arrays, bytearrays), in place.
     c = gdrstore.Client("127.0.0.1:50051", transport="auto")
     c.get("vol0", 0, into=tensor)      # store -> tensor (the wire's Write RPC)
     c.put(tensor, "vol0", 0)           # tensor -> store (the wire's Read RPC)
+
+    with gdrstore.Cluster(etcd="etcd://127.0.0.1:2379/prod") as cl:  # many daemons
+        cl.put("vol0", 0, tensor)      # striped over the members, R replicas each
+        cl.get("vol0", 0, into=tensor)
 """
 
 from .client import Client, Future, Stream, verify
+from .cluster import Cluster
 from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,
                      FailedPrecondition, Internal, InvalidArgument, NotFound, OutOfRange,
                      PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
@@ -15,7 +20,7 @@ from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceed
 from .memory import Memory, describe
 
 __all__ = [
-    "Client", "Stream", "Future", "verify", "Memory", "describe", "Error", "Cancelled",
+    "Client", "Cluster", "Stream", "Future", "verify", "Memory", "describe", "Error", "Cancelled",
     "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange",
     "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",

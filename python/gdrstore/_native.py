@@ -24,6 +24,17 @@ class ClientOptions(ctypes.Structure):
     ]
 
 
+class ClusterOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("etcd_url", ctypes.c_char_p),
+        ("members_file", ctypes.c_char_p),
+        ("client", ctypes.POINTER(ClientOptions)),
+        ("member_retry_ms", ctypes.c_uint32),
+        ("etcd_timeout_ms", ctypes.c_uint32),
+    ]
+
+
 class BufferInfo(ctypes.Structure):
     _fields_ = [
         ("host", ctypes.c_void_p),
@@ -106,10 +117,41 @@ def _declare(lib):
         "gdrstore_stream_outstanding": (sz, [P]),
         "gdrstore_stream_close": (i, [P]),
     }
+    P_out = ctypes.POINTER(P)
+    # Added after the first release of ABI 1: a library without them still loads, and only
+    # gdrstore.Cluster says what is missing.
+    cluster_sig = {
+        "gdrstore_cluster_options_init": (None, [ctypes.POINTER(ClusterOptions)]),
+        "gdrstore_cluster_open": (i, [ctypes.POINTER(ClusterOptions), P_out, ctypes.c_char_p,
+                                      sz]),
+        "gdrstore_cluster_close": (None, [P]),
+        "gdrstore_cluster_alloc_host": (i, [P, sz, P_out]),
+        "gdrstore_cluster_register_host": (i, [P, P, sz, P_out]),
+        "gdrstore_cluster_register_gpu": (i, [P, u64, sz, P_out]),
+        "gdrstore_cluster_buffer_release": (None, [P]),
+        "gdrstore_cluster_buffer_data": (P, [P]),
+        "gdrstore_cluster_buffer_size": (sz, [P]),
+        "gdrstore_cluster_put": (i, [P, ctypes.c_char_p, u64, u64, P, sz]),
+        "gdrstore_cluster_get": (i, [P, ctypes.c_char_p, u64, u64, P, sz]),
+        "gdrstore_cluster_create_volume": (i, [P, ctypes.c_char_p, u64, ctypes.c_uint32,
+                                               ctypes.c_char_p, P_out]),
+        "gdrstore_cluster_status_json": (i, [P, P_out]),
+    }
     for name, (restype, argtypes) in sig.items():
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
+    for name, (restype, argtypes) in cluster_sig.items():
+        fn = getattr(lib, name, None)
+        if fn is None:
+            continue
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+def has_cluster():
+    """Whether the loaded library has the cluster functions (gdrstore_cluster_*)."""
+    return hasattr(lib, "gdrstore_cluster_open")
 
 
 lib = _load()

@@ -6,32 +6,17 @@ import ctypes
 import json
 import threading
 import time
-import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import errors
 from ._native import ClientOptions, Completion, Result, lib
 from .memory import Memory, describe
+from .registrations import Registration, RegistrationCache
 
 
 def _check(status: int, handle) -> None:
     if status != 0:
         raise errors.from_status(status, lib.gdrstore_error(handle).decode(errors="replace"))
-
-
-class _Registration:
-    """One registered buffer (a gdrstore_buffer handle). It holds no reference to the object
-    whose memory it views: a cached one is released when that object dies."""
-
-    def __init__(self, handle, nbytes: int):
-        self.handle = handle
-        self.nbytes = nbytes
-        self.released = False
-
-    def release(self) -> None:
-        if not self.released:
-            self.released = True
-            lib.gdrstore_buffer_release(self.handle)
 
 
 class Client:
@@ -64,19 +49,15 @@ class Client:
         if status != 0:
             raise errors.from_status(status, err.value.decode(errors="replace"))
         self._handle = handle
-        self._lock = threading.Lock()
         # Registrations kept while their object lives (objects that take weak references).
-        self._regs: Dict[Tuple[int, int, bool], _Registration] = {}
+        self._regs = RegistrationCache(self._register_memory)
 
     # ---- lifetime ----
     def close(self) -> None:
         """Releases every registration (waiting for their ops) and closes the connection."""
         if self._handle is None:
             return
-        with self._lock:
-            regs, self._regs = list(self._regs.values()), {}
-        for r in regs:
-            r.release()
+        self._regs.close()
         lib.gdrstore_client_close(self._handle)
         self._handle = None
 
@@ -93,7 +74,7 @@ class Client:
             pass
 
     # ---- memory ----
-    def _register_memory(self, mem: Memory) -> _Registration:
+    def _register_memory(self, mem: Memory) -> Registration:
         if mem.nbytes == 0:
             raise ValueError("buffer is empty")
         out = ctypes.c_void_p()
@@ -104,32 +85,11 @@ class Client:
             status = lib.gdrstore_register_host(self._handle, mem.address, mem.nbytes,
                                                 ctypes.byref(out))
         _check(status, self._handle)
-        return _Registration(out, mem.nbytes)
+        return Registration(out, mem.nbytes, lib.gdrstore_buffer_release)
 
-    def _acquire(self, obj) -> Tuple[_Registration, bool]:
+    def _acquire(self, obj) -> Tuple[Registration, bool]:
         """The registration for `obj` and whether the caller must release it after the op."""
-        mem = describe(obj)
-        key = (mem.address, mem.nbytes, mem.gpu)
-        with self._lock:
-            reg = self._regs.get(key)
-            if reg is not None and not reg.released:
-                return reg, False
-        reg = self._register_memory(mem)
-        try:
-            weakref.finalize(mem.owner if not isinstance(mem.owner, tuple) else mem.owner[0],
-                             self._forget, key, reg)
-        except TypeError:
-            return reg, True  # no weak references: registered for this op only
-        with self._lock:
-            self._regs[key] = reg
-        return reg, False
-
-    def _forget(self, key, reg: _Registration) -> None:
-        with self._lock:
-            if self._regs.get(key) is reg:
-                del self._regs[key]
-        if self._handle is not None:
-            reg.release()
+        return self._regs.acquire(describe(obj))
 
     def register(self, obj) -> None:
         """Registers `obj` now (and keeps it registered while `obj` lives), so that ops on it
@@ -137,7 +97,7 @@ class Client:
         self._acquire(obj)
 
     # ---- ops ----
-    def _span(self, obj, length: Optional[int]) -> Tuple[_Registration, bool, int]:
+    def _span(self, obj, length: Optional[int]) -> Tuple[Registration, bool, int]:
         reg, temporary = self._acquire(obj)
         n = reg.nbytes if length is None else length
         return reg, temporary, n
@@ -194,8 +154,7 @@ class Client:
 
     def registration_handles(self) -> int:
         """Registrations this Client keeps alive for live objects (for tests and diagnosis)."""
-        with self._lock:
-            return len(self._regs)
+        return len(self._regs)
 
 
 class Future:
@@ -247,7 +206,7 @@ class Stream:
         self._lock = threading.Lock()
         self._next = 1
         # Each op in flight keeps its object (so its memory) alive until it is answered.
-        self._pending: Dict[int, Tuple[Future, _Registration, bool, Memory]] = {}
+        self._pending: Dict[int, Tuple[Future, Registration, bool, Memory]] = {}
         self._batch = (Completion * 64)()
 
     def _submit(self, fn, obj, length, writable_needed, args_before, args_after) -> Future:

@@ -59,8 +59,8 @@ typedef struct gdrstore_client gdrstore_client;
 typedef struct gdrstore_buffer gdrstore_buffer;
 typedef struct gdrstore_stream gdrstore_stream;
 
-/* The message of the last failing call on `handle` (a client, buffer or stream), "" when none
- * failed. Valid until the next call on that handle. */
+/* The message of the last failing call on `handle` (a client, buffer, stream, cluster or
+ * cluster buffer), "" when none failed. Valid until the next call on that handle. */
 GDRSTORE_EXPORT const char* gdrstore_error(const void* handle);
 
 typedef struct gdrstore_client_options {
@@ -191,6 +191,85 @@ GDRSTORE_EXPORT size_t gdrstore_stream_outstanding(const gdrstore_stream* stream
 /* Half-closes the call, waits for every op to be answered (answers not yet polled are dropped)
  * and frees the stream; the call's final status. */
 GDRSTORE_EXPORT gdrstore_status gdrstore_stream_close(gdrstore_stream* stream);
+
+/* ---- A cluster (see gdrstore/cluster.h) ----
+ * Many daemons as one namespace: cluster volumes striped over members, R replicas each. A put
+ * is acknowledged when every replica has every piece; a get reads each piece from its first
+ * healthy replica. Members come from etcd (daemons started with --cluster) or a static members
+ * file (JSON of gdrstore.v1.ClusterFile). */
+typedef struct gdrstore_cluster gdrstore_cluster;
+typedef struct gdrstore_cluster_buffer gdrstore_cluster_buffer;
+
+typedef struct gdrstore_cluster_options {
+  size_t struct_size;       /* sizeof(gdrstore_cluster_options); set by _init */
+  const char* etcd_url;     /* "etcd://HOST:PORT[,HOST:PORT...]/PREFIX"; or NULL and ... */
+  const char* members_file; /* ... a static members file; exactly one of the two */
+  /* How each member is reached (transport, token, TLS, deadline); daemon_address is ignored,
+   * every member's comes from its entry. A pointer, so that either struct can grow on its own
+   * without moving the other's fields. NULL: gdrstore_client_options_init's defaults. */
+  const gdrstore_client_options* client;
+  uint32_t member_retry_ms; /* a member that failed is passed over this long; 0: 1000 */
+  uint32_t etcd_timeout_ms; /* deadline of each etcd call; 0: 2000 */
+} gdrstore_cluster_options;
+
+GDRSTORE_EXPORT void gdrstore_cluster_options_init(gdrstore_cluster_options* options);
+
+/* Reads the members (and layouts) and follows etcd's changes; members are connected on first
+ * use. On failure *cluster is NULL and, when `error` is not NULL, the reason is copied there
+ * (NUL-terminated, truncated to error_len): INVALID_ARGUMENT for a URL or file that does not
+ * parse, naming what is wrong; UNAVAILABLE when etcd does not answer, naming each endpoint. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* options,
+                                                      gdrstore_cluster** cluster, char* error,
+                                                      size_t error_len);
+/* Ends the links and the etcd watch; the cluster's buffers must have been released first. */
+GDRSTORE_EXPORT void gdrstore_cluster_close(gdrstore_cluster* cluster);
+
+/* Memory for cluster ops, registered with each member the first time an op there uses it.
+ * alloc_host: the library's (page-aligned, zeroed); register_host / register_gpu: the caller's,
+ * in place (a device pointer for GPU memory), which must outlive the buffer. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_alloc_host(gdrstore_cluster* cluster, size_t n,
+                                                            gdrstore_cluster_buffer** buffer);
+GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_register_host(gdrstore_cluster* cluster,
+                                                               void* p, size_t n,
+                                                               gdrstore_cluster_buffer** buffer);
+GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_register_gpu(gdrstore_cluster* cluster,
+                                                              uint64_t device_ptr, size_t n,
+                                                              gdrstore_cluster_buffer** buffer);
+/* Waits for the ops in flight on the buffer, then lets go of it. */
+GDRSTORE_EXPORT void gdrstore_cluster_buffer_release(gdrstore_cluster_buffer* buffer);
+/* The buffer's memory (the device pointer for GPU memory) and its size in bytes. */
+GDRSTORE_EXPORT void* gdrstore_cluster_buffer_data(const gdrstore_cluster_buffer* buffer);
+GDRSTORE_EXPORT size_t gdrstore_cluster_buffer_size(const gdrstore_cluster_buffer* buffer);
+
+/* Blocking ops on cluster volume `volume`, logical bytes [offset, offset + n), against the
+ * buffer from buffer_offset. put: buffer -> store on every replica; get: store -> buffer.
+ * A failure names the member at fault where one is (UNAVAILABLE for a member that is gone). */
+GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_put(gdrstore_cluster* cluster,
+                                                     const char* volume, uint64_t offset,
+                                                     uint64_t n, gdrstore_cluster_buffer* buffer,
+                                                     size_t buffer_offset);
+GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_get(gdrstore_cluster* cluster,
+                                                     const char* volume, uint64_t offset,
+                                                     uint64_t n, gdrstore_cluster_buffer* buffer,
+                                                     size_t buffer_offset);
+
+/* Creates cluster volume `name` (etcd clusters only): stripe units of `stripe_unit` bytes (a
+ * power of two, 4 KiB .. 1 GiB) with `replicas` copies over `members` ("m0,m1,m2"; NULL or "":
+ * every member registered now). Each member must serve a volume `name`. ALREADY_EXISTS when it
+ * exists. When `layout_json` is not NULL it receives the new layout as proto3 JSON, freed with
+ * gdrstore_free. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_create_volume(gdrstore_cluster* cluster,
+                                                               const char* name,
+                                                               uint64_t stripe_unit,
+                                                               uint32_t replicas,
+                                                               const char* members,
+                                                               char** layout_json);
+
+/* {"source": URL or file, "members": [{"entry": ClusterMember, "present", "healthy", "error",
+ * "lease_ttl_s", "ops", "bytes", "errors"}...], "volumes": [ClusterVolume...]} as JSON (proto
+ * field names), each member pinged now; freed with gdrstore_free. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_status_json(gdrstore_cluster* cluster,
+                                                             char** json);
 
 #ifdef __cplusplus
 }  /* extern "C" */

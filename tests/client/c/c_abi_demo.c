@@ -1,13 +1,17 @@
 /* A C program on the C ABI alone (gdrstore/gdrstore.h, linked against libgdrclient.so): gets
  * into and puts from its own malloc'ed memory, a stream of many ops collected by polling, and
- * the errors a caller has to handle. Usage: c_abi_demo HOST:PORT VOLUME. Prints one line per
- * step ("ok: ..." or "FAIL: ...") and exits non-zero at the first failure. */
+ * the errors a caller has to handle, and a one-member cluster from a static members file.
+ * Usage: c_abi_demo HOST:PORT VOLUME (at least 32 MiB). Prints one line per step ("ok: ..." or
+ * "FAIL: ...") and exits non-zero at the first failure. */
+#define _POSIX_C_SOURCE 200809L /* mkstemp */
+
 #include <gdrstore/gdrstore.h>
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int failures = 0;
 
@@ -18,6 +22,80 @@ static void check(int ok, const char* step, const char* why) {
     printf("FAIL: %s: %s\n", step, why != NULL ? why : "");
     ++failures;
   }
+}
+
+/* A cluster of the one daemon, from a members file: its volume is laid out one stripe unit
+ * after another, so logical byte k is the daemon's byte k and a plain get proves the put. */
+static void cluster_steps(const char* address, const char* volume, gdrstore_client* client) {
+  char path[] = "/tmp/gdrstore-c-abi-cluster-XXXXXX";
+  const int fd = mkstemp(path);
+  FILE* f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  check(f != NULL, "members file created", path);
+  if (f == NULL) return;
+  fprintf(f,
+          "{\"members\":[{\"id\":\"m0\",\"address\":\"%s\",\"volumes\":[{\"name\":\"%s\","
+          "\"size\":\"33554432\"}]}],\"volumes\":[{\"name\":\"%s\",\"stripe_unit\":\"1048576\","
+          "\"members\":[\"m0\"],\"replicas\":1,\"epoch\":\"1\",\"size\":\"33554432\"}]}\n",
+          address, volume, volume);
+  fclose(f);
+
+  gdrstore_cluster_options co;
+  gdrstore_cluster_options_init(&co);
+  co.members_file = path;
+  gdrstore_cluster* cluster = NULL;
+  char error[256];
+  gdrstore_status st = gdrstore_cluster_open(&co, &cluster, error, sizeof(error));
+  check(st == GDRSTORE_OK, "cluster open (members file)", error);
+  if (st != GDRSTORE_OK) {
+    unlink(path);
+    return;
+  }
+  const size_t n = (3 << 20) + 7;
+  const uint64_t at = (20 << 20) + 5; /* crosses stripe units, unaligned */
+  gdrstore_cluster_buffer* cb = NULL;
+  st = gdrstore_cluster_alloc_host(cluster, n, &cb);
+  check(st == GDRSTORE_OK && gdrstore_cluster_buffer_size(cb) == n, "cluster buffer",
+        gdrstore_error(cluster));
+  if (st != GDRSTORE_OK) return;
+  unsigned char* data = gdrstore_cluster_buffer_data(cb);
+  for (size_t i = 0; i < n; ++i) data[i] = (unsigned char)(i * 13 + 5);
+  st = gdrstore_cluster_put(cluster, volume, at, n, cb, 0);
+  check(st == GDRSTORE_OK, "cluster put", gdrstore_error(cluster));
+  unsigned char* direct = malloc(n);
+  gdrstore_buffer* db = NULL;
+  st = gdrstore_register_host(client, direct, n, &db);
+  if (st == GDRSTORE_OK) st = gdrstore_get(client, volume, at, n, db, 0, NULL);
+  check(st == GDRSTORE_OK && memcmp(direct, data, n) == 0, "cluster put landed on the member",
+        gdrstore_error(client));
+  memset(data, 0, n);
+  st = gdrstore_cluster_get(cluster, volume, at, n, cb, 0);
+  check(st == GDRSTORE_OK && memcmp(direct, data, n) == 0, "cluster get",
+        gdrstore_error(cluster));
+
+  char* json = NULL;
+  st = gdrstore_cluster_status_json(cluster, &json);
+  check(st == GDRSTORE_OK && json != NULL && strstr(json, "\"id\":\"m0\"") != NULL &&
+            strstr(json, "\"healthy\":true") != NULL,
+        "cluster status as JSON", st == GDRSTORE_OK ? json : gdrstore_error(cluster));
+  gdrstore_free(json);
+  st = gdrstore_cluster_create_volume(cluster, volume, 1 << 20, 1, NULL, NULL);
+  check(st == GDRSTORE_FAILED_PRECONDITION && strstr(gdrstore_error(cluster), "members file"),
+        "a members file cluster takes no new volume", gdrstore_error(cluster));
+  st = gdrstore_cluster_get(cluster, volume, 32 << 20, 1, cb, 0);
+  check(st == GDRSTORE_OUT_OF_RANGE, "past the cluster volume's end", gdrstore_error(cluster));
+
+  gdrstore_buffer_release(db);
+  free(direct);
+  gdrstore_cluster_buffer_release(cb);
+  gdrstore_cluster_close(cluster);
+  unlink(path);
+
+  gdrstore_cluster* bad = NULL;
+  co.members_file = NULL;
+  co.etcd_url = "etcd//127.0.0.1:2379/p";
+  st = gdrstore_cluster_open(&co, &bad, error, sizeof(error));
+  check(st == GDRSTORE_INVALID_ARGUMENT && bad == NULL && strstr(error, "etcd//") != NULL,
+        "bad etcd URL refused naming it", error);
 }
 
 int main(int argc, char** argv) {
@@ -136,6 +214,8 @@ int main(int argc, char** argv) {
   check(st == GDRSTORE_OK && json != NULL && strstr(json, volume) != NULL, "info as JSON",
         gdrstore_error(client));
   gdrstore_free(json);
+
+  cluster_steps(argv[1], volume, client);
 
   gdrstore_buffer_release(buf);
   gdrstore_buffer_release(back);

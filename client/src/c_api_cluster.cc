@@ -1,0 +1,208 @@
+// The cluster part of the C ABI (gdrstore/gdrstore.h, gdrstore_cluster_*) over the C++
+// ClusterClient: handles, codes and messages as for a single daemon (c_api_handle.h).
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/src/c_api_handle.h"
+#include "gdrstore/cluster.h"
+#include "gdrstore/gdrstore.h"
+
+struct gdrstore_cluster : gdr::capi::CHandle {
+  std::unique_ptr<gdrstore::ClusterClient> cluster;
+};
+
+struct gdrstore_cluster_buffer : gdr::capi::CHandle {
+  std::unique_ptr<gdrstore::ClusterBuffer> buffer;
+};
+
+namespace {
+
+using gdr::capi::Guard;
+using gdr::capi::Invalid;
+
+gdrstore_status WrapBuffer(gdrstore_cluster* c,
+                           absl::StatusOr<std::unique_ptr<gdrstore::ClusterBuffer>> made,
+                           gdrstore_cluster_buffer** out) {
+  if (!made.ok()) return c->Fail(made.status());
+  auto* b = new gdrstore_cluster_buffer();
+  b->buffer = std::move(*made);
+  *out = b;
+  return GDRSTORE_OK;
+}
+
+// "m0, m1,m2" -> {"m0", "m1", "m2"}; NULL or "" -> {} (every member present).
+absl::StatusOr<std::vector<std::string>> ParseMembers(const char* list) {
+  std::vector<std::string> ids;
+  if (list == nullptr || absl::StripAsciiWhitespace(list).empty()) return ids;
+  for (absl::string_view part : absl::StrSplit(list, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (part.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("members list '", list, "' has an empty entry (want ID,ID,...)"));
+    }
+    ids.emplace_back(part);
+  }
+  return ids;
+}
+
+gdrstore_status Op(gdrstore_cluster* c, bool put, const char* volume, uint64_t offset, uint64_t n,
+                   gdrstore_cluster_buffer* buffer, size_t buffer_offset) {
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (volume == nullptr || buffer == nullptr) return Invalid(c, "volume and buffer are required");
+  return Guard(c, [&] {
+    return c->Done(put ? c->cluster->Put(volume, offset, n, *buffer->buffer, buffer_offset)
+                       : c->cluster->Get(volume, offset, n, *buffer->buffer, buffer_offset));
+  });
+}
+
+absl::StatusOr<std::string> StatusJson(gdrstore::ClusterClient& c) {
+  std::vector<std::string> members, volumes;
+  for (const gdrstore::ClusterMemberStatus& m : c.Members()) {
+    absl::StatusOr<std::string> entry = gdr::capi::ToJson(m.entry);
+    if (!entry.ok()) return entry.status();
+    members.push_back(absl::StrCat(
+        "{\"entry\":", *entry, ",\"present\":", m.present ? "true" : "false",
+        ",\"healthy\":", m.healthy ? "true" : "false", ",\"error\":", gdr::capi::JsonQuote(m.error),
+        ",\"lease_ttl_s\":", m.lease_ttl_s, ",\"ops\":", m.ops, ",\"bytes\":", m.bytes,
+        ",\"errors\":", m.errors, "}"));
+  }
+  for (const gdrstore::v1::ClusterVolume& v : c.Volumes()) {
+    absl::StatusOr<std::string> layout = gdr::capi::ToJson(v);
+    if (!layout.ok()) return layout.status();
+    volumes.push_back(*std::move(layout));
+  }
+  return absl::StrCat("{\"source\":", gdr::capi::JsonQuote(c.source()), ",\"members\":[",
+                      absl::StrJoin(members, ","), "],\"volumes\":[", absl::StrJoin(volumes, ","),
+                      "]}");
+}
+
+}  // namespace
+
+extern "C" {
+
+void gdrstore_cluster_options_init(gdrstore_cluster_options* o) {
+  if (o == nullptr) return;
+  std::memset(o, 0, sizeof(*o));
+  o->struct_size = sizeof(*o);
+}
+
+gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* o, gdrstore_cluster** cluster,
+                                      char* error, size_t error_len) {
+  if (cluster == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  *cluster = nullptr;
+  auto fail = [&](const absl::Status& s) {
+    gdr::capi::CopyMessage(s, error, error_len);
+    return static_cast<gdrstore_status>(s.code());
+  };
+  constexpr size_t kFirstOptionsSize =
+      offsetof(gdrstore_cluster_options, etcd_timeout_ms) + sizeof(uint32_t);
+  if (o == nullptr || o->struct_size < kFirstOptionsSize) {
+    return fail(absl::InvalidArgumentError(
+        "options missing or from an older header (call gdrstore_cluster_options_init)"));
+  }
+  try {
+    gdrstore::ClusterOptions opts;
+    if (o->etcd_url != nullptr) opts.etcd_url = o->etcd_url;
+    if (o->members_file != nullptr) opts.members_file = o->members_file;
+    gdrstore_client_options defaults;
+    gdrstore_client_options_init(&defaults);
+    absl::StatusOr<gdrstore::ClientOptions> client =
+        gdr::capi::ClientOptionsFromC(o->client != nullptr ? o->client : &defaults);
+    if (!client.ok()) return fail(client.status());
+    opts.client = *std::move(client);
+    if (o->member_retry_ms != 0) {
+      opts.member_retry = std::chrono::milliseconds(o->member_retry_ms);
+    }
+    if (o->etcd_timeout_ms != 0) {
+      opts.etcd_timeout = std::chrono::milliseconds(o->etcd_timeout_ms);
+    }
+    absl::StatusOr<std::unique_ptr<gdrstore::ClusterClient>> c =
+        gdrstore::ClusterClient::Open(opts);
+    if (!c.ok()) return fail(c.status());
+    auto* h = new gdrstore_cluster();
+    h->cluster = std::move(*c);
+    *cluster = h;
+    return GDRSTORE_OK;
+  } catch (const std::exception& e) {
+    return fail(absl::InternalError(absl::StrCat("unexpected C++ exception: ", e.what())));
+  }
+}
+
+void gdrstore_cluster_close(gdrstore_cluster* cluster) { delete cluster; }
+
+gdrstore_status gdrstore_cluster_alloc_host(gdrstore_cluster* c, size_t n,
+                                            gdrstore_cluster_buffer** out) {
+  if (c == nullptr || out == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  return Guard(c, [&] { return WrapBuffer(c, c->cluster->AllocateBuffer(n), out); });
+}
+
+gdrstore_status gdrstore_cluster_register_host(gdrstore_cluster* c, void* p, size_t n,
+                                               gdrstore_cluster_buffer** out) {
+  if (c == nullptr || out == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  return Guard(c, [&] { return WrapBuffer(c, c->cluster->RegisterHostMemory(p, n), out); });
+}
+
+gdrstore_status gdrstore_cluster_register_gpu(gdrstore_cluster* c, uint64_t device_ptr, size_t n,
+                                              gdrstore_cluster_buffer** out) {
+  if (c == nullptr || out == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  return Guard(c, [&] { return WrapBuffer(c, c->cluster->RegisterGpuMemory(device_ptr, n), out); });
+}
+
+void gdrstore_cluster_buffer_release(gdrstore_cluster_buffer* buffer) { delete buffer; }
+
+void* gdrstore_cluster_buffer_data(const gdrstore_cluster_buffer* b) {
+  return b == nullptr ? nullptr : b->buffer->data();
+}
+
+size_t gdrstore_cluster_buffer_size(const gdrstore_cluster_buffer* b) {
+  return b == nullptr ? 0 : b->buffer->size();
+}
+
+gdrstore_status gdrstore_cluster_put(gdrstore_cluster* c, const char* volume, uint64_t offset,
+                                     uint64_t n, gdrstore_cluster_buffer* buffer,
+                                     size_t buffer_offset) {
+  return Op(c, true, volume, offset, n, buffer, buffer_offset);
+}
+
+gdrstore_status gdrstore_cluster_get(gdrstore_cluster* c, const char* volume, uint64_t offset,
+                                     uint64_t n, gdrstore_cluster_buffer* buffer,
+                                     size_t buffer_offset) {
+  return Op(c, false, volume, offset, n, buffer, buffer_offset);
+}
+
+gdrstore_status gdrstore_cluster_create_volume(gdrstore_cluster* c, const char* name,
+                                               uint64_t stripe_unit, uint32_t replicas,
+                                               const char* members, char** layout_json) {
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (name == nullptr || name[0] == '\0') return Invalid(c, "a volume name is required");
+  return Guard(c, [&] {
+    absl::StatusOr<std::vector<std::string>> ids = ParseMembers(members);
+    if (!ids.ok()) return c->Fail(ids.status());
+    absl::StatusOr<gdrstore::v1::ClusterVolume> layout =
+        c->cluster->CreateVolume(name, stripe_unit, replicas, *std::move(ids));
+    if (!layout.ok()) return c->Fail(layout.status());
+    if (layout_json == nullptr) return GDRSTORE_OK;
+    absl::StatusOr<std::string> text = gdr::capi::ToJson(*layout);
+    if (!text.ok()) return c->Fail(text.status());
+    return gdr::capi::MallocString(c, *text, layout_json);
+  });
+}
+
+gdrstore_status gdrstore_cluster_status_json(gdrstore_cluster* c, char** json) {
+  if (c == nullptr || json == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  return Guard(c, [&] {
+    absl::StatusOr<std::string> text = StatusJson(*c->cluster);
+    if (!text.ok()) return c->Fail(text.status());
+    return gdr::capi::MallocString(c, *text, json);
+  });
+}
+
+}  // extern "C"

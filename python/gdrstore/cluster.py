@@ -1,0 +1,196 @@
+"""Cluster: many gdrstored daemons as one namespace, over the C ABI's gdrstore_cluster_*. A
+cluster volume is striped over its members with R replicas; a put is acknowledged when every
+replica has every piece, a get reads each piece from its first healthy replica."""
+
+import ctypes
+import json
+import operator
+import os
+from typing import Any, Dict, Iterable, Optional, Union
+
+from . import errors
+from ._native import ClientOptions, ClusterOptions, has_cluster, lib
+from .memory import Memory, describe
+from .registrations import Registration, RegistrationCache
+
+
+def _check(status: int, handle) -> None:
+    if status != 0:
+        raise errors.from_status(status, lib.gdrstore_error(handle).decode(errors="replace"))
+
+
+def _count(name: str, value: int, bits: int = 64) -> int:
+    """An integer argument checked before ctypes would wrap it silently."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    value = operator.index(value)  # ints and numpy integers; TypeError for anything else
+    if value < 0 or value >= 1 << bits:
+        raise errors.InvalidArgument(f"{name} {value} is outside [0, 2^{bits})")
+    return value
+
+
+class Cluster:
+    """A cluster of daemons: `Cluster(etcd="etcd://127.0.0.1:2379/prod")` (members registered
+    by daemons started with --cluster) or `Cluster(members_file="cluster.json")` (a JSON
+    gdrstore.v1.ClusterFile: members and volumes, all taken as present).
+
+    Every member is reached as Client reaches a daemon: transport ("tcp", "rc", "dc", "auto"),
+    token / token_file, rdma_device, timeout (seconds per op, None: none), tls_ca / tls_cert /
+    tls_key / tls_server_name. member_retry: seconds a member that failed is passed over.
+    etcd_timeout: seconds per etcd call. A URL or file that does not parse raises
+    gdrstore.InvalidArgument naming it; etcd not answering, gdrstore.Unavailable."""
+
+    def __init__(self, etcd: Optional[str] = None,
+                 members_file: Optional[Union[str, os.PathLike]] = None,
+                 transport: str = "tcp", token: Optional[str] = None,
+                 token_file: Optional[str] = None, rdma_device: Optional[str] = None,
+                 timeout: Optional[float] = 120.0, tls_ca: Optional[str] = None,
+                 tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
+                 tls_server_name: Optional[str] = None, member_retry: float = 1.0,
+                 etcd_timeout: float = 2.0):
+        self._handle = None
+        if not has_cluster():
+            raise errors.Unimplemented("this libgdrclient has no cluster functions "
+                                       "(gdrstore_cluster_open); install a newer one")
+        if (etcd is None) == (members_file is None):
+            raise errors.InvalidArgument("a Cluster needs etcd='etcd://HOST:PORT/PREFIX' or "
+                                         "members_file=PATH, exactly one of them")
+        client = ClientOptions()
+        lib.gdrstore_client_options_init(ctypes.byref(client))
+        keep = [s.encode() if s is not None else None
+                for s in (transport, token, token_file, rdma_device, tls_ca, tls_cert, tls_key,
+                          tls_server_name)]
+        (client.transport, client.token, client.token_file, client.rdma_device, client.tls_ca,
+         client.tls_cert, client.tls_key, client.tls_server_name) = keep
+        client.rpc_timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
+        opts = ClusterOptions()
+        lib.gdrstore_cluster_options_init(ctypes.byref(opts))
+        source = [etcd.encode() if etcd is not None else None,
+                  os.fsencode(members_file) if members_file is not None else None]
+        opts.etcd_url, opts.members_file = source
+        opts.client = ctypes.pointer(client)
+        opts.member_retry_ms = max(1, int(member_retry * 1000))
+        opts.etcd_timeout_ms = max(1, int(etcd_timeout * 1000))
+        handle = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(1024)
+        status = lib.gdrstore_cluster_open(ctypes.byref(opts), ctypes.byref(handle), err,
+                                           len(err))
+        if status != 0:
+            raise errors.from_status(status, err.value.decode(errors="replace"))
+        self._handle = handle
+        # Buffers kept while their object lives (objects that take weak references).
+        self._regs = RegistrationCache(self._register_memory)
+
+    # ---- lifetime ----
+    def close(self) -> None:
+        """Releases every buffer (waiting for its ops) and ends the links and the etcd watch."""
+        if self._handle is None:
+            return
+        self._regs.close()
+        handle, self._handle = self._handle, None
+        lib.gdrstore_cluster_close(handle)
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _open_handle(self):
+        if self._handle is None:
+            raise errors.FailedPrecondition("the Cluster is closed")
+        return self._handle
+
+    # ---- memory ----
+    def _register_memory(self, mem: Memory) -> Registration:
+        if mem.nbytes == 0:
+            raise ValueError("buffer is empty")
+        handle = self._open_handle()
+        out = ctypes.c_void_p()
+        if mem.gpu:
+            status = lib.gdrstore_cluster_register_gpu(handle, mem.address, mem.nbytes,
+                                                       ctypes.byref(out))
+        else:
+            status = lib.gdrstore_cluster_register_host(handle, mem.address, mem.nbytes,
+                                                        ctypes.byref(out))
+        _check(status, handle)
+        return Registration(out, mem.nbytes, lib.gdrstore_cluster_buffer_release)
+
+    def register(self, obj) -> None:
+        """Keeps `obj`'s memory registered while `obj` lives (each member registers it the
+        first time an op there uses it)."""
+        self._regs.acquire(describe(obj))
+
+    def registration_handles(self) -> int:
+        """Buffers this Cluster keeps alive for live objects (for tests and diagnosis)."""
+        return len(self._regs)
+
+    # ---- ops ----
+    def _op(self, put: bool, volume: str, offset: int, obj, length: Optional[int]) -> int:
+        handle = self._open_handle()
+        mem = describe(obj)
+        if not put and not mem.writable:
+            raise ValueError("`into` is read-only; a get needs writable memory")
+        _count("offset", offset)
+        n = mem.nbytes if length is None else _count("length", length)
+        if n > mem.nbytes:
+            raise errors.InvalidArgument(f"length {n} is more than the buffer's {mem.nbytes} "
+                                         "bytes")
+        reg, temporary = self._regs.acquire(mem)
+        try:
+            fn = lib.gdrstore_cluster_put if put else lib.gdrstore_cluster_get
+            _check(fn(handle, volume.encode(), offset, n, reg.handle, 0), handle)
+            return n
+        finally:
+            if temporary:
+                reg.release()
+
+    def put(self, volume: str, offset: int, src, length: Optional[int] = None) -> int:
+        """`src` -> cluster volume bytes [offset, offset + length) on every replica, in place
+        (length defaults to the size of `src`). Returns the bytes moved."""
+        return self._op(True, volume, offset, src, length)
+
+    def get(self, volume: str, offset: int, into, length: Optional[int] = None) -> int:
+        """Cluster volume bytes [offset, offset + length) -> `into`, in place (length defaults
+        to the size of `into`). Returns the bytes moved."""
+        return self._op(False, volume, offset, into, length)
+
+    # ---- the cluster ----
+    def create_volume(self, name: str, stripe_unit: int = 4 << 20, replicas: int = 1,
+                      members: Optional[Union[str, Iterable[str]]] = None) -> Dict[str, Any]:
+        """Lays cluster volume `name` over `members` (ids, a list or "a,b,c"; None: every member
+        registered now), each of which must serve a volume `name`. etcd clusters only. Returns
+        the layout (gdrstore.v1.ClusterVolume as a dict); gdrstore.AlreadyExists when the
+        volume exists."""
+        handle = self._open_handle()
+        _count("stripe_unit", stripe_unit)
+        _count("replicas", replicas, bits=32)
+        if members is not None and not isinstance(members, str):
+            members = ",".join(members)
+        out = ctypes.c_void_p()
+        _check(lib.gdrstore_cluster_create_volume(
+            handle, name.encode(), stripe_unit, replicas,
+            members.encode() if members is not None else None, ctypes.byref(out)), handle)
+        return _take_json(out)
+
+    def status(self) -> Dict[str, Any]:
+        """{"source", "members": [{"entry", "present", "healthy", "error", "lease_ttl_s", "ops",
+        "bytes", "errors"}], "volumes": [layouts]}, each member pinged now. Entries and layouts
+        use proto3 JSON (proto field names; 64-bit numbers as strings)."""
+        handle = self._open_handle()
+        out = ctypes.c_void_p()
+        _check(lib.gdrstore_cluster_status_json(handle, ctypes.byref(out)), handle)
+        return _take_json(out)
+
+
+def _take_json(p: ctypes.c_void_p) -> Dict[str, Any]:
+    try:
+        return json.loads(ctypes.string_at(p).decode())
+    finally:
+        lib.gdrstore_free(p)
