@@ -49,8 +49,9 @@ int ClusterStatus(gdrstore::ClusterClient& c, bool json, std::ostream& out) {
   if (json) {
     std::vector<std::string> ms, vs;
     for (const auto& m : members) {
-      ms.push_back(absl::StrCat("{\"entry\":", Json(m.entry), ",\"present\":", m.present,
-                                ",\"healthy\":", m.healthy, ",\"lease_ttl_s\":", m.lease_ttl_s,
+      ms.push_back(absl::StrCat("{\"entry\":", Json(m.entry), ",\"present\":",
+                                m.present ? "true" : "false", ",\"healthy\":",
+                                m.healthy ? "true" : "false", ",\"lease_ttl_s\":", m.lease_ttl_s,
                                 ",\"error\":", Quote(m.error), "}"));
     }
     for (const auto& v : volumes) vs.push_back(Json(v));
@@ -118,7 +119,7 @@ int ClusterOp(gdrstore::ClusterClient& c, bool put, const ClusterOpArgs& a, bool
   if (json) {
     out << "{\"op\":\"" << (put ? "put" : "get") << "\",\"volume\":" << Quote(a.volume)
         << ",\"offset\":" << a.offset << ",\"bytes\":" << a.size << ",\"seconds\":" << s
-        << ",\"verified\":" << (a.verify && !put && !bad) << "}\n";
+        << ",\"verified\":" << (a.verify && !put && !bad ? "true" : "false") << "}\n";
   } else {
     out << (put ? "put " : "get ") << gdr::FormatSize(a.size) << " at " << a.volume << "@"
         << a.offset << " in " << absl::StrFormat("%.3f ms", s * 1e3)
