@@ -49,6 +49,28 @@ def main(address):
         b2 = cupy.zeros_like(b)
         c.get("rw", 64 * MiB, into=b2)
         check(bool((b == b2).all()), "CuPy array: put then get back")
+    # The cluster API on GPU memory: a members file naming this daemon alone (one member, R = 1:
+    # logical bytes are the member's bytes), a CUDA tensor put and got back in place.
+    import json
+    import os
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"members": [{"id": "gpu-host", "address": address}],
+                   "volumes": [{"name": "rw", "stripe_unit": 4 * MiB, "members": ["gpu-host"],
+                                "replicas": 1, "size": 256 * MiB}]}, f)
+    try:
+        with gdrstore.Cluster(members_file=f.name) as cl:
+            src = torch.arange(4 * MiB, dtype=torch.int32, device="cuda:0")  # 16 MiB
+            cl.put("rw", 128 * MiB + 4097, src)
+            back = torch.zeros_like(src)
+            cl.get("rw", 128 * MiB + 4097, into=back)
+            check(bool(torch.equal(src, back)), "cluster: CUDA tensor put then get back, 16 MiB")
+            got = torch.zeros(16 * MiB, dtype=torch.uint8, device="cuda:0")
+            c.get("rw", 128 * MiB + 4097, into=got)
+            check(bool(torch.equal(got, src.view(torch.uint8))),
+                  "cluster: the member holds the tensor's bytes where the layout puts them")
+    finally:
+        os.unlink(f.name)
     # Python's overhead on the stream path: 4 KiB gets at queue depth 32 into host memory.
     import numpy as np
     h = np.zeros(32 * 4096, dtype=np.uint8)
