@@ -5,17 +5,19 @@
 # cores to spare (the storage side and the client share them):
 #   bash bench/cluster_bench.sh            (from the repository, after scripts/build.sh)
 # Env: BIN (build dir holding daemon/gdrstored and client/gdrctl, or a flat dir of both),
-#      ETCD (/usr/bin/etcd), GDR_CLUSTER_BENCH_SIZE (64MiB per op), _ITERS (48), _QD (8),
-#      _VOLUME (1GiB per member), _TTL (3 s lease for the kill timing).
+#      ETCD (/usr/bin/etcd), GDR_CLUSTER_BENCH_SIZE (64MiB per op), _ITERS (192), _QD (8),
+#      _VOLUME (1GiB per member), _TTL (3 s lease for the kill timing), _REPEATS (3 runs per
+#      size; the median is reported).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build}
 ETCD=${ETCD:-/usr/bin/etcd}
 SIZE=${GDR_CLUSTER_BENCH_SIZE:-64MiB}
-ITERS=${GDR_CLUSTER_BENCH_ITERS:-48}
+ITERS=${GDR_CLUSTER_BENCH_ITERS:-192}
 QD=${GDR_CLUSTER_BENCH_QD:-8}
 VOL=${GDR_CLUSTER_BENCH_VOLUME:-1GiB}
 TTL=${GDR_CLUSTER_BENCH_TTL:-3}
+REPEATS=${GDR_CLUSTER_BENCH_REPEATS:-3}
 find_bin() { for p in "$BIN/$1" "$BIN/$2"; do [[ -x $p ]] && { echo "$p"; return; }; done
              echo "cluster_bench: no $2 under $BIN" >&2; exit 2; }
 GDRSTORED=$(find_bin daemon/gdrstored gdrstored)
@@ -66,15 +68,20 @@ for n in 1 2 3; do
   "$GDRCTL" --cluster "$url" cluster create-volume vol0 > /dev/null
   # A put first, so the gets read what a client wrote (and every member's pages are touched).
   "$GDRCTL" --cluster "$url" bench -t read -s "$SIZE" -n "$((n * 4))" --qd "$QD" > /dev/null
-  out=$("$GDRCTL" --cluster "$url" bench -t write -s "$SIZE" -n "$ITERS" --qd "$QD")
-  gbps[$n]=$(sed -n 's/.*: \([0-9.]*\) GB\/s.*/\1/p' <<< "$out" | head -n1)
-  echo "$n member(s): $out"
+  runs=()
+  for _ in $(seq "$REPEATS"); do
+    out=$("$GDRCTL" --cluster "$url" bench -t write -s "$SIZE" -n "$ITERS" --qd "$QD")
+    runs+=("$(sed -n 's/.*: \([0-9.]*\) GB\/s.*/\1/p' <<< "$out" | head -n1)")
+    echo "$n member(s): $out"
+  done
+  gbps[$n]=$(printf '%s\n' "${runs[@]}" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}')
   # The members of this size stop before the next size starts: same cores for each.
   for p in "${pids[@]:1}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   pids=("${pids[0]}")
 done
 echo
-echo "cluster get, one client, $SIZE ops x $ITERS, qd $QD, tcp on loopback ($(nproc) cores):"
+echo "cluster get, one client, $SIZE ops x $ITERS, qd $QD, tcp on loopback ($(nproc) cores)," \
+     "median of $REPEATS runs:"
 for n in 1 2 3; do
   awk -v n="$n" -v g="${gbps[$n]}" -v b="${gbps[1]}" \
     'BEGIN { printf "  %d member(s)  %8.3f GB/s   ratio to 1 member %.2f\n", n, g, g / b }'

@@ -147,9 +147,17 @@ int ClusterBench(gdrstore::ClusterClient& c, const ClusterBenchArgs& a, bool jso
     if (!b.ok()) return Failed(b.status(), "buffer");
     bufs.push_back(std::move(*b));
   }
+  const uint64_t slots = layout->size() / a.size;
+  // One untimed op per buffer first: members connected, links opened, buffers registered with
+  // each member, so the figure is the steady state.
+  for (uint32_t w = 0; w < a.qd; ++w) {
+    const uint64_t offset = (w % slots) * a.size;
+    absl::Status st = a.put ? c.Put(a.volume, offset, a.size, *bufs[w])
+                            : c.Get(a.volume, offset, a.size, *bufs[w]);
+    if (!st.ok()) return Failed(st, "cluster bench (warm-up)");
+  }
   std::map<std::string, uint64_t> before;
   for (const auto& m : c.Members()) before[m.entry.id()] = m.bytes;
-  const uint64_t slots = layout->size() / a.size;
   std::atomic<uint64_t> next{0}, failed{0};
   absl::Status first_error;
   std::mutex mu;
