@@ -155,3 +155,21 @@ def has_cluster():
 
 
 lib = _load()
+
+
+def client_options(address, transport, token, token_file, rdma_device, timeout, tls_ca,
+                   tls_cert, tls_key, tls_server_name):
+    """A filled gdrstore_client_options and the encoded strings it points into (keep both
+    alive while the library may read them). `address` None: the library's default."""
+    opts = ClientOptions()
+    lib.gdrstore_client_options_init(ctypes.byref(opts))
+    keep = [s.encode() if s is not None else None
+            for s in (address, transport, token, token_file, rdma_device, tls_ca, tls_cert,
+                      tls_key, tls_server_name)]
+    names = ("daemon_address", "transport", "token", "token_file", "rdma_device", "tls_ca",
+             "tls_cert", "tls_key", "tls_server_name")
+    for name, value in zip(names, keep):
+        if name != "daemon_address" or value is not None:
+            setattr(opts, name, value)
+    opts.rpc_timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
+    return opts, keep

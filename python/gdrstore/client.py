@@ -9,7 +9,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import errors
-from ._native import ClientOptions, Completion, Result, lib
+from ._native import Completion, Result, client_options, lib
 from .memory import Memory, describe
 from .registrations import Registration, RegistrationCache
 
@@ -33,15 +33,8 @@ class Client:
                  rdma_device: Optional[str] = None, timeout: Optional[float] = 120.0,
                  tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
                  tls_key: Optional[str] = None, tls_server_name: Optional[str] = None):
-        opts = ClientOptions()
-        lib.gdrstore_client_options_init(ctypes.byref(opts))
-        self._keep = [s.encode() if s is not None else None
-                      for s in (address, transport, token, token_file, rdma_device,
-                                tls_ca, tls_cert, tls_key, tls_server_name)]
-        (opts.daemon_address, opts.transport, opts.token, opts.token_file,
-         opts.rdma_device, opts.tls_ca, opts.tls_cert, opts.tls_key,
-         opts.tls_server_name) = self._keep
-        opts.rpc_timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
+        opts, self._keep = client_options(address, transport, token, token_file, rdma_device,
+                                          timeout, tls_ca, tls_cert, tls_key, tls_server_name)
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
         status = lib.gdrstore_client_open(ctypes.byref(opts), ctypes.byref(handle), err,

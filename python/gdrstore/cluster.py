@@ -9,7 +9,7 @@ import os
 from typing import Any, Dict, Iterable, Optional, Union
 
 from . import errors
-from ._native import ClientOptions, ClusterOptions, has_cluster, lib
+from ._native import ClusterOptions, client_options, has_cluster, lib
 from .memory import Memory, describe
 from .registrations import Registration, RegistrationCache
 
@@ -55,14 +55,9 @@ class Cluster:
         if (etcd is None) == (members_file is None):
             raise errors.InvalidArgument("a Cluster needs etcd='etcd://HOST:PORT/PREFIX' or "
                                          "members_file=PATH, exactly one of them")
-        client = ClientOptions()
-        lib.gdrstore_client_options_init(ctypes.byref(client))
-        keep = [s.encode() if s is not None else None
-                for s in (transport, token, token_file, rdma_device, tls_ca, tls_cert, tls_key,
-                          tls_server_name)]
-        (client.transport, client.token, client.token_file, client.rdma_device, client.tls_ca,
-         client.tls_cert, client.tls_key, client.tls_server_name) = keep
-        client.rpc_timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
+        client, self._keep = client_options(None, transport, token, token_file, rdma_device,
+                                            timeout, tls_ca, tls_cert, tls_key,
+                                            tls_server_name)
         opts = ClusterOptions()
         lib.gdrstore_cluster_options_init(ctypes.byref(opts))
         source = [etcd.encode() if etcd is not None else None,
