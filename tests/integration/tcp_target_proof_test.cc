@@ -1,4 +1,4 @@
-// Issue #16: tcp targets prove they belong to the caller. A real gdrstored on loopback, real
+// tcp targets prove they belong to the caller. A real gdrstored on loopback, real
 // clients, and listeners of the test's own: a request naming a host:port that is not the
 // caller's target moves no byte, whichever way the op goes, and the daemon keeps serving.
 //   - a plain listener (someone else's service) gets zero bytes; PERMISSION_DENIED;
@@ -251,7 +251,7 @@ class TcpTargetProofTest : public ::testing::Test {
   std::mt19937_64 rng_{16};
 };
 
-// The confused deputy of issue #16: a third party's service on the caller's own address. It
+// The confused deputy: a third party's service on the caller's own address. It
 // receives not one byte (the 4128 of a WRITE_REQ before), and the op is PERMISSION_DENIED.
 TEST_F(TcpTargetProofTest, APlainListenerGetsZeroBytes) {
   auto victim = RecordingListener::Start(RecordingListener::Mode::kPlain, "127.0.0.1");
