@@ -7,7 +7,7 @@
 # targets (scripts/fuzz-smoke.sh); python3-matplotlib draws gdr_bench's scale plot
 # (bench/plot_scale.py); etcd-server, etcd-client and golang-etcd-server-dev: the etcd client's
 # protos (rpc.proto and its imports, compiled where Debian installs them) and the real etcd its
-# tests start.
+# tests start; libisal-dev: ISA-L's CRC32C (the checksum ops return on request).
 set -euo pipefail
 
 PKGS=(
@@ -22,6 +22,7 @@ PKGS=(
   python3 python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
   python3-matplotlib
   etcd-server etcd-client golang-etcd-server-dev
+  libisal-dev
 )
 
 missing=()

@@ -64,6 +64,7 @@ struct Common {
   std::string token_file;  // --token-file, else $GDRSTORE_TOKEN_FILE
   // --tls-ca/--tls-cert/--tls-key/--tls-server-name, else $GDRSTORE_TLS_CA etc.
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
+  bool crc32c = false;  // --crc
 };
 
 struct OpArgs {
@@ -167,6 +168,7 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const Common& c) {
     if (o.rails.empty()) return absl::InvalidArgumentError("--rails: no device named");
   }
   o.slice_bytes = c.slice_bytes;
+  o.crc32c = c.crc32c;
   return o;
 }
 
@@ -599,6 +601,9 @@ int main(int argc, char** argv) {
   app.add_option("--rails", c.rails,
                  "rc over several RDMA devices: a comma list (rxe0,rxe1) or auto (every ACTIVE "
                  "one); large ops are striped over them");
+  app.add_flag("--crc", c.crc32c,
+               "ask the daemon for the CRC32C of every op's bytes and check it against the "
+               "buffer (a mismatch fails the op: DATA_LOSS)");
   gdrctl::AddSizeOption(&app, "--slice-size", &c.slice_bytes,
                         "with --rails: ops this large are cut into slices of this size, spread "
                         "over the rails (default 1MiB)");

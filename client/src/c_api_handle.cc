@@ -94,6 +94,9 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsFromC(const gdrstore_client
        &opts.tls_key);
   take(offsetof(gdrstore_client_options, tls_server_name),
        &gdrstore_client_options::tls_server_name, &opts.tls_server_name);
+  if (o->struct_size >= offsetof(gdrstore_client_options, crc32c) + sizeof(uint32_t)) {
+    opts.crc32c = o->crc32c != 0;
+  }
   return opts;
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/buffer_crc.h"
 #include "client/src/host_memory.h"
 #include "client/src/op_request.h"
 #include "client/src/registration.h"
@@ -287,12 +288,26 @@ void Client::DispatchSlices(const Extent& extent, const Buffer& buffer, size_t b
                             OpCallback done, PieceSubmit piece) {
   gdr::RunSliced(
       transport_, transport_->Plan(*buffer.registration_->region(), extent.length),
-      [extent, buffer_offset, piece = std::move(piece)](const gdr::ClientTransport::Slice& s,
-                                                        OpCallback cb) {
+      [this, &buffer, extent, buffer_offset, piece = std::move(piece)](
+          const gdr::ClientTransport::Slice& s, OpCallback cb) {
+        if (options_.crc32c) cb = CrcChecked(buffer, buffer_offset + s.offset, s.length, std::move(cb));
         piece(Extent{extent.volume, extent.offset + s.offset, s.length},
               buffer_offset + s.offset, s.rail, std::move(cb));
       },
       std::move(done));
+}
+
+OpCallback Client::CrcChecked(const Buffer& buffer, size_t offset, uint64_t length,
+                              OpCallback done) const {
+  // The buffer outlives the callback: its destructor waits for the ops submitted on it.
+  return [&buffer, offset, length, done = std::move(done)](absl::StatusOr<OpResult> r) {
+    if (r.ok()) {
+      if (absl::Status st = gdr::CheckCrc32c(r->crc32c, buffer, offset, length); !st.ok()) {
+        r = st;
+      }
+    }
+    done(std::move(r));
+  };
 }
 
 void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer,
@@ -331,6 +346,7 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
     if (st.ok()) {
       result = OpResult{call->response.bytes(), call->response.service_ns(),
                         call->response.synced()};
+      if (call->response.has_crc32c()) result->crc32c = call->response.crc32c();
     } else {
       result = FromGrpcStatus(st);
     }

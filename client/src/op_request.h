@@ -19,6 +19,7 @@ absl::Status FillRequest(const gdrstore::Client& client, const gdrstore::Extent&
   req->mutable_extent()->set_offset(extent.offset);
   req->mutable_extent()->set_length(extent.length);
   *req->mutable_buffer() = std::move(*rb);
+  req->set_crc32c(client.crc32c());
   return absl::OkStatus();
 }
 

@@ -112,7 +112,9 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     }
     for (auto& [cb, r] : ready) {
       if (r->code() == 0) {
-        cb(OpResult{r->bytes(), r->service_ns(), r->synced()});
+        OpResult result{r->bytes(), r->service_ns(), r->synced()};
+        if (r->has_crc32c()) result.crc32c = r->crc32c();
+        cb(std::move(result));
       } else {
         cb(absl::Status(static_cast<absl::StatusCode>(r->code()), r->message()));
       }

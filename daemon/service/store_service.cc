@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/completion_batch.h"
+#include "common/crc32c.h"
 #include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -222,7 +223,8 @@ absl::Status StoreService::CheckGrant(const Caller& caller, Direction direction,
 grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx,
                                                 Direction direction, const v1::Extent* extent,
                                                 const v1::RemoteBuffer* buffer,
-                                                v1::OpResponse* response, bool sync) {
+                                                v1::OpResponse* response, bool sync,
+                                                bool crc) {
   Caller caller;
   if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx, &caller)) return refused;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -232,15 +234,23 @@ grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx
   }
   const uint64_t length = extent ? extent->length() : 0;
   const bool synced = SyncsToFile(direction, extent, sync);
-  absl::Status s = StartOp(direction, extent, buffer, sync, ctx->peer(),
-                           [reactor, response, length, synced](absl::Status st, uint64_t ns) {
-                             if (st.ok()) {
-                               response->set_bytes(length);
-                               response->set_service_ns(ns);
-                               response->set_synced(synced);
-                             }
-                             reactor->Finish(ToGrpcStatus(st));
-                           });
+  // The request outlives the call, so the extent may be read when the op completes.
+  const v1::Extent* crc_of = crc ? extent : nullptr;
+  absl::Status s =
+      StartOp(direction, extent, buffer, sync, ctx->peer(),
+              [this, reactor, response, length, synced, crc_of](absl::Status st, uint64_t ns) {
+                if (st.ok()) {
+                  response->set_bytes(length);
+                  response->set_service_ns(ns);
+                  response->set_synced(synced);
+                  if (crc_of != nullptr) {
+                    if (std::optional<uint32_t> c = ExtentCrc32c(*crc_of)) {
+                      response->set_crc32c(*c);
+                    }
+                  }
+                }
+                reactor->Finish(ToGrpcStatus(st));
+              });
   if (!s.ok()) reactor->Finish(ToGrpcStatus(s));
   return reactor;
 }
@@ -250,7 +260,8 @@ grpc::ServerUnaryReactor* StoreService::Write(grpc::CallbackServerContext* ctx,
                                               v1::OpResponse* response) {
   return UnaryOp(ctx, Direction::kStoreToClient,
                  request->has_extent() ? &request->extent() : nullptr,
-                 request->has_buffer() ? &request->buffer() : nullptr, response, false);
+                 request->has_buffer() ? &request->buffer() : nullptr, response, false,
+                 request->crc32c());
 }
 
 grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
@@ -258,7 +269,8 @@ grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
                                              v1::OpResponse* response) {
   return UnaryOp(ctx, Direction::kClientToStore,
                  request->has_extent() ? &request->extent() : nullptr,
-                 request->has_buffer() ? &request->buffer() : nullptr, response, request->sync());
+                 request->has_buffer() ? &request->buffer() : nullptr, response, request->sync(),
+                 request->crc32c());
 }
 
 // One Stream call. Reads request messages back to back (never waiting for completions) and
@@ -356,7 +368,7 @@ class StoreService::StreamCall final
   void PrepareOp(const v1::StreamOp& op) {
     const uint64_t id = op.id();
     Direction direction = Direction::kStoreToClient;
-    bool sync = false;
+    bool sync = false, crc = false;
     const v1::Extent* extent = nullptr;
     const v1::RemoteBuffer* buffer = nullptr;
     switch (op.op_case()) {
@@ -364,12 +376,14 @@ class StoreService::StreamCall final
         direction = Direction::kStoreToClient;
         if (op.write().has_extent()) extent = &op.write().extent();
         if (op.write().has_buffer()) buffer = &op.write().buffer();
+        crc = op.write().crc32c();
         break;
       case v1::StreamOp::kRead:
         direction = Direction::kClientToStore;
         if (op.read().has_extent()) extent = &op.read().extent();
         if (op.read().has_buffer()) buffer = &op.read().buffer();
         sync = op.read().sync();
+        crc = op.read().crc32c();
         break;
       case v1::StreamOp::OP_NOT_SET:
         service_->CountUnstarted(absl::StatusCode::kInvalidArgument);
@@ -404,10 +418,15 @@ class StoreService::StreamCall final
     }
     const uint64_t length = extent ? extent->length() : 0;
     const bool synced = service_->SyncsToFile(direction, extent, sync);
+    // The op's request message is gone by completion: the extent is copied for the CRC.
+    std::optional<v1::Extent> crc_of;
+    if (crc && extent != nullptr) crc_of = *extent;
     absl::StatusOr<Submission> sub = service_->Prepare(
         direction, extent, buffer, sync, peer_,
-        [this, id, length, synced](absl::Status st, uint64_t ns) {
-          Answer(id, st, st.ok() ? length : 0, ns, true, synced && st.ok());
+        [this, id, length, synced, crc_of = std::move(crc_of)](absl::Status st, uint64_t ns) {
+          std::optional<uint32_t> c;
+          if (st.ok() && crc_of) c = service_->ExtentCrc32c(*crc_of);
+          Answer(id, st, st.ok() ? length : 0, ns, true, synced && st.ok(), c);
         });
     if (!sub.ok()) {
       Answer(id, sub.status(), 0, 0, true);
@@ -418,15 +437,17 @@ class StoreService::StreamCall final
   }
 
   void Answer(uint64_t id, const absl::Status& status, uint64_t bytes, uint64_t ns,
-              bool was_inflight = false, bool synced = false) {
+              bool was_inflight = false, bool synced = false,
+              std::optional<uint32_t> crc = std::nullopt) {
     absl::MutexLock lock(&mu_);
     if (was_inflight) inflight_ids_.erase(id);
-    PushLocked(id, status, bytes, ns, synced);
+    PushLocked(id, status, bytes, ns, synced, crc);
     MaybeFinishLocked();
   }
 
   void PushLocked(uint64_t id, const absl::Status& status, uint64_t bytes, uint64_t ns,
-                  bool synced = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                  bool synced = false, std::optional<uint32_t> crc = std::nullopt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writes_.discarded()) return;
     v1::StreamResult r;
     r.set_id(id);
@@ -435,6 +456,7 @@ class StoreService::StreamCall final
     r.set_bytes(bytes);
     r.set_service_ns(ns);
     r.set_synced(synced);
+    if (crc) r.set_crc32c(*crc);
     writes_.Enqueue(std::move(r));
     if (writes_.writing() || flush_deferred_) return;  // the answer rides the next message
     if (CompletionBatch::Defer(this, [this] {
@@ -554,6 +576,15 @@ grpc::ServerUnaryReactor* StoreService::Ping(grpc::CallbackServerContext* ctx,
   auto* reactor = ctx->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+std::optional<uint32_t> StoreService::ExtentCrc32c(const v1::Extent& extent) const {
+  const Volume* v = store_->Find(extent.volume());
+  if (v == nullptr || extent.offset() > v->size() ||
+      extent.length() > v->size() - extent.offset()) {
+    return std::nullopt;
+  }
+  return Crc32c(v->data() + extent.offset(), extent.length());
 }
 
 }  // namespace gdr

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,9 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   bool SyncsToFile(Direction direction, const gdrstore::v1::Extent* extent, bool sync) const {
     return SyncVolume(direction, extent, sync) != nullptr;
   }
+  // CRC32C of the store bytes of `extent` (asked for by WriteRequest/ReadRequest.crc32c, taken
+  // once the op has completed); nullopt for an extent outside every volume.
+  std::optional<uint32_t> ExtentCrc32c(const gdrstore::v1::Extent& extent) const;
   // Accounts an op Prepare admitted that the initiator then refused (`sub.status` not OK).
   void CountRefused(const Submission& sub);
   // Accounts (in the totals) a Stream op refused before Prepare (per-stream limit, bad op).
@@ -141,7 +145,7 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   grpc::ServerUnaryReactor* UnaryOp(grpc::CallbackServerContext* ctx, Direction direction,
                                     const gdrstore::v1::Extent* extent,
                                     const gdrstore::v1::RemoteBuffer* buffer,
-                                    gdrstore::v1::OpResponse* response, bool sync);
+                                    gdrstore::v1::OpResponse* response, bool sync, bool crc);
   uint32_t max_inflight_per_stream() const {
     return max_inflight_per_stream_.load(std::memory_order_relaxed);
   }

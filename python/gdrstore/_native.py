@@ -21,6 +21,7 @@ class ClientOptions(ctypes.Structure):
         ("tls_cert", ctypes.c_char_p),
         ("tls_key", ctypes.c_char_p),
         ("tls_server_name", ctypes.c_char_p),
+        ("crc32c", ctypes.c_uint32),
     ]
 
 
@@ -158,7 +159,7 @@ lib = _load()
 
 
 def client_options(address, transport, token, token_file, rdma_device, timeout, tls_ca,
-                   tls_cert, tls_key, tls_server_name):
+                   tls_cert, tls_key, tls_server_name, crc32c=False):
     """A filled gdrstore_client_options and the encoded strings it points into (keep both
     alive while the library may read them). `address` None: the library's default."""
     opts = ClientOptions()
@@ -172,4 +173,5 @@ def client_options(address, transport, token, token_file, rdma_device, timeout, 
         if name != "daemon_address" or value is not None:
             setattr(opts, name, value)
     opts.rpc_timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
+    opts.crc32c = 1 if crc32c else 0
     return opts, keep

@@ -26,15 +26,19 @@ class Client:
     started with --token-file expects. timeout: seconds per op (None: no deadline).
     tls_ca: PEM file of the CA the daemon's certificate must chain to (TLS on; daemons with
     --tls-cert). tls_cert / tls_key: this client's certificate and key (daemons with
-    --tls-client-ca). tls_server_name: the name to verify instead of the address's host."""
+    --tls-client-ca). tls_server_name: the name to verify instead of the address's host.
+    crc32c: ask the daemon for the CRC32C of every op's bytes and check it against the memory
+    (a mismatch raises gdrstore.DataLoss naming both values)."""
 
     def __init__(self, address: str = "127.0.0.1:50051", transport: str = "tcp",
                  token: Optional[str] = None, token_file: Optional[str] = None,
                  rdma_device: Optional[str] = None, timeout: Optional[float] = 120.0,
                  tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
-                 tls_key: Optional[str] = None, tls_server_name: Optional[str] = None):
+                 tls_key: Optional[str] = None, tls_server_name: Optional[str] = None,
+                 crc32c: bool = False):
         opts, self._keep = client_options(address, transport, token, token_file, rdma_device,
-                                          timeout, tls_ca, tls_cert, tls_key, tls_server_name)
+                                          timeout, tls_ca, tls_cert, tls_key, tls_server_name,
+                                          crc32c)
         handle = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
         status = lib.gdrstore_client_open(ctypes.byref(opts), ctypes.byref(handle), err,

@@ -47,7 +47,7 @@ class Cluster:
                  timeout: Optional[float] = 120.0, tls_ca: Optional[str] = None,
                  tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
                  tls_server_name: Optional[str] = None, member_retry: float = 1.0,
-                 etcd_timeout: float = 2.0):
+                 etcd_timeout: float = 2.0, crc32c: bool = False):
         self._handle = None
         if not has_cluster():
             raise errors.Unimplemented("this libgdrclient has no cluster functions "
@@ -57,7 +57,7 @@ class Cluster:
                                          "members_file=PATH, exactly one of them")
         client, self._keep = client_options(None, transport, token, token_file, rdma_device,
                                             timeout, tls_ca, tls_cert, tls_key,
-                                            tls_server_name)
+                                            tls_server_name, crc32c)
         opts = ClusterOptions()
         lib.gdrstore_cluster_options_init(ctypes.byref(opts))
         source = [etcd.encode() if etcd is not None else None,

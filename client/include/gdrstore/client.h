@@ -93,6 +93,11 @@ struct ClientOptions {
   std::vector<std::string> rails;
   size_t slice_bytes = 1 << 20;
   std::chrono::milliseconds rail_retry{1000};
+  // Ask the daemon for the CRC32C of every op's bytes (as they are in the store once the op
+  // has completed) and check it against the buffer: a mismatch fails the op with DATA_LOSS
+  // naming both values. Host buffers are checked in place, GPU buffers through a copy to host
+  // memory; each slice of a sliced op is checked on its own.
+  bool crc32c = false;
 };
 
 // One rail of a Client (ClientOptions::rails): what went over it.
@@ -141,6 +146,9 @@ struct OpResult {
   uint64_t bytes = 0;       // bytes moved
   uint64_t service_ns = 0;  // daemon-side time
   bool synced = false;      // the answer waited for msync to the volume's file (kReadSync)
+  // The daemon's CRC32C of the bytes (ClientOptions::crc32c), already checked against the
+  // buffer; unset when not asked for, and for an op sent in slices (each slice was checked).
+  std::optional<uint32_t> crc32c;
 };
 
 enum class OpKind {
@@ -318,6 +326,7 @@ class Client {
   // For callers that build requests themselves.
   v1::GdrStore::Stub* stub() const { return stub_.get(); }
   Transport transport() const { return options_.transport; }
+  bool crc32c() const { return options_.crc32c; }
   // tcp only: where the target listens (empty / 0 on rc).
   const std::string& target_host() const;
   uint16_t target_port() const;
@@ -349,6 +358,7 @@ class Client {
   void Dispatch(const Extent& extent, const Buffer& buffer, size_t buffer_offset,
                 OpCallback done, Piece&& piece) {
     if (OneRail()) {
+      if (options_.crc32c) done = CrcChecked(buffer, buffer_offset, extent.length, std::move(done));
       piece(extent, buffer_offset, 0, std::move(done));
       return;
     }
@@ -356,6 +366,9 @@ class Client {
                    PieceSubmit(std::forward<Piece>(piece)));
   }
   bool OneRail() const;
+  // `done` behind a check of the answer's CRC32C against `length` bytes of `buffer` at `offset`.
+  OpCallback CrcChecked(const Buffer& buffer, size_t offset, uint64_t length,
+                        OpCallback done) const;
   void DispatchSlices(const Extent& extent, const Buffer& buffer, size_t buffer_offset,
                       OpCallback done, PieceSubmit piece);
   void SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,

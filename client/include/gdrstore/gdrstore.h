@@ -78,6 +78,8 @@ typedef struct gdrstore_client_options {
   const char* tls_cert;        /* TLS: client certificate (PEM), for mTLS daemons */
   const char* tls_key;         /* TLS: its private key (PEM) */
   const char* tls_server_name; /* TLS: name to verify instead of the address's host */
+  uint32_t crc32c;             /* nonzero: ask the daemon for the CRC32C of every op's bytes
+                                  and check it (a mismatch: GDRSTORE_DATA_LOSS) */
 } gdrstore_client_options;
 
 GDRSTORE_EXPORT void gdrstore_client_options_init(gdrstore_client_options* options);
