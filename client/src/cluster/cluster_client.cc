@@ -152,10 +152,17 @@ absl::StatusOr<const Buffer*> ClusterBuffer::On(cl::MemberLink& link) const {
 ClusterClient::ClusterClient(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
 ClusterClient::~ClusterClient() {
-  // Links (and their streams) end before the membership's watch.
-  std::lock_guard<std::mutex> lock(state_->mu);
-  state_->members.clear();
-  state_->retired.clear();
+  // Links (and their streams) end before the membership's watch, outside the lock: closing a
+  // stream runs the callbacks of ops still on it, which count into the members' slots.
+  std::map<std::string, std::unique_ptr<State::Member>> members;
+  std::vector<std::shared_ptr<cl::MemberLink>> retired;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    members.swap(state_->members);
+    retired.swap(state_->retired);
+  }
+  retired.clear();
+  for (auto& [id, m] : members) m->link.reset();
 }
 
 absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Open(const ClusterOptions& o) {
