@@ -37,11 +37,6 @@ bool MemberFault(const absl::Status& st) {
   }
 }
 
-int64_t SteadyNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -51,7 +46,7 @@ struct ClusterClient::State {
 
   struct Member {
     std::shared_ptr<cl::MemberLink> link;  // nullptr until first used, or after a fault
-    int64_t passed_over_until_ns = 0;
+    std::chrono::steady_clock::time_point passed_over_until{};
     std::string last_error;
     std::atomic<uint64_t> ops{0}, bytes{0}, errors{0};
   };
@@ -81,28 +76,23 @@ struct ClusterClient::State {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (m.link && m.link->address() == entry->entry.address()) return m.link;
-      if (m.passed_over_until_ns > SteadyNowNs()) {
+      if (m.passed_over_until > std::chrono::steady_clock::now()) {
         return absl::UnavailableError(absl::StrCat("member ", id, " is passed over after: ",
                                                    m.last_error));
       }
     }
     std::lock_guard<std::mutex> connecting(connect_mu);
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (m.link && m.link->address() == entry->entry.address()) return m.link;
-    }
     uint64_t generation;
     {
       std::lock_guard<std::mutex> lock(mu);
+      if (m.link && m.link->address() == entry->entry.address()) return m.link;
       generation = next_generation++;
     }
     absl::StatusOr<std::unique_ptr<cl::MemberLink>> made =
         cl::MemberLink::Connect(id, entry->entry.address(), options.client, generation);
     std::lock_guard<std::mutex> lock(mu);
     if (!made.ok()) {
-      m.passed_over_until_ns =
-          SteadyNowNs() + std::chrono::nanoseconds(options.member_retry).count();
-      m.last_error = std::string(made.status().message());
+      PassOverLocked(m, made.status());
       return made.status();
     }
     if (m.link) retired.push_back(std::move(m.link));
@@ -116,10 +106,14 @@ struct ClusterClient::State {
     Member& m = slot(link->id());
     m.errors.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(mu);
-    m.last_error = std::string(why.message());
-    m.passed_over_until_ns =
-        SteadyNowNs() + std::chrono::nanoseconds(options.member_retry).count();
+    PassOverLocked(m, why);
     if (m.link == link) retired.push_back(std::move(m.link));
+  }
+
+  // Under mu: `m` is not used again for member_retry; `why` says why meanwhile.
+  void PassOverLocked(Member& m, const absl::Status& why) {
+    m.last_error = std::string(why.message());
+    m.passed_over_until = std::chrono::steady_clock::now() + options.member_retry;
   }
 };
 
