@@ -108,33 +108,43 @@ std::string LastPart(absl::string_view key) {
 
 }  // namespace
 
-absl::StatusOr<v1::ClusterVolume> ParseLayout(absl::string_view key, absl::string_view json) {
-  absl::StatusOr<v1::ClusterVolume> l = ParseJson<v1::ClusterVolume>("layout", key, json);
-  if (!l.ok()) return l.status();
-  if (absl::Status st = CheckLayout(*l); !st.ok()) {
+absl::Status CheckLayoutEntry(absl::string_view key, const v1::ClusterVolume& l) {
+  if (absl::Status st = CheckLayout(l); !st.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("layout entry ", key, " is malformed: ", st.message()));
   }
-  if (LastPart(key) != l->name()) {
+  if (LastPart(key) != l.name()) {
     return absl::InvalidArgumentError(absl::StrCat("layout entry ", key, " is malformed: it ",
-                                                   "names volume '", l->name(), "'"));
+                                                   "names volume '", l.name(), "'"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckMemberEntry(absl::string_view key, const v1::ClusterMember& m) {
+  auto bad = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("member entry ", key, " is malformed: ", what));
+  };
+  if (m.id().empty() || m.id() != LastPart(key)) {
+    return bad(absl::StrCat("its id '", m.id(), "' is not the last part of the key"));
+  }
+  if (absl::Status st = SplitHostPort(m.address()).status(); !st.ok()) {
+    return bad(absl::StrCat("address: ", st.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::ClusterVolume> ParseLayout(absl::string_view key, absl::string_view json) {
+  absl::StatusOr<v1::ClusterVolume> l = ParseJson<v1::ClusterVolume>("layout", key, json);
+  if (!l.ok()) return l.status();
+  if (absl::Status st = CheckLayoutEntry(key, *l); !st.ok()) return st;
   return l;
 }
 
 absl::StatusOr<v1::ClusterMember> ParseMember(absl::string_view key, absl::string_view json) {
   absl::StatusOr<v1::ClusterMember> m = ParseJson<v1::ClusterMember>("member", key, json);
   if (!m.ok()) return m.status();
-  auto bad = [&](absl::string_view what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("member entry ", key, " is malformed: ", what));
-  };
-  if (m->id().empty() || m->id() != LastPart(key)) {
-    return bad(absl::StrCat("its id '", m->id(), "' is not the last part of the key"));
-  }
-  if (absl::Status st = SplitHostPort(m->address()).status(); !st.ok()) {
-    return bad(absl::StrCat("address: ", st.message()));
-  }
+  if (absl::Status st = CheckMemberEntry(key, *m); !st.ok()) return st;
   return m;
 }
 

@@ -47,6 +47,11 @@ uint64_t LogicalSize(uint64_t stripe_unit, size_t members, uint32_t replicas,
 // INVALID_ARGUMENT naming the field.
 absl::Status CheckLayout(const gdrstore::v1::ClusterVolume& layout);
 
+// The checks of an entry under `key` (etcd key or file entry): a layout passes CheckLayout and
+// is named as the key's last part; a member has that id and a HOST:PORT address.
+// INVALID_ARGUMENT naming the key.
+absl::Status CheckLayoutEntry(absl::string_view key, const gdrstore::v1::ClusterVolume& layout);
+absl::Status CheckMemberEntry(absl::string_view key, const gdrstore::v1::ClusterMember& member);
 // Parses the JSON of etcd key `key` (or a file entry) and checks it; the error names the key.
 absl::StatusOr<gdrstore::v1::ClusterVolume> ParseLayout(absl::string_view key,
                                                         absl::string_view json);

@@ -121,25 +121,23 @@ absl::StatusOr<std::unique_ptr<Membership>> Membership::OpenFile(const std::stri
   m->source_ = path;
   for (const v1::ClusterMember& e : file.members()) {
     const std::string key = absl::StrCat(path, ": members/", e.id());
-    absl::StatusOr<v1::ClusterMember> checked = ParseMember(key, ToJson(e));
-    if (!checked.ok()) return checked.status();
+    if (absl::Status st = CheckMemberEntry(key, e); !st.ok()) return st;
     if (m->members_.count(e.id())) {
       return absl::InvalidArgumentError(absl::StrCat("cluster members file ", path,
                                                      ": member '", e.id(), "' is listed twice"));
     }
-    m->members_[e.id()] = Member{*checked, true, 0};
+    m->members_[e.id()] = Member{e, true, 0};
   }
   for (const v1::ClusterVolume& l : file.volumes()) {
     const std::string key = absl::StrCat(path, ": volumes/", l.name());
-    absl::StatusOr<v1::ClusterVolume> checked = ParseLayout(key, ToJson(l));
-    if (!checked.ok()) return checked.status();
-    for (const std::string& id : checked->members()) {
+    if (absl::Status st = CheckLayoutEntry(key, l); !st.ok()) return st;
+    for (const std::string& id : l.members()) {
       if (!m->members_.count(id)) {
         return absl::InvalidArgumentError(absl::StrCat(key, " names member '", id,
                                                        "', which the file does not list"));
       }
     }
-    m->layouts_.insert_or_assign(l.name(), *checked);
+    m->layouts_.insert_or_assign(l.name(), l);
   }
   return m;
 }
