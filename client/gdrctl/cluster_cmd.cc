@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/src/cluster/layout.h"
+#include "client/src/cluster/status_json.h"
 #include "common/pattern.h"
 #include "common/units.h"
 
@@ -24,20 +25,7 @@ int Failed(const absl::Status& st, const std::string& what) {
   return kFailed;
 }
 
-std::string Json(const google::protobuf::Message& m) { return gdr::cluster::ToJson(m); }
-
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    if (static_cast<unsigned char>(ch) < 0x20) {
-      out += absl::StrFormat("\\u%04x", ch);
-      continue;
-    }
-    out += ch;
-  }
-  return out + "\"";
-}
+using gdr::cluster::JsonQuote;
 
 }  // namespace
 
@@ -47,16 +35,7 @@ int ClusterStatus(gdrstore::ClusterClient& c, bool json, std::ostream& out) {
   size_t healthy = 0;
   for (const auto& m : members) healthy += m.present && m.healthy;
   if (json) {
-    std::vector<std::string> ms, vs;
-    for (const auto& m : members) {
-      ms.push_back(absl::StrCat("{\"entry\":", Json(m.entry), ",\"present\":",
-                                m.present ? "true" : "false", ",\"healthy\":",
-                                m.healthy ? "true" : "false", ",\"lease_ttl_s\":", m.lease_ttl_s,
-                                ",\"error\":", Quote(m.error), "}"));
-    }
-    for (const auto& v : volumes) vs.push_back(Json(v));
-    out << "{\"source\":" << Quote(c.source()) << ",\"members\":[" << absl::StrJoin(ms, ",")
-        << "],\"volumes\":[" << absl::StrJoin(vs, ",") << "]}\n";
+    out << gdr::cluster::StatusJson(c.source(), members, volumes) << "\n";
   } else {
     out << "cluster " << c.source() << ": " << members.size() << " members known, " << healthy
         << " present and healthy\n";
@@ -93,7 +72,7 @@ int ClusterCreateVolume(gdrstore::ClusterClient& c, const std::string& name,
       c.CreateVolume(name, stripe_unit, replicas, members);
   if (!l.ok()) return Failed(l.status(), "cluster create-volume");
   if (json) {
-    out << Json(*l) << "\n";
+    out << gdr::cluster::ToJson(*l) << "\n";
   } else {
     out << "created cluster volume " << l->name() << ": " << gdr::FormatSize(l->size())
         << " over " << absl::StrJoin(l->members(), ",") << ", stripe unit "
@@ -117,7 +96,7 @@ int ClusterOp(gdrstore::ClusterClient& c, bool put, const ClusterOpArgs& a, bool
   std::optional<size_t> bad;
   if (!put && a.verify) bad = gdr::PatternMismatch(seed, a.offset, bytes);
   if (json) {
-    out << "{\"op\":\"" << (put ? "put" : "get") << "\",\"volume\":" << Quote(a.volume)
+    out << "{\"op\":\"" << (put ? "put" : "get") << "\",\"volume\":" << JsonQuote(a.volume)
         << ",\"offset\":" << a.offset << ",\"bytes\":" << a.size << ",\"seconds\":" << s
         << ",\"verified\":" << (a.verify && !put && !bad ? "true" : "false") << "}\n";
   } else {
@@ -187,7 +166,9 @@ int ClusterBench(gdrstore::ClusterClient& c, const ClusterBenchArgs& a, bool jso
   }
   if (json) {
     std::vector<std::string> ms;
-    for (const auto& [id, b] : per) ms.push_back(absl::StrCat("{\"id\":", Quote(id), ",\"bytes\":", b, "}"));
+    for (const auto& [id, b] : per) {
+      ms.push_back(absl::StrCat("{\"id\":", JsonQuote(id), ",\"bytes\":", b, "}"));
+    }
     out << "{\"op\":\"" << (a.put ? "put" : "get") << "\",\"size\":" << a.size
         << ",\"iterations\":" << a.iterations << ",\"qd\":" << a.qd << ",\"failed\":"
         << failed.load() << ",\"seconds\":" << s << ",\"gb_per_s\":" << gbps

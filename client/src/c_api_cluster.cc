@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/src/c_api_handle.h"
+#include "client/src/cluster/status_json.h"
 #include "gdrstore/cluster.h"
 #include "gdrstore/gdrstore.h"
 
@@ -63,26 +64,6 @@ gdrstore_status Op(gdrstore_cluster* c, bool put, const char* volume, uint64_t o
   });
 }
 
-absl::StatusOr<std::string> StatusJson(gdrstore::ClusterClient& c) {
-  std::vector<std::string> members, volumes;
-  for (const gdrstore::ClusterMemberStatus& m : c.Members()) {
-    absl::StatusOr<std::string> entry = gdr::capi::ToJson(m.entry);
-    if (!entry.ok()) return entry.status();
-    members.push_back(absl::StrCat(
-        "{\"entry\":", *entry, ",\"present\":", m.present ? "true" : "false",
-        ",\"healthy\":", m.healthy ? "true" : "false", ",\"error\":", gdr::capi::JsonQuote(m.error),
-        ",\"lease_ttl_s\":", m.lease_ttl_s, ",\"ops\":", m.ops, ",\"bytes\":", m.bytes,
-        ",\"errors\":", m.errors, "}"));
-  }
-  for (const gdrstore::v1::ClusterVolume& v : c.Volumes()) {
-    absl::StatusOr<std::string> layout = gdr::capi::ToJson(v);
-    if (!layout.ok()) return layout.status();
-    volumes.push_back(*std::move(layout));
-  }
-  return absl::StrCat("{\"source\":", gdr::capi::JsonQuote(c.source()), ",\"members\":[",
-                      absl::StrJoin(members, ","), "],\"volumes\":[", absl::StrJoin(volumes, ","),
-                      "]}");
-}
 
 }  // namespace
 
@@ -199,9 +180,9 @@ gdrstore_status gdrstore_cluster_create_volume(gdrstore_cluster* c, const char* 
 gdrstore_status gdrstore_cluster_status_json(gdrstore_cluster* c, char** json) {
   if (c == nullptr || json == nullptr) return GDRSTORE_INVALID_ARGUMENT;
   return Guard(c, [&] {
-    absl::StatusOr<std::string> text = StatusJson(*c->cluster);
-    if (!text.ok()) return c->Fail(text.status());
-    return gdr::capi::MallocString(c, *text, json);
+    gdrstore::ClusterClient& cl = *c->cluster;
+    return gdr::capi::MallocString(
+        c, gdr::cluster::StatusJson(cl.source(), cl.Members(), cl.Volumes()), json);
   });
 }
 

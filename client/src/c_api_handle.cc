@@ -41,21 +41,6 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& m) {
   return text;
 }
 
-std::string JsonQuote(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(ch));
-    } else {
-      out += ch;
-    }
-  }
-  return out + "\"";
-}
-
 absl::StatusOr<gdrstore::ClientOptions> ClientOptionsFromC(const gdrstore_client_options* o) {
   // The options as the first header had them; later fields are read where struct_size has them.
   constexpr size_t kFirstOptionsSize =

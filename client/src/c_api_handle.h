@@ -54,9 +54,6 @@ gdrstore_status MallocString(CHandle* h, const std::string& text, char** out);
 // Proto3 JSON of `m` with proto field names.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& m);
 
-// `s` as a JSON string literal, quotes included.
-std::string JsonQuote(const std::string& s);
-
 // The C options as the C++ library's. Fields past o->struct_size are never read: they are not
 // the caller's memory. INVALID_ARGUMENT naming what is wrong (a missing or too old struct, an
 // unknown transport); a token file's errors as it reports them.
