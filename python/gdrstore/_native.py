@@ -4,6 +4,8 @@ import ctypes
 import ctypes.util
 import os
 
+from . import errors
+
 ABI_VERSION = 1
 
 
@@ -175,3 +177,14 @@ def client_options(address, transport, token, token_file, rdma_device, timeout, 
     opts.rpc_timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
     opts.crc32c = 1 if crc32c else 0
     return opts, keep
+
+
+def open_handle(open_fn, opts):
+    """Calls gdrstore_client_open or gdrstore_cluster_open with `opts`; the handle, or the
+    library's error (its message from the error buffer) raised as the package's exception."""
+    handle = ctypes.c_void_p()
+    err = ctypes.create_string_buffer(1024)
+    status = open_fn(ctypes.byref(opts), ctypes.byref(handle), err, len(err))
+    if status != 0:
+        raise errors.from_status(status, err.value.decode(errors="replace"))
+    return handle

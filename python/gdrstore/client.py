@@ -9,7 +9,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import errors
-from ._native import Completion, Result, client_options, lib
+from ._native import Completion, Result, client_options, lib, open_handle
 from .memory import Memory, describe
 from .registrations import Registration, RegistrationCache
 
@@ -39,12 +39,7 @@ class Client:
         opts, self._keep = client_options(address, transport, token, token_file, rdma_device,
                                           timeout, tls_ca, tls_cert, tls_key, tls_server_name,
                                           crc32c)
-        handle = ctypes.c_void_p()
-        err = ctypes.create_string_buffer(1024)
-        status = lib.gdrstore_client_open(ctypes.byref(opts), ctypes.byref(handle), err,
-                                          len(err))
-        if status != 0:
-            raise errors.from_status(status, err.value.decode(errors="replace"))
+        handle = open_handle(lib.gdrstore_client_open, opts)
         self._handle = handle
         # Registrations kept while their object lives (objects that take weak references).
         self._regs = RegistrationCache(self._register_memory)

@@ -9,7 +9,7 @@ import os
 from typing import Any, Dict, Iterable, Optional, Union
 
 from . import errors
-from ._native import ClusterOptions, client_options, has_cluster, lib
+from ._native import ClusterOptions, client_options, has_cluster, lib, open_handle
 from .memory import Memory, describe
 from .registrations import Registration, RegistrationCache
 
@@ -66,12 +66,7 @@ class Cluster:
         opts.client = ctypes.pointer(client)
         opts.member_retry_ms = max(1, int(member_retry * 1000))
         opts.etcd_timeout_ms = max(1, int(etcd_timeout * 1000))
-        handle = ctypes.c_void_p()
-        err = ctypes.create_string_buffer(1024)
-        status = lib.gdrstore_cluster_open(ctypes.byref(opts), ctypes.byref(handle), err,
-                                           len(err))
-        if status != 0:
-            raise errors.from_status(status, err.value.decode(errors="replace"))
+        handle = open_handle(lib.gdrstore_cluster_open, opts)
         self._handle = handle
         # Buffers kept while their object lives (objects that take weak references).
         self._regs = RegistrationCache(self._register_memory)
