@@ -119,14 +119,14 @@ absl::StatusOr<Credential> ParseLine(absl::string_view line, int line_no) {
     c.value = std::string(first);
     c.label = absl::StrCat("token on line ", line_no);
   }
-  bool has_name = false, has_get = false, has_put = false;
+  bool has_name = false, has_get = false, has_put = false, has_admin = false;
   for (size_t i = 1; i < fields.size(); ++i) {
     const absl::string_view f = fields[i];
     if (f.front() == '#') break;  // a comment to the end of the line
     const size_t eq = f.find('=');
     if (eq == absl::string_view::npos) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "field ", i + 1, " is not KEY=VALUE (keys: name, get, put; # starts a comment)"));
+          "field ", i + 1, " is not KEY=VALUE (keys: name, get, put, admin; # starts a comment)"));
     }
     const absl::string_view key = f.substr(0, eq);
     const absl::string_view value = f.substr(eq + 1);
@@ -137,11 +137,13 @@ absl::StatusOr<Credential> ParseLine(absl::string_view line, int line_no) {
       seen = &has_get;
     } else if (key == "put") {
       seen = &has_put;
+    } else if (key == "admin") {
+      seen = &has_admin;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("field ", i + 1, ": unknown key",
                        SafeToQuoteKey(key) ? absl::StrCat(" '", key, "'") : std::string(),
-                       " (keys: name, get, put)"));
+                       " (keys: name, get, put, admin)"));
     }
     if (*seen) return absl::InvalidArgumentError(absl::StrCat(key, "= given twice"));
     *seen = true;
@@ -151,6 +153,13 @@ absl::StatusOr<Credential> ParseLine(absl::string_view line, int line_no) {
             "name= must be 1-", kMaxLabelLength, " characters of [A-Za-z0-9_.@:/-]"));
       }
       c.label = std::string(value);
+      continue;
+    }
+    if (key == "admin") {
+      if (value != "yes" && value != "no") {
+        return absl::InvalidArgumentError("admin= must be yes or no");
+      }
+      c.admin = value == "yes";
       continue;
     }
     absl::StatusOr<VolumeSet> set = ParseVolumes(key, value);
@@ -185,7 +194,7 @@ std::string VolumeSet::ToString() const {
 }
 
 std::string Credential::DescribeGrants() const {
-  return absl::StrCat("get ", get.ToString(), "; put ", put.ToString());
+  return absl::StrCat("get ", get.ToString(), "; put ", put.ToString(), admin ? "; admin" : "");
 }
 
 bool IsVolumeNameSyntax(absl::string_view name) {

@@ -4,7 +4,7 @@
 // One credential per line; blank lines and lines starting with '#' are ignored, and a field
 // starting with '#' comments out the rest of its line:
 //
-//   <credential> [name=<label>] [get=<volumes>] [put=<volumes>]
+//   <credential> [name=<label>] [get=<volumes>] [put=<volumes>] [admin=yes|no]
 //
 // <credential>  a bearer token: 16-1024 printable ASCII characters, no spaces, not starting
 //               with "san:"; or san:<value>: a verified client certificate one of whose
@@ -14,6 +14,9 @@
 //               "san:<value>" for identities and "token on line N" for tokens.
 // get=, put=    `*` (every volume) or volume names separated by commas. get = store -> the
 //               caller's buffer (the Write RPC); put = the caller's buffer -> store (Read).
+// admin=yes     may call the gdrstore.v1.Admin service (fault injection); default no. Volume
+//               rights and admin are independent: an admin line with get=/put= unset keeps
+//               every volume right, as a bare line does.
 //
 // A line with neither get= nor put= may do both on every volume: a file of bare tokens (the
 // format before grants) keeps its meaning. A line that names one of them has none of the other.
@@ -54,12 +57,14 @@ struct Credential {
   std::string label;  // name=, or the default above; safe to log
   VolumeSet get;
   VolumeSet put;
+  bool admin = false;  // may call the Admin service
 
   const VolumeSet& volumes(Right right) const { return right == Right::kGet ? get : put; }
   // "get v1,v2; put none": the grants, for refusals and logs.
   std::string DescribeGrants() const;
   bool operator==(const Credential& o) const {
-    return kind == o.kind && value == o.value && label == o.label && get == o.get && put == o.put;
+    return kind == o.kind && value == o.value && label == o.label && get == o.get &&
+           put == o.put && admin == o.admin;
   }
 };
 

@@ -26,6 +26,8 @@
 #include "daemon/ops/supervisor.h"
 #include "daemon/ops/systemd_notifier.h"
 #include "daemon/ops/tls_reloader.h"
+#include "daemon/service/admin_service.h"
+#include "daemon/service/fault_injector.h"
 #include "daemon/service/stats.h"
 #include "daemon/service/store_service.h"
 #include "daemon/store/delay_queue.h"
@@ -156,13 +158,28 @@ int Run(int argc, char** argv) {
   }
   GDR_LOG(kInfo) << "transports: " << transports.Names();
 
+  // Fault injection: the configured rules now, more (and clears) through the Admin service.
+  gdr::FaultInjector faults(cfg->faults.seed);
+  if (rails != nullptr) {
+    faults.set_rail_down([&rails](const std::string& rail, absl::Duration d) {
+      return rails->ForceDown(rail, d);
+    });
+  }
+  for (const gdrstore::v1::FaultSpec& spec : cfg->faults.specs) {
+    if (absl::Status s = faults.Add(spec, "config").status(); !s.ok()) {
+      return Fatal(absl::Status(s.code(), absl::StrCat("--fault: ", s.message())));
+    }
+  }
+
   gdr::ServiceExtras extras;
   extras.stats = &stats;
+  extras.faults = &faults;
   extras.media = &media;
   extras.delays = &delays;
   extras.syncer = &syncer;
   gdr::StoreService service(store->get(), &transports, cfg->limits, extras);
   service.set_connect_handler(rc_connect.get());
+  gdr::AdminService admin(&service, &faults);
   // san: lines of the token file name client certificates, so they count only when gRPC has
   // verified those against --tls-client-ca (mTLS; switching it needs a restart).
   service.TrustClientCertificates(cfg->tls.enabled() && cfg->tls.mutual());
@@ -201,6 +218,7 @@ int Run(int argc, char** argv) {
   int port = 0;
   builder.AddListeningPort(cfg->listen, credentials, &port);
   builder.RegisterService(&service);
+  builder.RegisterService(&admin);
   builder.SetMaxReceiveMessageSize(1 << 20);  // control messages only; data never rides gRPC
   // A client host that vanishes without closing its connection is noticed by keepalive, which
   // ends its Connect call and so frees its RC QPs.
@@ -267,6 +285,7 @@ int Run(int argc, char** argv) {
   d.delays = &delays;
   d.syncer = &syncer;
   d.media = &media;
+  d.faults = &faults;
   d.stats = &stats;
   d.notifier = notifier.get();
   d.tls = tls.get();

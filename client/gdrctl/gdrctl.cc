@@ -1,9 +1,12 @@
 // gdrctl: the command-line client of gdrstored. info, write, read (with pattern verification),
-// bench, topo (where NICs and GPUs sit on the PCIe tree), selftest, stats, and doctor (is this
-// host set up for GPUDirect RDMA). write/read/bench take --gpu to use
-// device memory on a GPU named by PCI address or CUDA ordinal. Exit codes: 0 ok, 1 the op or RPC
+// bench, topo (where NICs and GPUs sit on the PCIe tree), selftest, stats, fault (injected
+// faults, through the Admin service), and doctor (is this host set up for GPUDirect RDMA).
+// write/read/bench take --gpu to use device memory on a GPU named by PCI address or CUDA
+// ordinal. Exit codes: 0 ok, 1 the op or RPC
 // failed, 2 bad usage, 3 verification mismatch.
 #include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include "client/gdrctl/cluster_cmd.h"
 #include "client/gdrctl/doctor/doctor.h"
 #include "client/gdrctl/doctor/real_probes.h"
+#include "client/gdrctl/fault_cmd.h"
 #include "common/cuda/gpu.h"
 #include "common/cuda/gpu_direct.h"
 #include "common/host_port.h"
@@ -716,6 +720,26 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.05, 3600.0));
   stats->add_option("--count", so.count, "stop --watch after this many samples (0: never)");
 
+  CLI::App* fault = app.add_subcommand(
+      "fault", "injected faults of the daemon (its Admin service; an admin=yes token when it "
+               "has a token file)");
+  fault->require_subcommand(1);
+  std::string fault_spec;
+  CLI::App* fault_set = fault->add_subcommand(
+      "set", "add a rule: kind=error|stall|corrupt|drop-link|qp-error|rail-down and its fields "
+             "(docs/simulation.md)");
+  fault_set->add_option("spec", fault_spec, "e.g. kind=error,volume=vol0,rate=0.1,code=UNAVAILABLE")
+      ->required();
+  fault_set->add_flag("--json", c.json, "machine-readable output");
+  std::vector<uint64_t> fault_ids;
+  bool fault_all = false;
+  CLI::App* fault_clear = fault->add_subcommand("clear", "remove rules by id, or --all");
+  fault_clear->add_option("ids", fault_ids, "rule ids (gdrctl fault list)");
+  fault_clear->add_flag("--all", fault_all, "remove every rule");
+  fault_clear->add_flag("--json", c.json, "machine-readable output");
+  CLI::App* fault_list = fault->add_subcommand("list", "rules, their counts and windows");
+  fault_list->add_flag("--json", c.json, "machine-readable output");
+
   gdrctl::doctor::DoctorOptions doc;
   std::string doc_role = "client";
   CLI::App* doctor = app.add_subcommand(
@@ -811,6 +835,24 @@ int main(int argc, char** argv) {
     return CmdBench(c, bo, btype,
                     bspan_opt->count() ? std::optional<uint64_t>(bspan) : std::nullopt, progress,
                     bgpu);
+  }
+  if (fault->parsed()) {
+    if (fault_clear->parsed() && fault_ids.empty() == !fault_all) {
+      return Fail(kExitUsage, "fault clear: name rule ids or give --all (not both)");
+    }
+    absl::StatusOr<gdrstore::ClientOptions> o = ClientOptionsOf(c);
+    if (!o.ok()) return Fail(o.status(), "fault");
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = gdrstore::OpenDaemonChannel(*o);
+    if (!channel.ok()) return Fail(channel.status(), "fault");
+    auto admin = gdrstore::v1::Admin::NewStub(*channel);
+    const absl::Duration timeout = absl::Milliseconds(c.timeout_ms);
+    if (fault_set->parsed()) {
+      return gdrctl::FaultSet(admin.get(), fault_spec, c.json, timeout, std::cout);
+    }
+    if (fault_clear->parsed()) {
+      return gdrctl::FaultClear(admin.get(), fault_ids, fault_all, c.json, timeout, std::cout);
+    }
+    return gdrctl::FaultList(admin.get(), c.json, timeout, std::cout);
   }
   if (topo->parsed()) return CmdTopo(c, sysfs_root, topo_rails);
   if (doctor->parsed()) {

@@ -128,6 +128,12 @@ std::string FormatStats(const v1::GetStatsResponse& now, const v1::GetStatsRespo
     }
     AppendScope(&out, absl::StrCat("volume ", v.name()), v.ops(), prev, secs, media);
   }
+  for (const v1::FaultStats& f : now.faults()) {
+    absl::StrAppendFormat(&out, "fault %s on %s: %u hits\n", f.kind(),
+                          f.rail().empty() ? absl::StrCat("volume ", f.volume())
+                                           : absl::StrCat("rail ", f.rail()),
+                          f.hits());
+  }
   return out;
 }
 

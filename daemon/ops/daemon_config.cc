@@ -152,6 +152,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
                  "all (re-read on SIGHUP). Default: no token needed");
   AddTlsFlags(app, &cfg.tls);
   AddClusterFlags(app, &cfg.cluster);
+  AddFaultFlags(app, &cfg.faults);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -242,6 +243,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   }
   GDR_RETURN_IF_ERROR(CheckTlsFlags(cfg.tls));
   GDR_RETURN_IF_ERROR(CheckClusterFlags(cfg.cluster));
+  GDR_RETURN_IF_ERROR(CheckFaultFlags(&cfg.faults));
   GDR_RETURN_IF_ERROR(CheckListenExposure(cfg.listen, cfg.tls, !cfg.token_file.empty()));
   return cfg;
 }

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "common/log.h"
 #include "daemon/ops/cluster_flags.h"
+#include "daemon/ops/fault_flags.h"
 #include "daemon/ops/tls_flags.h"
 #include "daemon/service/store_service.h"
 #include "daemon/store/store.h"
@@ -45,6 +46,8 @@ struct DaemonConfig {
   TlsSettings tls;
   // Membership of a cluster kept in etcd (--cluster).
   ClusterSettings cluster;
+  // Fault rules of the configuration (--fault) and the seed (--fault-seed).
+  FaultSettings faults;
 
   // Whether the RDMA device is opened at all (rc or dc may run), and whether failing to open
   // it is fatal (a transport that needs it is on, or a device was named).

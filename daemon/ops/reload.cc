@@ -139,6 +139,15 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
     }
   }
 
+  // Fault rules of the configuration are replaced as a whole; run-time ones stay.
+  if (current.faults.texts != next.faults.texts) {
+    plan.applied.push_back(absl::StrCat("fault rules: [", absl::StrJoin(current.faults.texts, "; "),
+                                        "] -> [", absl::StrJoin(next.faults.texts, "; "), "]"));
+    eff.faults.texts = next.faults.texts;
+    eff.faults.specs = next.faults.specs;
+  }
+  Compare("fault-seed", current.faults.seed, next.faults.seed, &plan.needs_restart);
+
   // Restart only.
   Compare("listen", current.listen, next.listen, &plan.needs_restart);
   Compare("port-file", current.port_file, next.port_file, &plan.needs_restart);

@@ -1,6 +1,7 @@
 // SIGHUP: what a re-read configuration changes. Admission limits, log level, per-volume media
-// timing, the drain timeout, the accepted tokens (the token file is read again) and the TLS
-// certificate files (read again; TlsReloader) apply live; switching TLS on or off does not;
+// timing, fault rules of the configuration (--fault), the drain timeout, the accepted tokens
+// (the token file is read again) and the TLS certificate files (read again; TlsReloader) apply
+// live; switching TLS on or off does not;
 // everything that shapes sockets, memory or the initiator pools (listen address, volumes'
 // size/file, chunk size, pool sizes, timeouts of the tcp links, the rc device and QP settings,
 // the dc mode, DCI and address-handle settings) needs a restart and is reported, not applied.

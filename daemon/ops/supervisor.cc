@@ -44,6 +44,11 @@ void Reload(SupervisedDaemon& d) {
       if (MediaModel* m = d.media->Find(v.name)) m->Set({v.latency_us, v.bandwidth});
     }
   }
+  if (d.faults != nullptr) {
+    if (absl::Status s = d.faults->ReplaceConfigured(plan.effective.faults.specs); !s.ok()) {
+      GDR_LOG(kError) << "SIGHUP: a fault rule of the configuration was not set: " << s;
+    }
+  }
   d.config = plan.effective;
   if (d.stats != nullptr) d.stats->CountReload();
   if (plan.applied.empty()) {

@@ -35,6 +35,7 @@ struct SupervisedDaemon {
   DelayQueue* delays = nullptr;
   SyncWorker* syncer = nullptr;
   MediaTiming* media = nullptr;
+  FaultInjector* faults = nullptr;  // its configured rules follow the config on SIGHUP
   DaemonStats* stats = nullptr;
   const SystemdNotifier* notifier = nullptr;
   TlsReloader* tls = nullptr;  // the gRPC port's certificates; null without TLS

@@ -58,7 +58,8 @@ void LogRefusal(const absl::Status& s) {
 
 absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::Extent* extent,
                                                  const v1::RemoteBuffer* buffer, bool sync,
-                                                 absl::string_view peer, Done done) {
+                                                 absl::string_view peer, absl::string_view label,
+                                                 Done done) {
   DaemonStats* stats = extras_.stats;
   OpScopes scopes;
   if (stats != nullptr) {
@@ -82,6 +83,13 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
     sub.op = *std::move(op);
     sub.op.caller = std::string(peer);
   }
+  FaultDecision fault;
+  if (extras_.faults != nullptr) {
+    fault = extras_.faults->Decide(direction, sub.op.transport, sub.op.volume, sub.op.offset,
+                                   sub.op.length, FaultClient{label, peer});
+    if (!fault.error.ok()) return refuse(fault.error);
+    sub.op.inject = fault.transport;
+  }
   InflightLimiter::Permit permit;
   if (absl::Status s = limiter_.TryAcquire(sub.op.length, &permit); !s.ok()) return refuse(s);
   const int64_t start = absl::GetCurrentTimeNanos();
@@ -94,6 +102,7 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
       media_done = m->Reserve(sub.op.length, absl::FromUnixNanos(start));
     }
   }
+  media_done = std::max(media_done, fault.hold_until);
   const uint64_t length = sub.op.length;
   const uint64_t offset = sub.op.offset;
   if (stats != nullptr) stats->Started(scopes, length);
@@ -119,7 +128,15 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
     }
     (*finish)(std::move(s));
   };
-  sub.done = [after_transfer, sync_volume, syncer, offset, length](absl::Status s) {
+  std::function<void(absl::Status)> transferred = after_transfer;
+  if (fault.corrupt.has_value()) {
+    transferred = [this, after_transfer, op = sub.op, draw = *fault.corrupt](absl::Status s) {
+      if (!s.ok()) return after_transfer(std::move(s));
+      DeliverCorruptByte(op, draw, after_transfer);
+    };
+  }
+  sub.done = [after_transfer = std::move(transferred), sync_volume, syncer, offset,
+              length](absl::Status s) {
     if (s.ok() && sync_volume != nullptr) {
       syncer->Post([after_transfer, sync_volume, offset, length] {
         after_transfer(sync_volume->Sync(offset, length));
@@ -139,6 +156,26 @@ void StoreService::CountRefused(const Submission& sub) {
   extras_.stats->Finished(scopes, sub.op.direction, sub.status.code(), sub.op.length, 0, true);
 }
 
+void StoreService::DeliverCorruptByte(const TransferOp& op, uint64_t draw, OpDone done) {
+  const Volume& source = store_->fault_source();
+  const uint64_t at = (draw >> 3) % op.length;
+  const auto flipped =
+      static_cast<uint8_t>(static_cast<uint8_t>(op.local[at]) ^ (1u << (draw & 7)));
+  TransferOp one = op;
+  one.volume = source.name();
+  one.offset = flipped;
+  one.local = source.data() + flipped;  // the source holds every byte value at its own offset
+  one.length = 1;
+  one.remote_address = op.remote_address + at;
+  one.inject = InjectedFault::kNone;
+  absl::Status s = transports_->Submit(one, [done](absl::Status st) {
+    done(st.ok() ? absl::OkStatus()
+                 : absl::Status(st.code(), absl::StrCat("delivering an injected corrupt byte: ",
+                                                        st.message())));
+  });
+  if (!s.ok()) done(s);
+}
+
 void StoreService::CountUnstarted(absl::StatusCode code) {
   if (extras_.stats == nullptr) return;
   extras_.stats->Finished(OpScopes{}, Direction::kStoreToClient, code, 0, 0, /*started=*/false);
@@ -156,9 +193,9 @@ const Volume* StoreService::SyncVolume(Direction direction, const v1::Extent* ex
 
 absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent,
                                    const v1::RemoteBuffer* buffer, bool sync,
-                                   absl::string_view peer, Done done) {
+                                   absl::string_view peer, absl::string_view label, Done done) {
   GDR_ASSIGN_OR_RETURN(Submission sub,
-                       Prepare(direction, extent, buffer, sync, peer, std::move(done)));
+                       Prepare(direction, extent, buffer, sync, peer, label, std::move(done)));
   sub.status = transports_->Submit(sub.op, std::move(sub.done));
   if (!sub.status.ok()) CountRefused(sub);
   return sub.status;
@@ -237,7 +274,7 @@ grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx
   // The request outlives the call, so the extent may be read when the op completes.
   const v1::Extent* crc_of = crc ? extent : nullptr;
   absl::Status s =
-      StartOp(direction, extent, buffer, sync, ctx->peer(),
+      StartOp(direction, extent, buffer, sync, ctx->peer(), caller.label(),
               [this, reactor, response, length, synced, crc_of](absl::Status st, uint64_t ns) {
                 if (st.ok()) {
                   response->set_bytes(length);
@@ -422,7 +459,7 @@ class StoreService::StreamCall final
     std::optional<v1::Extent> crc_of;
     if (crc && extent != nullptr) crc_of = *extent;
     absl::StatusOr<Submission> sub = service_->Prepare(
-        direction, extent, buffer, sync, peer_,
+        direction, extent, buffer, sync, peer_, caller_->label(),
         [this, id, length, synced, crc_of = std::move(crc_of)](absl::Status st, uint64_t ns) {
           std::optional<uint32_t> c;
           if (st.ok() && crc_of) c = service_->ExtentCrc32c(*crc_of);

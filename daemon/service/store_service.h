@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/store/delay_queue.h"
+#include "daemon/service/fault_injector.h"
 #include "daemon/service/inflight_limiter.h"
 #include "daemon/transport/connect_handler.h"
 #include "daemon/transport/transport_set.h"
@@ -43,6 +44,7 @@ struct ServiceExtras {
   MediaTiming* media = nullptr;    // simulated media timing; needs `delays`
   DelayQueue* delays = nullptr;    // holds completions until the simulated media is done
   SyncWorker* syncer = nullptr;    // msync for Read{sync=true} on file volumes
+  FaultInjector* faults = nullptr;  // injected faults (Admin service, --fault); needs `delays`
 };
 
 class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
@@ -105,17 +107,23 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   // Validates and starts one op; `done` gets the final status and the daemon-side service time.
   // A non-OK return means nothing started and `done` will not run. `peer` is the call's
   // address (ServerContext::peer()): the tcp transport connects only where it lets it.
+  // `label`: the caller's token-file label (empty without tokens), for fault rules.
   // `sync`: a Read into a file-backed volume is answered only after msync of the extent.
   using Done = std::function<void(absl::Status, uint64_t service_ns)>;
   absl::Status StartOp(Direction direction, const gdrstore::v1::Extent* extent,
                        const gdrstore::v1::RemoteBuffer* buffer, bool sync,
-                       absl::string_view peer, Done done);
+                       absl::string_view peer, absl::string_view label, Done done);
   // The first half of StartOp: validates the request and takes its admission permit. The
   // returned submission, handed to the initiator, starts the op; dropped unstarted, it gives
   // the permit back and `done` never runs (then call CountRefused with its status set).
   absl::StatusOr<Submission> Prepare(Direction direction, const gdrstore::v1::Extent* extent,
                                      const gdrstore::v1::RemoteBuffer* buffer, bool sync,
-                                     absl::string_view peer, Done done);
+                                     absl::string_view peer, absl::string_view label, Done done);
+  // The caller of a call (UNAUTHENTICATED / PERMISSION_DENIED as for the data RPCs); for the
+  // Admin service, which shares this service's credentials.
+  absl::StatusOr<Caller> Identify(const grpc::CallbackServerContext& ctx) const {
+    return auth_.Check(ctx);
+  }
   // Whether an op so described will be answered only after msync: a Read (client -> store)
   // with sync into a file-backed volume.
   bool SyncsToFile(Direction direction, const gdrstore::v1::Extent* extent, bool sync) const {
@@ -131,6 +139,10 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
 
  private:
   class StreamCall;  // the reactor of one Stream call
+  // A corrupt fault's follow-up to a get that completed: one byte of the op's extent, with one
+  // bit flipped (`draw` picks which), written into the caller's buffer from the store's fault
+  // source. `done` gets the get's status once that byte has landed (or the write's failure).
+  void DeliverCorruptByte(const TransferOp& op, uint64_t draw, OpDone done);
   // The file-backed volume such an op must msync before answering; nullptr when none.
   const Volume* SyncVolume(Direction direction, const gdrstore::v1::Extent* extent,
                            bool sync) const;

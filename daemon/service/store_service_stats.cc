@@ -31,6 +31,16 @@ grpc::ServerUnaryReactor* StoreService::GetStats(grpc::CallbackServerContext* ct
                                 }),
                  volumes->end());
   transports_->FillStats(response);
+  if (extras_.faults != nullptr) {
+    extras_.faults->FillStats(response);
+    // As for volumes: fault counts of volumes the caller may not see are left out.
+    auto* faults = response->mutable_faults();
+    faults->erase(std::remove_if(faults->begin(), faults->end(),
+                                 [&caller](const v1::FaultStats& f) {
+                                   return !f.volume().empty() && !caller.MaySee(f.volume());
+                                 }),
+                  faults->end());
+  }
   for (v1::VolumeStats& v : *response->mutable_volumes()) {
     if (extras_.media == nullptr) continue;
     if (MediaModel* m = extras_.media->Find(v.name())) {

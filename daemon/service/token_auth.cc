@@ -75,6 +75,13 @@ bool Caller::MaySee(absl::string_view volume) const {
          credential_->put.Contains(volume);
 }
 
+absl::Status Caller::AllowsAdmin() const {
+  if (credential_ == nullptr || credential_->admin) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "credential '", credential_->label,
+      "' may not call the Admin service (its token file line needs admin=yes)"));
+}
+
 TokenAuth::TokenAuth() : internal_token_(RandomToken()) {}
 
 void TokenAuth::Set(std::vector<Credential> credentials) {

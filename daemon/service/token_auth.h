@@ -56,6 +56,10 @@ class Caller {
   absl::Status Allows(absl::string_view volume, Right right) const;
   // Whether the caller has any right on `volume` (GetInfo, GetStats show only those).
   bool MaySee(absl::string_view volume) const;
+  // OK, or PERMISSION_DENIED naming the credential when it lacks admin=yes (the Admin service).
+  absl::Status AllowsAdmin() const;
+  // The credential's label; empty for a daemon without credentials.
+  std::string label() const { return credential_ ? credential_->label : std::string(); }
   uint64_t generation() const { return set_ ? set_->generation : 0; }
 
  private:

@@ -195,6 +195,13 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Create(const std::vector<VolumeSpe
     GDR_ASSIGN_OR_RETURN(auto volume, Volume::Create(spec));
     store->volumes_.emplace(spec.name, std::move(volume));
   }
+  VolumeSpec source;
+  source.name = kFaultSourceVolume;
+  source.size = 4096;
+  GDR_ASSIGN_OR_RETURN(store->fault_source_, Volume::Create(source));
+  for (uint64_t i = 0; i < source.size; ++i) {
+    store->fault_source_->data()[i] = static_cast<std::byte>(i & 0xff);
+  }
   return store;
 }
 

@@ -27,6 +27,8 @@ struct VolumeSpec {
 // file path, an unknown or repeated option.
 absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text);
 bool IsValidVolumeName(absl::string_view name);
+// The fault source's name: not a valid volume name, so no request reaches it.
+inline constexpr char kFaultSourceVolume[] = "@fault-source";
 
 // One volume; owns its mapping. Immutable shape after creation; bytes are written concurrently
 // by transfers (last writer wins for overlapping ops, as on a real block device).
@@ -71,8 +73,12 @@ class Store {
   // ALREADY_EXISTS on a repeated name, RESOURCE_EXHAUSTED when memory cannot be mapped.
   static absl::StatusOr<std::unique_ptr<Store>> Create(const std::vector<VolumeSpec>& specs);
 
-  // nullptr when absent.
+  // nullptr when absent. Never finds the fault source.
   const Volume* Find(absl::string_view name) const;
+  // 4 KiB holding every byte value at its own offset (byte i = i mod 256), registered with the
+  // transports like a volume but named so no request can name it (kFaultSourceVolume): where a
+  // corrupt fault's one wrong byte is sent from.
+  const Volume& fault_source() const { return *fault_source_; }
   const std::map<std::string, std::unique_ptr<Volume>, std::less<>>& volumes() const {
     return volumes_;
   }
@@ -80,6 +86,7 @@ class Store {
  private:
   Store() = default;
   std::map<std::string, std::unique_ptr<Volume>, std::less<>> volumes_;
+  std::unique_ptr<Volume> fault_source_;
 };
 
 }  // namespace gdr

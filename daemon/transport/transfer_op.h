@@ -21,6 +21,15 @@ enum class Direction {
   kClientToStore,  // RPC Read: daemon reads the client's buffer into the store
 };
 
+// A transport fault an op carries when fault injection picked it (daemon/service/
+// fault_injector.h): the transport that moves the op makes it happen, as a real link or QP
+// failure would.
+enum class InjectedFault : uint8_t {
+  kNone,
+  kDropLink,  // tcp: the link the op's chunks went on is closed under them
+  kQpError,   // rc: the QP the op's work requests went on is moved to the error state
+};
+
 struct TcpDestination {
   std::string host;
   uint16_t port = 0;
@@ -46,6 +55,7 @@ struct TransferOp {
   // Who asked, as the RPC layer saw it (gRPC peer text: "ipv4:A:P", "ipv6:[A]:P", "unix:...").
   // A transport that connects to an address the request names decides with it whether it may.
   std::string caller;
+  InjectedFault inject = InjectedFault::kNone;
 };
 
 // Which transports this daemon serves; requests naming another answer UNIMPLEMENTED.

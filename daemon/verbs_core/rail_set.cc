@@ -37,6 +37,15 @@ absl::StatusOr<std::unique_ptr<RailSet>> RailSet::Open(const VerbsCoreOptions& o
 
 RailSet::~RailSet() { Stop(); }
 
+absl::Status RailSet::ForceDown(absl::string_view name, absl::Duration duration) {
+  for (const auto& r : rails_) {
+    if (r->name() != name) continue;
+    r->ForceDown(absl::Now() + duration);
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat("no rail '", name, "' (rails: ", Names(), ")"));
+}
+
 std::string RailSet::Names() const {
   std::vector<std::string> names;
   for (const auto& r : rails_) names.push_back(r->name());

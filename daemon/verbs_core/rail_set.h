@@ -41,6 +41,10 @@ class RailSet {
   // not serving.
   absl::StatusOr<VerbsCore*> Pick(absl::string_view name) const;
 
+  // Fault injection: rail `name` takes no new work for `duration` (VerbsCore::ForceDown);
+  // NOT_FOUND listing the rails when none has that name.
+  absl::Status ForceDown(absl::string_view name, absl::Duration duration);
+
   // The first rail whose poller or port watch is stuck. A rail that is not serving is no
   // failure here.
   absl::Status CheckHealth(absl::Duration max_stall) const;

@@ -32,7 +32,11 @@ absl::StatusOr<std::unique_ptr<VerbsCore>> VerbsCore::Open(const VerbsCoreOption
       core->numa_node_ = nic.pci.numa_node;
     }
   }
-  for (const auto& [name, volume] : store.volumes()) {
+  std::vector<const Volume*> regions;
+  for (const auto& [name, volume] : store.volumes()) regions.push_back(volume.get());
+  regions.push_back(&store.fault_source());  // a corrupt fault's byte leaves from here
+  for (const Volume* volume : regions) {
+    const std::string& name = volume->name();
     absl::StatusOr<std::unique_ptr<verbs::MemoryRegion>> mr = verbs::MemoryRegion::Register(
         core->device_->pd(), volume->data(), volume->size(), IBV_ACCESS_LOCAL_WRITE);
     if (!mr.ok()) {
@@ -61,7 +65,7 @@ absl::StatusOr<std::unique_ptr<VerbsCore>> VerbsCore::Open(const VerbsCoreOption
                                         : absl::StrCat("PCI ", core->pci_))
                  << ", NUMA node "
                  << (core->numa_node_ >= 0 ? absl::StrCat(core->numa_node_) : "unknown") << "; "
-                 << core->volume_mrs_.size() << " volumes registered (relaxed ordering "
+                 << core->volume_mrs_.size() - 1 << " volumes registered (relaxed ordering "
                  << core->RelaxedOrderingDetail() << "); poller "
                  << verbs::PollModeName(options.poller.mode)
                  << (pinned.empty() ? absl::StrCat(", not pinned: ", unpinned_why)
@@ -106,10 +110,29 @@ void VerbsCore::OnPortChange(bool active, ibv_port_state state) {
   }
 }
 
+void VerbsCore::ForceDown(absl::Time until) {
+  const int64_t was = forced_until_ns_.exchange(absl::ToUnixNanos(until));
+  if (was == 0) down_events_.fetch_add(1, std::memory_order_relaxed);
+  GDR_LOG(kWarning) << "rail " << name() << " taken down by an injected fault until "
+                    << absl::FormatTime(until) << "; it takes no new work";
+}
+
+bool VerbsCore::forced_down() const {
+  int64_t until = forced_until_ns_.load(std::memory_order_relaxed);
+  if (until == 0) return false;
+  if (absl::GetCurrentTimeNanos() < until) return true;
+  // Over: the first to see it counts the rail back up.
+  if (forced_until_ns_.compare_exchange_strong(until, 0)) {
+    up_events_.fetch_add(1, std::memory_order_relaxed);
+    GDR_LOG(kInfo) << "rail " << name() << ": the injected fault is over; it takes new work";
+  }
+  return false;
+}
+
 absl::Status VerbsCore::NotServing(absl::string_view detail) const {
   return absl::UnavailableError(absl::StrCat(
       "rail ", name(), " port ", device_->port().port, " is ",
-      verbs::PortStateName(watch_->state()),
+      forced_down() ? "held down by an injected fault" : verbs::PortStateName(watch_->state()),
       ": it takes no new work until its port is ACTIVE again", detail.empty() ? "" : " (",
       detail, detail.empty() ? "" : ")"));
 }

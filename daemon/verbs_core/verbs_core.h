@@ -47,8 +47,12 @@ class VerbsCore {
   const std::string& pci() const { return pci_; }
   int numa_node() const { return numa_node_; }
 
-  // Whether the rail takes new work: its port is ACTIVE as last seen. Thread-safe.
-  bool serving() const { return watch_->active(); }
+  // Whether the rail takes new work: its port is ACTIVE as last seen and no injected fault
+  // holds it down. Thread-safe.
+  bool serving() const { return watch_->active() && !forced_down(); }
+  // Fault injection: the rail takes no new work until `until`, as if its port had left ACTIVE
+  // (work already posted runs on). Counted as a down event, and an up event when it ends.
+  void ForceDown(absl::Time until);
   // UNAVAILABLE "rail rxe1 port 1 is DOWN: it takes no new work until its port is ACTIVE
   // again" (plus `detail` when given), for work refused or failed on a rail that is not serving.
   absl::Status NotServing(absl::string_view detail = "") const;
@@ -91,8 +95,11 @@ class VerbsCore {
   std::atomic<uint64_t> bytes_{0};
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint64_t> down_events_{0};
-  std::atomic<uint64_t> up_events_{0};
+  mutable std::atomic<uint64_t> up_events_{0};  // also counted by forced_down()
   std::atomic<uint64_t> refused_{0};
+  // ForceDown's end (unix ns); 0 when none. Its up event is counted by whoever sees it over.
+  mutable std::atomic<int64_t> forced_until_ns_{0};
+  bool forced_down() const;
   // Dependency order: device (context, PD), then the MRs, then the poller (CQ), then the watch
   // (the context's async events); destruction runs the other way.
   std::unique_ptr<verbs::VerbsDevice> device_;

@@ -26,6 +26,7 @@ struct RcConnection::Op {
   uint64_t remote = 0;
   uint32_t rkey = 0;
   uint64_t length = 0;
+  bool inject_qp_error = false;  // an injected fault: fail the QP its first chunk goes on
   std::atomic<uint32_t> remaining{0};
   absl::Mutex mu;
   absl::Status status ABSL_GUARDED_BY(mu);
@@ -180,6 +181,7 @@ absl::Status RcConnection::Submit(const TransferOp& op, uint32_t lkey, OpDone do
   o->remote = op.remote_address;
   o->rkey = op.rkey;
   o->length = op.length;
+  o->inject_qp_error = op.inject == InjectedFault::kQpError;
   o->remaining = static_cast<uint32_t>(plan.size());
   Finished fin;
   {
@@ -273,6 +275,12 @@ void RcConnection::PumpLocked(Finished* fin) {
       }
       posted_ += take;
       progress = true;
+      for (Chunk* c : chunks) {
+        if (!c->op->inject_qp_error) continue;
+        c->op->inject_qp_error = false;
+        InjectQpErrorLocked(static_cast<uint32_t>(index));
+        break;
+      }
     }
     next_slot_ = (next_slot_ + 1) % n;
   }
@@ -316,6 +324,18 @@ void RcConnection::OnCompletion(Chunk* raw, const ibv_wc& wc) {
   }
   Finish(&fin);
   if (closed) closed();
+}
+
+void RcConnection::InjectQpErrorLocked(uint32_t index) {
+  Slot& s = slots_[index];
+  absl::Status st = s.qp->MoveToError();
+  GDR_LOG(kWarning) << "rc connection " << id_ << " QP " << s.qp->qp_num()
+                    << ": moved to the error state by an injected fault"
+                    << (st.ok() ? std::string() : absl::StrCat(" (failed: ", st.message(), ")"));
+  // Its posted work requests flush and run again elsewhere; when none is left (or they had
+  // completed already) the QP is reset and the client asked to reconnect it.
+  MarkFailedLocked(index, "moved to the error state by an injected fault");
+  MaybeResetLocked(index);
 }
 
 void RcConnection::MarkFailedLocked(uint32_t index, const std::string& reason) {

@@ -112,6 +112,8 @@ class RcConnection {
   void PumpLocked(Finished* fin) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkFailedLocked(uint32_t index, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An injected fault (TransferOp::inject): QP `index` goes to ERR as after a real error.
+  void InjectQpErrorLocked(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeResetLocked(uint32_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `on_closed_` (outside the lock) when closing and nothing is outstanding.
   std::function<void()> TakeClosedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -282,6 +282,9 @@ absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& 
     load[best] += c.length;
     plan.bytes[mine[best]] += c.length;
     plan.chunks[mine[best]].push_back(std::move(c));
+    if (i == 0 && op.inject == InjectedFault::kDropLink) {
+      plan.dropped.push_back(plan.links[mine[best]]);
+    }
   }
   return absl::OkStatus();
 }
@@ -380,6 +383,12 @@ void TcpInitiator::EnqueueLocked(Plan& plan) {
 }
 
 void TcpInitiator::Finish(Plan& plan) {
+  // Before sending, so the op's chunks are certain to fail with the link, as in a link lost
+  // with them queued.
+  for (auto& l : plan.dropped) {
+    l->Fail(absl::UnavailableError(absl::StrCat("tcp link to ", l->destination().Key(),
+                                                " dropped by an injected fault")));
+  }
   for (auto& l : plan.claimed) l->SendClaimed();
   for (auto& [done, status] : plan.failed) done(std::move(status));
 }

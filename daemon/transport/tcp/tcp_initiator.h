@@ -65,6 +65,7 @@ class TcpInitiator final : public Initiator {
     std::vector<uint64_t> bytes;             // per link
     std::vector<std::shared_ptr<TcpLink>> claimed;          // send tokens taken by Enqueue
     std::vector<std::pair<OpDone, absl::Status>> failed;    // completions to run unlocked
+    std::vector<std::shared_ptr<TcpLink>> dropped;          // injected faults: fail, then send
     size_t IndexOf(const std::shared_ptr<TcpLink>& link);
   };
   // An op waiting for its destination to get a link.

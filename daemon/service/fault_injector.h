@@ -1,0 +1,121 @@
+// Fault injection: rules (gdrstore.v1.FaultSpec, from --fault / the config file or the Admin
+// service) that make chosen ops fail, stall, deliver a corrupted byte, or fail their transport,
+// and take rails down for a while. Choices are seeded: the same rules in the same order see
+// the same sequence of ops and hit the same ones. Every hit is counted (per rule, and per kind
+// and volume for GetStats) and logged (at most kLogPerSecond lines a second, then a count).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/transport_kind.h"
+#include "daemon/transport/transfer_op.h"
+#include "gdrstore/v1/admin.pb.h"
+#include "gdrstore/v1/gdrstore.pb.h"
+
+namespace gdr {
+
+// What the rules decided for one op.
+struct FaultDecision {
+  absl::Status error;                           // not OK: fail the op with it, start nothing
+  absl::Time hold_until = absl::InfinitePast();  // stall: answer no earlier than this
+  std::optional<uint64_t> corrupt;              // corrupt: random bits picking byte and bit
+  InjectedFault transport = InjectedFault::kNone;
+};
+
+// Who sent an op, as rules match it.
+struct FaultClient {
+  absl::string_view label;  // the token-file label; empty without tokens
+  absl::string_view peer;   // gRPC peer text ("ipv4:127.0.0.1:4242")
+};
+
+class FaultInjector {
+ public:
+  static constexpr int kLogPerSecond = 20;
+  // Takes a rail out of service for a while; NOT_FOUND naming the rails when there is none
+  // by that name.
+  using RailDown = std::function<absl::Status(const std::string& rail, absl::Duration)>;
+
+  // `seed`: the daemon's --fault-seed; `clock` stands in for absl::Now in unit tests.
+  explicit FaultInjector(uint64_t seed, std::function<absl::Time()> clock = absl::Now);
+
+  // Where rail-down rules go; unset, they are refused (FAILED_PRECONDITION: no rails). Before
+  // any rule is added.
+  void set_rail_down(RailDown fn) { rail_down_ = std::move(fn); }
+
+  // Adds a rule (checked as CheckFaultSpec does; INVALID_ARGUMENT naming the field). `origin`:
+  // "config" or "admin <label>". Rail-down takes its rail down now.
+  absl::StatusOr<gdrstore::v1::FaultState> Add(const gdrstore::v1::FaultSpec& spec,
+                                               std::string origin);
+  // The rules of the configuration (origin "config"), e.g. after SIGHUP: when they differ from
+  // those in place, the old ones are removed and these added (their counts start again). The
+  // rules added through the Admin service stay. Checks every spec before changing anything.
+  absl::Status ReplaceConfigured(const std::vector<gdrstore::v1::FaultSpec>& specs);
+  // Removes the rules named (NOT_FOUND naming the first unknown id; nothing removed then), or
+  // every rule. Returns how many went.
+  absl::StatusOr<uint64_t> Clear(const std::vector<uint64_t>& ids, bool all);
+  gdrstore::v1::ListFaultsResponse List() const;
+
+  // The decision for one validated op. Lock-free when no rule is active.
+  FaultDecision Decide(Direction direction, TransportKind transport, absl::string_view volume,
+                       uint64_t offset, uint64_t length, const FaultClient& client);
+  // GetStatsResponse.faults: hits per kind and volume since start.
+  void FillStats(gdrstore::v1::GetStatsResponse* out) const;
+  uint64_t seed() const { return seed_; }
+
+ private:
+  struct Rule {
+    uint64_t id = 0;
+    gdrstore::v1::FaultSpec spec;
+    std::string origin;
+    uint64_t seed = 0;
+    std::mt19937_64 rng;
+    absl::Time ends = absl::InfiniteFuture();
+    uint64_t matched = 0;
+    uint64_t hits = 0;
+    bool active = true;
+  };
+  absl::StatusOr<gdrstore::v1::FaultState> AddLocked(const gdrstore::v1::FaultSpec& spec,
+                                                     std::string origin,
+                                                     std::vector<std::string>* log)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  gdrstore::v1::FaultState StateLocked(const Rule& r, absl::Time now) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Whether the rule is still active at `now` (ends it when its window or count is over).
+  bool LiveLocked(Rule& r, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountHitLocked(Rule& r, absl::string_view where) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Lines to log for hits, kept to kLogPerSecond a second; called with mu_ held, logged after.
+  void NoteLocked(std::string line, std::vector<std::string>* log)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const uint64_t seed_;
+  const std::function<absl::Time()> clock_;
+  RailDown rail_down_;
+  std::atomic<int> active_{0};  // rules with active = true
+  mutable absl::Mutex mu_;
+  std::vector<Rule> rules_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // (kind, volume or rail) -> hits, for as long as the daemon runs.
+  std::map<std::pair<std::string, std::string>, uint64_t> totals_ ABSL_GUARDED_BY(mu_);
+  absl::Time log_second_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int logged_this_second_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t not_logged_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// "127.0.0.1" of "ipv4:127.0.0.1:4242", "[::1]" of "ipv6:[::1]:4242"; other forms as given.
+std::string PeerHost(absl::string_view peer);
+
+}  // namespace gdr
