@@ -124,10 +124,12 @@ absl::StatusOr<v1::FaultSpec> ParseFaultSpec(absl::string_view text) {
     } else if (key == "rate") {
       double r = 0;
       if (!absl::SimpleAtod(value, &r)) return Bad("rate", "not a number");
+      if (!(r > 0)) return Bad("rate", "must be in (0, 1]");  // 0 would mean "every op"
       spec.set_rate(r);
     } else if (key == "every" || key == "count" || key == "seed") {
       absl::StatusOr<uint64_t> n = ParseCount(key, value);
       if (!n.ok()) return n.status();
+      if (key == "every" && *n == 0) return Bad("every", "must be at least 1");
       if (key == "every") spec.set_every(*n);
       if (key == "count") spec.set_count(*n);
       if (key == "seed") spec.set_seed(*n);
