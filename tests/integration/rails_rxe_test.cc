@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "common/verbs/verbs_device.h"
 #include "gdrstore/client.h"
+#include "tests/integration/admin_rpc.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/stats_rpc.h"
 #include "tests/integration/verified_ops.h"
@@ -283,6 +284,52 @@ TEST_F(RailsTest, ALinkTakenDownMidRunLosesNoOpAndTheRailComesBack) {
   uint64_t rerouted = 0;
   for (const auto& r : client->rail_stats()) rerouted += r.resubmitted;
   std::cerr << "slices resubmitted on another rail: " << rerouted << "\n";
+}
+
+// The same outage injected (gdrstore.v1.Admin rail-down) instead of taken from the link: the
+// rail refuses new work for the window, ops keep succeeding on the other rail, and it carries
+// bytes again when the window ends.
+TEST_F(RailsTest, AnInjectedRailDownMovesWorkToTheOtherRailForItsWindow) {
+  SKIP_WITHOUT_TWO_RAILS();
+  StartDaemon("rxe0,rxe1");
+  auto client = RailClient(*daemon_, {"rxe0", "rxe1"});
+  ASSERT_NE(client, nullptr);
+  auto buf = client->AllocateBuffer(8 * kMiB + kSlack);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  SaltMap salts(kVolumeSize);
+  const gdrstore::Extent e{"vol0", 4097, 8 * kMiB};
+  ASSERT_TRUE(VerifiedWrite(*client, **buf, kGuardBytes, e, salts).ok());
+  auto unknown = SetFault(daemon_->address(), "kind=rail-down,rail=rxe7,for=1s");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound) << unknown.status();
+  EXPECT_TRUE(absl::StrContains(unknown.status().message(), "rxe0, rxe1")) << unknown.status();
+  auto set = SetFault(daemon_->address(), "kind=rail-down,rail=rxe1,for=6s");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(DaemonRailServing(*client, "rxe1"), false);
+  const uint64_t rxe1_before = DaemonRailBytes(*client)["rxe1"];
+  for (uint64_t salt = 1; salt <= 3; ++salt) {
+    ASSERT_TRUE(VerifiedRead(*client, **buf, kGuardBytes, kGuardBytes, e, salt, &salts).ok());
+  }
+  EXPECT_EQ(DaemonRailBytes(*client)["rxe1"], rxe1_before) << "rxe1 moved bytes while down";
+  EXPECT_TRUE(PollUntil([&] { return DaemonRailServing(*client, "rxe1") == true; },
+                        absl::Seconds(30)));
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        EXPECT_TRUE(VerifiedWrite(*client, **buf, kGuardBytes, e, salts).ok());
+        return DaemonRailBytes(*client)["rxe1"] > rxe1_before;
+      },
+      absl::Seconds(60)))
+      << "rxe1 carried nothing after the injected outage";
+  auto stats = GetStats(*client);
+  ASSERT_TRUE(stats.ok());
+  for (const auto& r : stats->rails()) {
+    if (r.device() != "rxe1") continue;
+    EXPECT_EQ(r.down_events(), 1u);
+    EXPECT_EQ(r.up_events(), 1u);
+  }
+  ASSERT_EQ(stats->faults_size(), 1);
+  EXPECT_EQ(stats->faults(0).kind(), "rail-down");
+  EXPECT_EQ(stats->faults(0).rail(), "rxe1");
+  EXPECT_EQ(stats->faults(0).hits(), 1u);
 }
 
 TEST_F(RailsTest, TwoRailDaemonServesAOneRailClient) {

@@ -20,7 +20,9 @@
 #include "common/pattern.h"
 #include "common/verbs/verbs_device.h"
 #include "gdrstore/client.h"
+#include "tests/integration/admin_rpc.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/stats_rpc.h"
 #include "tests/integration/read_only_pages.h"
 #include "tests/integration/verified_ops.h"
 
@@ -250,6 +252,44 @@ TEST_F(RcTest, RemoteAccessErrorsAreNamedAndTheQpRecovers) {
   EXPECT_EQ(mine->qp_resets, 2u) << "one QP reset per remote access error";
   EXPECT_EQ(b->rdma_info()->qp_resets, 0u);
   EXPECT_TRUE(absl::StrContains(daemon_->Stderr(), "recovered")) << daemon_->Stderr();
+}
+
+// An injected qp-error (gdrstore.v1.Admin) moves the QP carrying an op to the error state after
+// the op is posted, as a real QP failure would: no op is lost (flushed work requests run again),
+// the QP is reset and the client reconnects it, and the counts say so.
+TEST_F(RcTest, AnInjectedQpErrorLosesNoOpAndTheQpRecovers) {
+  SKIP_WITHOUT_DEVICE();
+  StartDaemon();
+  auto c = RcClient(*daemon_, 2);
+  ASSERT_NE(c, nullptr);
+  auto buf = c->AllocateBuffer(8 * kMiB + 2 * kGuardBytes);
+  ASSERT_TRUE(buf.ok());
+  SaltMap salts(kVolumeSize);
+  auto set = SetFault(daemon_->address(), "kind=qp-error,volume=vol0,ops=put,count=1");
+  ASSERT_TRUE(set.ok()) << set.status();
+  for (uint64_t i = 0; i < 6; ++i) {
+    const gdrstore::Extent e{"vol0", i * 9 * kMiB + 11, 8 * kMiB};
+    ASSERT_TRUE(VerifiedRead(*c, **buf, kGuardBytes, kGuardBytes, e, i + 1, &salts).ok()) << i;
+    ASSERT_TRUE(VerifiedWrite(*c, **buf, kGuardBytes, e, salts).ok()) << i;
+  }
+  gdrstore::v1::PoolStats pool;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        auto stats = GetStats(*c);
+        if (!stats.ok()) return false;
+        for (const auto& t : stats->transports()) {
+          if (t.transport() == gdrstore::v1::TRANSPORT_RC) pool = t.pool();
+        }
+        return pool.errors() >= 1 && pool.errors() == pool.recoveries();
+      },
+      absl::Seconds(60)))
+      << "rc QP errors " << pool.errors() << ", recovered " << pool.recoveries();
+  auto list = ListFaults(daemon_->address());
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->faults(0).hits(), 1u);
+  EXPECT_GE(c->rdma_info()->qp_resets, 1u);
+  EXPECT_TRUE(absl::StrContains(daemon_->Stderr(), "moved to the error state by an injected fault"))
+      << daemon_->Stderr();
 }
 
 // Memory the caller owns, registered in place with the NIC (an MR on the caller's heap): gets

@@ -116,7 +116,8 @@ TEST(FaultInjectorTest, RulesMatchVolumeDirectionClientAndTheTransportTheirKindN
   EXPECT_TRUE(Get(f, "v0", TransportKind::kTcp, trainer).error.ok());
   EXPECT_FALSE(
       f.Decide(Direction::kClientToStore, TransportKind::kTcp, "v0", 0, 1, trainer).error.ok());
-  EXPECT_TRUE(f.Decide(Direction::kClientToStore, TransportKind::kTcp, "v0", 0, 1, kAnon).error.ok());
+  EXPECT_TRUE(
+      f.Decide(Direction::kClientToStore, TransportKind::kTcp, "v0", 0, 1, kAnon).error.ok());
   // drop-link: the client named by its address, and tcp only.
   EXPECT_EQ(Get(f, "v0", TransportKind::kTcp, far).transport, InjectedFault::kDropLink);
   EXPECT_EQ(Get(f, "v0", TransportKind::kRc, far).transport, InjectedFault::kNone);
