@@ -32,11 +32,12 @@ int Refused(const char* rpc, const grpc::Status& s) {
 }
 
 std::string Describe(const v1::FaultState& f) {
-  std::string window = f.remaining_ms() < 0 ? std::string("no end")
-                       : f.active()         ? absl::StrCat(f.remaining_ms(), " ms left")
-                                            : std::string("ended");
-  return absl::StrCat("fault ", f.id(), "  ", f.text(), "\n    ", f.active() ? "active" : "over",
-                      ", ", window, "; matched ", f.matched(), " ops, hit ", f.hits(),
+  const std::string state = !f.active()             ? std::string("over")
+                            : f.remaining_ms() < 0 ? std::string("active, no end")
+                                                   : absl::StrCat("active, ", f.remaining_ms(),
+                                                                  " ms left");
+  return absl::StrCat("fault ", f.id(), "  ", f.text(), "\n    ", state,
+                      "; matched ", f.matched(), " ops, hit ", f.hits(),
                       "; seed ", f.seed(), "; from ", f.origin(), "\n");
 }
 
