@@ -61,6 +61,27 @@ TEST(TokenFileTest, ABareTokenLineMayDoEverythingAsBeforeGrants) {
   EXPECT_EQ((*t)[1].label, "token on line 2");
 }
 
+TEST(TokenFileTest, AdminIsItsOwnRightBesideTheVolumeGrants) {
+  absl::StatusOr<std::vector<Credential>> t = ParseTokenFile(
+      "abcdefghijklmnopqrstuvwx name=ops admin=yes\n"
+      "bbcdefghijklmnopqrstuvwx name=ro get=v1 admin=no\n"
+      "cbcdefghijklmnopqrstuvwx\n",
+      "f");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE((*t)[0].admin);
+  EXPECT_TRUE((*t)[0].get.all);  // no get=/put=: every volume, as a bare line
+  EXPECT_EQ((*t)[0].DescribeGrants(), "get *; put *; admin");
+  EXPECT_FALSE((*t)[1].admin);
+  EXPECT_EQ((*t)[1].DescribeGrants(), "get v1; put none");
+  EXPECT_FALSE((*t)[2].admin);
+  for (const char* bad : {"abcdefghijklmnopqrstuvwx admin=true\n",
+                          "abcdefghijklmnopqrstuvwx admin=yes admin=yes\n"}) {
+    absl::StatusOr<std::vector<Credential>> r = ParseTokenFile(bad, "f");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "admin=")) << r.status();
+  }
+}
+
 TEST(TokenFileTest, EveryLineShape) {
   absl::StatusOr<std::vector<Credential>> t = ParseTokenFile(
       std::string(kTok) + " name=reader get=v2,v1\n"
@@ -126,7 +147,7 @@ TEST(TokenFileTest, BadFieldsAreRefusedWithoutQuotingAToken) {
   EXPECT_THAT(ErrorOf(t + " secret-token-second-one", 1), HasSubstr("field 2 is not KEY=VALUE"));
   // A token with '=' pasted as a field: an unknown key, not quoted.
   std::string msg = ErrorOf(t + " secret-token-xyzABC0123=", 1);
-  EXPECT_THAT(msg, HasSubstr("field 2: unknown key (keys: name, get, put)"));
+  EXPECT_THAT(msg, HasSubstr("field 2: unknown key (keys: name, get, put, admin)"));
   // A short lowercase key is quoted, to help.
   EXPECT_THAT(ErrorOf(t + " gets=v1", 1), HasSubstr("unknown key 'gets'"));
   EXPECT_THAT(ErrorOf(t + " get=v1 get=v2", 1), HasSubstr("get= given twice"));
