@@ -196,7 +196,8 @@ absl::StatusOr<std::unique_ptr<TraceFileWriter>> TraceFileWriter::Create(const s
   }
   std::unique_ptr<TraceFileWriter> w(new TraceFileWriter(path, f, max_bytes, start_unix_ns));
   const std::string header = EncodeHeader(start_unix_ns);
-  if (std::fwrite(header.data(), 1, header.size(), f) != header.size()) {
+  // Flushed at once: a trace file is a valid (empty) trace from the moment it exists.
+  if (std::fwrite(header.data(), 1, header.size(), f) != header.size() || std::fflush(f) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("trace ", path, ": cannot write"));
   }
   w->bytes_ = header.size();

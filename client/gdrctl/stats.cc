@@ -128,6 +128,11 @@ std::string FormatStats(const v1::GetStatsResponse& now, const v1::GetStatsRespo
     }
     AppendScope(&out, absl::StrCat("volume ", v.name()), v.ops(), prev, secs, media);
   }
+  if (now.has_trace()) {
+    const v1::TraceStats& t = now.trace();
+    absl::StrAppendFormat(&out, "trace %s: %u ops recorded, %u dropped, file %s\n", t.file(),
+                          t.records(), t.dropped(), Bytes(static_cast<double>(t.bytes())));
+  }
   return out;
 }
 
