@@ -135,6 +135,11 @@ TEST_F(TraceTest, EveryOpOfEveryClientIsRecordedWithItsFields) {
     EXPECT_GT(s->trace().bytes(), trace::kHeaderBytes + want * trace::kRecordBytes);
   }
   for (const auto& c : per_client) sent.insert(c.begin(), c.end());
+  ProcessResult stats = Gdrctl(*d, {"stats"});
+  EXPECT_EQ(stats.exit_code, 0) << stats.Describe();
+  EXPECT_NE(stats.out.find(absl::StrCat("trace ", path, ": 18 ops recorded, 0 dropped")),
+            std::string::npos)
+      << stats.out;
   auto status = d->Terminate(absl::Seconds(20));
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(*status, 0) << d->Stderr();
