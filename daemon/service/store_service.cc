@@ -101,7 +101,7 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
   // The last step of every op: give back the permit, account, trace, answer.
   auto finish = std::make_shared<std::function<void(absl::Status)>>(
       [done = std::move(done), start, shared_permit, stats, scopes, direction, length,
-       traced = TracedOp(extras_.trace, sub.op, start)](absl::Status s) {
+       traced = TracedOp(extras_.trace, sub.op, start)](absl::Status s) mutable {
         shared_permit->Release();
         const uint64_t ns = static_cast<uint64_t>(absl::GetCurrentTimeNanos() - start);
         if (stats != nullptr) stats->Finished(scopes, direction, s.code(), length, ns, true);

@@ -7,9 +7,6 @@
 namespace gdr {
 namespace {
 
-// The writer wakes when this many ops are queued, else every kWriterPeriod: few wake-ups under
-// load, and a trace at most that stale while the daemon runs.
-constexpr size_t kWakeBatch = 4096;
 constexpr absl::Duration kWriterPeriod = absl::Milliseconds(100);
 
 }  // namespace
@@ -42,17 +39,22 @@ void TraceRecorder::Record(trace::OpEvent e) {
     return;
   }
   queue_.push_back(std::move(e));
+  // The writer waits on a CondVar, not on a Mutex condition: an unlock with a condition waiter
+  // takes the Mutex's slow path, which every op would pay.
+  if (queue_.size() == kWakeBatch) wake_.Signal();
 }
 
 void TraceRecorder::Reopen() {
   absl::MutexLock lock(&mu_);
   reopen_ = true;
+  wake_.Signal();
 }
 
 void TraceRecorder::Close() {
   {
     absl::MutexLock lock(&mu_);
     closing_ = true;
+    wake_.Signal();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -72,10 +74,10 @@ void TraceRecorder::Run() {
     bool reopen = false, closing = false;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return queue_.size() >= kWakeBatch || reopen_ || closing_;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), kWriterPeriod);
+      const absl::Time deadline = absl::Now() + kWriterPeriod;
+      while (queue_.size() < kWakeBatch && !reopen_ && !closing_) {
+        if (wake_.WaitWithDeadline(&mu_, deadline)) break;  // timed out
+      }
       batch.swap(queue_);
       reopen = reopen_;
       reopen_ = false;
@@ -140,12 +142,12 @@ TracedOp::TracedOp(TraceRecorder* recorder, const TransferOp& op, int64_t start_
                                                           : trace::OpKind::kPut;
 }
 
-void TracedOp::Finish(absl::StatusCode code, uint64_t latency_ns) const {
+void TracedOp::Finish(absl::StatusCode code, uint64_t latency_ns) {
   if (recorder_ == nullptr) return;
-  trace::OpEvent e = event_;
-  e.code = static_cast<uint16_t>(code);
-  e.latency_ns = latency_ns;
-  recorder_->Record(std::move(e));
+  event_.code = static_cast<uint16_t>(code);
+  event_.latency_ns = latency_ns;
+  recorder_->Record(std::move(event_));
+  recorder_ = nullptr;
 }
 
 }  // namespace gdr

@@ -23,6 +23,9 @@ class TraceRecorder {
   // Ops queued and not yet written beyond this are dropped (and counted): a writer that cannot
   // keep up must not grow the daemon's memory.
   static constexpr size_t kMaxQueued = 1 << 18;
+  // The writer wakes when this many ops are queued, else every 100 ms: few wake-ups under
+  // load, and a file at most that stale while the daemon runs.
+  static constexpr size_t kWakeBatch = 4096;
 
   // Creates `path` (truncating it), writes the header and starts the writer thread. Recording
   // stops, counting what it drops, once the file would pass `max_bytes`. The file's errors.
@@ -71,6 +74,7 @@ class TraceRecorder {
   std::vector<trace::OpEvent> queue_ ABSL_GUARDED_BY(mu_);
   bool reopen_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar wake_;  // signalled at kWakeBatch queued ops, on Reopen and on Close
   std::atomic<uint64_t> records_{0};
   std::atomic<uint64_t> dropped_{0};  // queue-side drops plus the writers' drops
   std::atomic<uint64_t> bytes_{0};
@@ -82,8 +86,8 @@ class TraceRecorder {
 class TracedOp {
  public:
   TracedOp(TraceRecorder* recorder, const TransferOp& op, int64_t start_unix_ns);
-  // Records the op with its answer's code and its latency. Thread-safe.
-  void Finish(absl::StatusCode code, uint64_t latency_ns) const;
+  // Records the op with its answer's code and its latency; once (later calls do nothing).
+  void Finish(absl::StatusCode code, uint64_t latency_ns);
 
  private:
   TraceRecorder* recorder_;
