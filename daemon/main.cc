@@ -171,7 +171,18 @@ int Run(int argc, char** argv) {
     }
   }
 
+  // Declared before the service so that it outlives every op that records into it.
+  std::unique_ptr<gdr::TraceRecorder> trace;
+  if (!cfg->trace.empty()) {
+    absl::StatusOr<std::unique_ptr<gdr::TraceRecorder>> r =
+        gdr::TraceRecorder::Create(cfg->trace, cfg->trace_max_bytes);
+    if (!r.ok()) return Fatal(r.status());
+    trace = std::move(*r);
+    GDR_LOG(kInfo) << "recording ops to trace " << cfg->trace << " (up to "
+                   << gdr::FormatSize(cfg->trace_max_bytes) << ")";
+  }
   gdr::ServiceExtras extras;
+  extras.trace = trace.get();
   extras.stats = &stats;
   extras.faults = &faults;
   extras.media = &media;
@@ -289,10 +300,17 @@ int Run(int argc, char** argv) {
   d.stats = &stats;
   d.notifier = notifier.get();
   d.tls = tls.get();
+  d.trace = trace.get();
   d.serving = absl::StrCat("serving on ", cfg->listen, " (port ", port, "), transports ",
                            transports.Names());
   const int code = gdr::ServeUntilStopped(d, signals);
   if (member) member->Stop();  // the entry goes now, not a TTL later
+  if (trace) {
+    trace->Close();  // every op answered by now is in the file
+    const gdr::TraceRecorder::Stats t = trace->stats();
+    GDR_LOG(kInfo) << "trace " << t.file << ": " << t.records << " ops recorded, " << t.dropped
+                   << " dropped";
+  }
   return code;
 }
 

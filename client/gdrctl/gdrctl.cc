@@ -1,9 +1,9 @@
 // gdrctl: the command-line client of gdrstored. info, write, read (with pattern verification),
 // bench, topo (where NICs and GPUs sit on the PCIe tree), selftest, stats, fault (injected
-// faults, through the Admin service), and doctor (is this host set up for GPUDirect RDMA).
-// write/read/bench take --gpu to use device memory on a GPU named by PCI address or CUDA
-// ordinal. Exit codes: 0 ok, 1 the op or RPC
-// failed, 2 bad usage, 3 verification mismatch.
+// faults, through the Admin service), doctor (is this host set up for GPUDirect RDMA), replay
+// and trace show (gdrstored --trace files). write/read/bench take --gpu to use device memory
+// on a GPU named by PCI address or CUDA ordinal. Exit codes: 0 ok, 1 the op or RPC failed,
+// 2 bad usage, 3 verification mismatch.
 #include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
@@ -17,6 +17,7 @@
 #include <random>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_format.h"
@@ -29,6 +30,8 @@
 #include "client/gdrctl/doctor/doctor.h"
 #include "client/gdrctl/doctor/real_probes.h"
 #include "client/gdrctl/fault_cmd.h"
+#include "client/gdrctl/replay.h"
+#include "client/gdrctl/trace_show.h"
 #include "common/cuda/gpu.h"
 #include "common/cuda/gpu_direct.h"
 #include "common/host_port.h"
@@ -754,6 +757,39 @@ int main(int argc, char** argv) {
   doctor->add_option("--sysfs-root", doc.sysfs_root)->group("");
   doctor->add_option("--proc-root", doc.proc_root)->group("");
 
+  gdrctl::ReplayOptions ro;
+  std::string replay_pace = "recorded", replay_clients = "as-recorded";
+  std::vector<std::string> replay_map;
+  CLI::App* replay = app.add_subcommand(
+      "replay", "issue the ops of a gdrstored --trace file against the daemon, one client per "
+                "recorded client; recorded vs replayed ops, bytes and latency; exit 1 when an "
+                "op fails");
+  replay->add_option("file", ro.file, "trace file (gdrstored --trace)")->required();
+  replay->add_option("--pace", replay_pace,
+                     "recorded: each op at its recorded offset from the first; fast: back to "
+                     "back, each client keeping its recorded number of ops in flight")
+      ->capture_default_str()->check(CLI::IsMember({"recorded", "fast"}));
+  replay->add_option("--clients", replay_clients,
+                     "as-recorded (one client per recorded client) or N (recorded client i "
+                     "replayed by client i % N)")
+      ->capture_default_str();
+  replay->add_option("--volume-map", replay_map,
+                     "RECORDED=REPLAYED: issue a recorded volume's ops on another volume; "
+                     "repeatable");
+  replay->add_flag("--verify",
+                   ro.verify,
+                   "check gets against the volume's initial fill and store that fill with puts "
+                   "(for a daemon whose volumes hold their initial fill)");
+  replay->add_flag("--json", c.json, "machine-readable output");
+  CLI::App* trace_cmd = app.add_subcommand("trace", "read a gdrstored --trace file");
+  trace_cmd->require_subcommand(1);
+  std::string show_file;
+  uint64_t show_records = 20;
+  CLI::App* trace_show = trace_cmd->add_subcommand(
+      "show", "summary (clients, volumes, ops and bytes per kind, span) and the first records");
+  trace_show->add_option("file", show_file, "trace file")->required();
+  trace_show->add_option("-n,--records", show_records, "records to list")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -815,6 +851,23 @@ int main(int argc, char** argv) {
       return Fail(kExitUsage, "bench -t must be write or read");
     }
     return gdrctl::ClusterBench(**cl, ba, c.json, std::cout);
+  }
+  if (trace_show->parsed()) return gdrctl::ShowTrace(show_file, show_records, std::cout, std::cerr);
+  if (replay->parsed()) {
+    ro.fast = replay_pace == "fast";
+    ro.json = c.json;
+    if (replay_clients != "as-recorded") {
+      uint32_t n = 0;
+      if (!absl::SimpleAtoi(replay_clients, &n) || n == 0) {
+        return Fail(kExitUsage, absl::StrCat("--clients must be as-recorded or a count > 0, not '",
+                                             replay_clients, "'"));
+      }
+      ro.clients = n;
+    }
+    if (absl::Status s = gdrctl::ParseVolumeMap(replay_map, &ro.volume_map); !s.ok()) {
+      return Fail(kExitUsage, std::string(s.message()));
+    }
+    return gdrctl::RunReplay(ro, [&c] { return Connect(c); }, std::cout, std::cerr);
   }
   if (info->parsed()) return CmdInfo(c);
   if (write->parsed()) return CmdWrite(c, wa);

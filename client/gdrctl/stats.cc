@@ -134,6 +134,11 @@ std::string FormatStats(const v1::GetStatsResponse& now, const v1::GetStatsRespo
                                            : absl::StrCat("rail ", f.rail()),
                           f.hits());
   }
+  if (now.has_trace()) {
+    const v1::TraceStats& t = now.trace();
+    absl::StrAppendFormat(&out, "trace %s: %u ops recorded, %u dropped, file %s\n", t.file(),
+                          t.records(), t.dropped(), Bytes(static_cast<double>(t.bytes())));
+  }
   return out;
 }
 

@@ -112,6 +112,10 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenDaemonChannel(const ClientOpt
   const bool tls = !options.tls_ca.empty() || !options.tls_cert.empty();
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  // Each Client is one connection of its own: channels of one process to one daemon would
+  // otherwise share gRPC's global subchannel pool, and the daemon (its per-client figures,
+  // its trace) could not tell the Clients apart.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   if (tls && !options.tls_server_name.empty()) {
     args.SetSslTargetNameOverride(options.tls_server_name);
   }

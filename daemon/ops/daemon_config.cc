@@ -150,6 +150,15 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
                  "a client certificate a san: line names; each line grants volumes: "
                  "'<token>|san:<SAN> [name=L] [get=V1,V2|*] [put=...]', a bare token may do "
                  "all (re-read on SIGHUP). Default: no token needed");
+  std::string trace_max = "256MiB";
+  app.add_option("--trace", cfg.trace,
+                 "record every op (time, client, get/put, volume, offset, length, status, "
+                 "latency) to this file (binary; read by gdrctl trace show / replay); SIGHUP "
+                 "starts it afresh at the same path (rotate it first)");
+  app.add_option("--trace-max-bytes", trace_max,
+                 "a trace file stops recording at this size; later ops are counted as dropped "
+                 "(GetStats trace)")
+      ->capture_default_str();
   AddTlsFlags(app, &cfg.tls);
   AddClusterFlags(app, &cfg.cluster);
   AddFaultFlags(app, &cfg.faults);
@@ -178,6 +187,11 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   GDR_ASSIGN_OR_RETURN(cfg.limits.max_op_bytes, SizeFlag("max-op-size", max_op));
   GDR_ASSIGN_OR_RETURN(cfg.tcp.chunk_bytes, SizeFlag("chunk-size", chunk));
   GDR_ASSIGN_OR_RETURN(cfg.limits.max_inflight_bytes, SizeFlag("max-inflight-bytes", max_bytes));
+  GDR_ASSIGN_OR_RETURN(cfg.trace_max_bytes, SizeFlag("trace-max-bytes", trace_max));
+  if (cfg.trace_max_bytes < 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--trace-max-bytes must be at least 4KiB, not ", trace_max));
+  }
   if (cfg.limits.max_op_bytes == 0) return absl::InvalidArgumentError("--max-op-size must be > 0");
   if (cfg.limits.max_inflight_bytes == 0) {
     return absl::InvalidArgumentError("--max-inflight-bytes must be > 0");

@@ -48,6 +48,10 @@ struct DaemonConfig {
   ClusterSettings cluster;
   // Fault rules of the configuration (--fault) and the seed (--fault-seed).
   FaultSettings faults;
+  // --trace: every answered op recorded to this file (reopened on SIGHUP), up to
+  // trace_max_bytes per file; empty: no trace.
+  std::string trace;
+  uint64_t trace_max_bytes = uint64_t{256} << 20;
 
   // Whether the RDMA device is opened at all (rc or dc may run), and whether failing to open
   // it is fatal (a transport that needs it is on, or a device was named).

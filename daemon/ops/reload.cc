@@ -151,6 +151,10 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   // Restart only.
   Compare("listen", current.listen, next.listen, &plan.needs_restart);
   Compare("port-file", current.port_file, next.port_file, &plan.needs_restart);
+  // SIGHUP reopens the trace at its path (log rotation); another path or cap needs a restart.
+  Compare("trace", current.trace, next.trace, &plan.needs_restart);
+  CompareSize("trace-max-bytes", current.trace_max_bytes, next.trace_max_bytes,
+              &plan.needs_restart);
   Compare("cluster", current.cluster.url, next.cluster.url, &plan.needs_restart);
   Compare("cluster-ttl", current.cluster.ttl_s, next.cluster.ttl_s, &plan.needs_restart);
   Compare("cluster-id", current.cluster.id, next.cluster.id, &plan.needs_restart);

@@ -39,6 +39,7 @@ void Reload(SupervisedDaemon& d) {
     d.tls->Reload(plan.effective.tls, "SIGHUP").IgnoreError();
   }
   SetLogLevel(plan.effective.log_level);
+  if (d.trace != nullptr) d.trace->Reopen();  // log rotation: the old file was moved away
   if (d.media != nullptr) {
     for (const VolumeSpec& v : plan.effective.volumes) {
       if (MediaModel* m = d.media->Find(v.name)) m->Set({v.latency_us, v.bandwidth});

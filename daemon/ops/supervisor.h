@@ -17,6 +17,7 @@
 #include "daemon/service/stats.h"
 #include "daemon/store/store.h"
 #include "daemon/service/store_service.h"
+#include "daemon/service/trace_recorder.h"
 #include "daemon/store/sync_worker.h"
 #include "daemon/ops/systemd_notifier.h"
 #include "daemon/ops/tls_reloader.h"
@@ -39,6 +40,7 @@ struct SupervisedDaemon {
   DaemonStats* stats = nullptr;
   const SystemdNotifier* notifier = nullptr;
   TlsReloader* tls = nullptr;  // the gRPC port's certificates; null without TLS
+  TraceRecorder* trace = nullptr;  // --trace, reopened on SIGHUP; null without
   // "serving on 127.0.0.1:50051, transports tcp": the first words of every STATUS line.
   std::string serving;
 };

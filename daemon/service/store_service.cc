@@ -107,13 +107,14 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
   const uint64_t offset = sub.op.offset;
   if (stats != nullptr) stats->Started(scopes, length);
   auto shared_permit = std::make_shared<InflightLimiter::Permit>(std::move(permit));
-  // The last step of every op: give back the permit, account, answer.
+  // The last step of every op: give back the permit, account, trace, answer.
   auto finish = std::make_shared<std::function<void(absl::Status)>>(
-      [done = std::move(done), start, shared_permit, stats, scopes, direction,
-       length](absl::Status s) {
+      [done = std::move(done), start, shared_permit, stats, scopes, direction, length,
+       traced = TracedOp(extras_.trace, sub.op, start)](absl::Status s) mutable {
         shared_permit->Release();
         const uint64_t ns = static_cast<uint64_t>(absl::GetCurrentTimeNanos() - start);
         if (stats != nullptr) stats->Finished(scopes, direction, s.code(), length, ns, true);
+        traced.Finish(s.code(), ns);
         if (!s.ok() && !absl::IsCancelled(s)) {
           GDR_LOG_EVERY_N_SEC(kWarning, 5) << "op failed: " << s;
         }

@@ -23,6 +23,7 @@
 #include "daemon/store/store.h"
 #include "daemon/store/sync_worker.h"
 #include "daemon/service/token_auth.h"
+#include "daemon/service/trace_recorder.h"
 #include "daemon/transport/transfer_op.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
 
@@ -45,6 +46,7 @@ struct ServiceExtras {
   DelayQueue* delays = nullptr;    // holds completions until the simulated media is done
   SyncWorker* syncer = nullptr;    // msync for Read{sync=true} on file volumes
   FaultInjector* faults = nullptr;  // injected faults (Admin service, --fault); needs `delays`
+  TraceRecorder* trace = nullptr;  // --trace: every answered op recorded to a file
 };
 
 class StoreService final : public gdrstore::v1::GdrStore::CallbackService {

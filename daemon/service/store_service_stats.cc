@@ -56,6 +56,14 @@ grpc::ServerUnaryReactor* StoreService::GetStats(grpc::CallbackServerContext* ct
   a->set_inflight_bytes(limiter_.bytes());
   a->set_max_inflight_bytes(limits.max_inflight_bytes);
   a->set_open_streams(streams_.load());
+  if (extras_.trace != nullptr) {
+    const TraceRecorder::Stats t = extras_.trace->stats();
+    v1::TraceStats* ts = response->mutable_trace();
+    ts->set_records(t.records);
+    ts->set_dropped(t.dropped);
+    ts->set_bytes(t.bytes);
+    ts->set_file(t.file);
+  }
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

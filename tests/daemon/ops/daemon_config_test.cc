@@ -219,6 +219,27 @@ TEST(DaemonConfigTest, OutOfRangeNumbersNameTheFlag) {
   ExpectInvalidNaming({"--max-inflight-ops", "many"}, "--max-inflight-ops");
 }
 
+// --trace: off by default; a path and a cap by flag or by the config file's keys.
+TEST(DaemonConfigTest, TraceFlagsAndKeys) {
+  absl::StatusOr<DaemonConfig> cfg = Parse({});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->trace, "");
+  EXPECT_EQ(cfg->trace_max_bytes, uint64_t{256} << 20);
+  cfg = Parse({"--trace", "/var/lib/gdrstored/ops.trace", "--trace-max-bytes", "1GiB"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->trace, "/var/lib/gdrstored/ops.trace");
+  EXPECT_EQ(cfg->trace_max_bytes, uint64_t{1} << 30);
+  TempDir dir;
+  const std::string path =
+      dir.Write("t.conf", "trace = \"/tmp/x.trace\"\ntrace-max-bytes = \"64KiB\"\n");
+  cfg = Parse({"--config", path});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->trace, "/tmp/x.trace");
+  EXPECT_EQ(cfg->trace_max_bytes, 64u << 10);
+  ExpectInvalidNaming({"--trace-max-bytes", "4095"}, "--trace-max-bytes");
+  ExpectInvalidNaming({"--trace-max-bytes", "lots"}, "--trace-max-bytes");
+}
+
 // --tcp-target-allow: repeatable, a config-file list too, each CIDR validated at start.
 TEST(DaemonConfigTest, TcpTargetAllowTakesCidrs) {
   absl::StatusOr<DaemonConfig> cfg = Parse({});

@@ -71,6 +71,18 @@ TEST(ReloadTest, RestartOnlySettingsAreReportedNotApplied) {
   EXPECT_EQ(p.effective.volumes[1].file, "/srv/b.img");
 }
 
+// SIGHUP reopens the trace at its path; another path or cap is not taken live.
+TEST(ReloadTest, TraceChangesNeedRestart) {
+  DaemonConfig next = Base();
+  next.trace = "/tmp/new.trace";
+  next.trace_max_bytes = 1 << 20;
+  ReloadPlan p = PlanReload(Base(), next);
+  EXPECT_THAT(p.applied, IsEmpty());
+  EXPECT_THAT(p.needs_restart, UnorderedElementsAre("trace:  -> /tmp/new.trace",
+                                                    "trace-max-bytes: 256 MiB -> 1 MiB"));
+  EXPECT_EQ(p.effective.trace, "");
+}
+
 TEST(ReloadTest, SizeChangeOfKeptVolumeNeedsRestart) {
   DaemonConfig next = Base();
   next.volumes[0].size = 4 << 20;
