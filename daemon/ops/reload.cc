@@ -142,6 +142,9 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   // Restart only.
   Compare("listen", current.listen, next.listen, &plan.needs_restart);
   Compare("port-file", current.port_file, next.port_file, &plan.needs_restart);
+  Compare("metrics-listen", current.metrics_listen, next.metrics_listen, &plan.needs_restart);
+  Compare("metrics-port-file", current.metrics_port_file, next.metrics_port_file,
+          &plan.needs_restart);
   Compare("cluster", current.cluster.url, next.cluster.url, &plan.needs_restart);
   Compare("cluster-ttl", current.cluster.ttl_s, next.cluster.ttl_s, &plan.needs_restart);
   Compare("cluster-id", current.cluster.id, next.cluster.id, &plan.needs_restart);

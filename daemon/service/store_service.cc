@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "common/stream_limits.h"
 #include "common/write_queue.h"
+#include "daemon/service/client_stats.h"
 
 namespace gdr {
 
@@ -58,12 +59,14 @@ void LogRefusal(const absl::Status& s) {
 
 absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::Extent* extent,
                                                  const v1::RemoteBuffer* buffer, bool sync,
-                                                 absl::string_view peer, Done done) {
+                                                 absl::string_view peer,
+                                                 absl::string_view client, Done done) {
   DaemonStats* stats = extras_.stats;
   OpScopes scopes;
   if (stats != nullptr) {
     scopes = stats->Resolve(buffer ? TransportOfEndpoint(buffer->endpoint_case()) : std::nullopt,
-                            extent ? absl::string_view(extent->volume()) : absl::string_view());
+                            extent ? absl::string_view(extent->volume()) : absl::string_view(),
+                            client);
   }
   auto refuse = [&](absl::Status s) {
     if (stats != nullptr) stats->Finished(scopes, direction, s.code(), 0, 0, /*started=*/false);
@@ -81,6 +84,7 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
     if (!op.ok()) return refuse(op.status());
     sub.op = *std::move(op);
     sub.op.caller = std::string(peer);
+    sub.op.client = std::string(client);
   }
   InflightLimiter::Permit permit;
   if (absl::Status s = limiter_.TryAcquire(sub.op.length, &permit); !s.ok()) return refuse(s);
@@ -135,7 +139,7 @@ void StoreService::CountRefused(const Submission& sub) {
   LogRefusal(sub.status);
   if (extras_.stats == nullptr || sub.status.ok()) return;
   // Prepare counted the op as started: close it as failed with the initiator's reason.
-  const OpScopes scopes = extras_.stats->Resolve(sub.op.transport, sub.op.volume);
+  const OpScopes scopes = extras_.stats->Resolve(sub.op.transport, sub.op.volume, sub.op.client);
   extras_.stats->Finished(scopes, sub.op.direction, sub.status.code(), sub.op.length, 0, true);
 }
 
@@ -156,9 +160,10 @@ const Volume* StoreService::SyncVolume(Direction direction, const v1::Extent* ex
 
 absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent,
                                    const v1::RemoteBuffer* buffer, bool sync,
-                                   absl::string_view peer, Done done) {
+                                   absl::string_view peer, absl::string_view client,
+                                   Done done) {
   GDR_ASSIGN_OR_RETURN(Submission sub,
-                       Prepare(direction, extent, buffer, sync, peer, std::move(done)));
+                       Prepare(direction, extent, buffer, sync, peer, client, std::move(done)));
   sub.status = transports_->Submit(sub.op, std::move(sub.done));
   if (!sub.status.ok()) CountRefused(sub);
   return sub.status;
@@ -236,8 +241,9 @@ grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx
   const bool synced = SyncsToFile(direction, extent, sync);
   // The request outlives the call, so the extent may be read when the op completes.
   const v1::Extent* crc_of = crc ? extent : nullptr;
+  const std::string peer = ctx->peer();
   absl::Status s =
-      StartOp(direction, extent, buffer, sync, ctx->peer(),
+      StartOp(direction, extent, buffer, sync, peer, ClientIdentity(caller.label(), peer),
               [this, reactor, response, length, synced, crc_of](absl::Status st, uint64_t ns) {
                 if (st.ok()) {
                   response->set_bytes(length);
@@ -289,6 +295,7 @@ class StoreService::StreamCall final
         caller_(std::move(caller)),
         identified_at_(caller_->generation()),
         peer_(std::move(peer)),
+        client_(ClientIdentity(caller_->label(), peer_)),
         writes_([this](std::deque<v1::StreamResult>& unsent) { return StartWriteLocked(unsent); },
                 [this](bool all_written) { Finish(grpc::Status::OK); }) {
     service_->streams_.fetch_add(1);
@@ -362,6 +369,7 @@ class StoreService::StreamCall final
     // A reload racing with this lookup only makes the next message look again.
     caller_ = service_->auth_.Identify(presented_);
     identified_at_ = now;
+    if (caller_.ok()) client_ = ClientIdentity(caller_->label(), peer_);
   }
 
   // Validates and admits one op into batch_, or answers it at once.
@@ -422,7 +430,7 @@ class StoreService::StreamCall final
     std::optional<v1::Extent> crc_of;
     if (crc && extent != nullptr) crc_of = *extent;
     absl::StatusOr<Submission> sub = service_->Prepare(
-        direction, extent, buffer, sync, peer_,
+        direction, extent, buffer, sync, peer_, client_,
         [this, id, length, synced, crc_of = std::move(crc_of)](absl::Status st, uint64_t ns) {
           std::optional<uint32_t> c;
           if (st.ok() && crc_of) c = service_->ExtentCrc32c(*crc_of);
@@ -497,6 +505,7 @@ class StoreService::StreamCall final
   absl::StatusOr<Caller> caller_;  // not OK: the credential is no longer accepted
   uint64_t identified_at_;         // the auth generation caller_ was resolved in
   const std::string peer_;         // the call's peer address, for every op of it
+  std::string client_;             // who its ops are counted under (ClientIdentity)
   v1::StreamRequest request_;  // touched only by the read callbacks, which never overlap
   std::vector<Submission> batch_;   // likewise: the ops of request_ being submitted
   std::vector<uint64_t> batch_ids_;

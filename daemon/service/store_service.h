@@ -76,6 +76,9 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* ctx,
                                      const gdrstore::v1::GetStatsRequest* request,
                                      gdrstore::v1::GetStatsResponse* response) override;
+  // What GetStats answers `caller` (a default Caller: everything, as the metrics exporter
+  // reads it). FAILED_PRECONDITION when the daemon collects no statistics. Thread-safe.
+  absl::Status FillStats(const Caller& caller, gdrstore::v1::GetStatsResponse* response) const;
 
   // From now on new ops are refused with UNAVAILABLE; ops already started run to completion.
   void StartDrain() { draining_.store(true); }
@@ -106,16 +109,18 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   // A non-OK return means nothing started and `done` will not run. `peer` is the call's
   // address (ServerContext::peer()): the tcp transport connects only where it lets it.
   // `sync`: a Read into a file-backed volume is answered only after msync of the extent.
+  // `client`: the identity the op is counted under per client (ClientIdentity).
   using Done = std::function<void(absl::Status, uint64_t service_ns)>;
   absl::Status StartOp(Direction direction, const gdrstore::v1::Extent* extent,
                        const gdrstore::v1::RemoteBuffer* buffer, bool sync,
-                       absl::string_view peer, Done done);
+                       absl::string_view peer, absl::string_view client, Done done);
   // The first half of StartOp: validates the request and takes its admission permit. The
   // returned submission, handed to the initiator, starts the op; dropped unstarted, it gives
   // the permit back and `done` never runs (then call CountRefused with its status set).
   absl::StatusOr<Submission> Prepare(Direction direction, const gdrstore::v1::Extent* extent,
                                      const gdrstore::v1::RemoteBuffer* buffer, bool sync,
-                                     absl::string_view peer, Done done);
+                                     absl::string_view peer, absl::string_view client,
+                                     Done done);
   // Whether an op so described will be answered only after msync: a Read (client -> store)
   // with sync into a file-backed volume.
   bool SyncsToFile(Direction direction, const gdrstore::v1::Extent* extent, bool sync) const {

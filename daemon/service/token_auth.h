@@ -57,6 +57,10 @@ class Caller {
   // Whether the caller has any right on `volume` (GetInfo, GetStats show only those).
   bool MaySee(absl::string_view volume) const;
   uint64_t generation() const { return set_ ? set_->generation : 0; }
+  // The credential's label; empty when the check is off.
+  absl::string_view label() const {
+    return credential_ != nullptr ? absl::string_view(credential_->label) : absl::string_view();
+  }
 
  private:
   std::shared_ptr<const CredentialSet> set_;

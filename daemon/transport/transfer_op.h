@@ -46,6 +46,9 @@ struct TransferOp {
   // Who asked, as the RPC layer saw it (gRPC peer text: "ipv4:A:P", "ipv6:[A]:P", "unix:...").
   // A transport that connects to an address the request names decides with it whether it may.
   std::string caller;
+  // Who the op is counted under in the per-client statistics (a credential's label or the
+  // caller's address); the transports do not look at it.
+  std::string client;
 };
 
 // Which transports this daemon serves; requests naming another answer UNIMPLEMENTED.
