@@ -32,3 +32,6 @@ install(CODE [[
 ]] COMPONENT daemon)
 install(FILES README.md docs/operations.md docs/architecture.md docs/benchmarks.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT daemon)
+# The Grafana dashboard over the daemon's /metrics (docs/simulation.md, Prometheus metrics).
+install(FILES deploy/grafana/gdrstored.json DESTINATION ${CMAKE_INSTALL_DATADIR}/gdrstored/grafana
+        COMPONENT daemon)

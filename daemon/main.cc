@@ -23,6 +23,7 @@
 #include "common/units.h"
 #include "daemon/ops/cluster_member.h"
 #include "daemon/ops/daemon_config.h"
+#include "daemon/ops/metrics_exporter.h"
 #include "daemon/ops/supervisor.h"
 #include "daemon/ops/systemd_notifier.h"
 #include "daemon/ops/tls_reloader.h"
@@ -46,6 +47,18 @@ namespace {
 int Fatal(const absl::Status& status) {
   std::fprintf(stderr, "gdrstored: %s\n", std::string(status.message()).c_str());
   return 1;
+}
+
+// Write-then-rename so a reader never sees a partial number.
+void WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    GDR_LOG(kError) << "cannot write port file " << path;
+  }
 }
 
 int Run(int argc, char** argv) {
@@ -244,17 +257,19 @@ int Run(int argc, char** argv) {
   server->GetHealthCheckService()->SetServingStatus(true);
   GDR_LOG(kInfo) << "gdrstored " << GDR_VERSION << " serving gdrstore.v1 on " << cfg->listen
                  << " (port " << port << "), transports: " << transports.Names();
-  if (!cfg->port_file.empty()) {
-    // Write-then-rename so a reader never sees a partial number.
-    const std::string tmp = cfg->port_file + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << port << "\n";
-    }
-    if (std::rename(tmp.c_str(), cfg->port_file.c_str()) != 0) {
-      GDR_LOG(kError) << "cannot write port file " << cfg->port_file;
-    }
+  // After the gRPC server, whose port file tells a test the daemon is up: by then the metrics
+  // port file is there too.
+  std::unique_ptr<gdr::MetricsExporter> metrics;
+  if (!cfg->metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<gdr::MetricsExporter>> started =
+        gdr::MetricsExporter::Start(cfg->metrics_listen, &service, &stats);
+    if (!started.ok()) return Fatal(started.status());
+    metrics = std::move(*started);
+    GDR_LOG(kInfo) << "Prometheus metrics on http://" << cfg->metrics_listen << "/metrics (port "
+                   << metrics->port() << ")";
+    if (!cfg->metrics_port_file.empty()) WritePortFile(cfg->metrics_port_file, metrics->port());
   }
+  if (!cfg->port_file.empty()) WritePortFile(cfg->port_file, port);
 
   // Registered once serving, so a client that reads the entry finds the port open.
   std::unique_ptr<gdr::ClusterMember> member;

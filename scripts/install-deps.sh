@@ -7,7 +7,9 @@
 # targets (scripts/fuzz-smoke.sh); python3-matplotlib draws gdr_bench's scale plot
 # (bench/plot_scale.py); etcd-server, etcd-client and golang-etcd-server-dev: the etcd client's
 # protos (rpc.proto and its imports, compiled where Debian installs them) and the real etcd its
-# tests start; libisal-dev: ISA-L's CRC32C (the checksum ops return on request).
+# tests start; libisal-dev: ISA-L's CRC32C (the checksum ops return on request);
+# prometheus-cpp-dev: the daemon's /metrics endpoint (it pulls in civetweb); prometheus: promtool,
+# with which the metrics test checks a scrape.
 set -euo pipefail
 
 PKGS=(
@@ -23,6 +25,7 @@ PKGS=(
   python3-matplotlib
   etcd-server etcd-client golang-etcd-server-dev
   libisal-dev
+  prometheus-cpp-dev prometheus
 )
 
 missing=()

@@ -11,6 +11,7 @@
 #include "common/token_file.h"
 #include "common/units.h"
 #include "daemon/ops/dc_flags.h"
+#include "daemon/ops/metrics_exporter.h"
 #include "daemon/ops/tls_flags.h"
 
 namespace gdr {
@@ -60,6 +61,11 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   app.add_option("--listen", cfg.listen, "gRPC listen address HOST:PORT (port 0 = ephemeral)")
       ->capture_default_str();
   app.add_option("--port-file", cfg.port_file, "write the bound gRPC port to this file once serving");
+  app.add_option("--metrics-listen", cfg.metrics_listen,
+                 "serve Prometheus metrics at http://ADDR/metrics, ADDR = IPV4:PORT or "
+                 "[IPV6]:PORT (port 0 = any free port); default: off");
+  app.add_option("--metrics-port-file", cfg.metrics_port_file,
+                 "write the bound metrics port to this file once serving");
   app.add_option("--volume", volumes, "volume NAME=SIZE[,file=/abs/path][,latency_us=N][,bandwidth=SIZE/s], repeatable "
                  "(default vol0=256MiB)");
   app.add_option("--max-op-size", max_op, "largest extent of one op")->capture_default_str();
@@ -254,6 +260,10 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
       return absl::InvalidArgumentError(absl::StrCat("--token-file: ", tokens.status().message()));
     }
     cfg.tokens = *std::move(tokens);
+  }
+  if (!cfg.metrics_listen.empty()) GDR_RETURN_IF_ERROR(CheckMetricsListen(cfg.metrics_listen));
+  if (!cfg.metrics_port_file.empty() && cfg.metrics_listen.empty()) {
+    return absl::InvalidArgumentError("--metrics-port-file needs --metrics-listen");
   }
   GDR_RETURN_IF_ERROR(CheckTlsFlags(cfg.tls));
   GDR_RETURN_IF_ERROR(CheckClusterFlags(cfg.cluster));

@@ -24,6 +24,9 @@ namespace gdr {
 struct DaemonConfig {
   std::string listen = "127.0.0.1:50051";
   std::string port_file;  // when set, the bound port is written here once serving
+  // Prometheus /metrics over HTTP on this IP:PORT (0: any free port); empty: off.
+  std::string metrics_listen;
+  std::string metrics_port_file;  // when set, the bound metrics port is written here
   std::vector<VolumeSpec> volumes;
   ServiceLimits limits;
   TcpInitiatorOptions tcp;

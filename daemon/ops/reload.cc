@@ -155,6 +155,9 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   Compare("trace", current.trace, next.trace, &plan.needs_restart);
   CompareSize("trace-max-bytes", current.trace_max_bytes, next.trace_max_bytes,
               &plan.needs_restart);
+  Compare("metrics-listen", current.metrics_listen, next.metrics_listen, &plan.needs_restart);
+  Compare("metrics-port-file", current.metrics_port_file, next.metrics_port_file,
+          &plan.needs_restart);
   Compare("cluster", current.cluster.url, next.cluster.url, &plan.needs_restart);
   Compare("cluster-ttl", current.cluster.ttl_s, next.cluster.ttl_s, &plan.needs_restart);
   Compare("cluster-id", current.cluster.id, next.cluster.id, &plan.needs_restart);

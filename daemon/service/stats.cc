@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "absl/time/clock.h"
+#include "daemon/service/client_stats.h"
 
 namespace gdr {
 
@@ -118,12 +119,16 @@ void OpCounters::Fill(v1::OpCounters* out) const {
 }
 
 DaemonStats::DaemonStats(const std::vector<std::string>& volume_names)
-    : started_at_(absl::Now()) {
+    : started_at_(absl::Now()), clients_(std::make_unique<ClientStats>()) {
   for (const std::string& n : volume_names) volumes_.emplace(n, std::make_unique<OpCounters>());
 }
 
-OpScopes DaemonStats::Resolve(std::optional<TransportKind> transport, absl::string_view volume) {
+DaemonStats::~DaemonStats() = default;
+
+OpScopes DaemonStats::Resolve(std::optional<TransportKind> transport, absl::string_view volume,
+                              absl::string_view client) {
   OpScopes s;
+  if (!client.empty()) s.client = clients_->Resolve(client);
   if (transport) s.transport = &transports_[static_cast<size_t>(*transport)];
   auto it = volumes_.find(volume);
   if (it != volumes_.end()) s.volume = it->second.get();
@@ -134,6 +139,7 @@ void DaemonStats::Started(const OpScopes& scopes, uint64_t bytes) {
   total_.Started(bytes);
   if (scopes.transport) scopes.transport->Started(bytes);
   if (scopes.volume) scopes.volume->Started(bytes);
+  if (scopes.client) scopes.client->Started(bytes);
 }
 
 void DaemonStats::Finished(const OpScopes& scopes, Direction direction, absl::StatusCode code,
@@ -141,6 +147,7 @@ void DaemonStats::Finished(const OpScopes& scopes, Direction direction, absl::St
   total_.Finished(direction, code, bytes, latency_ns, started);
   if (scopes.transport) scopes.transport->Finished(direction, code, bytes, latency_ns, started);
   if (scopes.volume) scopes.volume->Finished(direction, code, bytes, latency_ns, started);
+  if (scopes.client) scopes.client->Finished(direction, code, bytes, latency_ns, started);
 }
 
 void DaemonStats::Fill(v1::GetStatsResponse* out) const {
@@ -157,6 +164,7 @@ void DaemonStats::Fill(v1::GetStatsResponse* out) const {
     c->Fill(v->mutable_ops());
   }
   out->set_reloads(reloads_.load());
+  clients_->Fill(out->mutable_clients());
 }
 
 }  // namespace gdr

@@ -35,6 +35,11 @@ class LatencyHistogram {
   uint64_t Percentile(double q) const;
   uint64_t max_ns() const { return max_.load(std::memory_order_relaxed); }
   uint64_t sum_ns() const { return sum_.load(std::memory_order_relaxed); }
+  // Samples in `bucket` (0 .. kBuckets-1): those above BucketUpperNs(bucket - 1) and at most
+  // BucketUpperNs(bucket); the last bucket holds everything above.
+  uint64_t bucket_count(int bucket) const {
+    return buckets_[bucket].load(std::memory_order_relaxed);
+  }
   static int BucketOf(uint64_t ns);
   static uint64_t BucketUpperNs(int bucket);
 
@@ -76,20 +81,33 @@ class OpCounters {
 struct OpScopes {
   OpCounters* transport = nullptr;  // nullptr when the request named no known transport
   OpCounters* volume = nullptr;     // nullptr when the volume does not exist
+  OpCounters* client = nullptr;     // nullptr when no client identity was given
 };
+
+class ClientStats;
 
 class DaemonStats {
  public:
   // One OpCounters per volume name (the set is fixed for the daemon's life).
   explicit DaemonStats(const std::vector<std::string>& volume_names);
+  ~DaemonStats();
 
-  // Scopes for a request's transport (none when it named none) and volume name.
-  OpScopes Resolve(std::optional<TransportKind> transport, absl::string_view volume);
+  // Scopes for a request's transport (none when it named none), volume name and client
+  // identity (daemon/service/client_stats.h: ClientIdentity; empty: not counted per client).
+  OpScopes Resolve(std::optional<TransportKind> transport, absl::string_view volume,
+                   absl::string_view client = {});
   void Started(const OpScopes& scopes, uint64_t bytes);
   void Finished(const OpScopes& scopes, Direction direction, absl::StatusCode code,
                 uint64_t bytes, uint64_t latency_ns, bool started);
 
   const OpCounters& total() const { return total_; }
+  const OpCounters& transport(TransportKind kind) const {
+    return transports_[static_cast<size_t>(kind)];
+  }
+  // Per volume, by name; the set is fixed for the daemon's life.
+  const std::map<std::string, std::unique_ptr<OpCounters>, std::less<>>& volumes() const {
+    return volumes_;
+  }
   absl::Time started_at() const { return started_at_; }
   uint64_t reloads() const { return reloads_.load(); }
   void CountReload() { reloads_.fetch_add(1); }
@@ -103,6 +121,7 @@ class DaemonStats {
   std::array<OpCounters, std::size(kTransportKinds)> transports_;  // by TransportKind
   std::map<std::string, std::unique_ptr<OpCounters>, std::less<>> volumes_;
   std::atomic<uint64_t> reloads_{0};
+  std::unique_ptr<ClientStats> clients_;
 };
 
 }  // namespace gdr

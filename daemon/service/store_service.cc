@@ -13,6 +13,7 @@
 #include "common/status_macros.h"
 #include "common/stream_limits.h"
 #include "common/write_queue.h"
+#include "daemon/service/client_stats.h"
 
 namespace gdr {
 
@@ -58,13 +59,14 @@ void LogRefusal(const absl::Status& s) {
 
 absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::Extent* extent,
                                                  const v1::RemoteBuffer* buffer, bool sync,
-                                                 absl::string_view peer, absl::string_view label,
-                                                 Done done) {
+                                                 absl::string_view peer,
+                                                 absl::string_view client, Done done) {
   DaemonStats* stats = extras_.stats;
   OpScopes scopes;
   if (stats != nullptr) {
     scopes = stats->Resolve(buffer ? TransportOfEndpoint(buffer->endpoint_case()) : std::nullopt,
-                            extent ? absl::string_view(extent->volume()) : absl::string_view());
+                            extent ? absl::string_view(extent->volume()) : absl::string_view(),
+                            client);
   }
   auto refuse = [&](absl::Status s) {
     if (stats != nullptr) stats->Finished(scopes, direction, s.code(), 0, 0, /*started=*/false);
@@ -82,11 +84,12 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
     if (!op.ok()) return refuse(op.status());
     sub.op = *std::move(op);
     sub.op.caller = std::string(peer);
+    sub.op.client = std::string(client);
   }
   FaultDecision fault;
   if (extras_.faults != nullptr) {
     fault = extras_.faults->Decide(direction, sub.op.transport, sub.op.volume, sub.op.offset,
-                                   sub.op.length, FaultClient{label, peer});
+                                   sub.op.length, FaultClient{client, peer});
     if (!fault.error.ok()) return refuse(fault.error);
     sub.op.inject = fault.transport;
   }
@@ -153,7 +156,7 @@ void StoreService::CountRefused(const Submission& sub) {
   LogRefusal(sub.status);
   if (extras_.stats == nullptr || sub.status.ok()) return;
   // Prepare counted the op as started: close it as failed with the initiator's reason.
-  const OpScopes scopes = extras_.stats->Resolve(sub.op.transport, sub.op.volume);
+  const OpScopes scopes = extras_.stats->Resolve(sub.op.transport, sub.op.volume, sub.op.client);
   extras_.stats->Finished(scopes, sub.op.direction, sub.status.code(), sub.op.length, 0, true);
 }
 
@@ -194,9 +197,10 @@ const Volume* StoreService::SyncVolume(Direction direction, const v1::Extent* ex
 
 absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent,
                                    const v1::RemoteBuffer* buffer, bool sync,
-                                   absl::string_view peer, absl::string_view label, Done done) {
+                                   absl::string_view peer, absl::string_view client,
+                                   Done done) {
   GDR_ASSIGN_OR_RETURN(Submission sub,
-                       Prepare(direction, extent, buffer, sync, peer, label, std::move(done)));
+                       Prepare(direction, extent, buffer, sync, peer, client, std::move(done)));
   sub.status = transports_->Submit(sub.op, std::move(sub.done));
   if (!sub.status.ok()) CountRefused(sub);
   return sub.status;
@@ -274,8 +278,9 @@ grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx
   const bool synced = SyncsToFile(direction, extent, sync);
   // The request outlives the call, so the extent may be read when the op completes.
   const v1::Extent* crc_of = crc ? extent : nullptr;
+  const std::string peer = ctx->peer();
   absl::Status s =
-      StartOp(direction, extent, buffer, sync, ctx->peer(), caller.label(),
+      StartOp(direction, extent, buffer, sync, peer, ClientIdentity(caller.label(), peer),
               [this, reactor, response, length, synced, crc_of](absl::Status st, uint64_t ns) {
                 if (st.ok()) {
                   response->set_bytes(length);
@@ -327,6 +332,7 @@ class StoreService::StreamCall final
         caller_(std::move(caller)),
         identified_at_(caller_->generation()),
         peer_(std::move(peer)),
+        client_(ClientIdentity(caller_->label(), peer_)),
         writes_([this](std::deque<v1::StreamResult>& unsent) { return StartWriteLocked(unsent); },
                 [this](bool all_written) { Finish(grpc::Status::OK); }) {
     service_->streams_.fetch_add(1);
@@ -400,6 +406,7 @@ class StoreService::StreamCall final
     // A reload racing with this lookup only makes the next message look again.
     caller_ = service_->auth_.Identify(presented_);
     identified_at_ = now;
+    if (caller_.ok()) client_ = ClientIdentity(caller_->label(), peer_);
   }
 
   // Validates and admits one op into batch_, or answers it at once.
@@ -460,7 +467,7 @@ class StoreService::StreamCall final
     std::optional<v1::Extent> crc_of;
     if (crc && extent != nullptr) crc_of = *extent;
     absl::StatusOr<Submission> sub = service_->Prepare(
-        direction, extent, buffer, sync, peer_, caller_->label(),
+        direction, extent, buffer, sync, peer_, client_,
         [this, id, length, synced, crc_of = std::move(crc_of)](absl::Status st, uint64_t ns) {
           std::optional<uint32_t> c;
           if (st.ok() && crc_of) c = service_->ExtentCrc32c(*crc_of);
@@ -535,6 +542,7 @@ class StoreService::StreamCall final
   absl::StatusOr<Caller> caller_;  // not OK: the credential is no longer accepted
   uint64_t identified_at_;         // the auth generation caller_ was resolved in
   const std::string peer_;         // the call's peer address, for every op of it
+  std::string client_;             // who its ops are counted under (ClientIdentity)
   v1::StreamRequest request_;  // touched only by the read callbacks, which never overlap
   std::vector<Submission> batch_;   // likewise: the ops of request_ being submitted
   std::vector<uint64_t> batch_ids_;

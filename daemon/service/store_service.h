@@ -80,6 +80,9 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* ctx,
                                      const gdrstore::v1::GetStatsRequest* request,
                                      gdrstore::v1::GetStatsResponse* response) override;
+  // What GetStats answers `caller` (a default Caller: everything, as the metrics exporter
+  // reads it). FAILED_PRECONDITION when the daemon collects no statistics. Thread-safe.
+  absl::Status FillStats(const Caller& caller, gdrstore::v1::GetStatsResponse* response) const;
 
   // From now on new ops are refused with UNAVAILABLE; ops already started run to completion.
   void StartDrain() { draining_.store(true); }
@@ -109,18 +112,20 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   // Validates and starts one op; `done` gets the final status and the daemon-side service time.
   // A non-OK return means nothing started and `done` will not run. `peer` is the call's
   // address (ServerContext::peer()): the tcp transport connects only where it lets it.
-  // `label`: the caller's token-file label (empty without tokens), for fault rules.
   // `sync`: a Read into a file-backed volume is answered only after msync of the extent.
+  // `client`: the identity the op is counted under per client (ClientIdentity), and that
+  // fault rules match.
   using Done = std::function<void(absl::Status, uint64_t service_ns)>;
   absl::Status StartOp(Direction direction, const gdrstore::v1::Extent* extent,
                        const gdrstore::v1::RemoteBuffer* buffer, bool sync,
-                       absl::string_view peer, absl::string_view label, Done done);
+                       absl::string_view peer, absl::string_view client, Done done);
   // The first half of StartOp: validates the request and takes its admission permit. The
   // returned submission, handed to the initiator, starts the op; dropped unstarted, it gives
   // the permit back and `done` never runs (then call CountRefused with its status set).
   absl::StatusOr<Submission> Prepare(Direction direction, const gdrstore::v1::Extent* extent,
                                      const gdrstore::v1::RemoteBuffer* buffer, bool sync,
-                                     absl::string_view peer, absl::string_view label, Done done);
+                                     absl::string_view peer, absl::string_view client,
+                                     Done done);
   // The caller of a call (UNAUTHENTICATED / PERMISSION_DENIED as for the data RPCs); for the
   // Admin service, which shares this service's credentials.
   absl::StatusOr<Caller> Identify(const grpc::CallbackServerContext& ctx) const {

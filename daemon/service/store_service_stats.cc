@@ -20,6 +20,15 @@ grpc::ServerUnaryReactor* StoreService::GetStats(grpc::CallbackServerContext* ct
                                  "statistics are not collected by this daemon"));
     return reactor;
   }
+  (void)FillStats(caller, response);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+absl::Status StoreService::FillStats(const Caller& caller, v1::GetStatsResponse* response) const {
+  if (extras_.stats == nullptr) {
+    return absl::FailedPreconditionError("statistics are not collected by this daemon");
+  }
   response->set_version(GDR_VERSION);
   extras_.stats->Fill(response);
   // Per-volume figures only of the volumes the caller has a grant on (the totals, per
@@ -30,6 +39,16 @@ grpc::ServerUnaryReactor* StoreService::GetStats(grpc::CallbackServerContext* ct
                                   return !caller.MaySee(v.name());
                                 }),
                  volumes->end());
+  // A caller with a credential sees its own client entry only: the others' labels and
+  // traffic are theirs.
+  if (!caller.label().empty()) {
+    auto* clients = response->mutable_clients();
+    clients->erase(std::remove_if(clients->begin(), clients->end(),
+                                  [&caller](const v1::ClientStats& c) {
+                                    return c.client() != caller.label();
+                                  }),
+                   clients->end());
+  }
   transports_->FillStats(response);
   if (extras_.faults != nullptr) {
     extras_.faults->FillStats(response);
@@ -64,8 +83,7 @@ grpc::ServerUnaryReactor* StoreService::GetStats(grpc::CallbackServerContext* ct
     ts->set_bytes(t.bytes);
     ts->set_file(t.file);
   }
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return absl::OkStatus();
 }
 
 }  // namespace gdr

@@ -61,6 +61,10 @@ class Caller {
   // The credential's label; empty for a daemon without credentials.
   std::string label() const { return credential_ ? credential_->label : std::string(); }
   uint64_t generation() const { return set_ ? set_->generation : 0; }
+  // The credential's label; empty when the check is off.
+  absl::string_view label() const {
+    return credential_ != nullptr ? absl::string_view(credential_->label) : absl::string_view();
+  }
 
  private:
   std::shared_ptr<const CredentialSet> set_;

@@ -56,6 +56,9 @@ struct TransferOp {
   // A transport that connects to an address the request names decides with it whether it may.
   std::string caller;
   InjectedFault inject = InjectedFault::kNone;
+  // Who the op is counted under in the per-client statistics (a credential's label or the
+  // caller's address); the transports do not look at it.
+  std::string client;
 };
 
 // Which transports this daemon serves; requests naming another answer UNIMPLEMENTED.

@@ -32,7 +32,7 @@ mkdir "$root"
 dpkg -x "$deb" "$root"
 for f in usr/sbin/gdrstored usr/bin/gdrctl usr/lib/systemd/system/gdrstored.service \
          etc/gdrstored/gdrstored.conf usr/share/doc/gdrstored/operations.md \
-         usr/share/doc/gdrstored/README.md; do
+         usr/share/doc/gdrstored/README.md usr/share/gdrstored/grafana/gdrstored.json; do
   [[ -e $root/$f ]] || { echo "missing from the package: /$f"; dpkg-deb -c "$deb"; exit 1; }
 done
 # The library, its development files and the Python package are packages of their own.

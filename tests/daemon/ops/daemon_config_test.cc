@@ -439,3 +439,35 @@ TEST(DaemonConfigRailsTest, AnEmptyNameIsRefused) {
 
 }  // namespace
 }  // namespace gdr
+
+namespace gdr {
+namespace {
+
+TEST(DaemonConfigMetricsTest, OffByDefaultAndParsedFromFlagsAndFile) {
+  absl::StatusOr<DaemonConfig> cfg = Parse({});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->metrics_listen, "");
+  cfg = Parse({"--metrics-listen", "127.0.0.1:0", "--metrics-port-file", "/tmp/p"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->metrics_listen, "127.0.0.1:0");
+  EXPECT_EQ(cfg->metrics_port_file, "/tmp/p");
+  cfg = Parse({"--metrics-listen", "[::1]:9100"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  TempDir dir;
+  // The config file's key is the long flag's name, as for every other setting.
+  const std::string path = dir.Write("m.conf", "metrics-listen = \"127.0.0.1:9187\"\n");
+  cfg = Parse({"--config", path});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->metrics_listen, "127.0.0.1:9187");
+}
+
+TEST(DaemonConfigMetricsTest, BadAddressesNameTheFlag) {
+  for (const char* bad : {"localhost:9100", "127.0.0.1", "127.0.0.1:65536", "127.0.0.1:x",
+                          "::1:9100", "[127.0.0.1]:9100", ":9100", "10.0.0.256:1"}) {
+    ExpectInvalidNaming({"--metrics-listen", bad}, "--metrics-listen");
+  }
+  ExpectInvalidNaming({"--metrics-port-file", "/tmp/p"}, "--metrics-listen");
+}
+
+}  // namespace
+}  // namespace gdr

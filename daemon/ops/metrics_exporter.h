@@ -1,0 +1,53 @@
+// The Prometheus endpoint of gdrstored (--metrics-listen): an HTTP server
+// (prometheus-cpp's Exposer on civetweb) whose /metrics is built at each scrape
+// from the daemon's statistics (daemon/ops/stats_metrics.h). Off unless an
+// address is given.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "daemon/service/stats.h"
+#include "daemon/service/store_service.h"
+
+namespace prometheus {
+class Collectable;
+class Exposer;
+}  // namespace prometheus
+
+namespace gdr {
+
+// OK when `address` is IPV4:PORT or [IPV6]:PORT with PORT in 0..65535 (0: any
+// free port); otherwise INVALID_ARGUMENT naming --metrics-listen and the text.
+// Host names are refused: the endpoint binds exactly where it is told.
+absl::Status CheckMetricsListen(absl::string_view address);
+
+class MetricsExporter {
+ public:
+  // Serves /metrics on `address` (CheckMetricsListen's form) from `service`'s
+  // statistics and `stats`' latency buckets; both must outlive the exporter.
+  // INVALID_ARGUMENT for a malformed address, UNAVAILABLE naming
+  // --metrics-listen when it cannot be bound.
+  static absl::StatusOr<std::unique_ptr<MetricsExporter>> Start(const std::string& address,
+                                                                const StoreService* service,
+                                                                const DaemonStats* stats);
+  // Stops serving; a scrape in progress completes first.
+  ~MetricsExporter();
+
+  // The bound port (the chosen one when the address said 0).
+  uint16_t port() const { return port_; }
+
+ private:
+  MetricsExporter() = default;
+  // Declared before the server, which holds it weakly, so the server stops
+  // first.
+  std::shared_ptr<prometheus::Collectable> collectable_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  uint16_t port_ = 0;
+};
+
+}  // namespace gdr
