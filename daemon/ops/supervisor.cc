@@ -41,7 +41,7 @@ void Reload(SupervisedDaemon& d) {
   SetLogLevel(plan.effective.log_level);
   if (d.media != nullptr) {
     for (const VolumeSpec& v : plan.effective.volumes) {
-      if (MediaModel* m = d.media->Find(v.name)) m->Set({v.latency_us, v.bandwidth});
+      if (MediaModel* m = d.media->Find(v.name)) m->Set(v.media);
     }
   }
   d.config = plan.effective;
