@@ -84,7 +84,7 @@ int Run(int argc, char** argv) {
     volume_names.push_back(v.name);
     media_settings[v.name] = v.media;
     if (v.media.enabled()) {
-      GDR_LOG(kInfo) << "volume " << v.name << ": simulated media "
+      GDR_LOG(kInfo) << "volume " << v.name << ": simulated device "
                      << gdr::FormatMediaSettings(v.media);
     }
   }
