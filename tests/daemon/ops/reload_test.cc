@@ -47,6 +47,21 @@ TEST(ReloadTest, LiveSettingsApplyAndShowInEffective) {
   EXPECT_EQ(p.effective.drain_timeout, absl::Seconds(3));
 }
 
+// A preset with an override replaces a fixed latency live, logged in the options' own syntax.
+TEST(ReloadTest, MediaModelChangesApplyLive) {
+  DaemonConfig next = Base();
+  next.volumes[1].media = MediaSettings{};
+  ASSERT_TRUE(SetMediaOption("media", "hdd", &next.volumes[1].media).ok());
+  ASSERT_TRUE(SetMediaOption("queue_depth", "4", &next.volumes[1].media).ok());
+  ReloadPlan p = PlanReload(Base(), next);
+  EXPECT_THAT(p.needs_restart, IsEmpty());
+  EXPECT_THAT(p.applied, ElementsAre("volume b media: latency_us=100 -> media=hdd,"
+                                     "latency_us=8300,p99_us=25000,bandwidth=270000000/s,"
+                                     "queue_depth=4"));
+  EXPECT_EQ(p.effective.volumes[1].media, next.volumes[1].media);
+  EXPECT_EQ(p.effective.volumes[0].media, MediaSettings{});
+}
+
 TEST(ReloadTest, RestartOnlySettingsAreReportedNotApplied) {
   DaemonConfig next = Base();
   next.listen = "0.0.0.0:1";
