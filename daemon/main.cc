@@ -97,11 +97,10 @@ int Run(int argc, char** argv) {
   std::map<std::string, gdr::MediaSettings> media_settings;
   for (const gdr::VolumeSpec& v : cfg->volumes) {
     volume_names.push_back(v.name);
-    media_settings[v.name] = {v.latency_us, v.bandwidth};
-    if (v.latency_us != 0 || v.bandwidth != 0) {
-      GDR_LOG(kInfo) << "volume " << v.name << ": simulated media latency " << v.latency_us
-                     << " us, bandwidth "
-                     << (v.bandwidth ? gdr::FormatSize(v.bandwidth) + "/s" : "unlimited");
+    media_settings[v.name] = v.media;
+    if (v.media.enabled()) {
+      GDR_LOG(kInfo) << "volume " << v.name << ": simulated device "
+                     << gdr::FormatMediaSettings(v.media);
     }
   }
   gdr::DaemonStats stats(volume_names);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/transport_kind.h"
 #include "common/units.h"
@@ -24,6 +25,38 @@ std::string Bytes(double b) {
   if (b >= 1e6) return absl::StrFormat("%.1f MB", b / 1e6);
   if (b >= 1e3) return absl::StrFormat("%.1f kB", b / 1e3);
   return absl::StrFormat("%.0f B", b);
+}
+
+// The volume's device model in effect and what it did, one line ("no media timing" when off).
+std::string MediaLine(const v1::MediaTiming& m) {
+  std::vector<std::string> parts;
+  if (!m.preset().empty()) parts.push_back(m.preset());
+  if (m.latency_us() != 0) {
+    parts.push_back(m.p99_us() != 0 ? absl::StrCat("latency p50 ", m.latency_us(), " us p99 ",
+                                                   m.p99_us(), " us")
+                                    : absl::StrCat("latency ", m.latency_us(), " us"));
+  }
+  auto rate = [&](const char* what, uint64_t bytes_per_sec) {
+    if (bytes_per_sec != 0) {
+      parts.push_back(absl::StrCat(what, Bytes(static_cast<double>(bytes_per_sec)), "/s"));
+    }
+  };
+  rate("bandwidth ", m.bandwidth_bytes_per_sec());
+  rate("read ", m.read_bandwidth_bytes_per_sec());
+  rate("write ", m.write_bandwidth_bytes_per_sec());
+  if (m.iops() != 0) parts.push_back(absl::StrCat(m.iops(), " IOPS"));
+  if (m.read_iops() != 0) parts.push_back(absl::StrCat(m.read_iops(), " read IOPS"));
+  if (m.write_iops() != 0) parts.push_back(absl::StrCat(m.write_iops(), " write IOPS"));
+  if (m.queue_depth() != 0) {
+    parts.push_back(absl::StrCat("qd ", m.in_device(), "/", m.queue_depth()));
+  }
+  if (parts.empty()) return "no media timing";
+  std::string line = absl::StrCat("media ", absl::StrJoin(parts, ", "));
+  if (m.queued_ops() != 0) {
+    absl::StrAppendFormat(&line, "; %u of %u ops waited, %.1f ms on average", m.queued_ops(),
+                          m.ops(), m.queue_wait_us() / 1e3 / m.queued_ops());
+  }
+  return line;
 }
 
 std::string Errors(const v1::OpCounters& c) {
@@ -119,13 +152,7 @@ std::string FormatStats(const v1::GetStatsResponse& now, const v1::GetStatsRespo
         previous->volumes(i).name() == v.name()) {
       prev = &previous->volumes(i).ops();
     }
-    std::string media = "no media timing";
-    if (v.media().latency_us() != 0 || v.media().bandwidth_bytes_per_sec() != 0) {
-      media = absl::StrCat("media latency ", v.media().latency_us(), " us, bandwidth ",
-                           v.media().bandwidth_bytes_per_sec()
-                               ? gdr::FormatSize(v.media().bandwidth_bytes_per_sec()) + "/s"
-                               : std::string("unlimited"));
-    }
+    const std::string media = MediaLine(v.media());
     AppendScope(&out, absl::StrCat("volume ", v.name()), v.ops(), prev, secs, media);
   }
   for (const v1::FaultStats& f : now.faults()) {

@@ -66,8 +66,11 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
                  "[IPV6]:PORT (port 0 = any free port); default: off");
   app.add_option("--metrics-port-file", cfg.metrics_port_file,
                  "write the bound metrics port to this file once serving");
-  app.add_option("--volume", volumes, "volume NAME=SIZE[,file=/abs/path][,latency_us=N][,bandwidth=SIZE/s], repeatable "
-                 "(default vol0=256MiB)");
+  app.add_option("--volume", volumes, "volume NAME=SIZE[,file=/abs/path][,media=PRESET]"
+                 "[,latency_us=N][,p99_us=N][,bandwidth=SIZE/s][,read_bandwidth=SIZE/s]"
+                 "[,write_bandwidth=SIZE/s][,iops=N][,read_iops=N][,write_iops=N]"
+                 "[,queue_depth=N][,seed=N], repeatable (default vol0=256MiB; presets "
+                 "nvme-gen4, nvme-gen5, sata-ssd, hdd, object-store; docs/simulation.md)");
   app.add_option("--max-op-size", max_op, "largest extent of one op")->capture_default_str();
   app.add_option("--chunk-size", chunk, "transfers are split into chunks of this size")
       ->capture_default_str();

@@ -19,11 +19,6 @@ const char* LevelName(LogLevel l) {
   return "?";
 }
 
-std::string Media(const VolumeSpec& v) {
-  return absl::StrCat("latency_us=", v.latency_us, ",bandwidth=",
-                      v.bandwidth ? FormatSize(v.bandwidth) + "/s" : std::string("unlimited"));
-}
-
 template <typename T>
 void Compare(const std::string& key, const T& a, const T& b, std::vector<std::string>* out) {
   if (a != b) out->push_back(absl::StrCat(key, ": ", a, " -> ", b));
@@ -122,14 +117,12 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
       plan.needs_restart.push_back(absl::StrCat("volume ", name, " file: '", ov.file, "' -> '",
                                                 nv->file, "'"));
     }
-    if (ov.latency_us != nv->latency_us || ov.bandwidth != nv->bandwidth) {
-      plan.applied.push_back(
-          absl::StrCat("volume ", name, " media: ", Media(ov), " -> ", Media(*nv)));
+    if (ov.media != nv->media) {
+      plan.applied.push_back(absl::StrCat("volume ", name, " media: ",
+                                          FormatMediaSettings(ov.media), " -> ",
+                                          FormatMediaSettings(nv->media)));
       for (VolumeSpec& ev : eff.volumes) {
-        if (ev.name == name) {
-          ev.latency_us = nv->latency_us;
-          ev.bandwidth = nv->bandwidth;
-        }
+        if (ev.name == name) ev.media = nv->media;
       }
     }
   }

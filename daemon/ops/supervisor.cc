@@ -42,7 +42,7 @@ void Reload(SupervisedDaemon& d) {
   if (d.trace != nullptr) d.trace->Reopen();  // log rotation: the old file was moved away
   if (d.media != nullptr) {
     for (const VolumeSpec& v : plan.effective.volumes) {
-      if (MediaModel* m = d.media->Find(v.name)) m->Set({v.latency_us, v.bandwidth});
+      if (MediaModel* m = d.media->Find(v.name)) m->Set(v.media);
     }
   }
   if (d.faults != nullptr) {

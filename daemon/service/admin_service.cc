@@ -30,7 +30,7 @@ absl::StatusOr<std::string> AdminService::Authorize(grpc::CallbackServerContext*
     GDR_LOG_EVERY_N_SEC(kWarning, 10) << "Admin call refused: " << s;
     return s;
   }
-  std::string label = caller->label();
+  std::string label(caller->label());
   return label.empty() ? std::string("anyone (no token file)") : label;
 }
 

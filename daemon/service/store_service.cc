@@ -102,7 +102,9 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
   absl::Time media_done = absl::InfinitePast();
   if (extras_.media != nullptr && extras_.delays != nullptr) {
     if (MediaModel* m = extras_.media->Find(sub.op.volume)) {
-      media_done = m->Reserve(sub.op.length, absl::FromUnixNanos(start));
+      media_done = m->Reserve(direction == Direction::kStoreToClient ? MediaDirection::kRead
+                                                                      : MediaDirection::kWrite,
+                              sub.op.length, absl::FromUnixNanos(start));
     }
   }
   media_done = std::max(media_done, fault.hold_until);

@@ -3,11 +3,36 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "daemon/service/store_service.h"
 
 namespace gdr {
 
 namespace v1 = gdrstore::v1;
+
+namespace {
+
+void FillMedia(const MediaModel& m, v1::MediaTiming* out) {
+  const MediaSettings s = m.settings();
+  out->set_latency_us(s.latency_us);
+  out->set_bandwidth_bytes_per_sec(s.bandwidth);
+  out->set_preset(s.preset);
+  out->set_p99_us(s.p99_us);
+  out->set_read_bandwidth_bytes_per_sec(s.read_bandwidth);
+  out->set_write_bandwidth_bytes_per_sec(s.write_bandwidth);
+  out->set_iops(s.iops);
+  out->set_read_iops(s.read_iops);
+  out->set_write_iops(s.write_iops);
+  out->set_queue_depth(s.queue_depth);
+  out->set_seed(s.seed);
+  const MediaCounters c = m.counters(absl::Now());
+  out->set_ops(c.ops);
+  out->set_queued_ops(c.queued_ops);
+  out->set_queue_wait_us(c.wait_ns / 1000);
+  out->set_in_device(c.in_device);
+}
+
+}  // namespace
 
 grpc::ServerUnaryReactor* StoreService::GetStats(grpc::CallbackServerContext* ctx,
                                                  const v1::GetStatsRequest* request,
@@ -62,11 +87,7 @@ absl::Status StoreService::FillStats(const Caller& caller, v1::GetStatsResponse*
   }
   for (v1::VolumeStats& v : *response->mutable_volumes()) {
     if (extras_.media == nullptr) continue;
-    if (MediaModel* m = extras_.media->Find(v.name())) {
-      const MediaSettings s = m->settings();
-      v.mutable_media()->set_latency_us(s.latency_us);
-      v.mutable_media()->set_bandwidth_bytes_per_sec(s.bandwidth);
-    }
+    if (MediaModel* m = extras_.media->Find(v.name())) FillMedia(*m, v.mutable_media());
   }
   const ServiceLimits limits = this->limits();
   v1::AdmissionStats* a = response->mutable_admission();

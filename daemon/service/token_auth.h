@@ -58,8 +58,6 @@ class Caller {
   bool MaySee(absl::string_view volume) const;
   // OK, or PERMISSION_DENIED naming the credential when it lacks admin=yes (the Admin service).
   absl::Status AllowsAdmin() const;
-  // The credential's label; empty for a daemon without credentials.
-  std::string label() const { return credential_ ? credential_->label : std::string(); }
   uint64_t generation() const { return set_ ? set_->generation : 0; }
   // The credential's label; empty when the check is off.
   absl::string_view label() const {

@@ -1,53 +1,85 @@
-// Simulated media timing of a volume, so clients can rehearse against NVMe-like or HDD-like
-// storage: every op costs `latency_us` plus its bytes at `bandwidth`, and ops on one volume
-// share that bandwidth (a busy device queues). Settings change live on SIGHUP.
+// Simulated media timing of a volume: one model of a device shared by every op
+// on the volume, so clients can rehearse against NVMe-, SATA-, disk- or
+// object-store-like storage. An op waits for a slot in the device's queue
+// (queue_depth) and for its turn under the IOPS limits, moves its bytes at the
+// bandwidth it shares with the other ops (per direction and overall), then
+// takes its sampled latency. Settings change live on SIGHUP.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <queue>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/store/latency_sampler.h"
+#include "daemon/store/media_settings.h"
 
 namespace gdr {
 
-struct MediaSettings {
-  uint64_t latency_us = 0;  // per op; 0 = none
-  uint64_t bandwidth = 0;   // bytes per second; 0 = unlimited
-  bool enabled() const { return latency_us != 0 || bandwidth != 0; }
-  bool operator==(const MediaSettings&) const = default;
+// What a model has done since its settings were last set.
+struct MediaCounters {
+  uint64_t ops = 0; // ops booked
+  uint64_t queued_ops =
+      0; // of those, ops that waited (slot, IOPS or bandwidth)
+  uint64_t wait_ns =
+      0; // their waits together, before their bytes started to move
+  uint32_t in_device =
+      0; // ops holding a queue slot now (0 without a queue_depth)
 };
 
-// One volume's simulated device. Thread-safe.
+// One volume's simulated device. Thread-safe; Reserve is O(log queue_depth)
+// under one lock and starts no thread (the caller holds the completion until
+// the returned time, e.g. DelayQueue).
 class MediaModel {
- public:
+public:
+  // Replaces the settings, starts the latency samples over from the seed and
+  // forgets the device's state (queue, IOPS pacing, bandwidth backlog) and
+  // counters.
   void Set(MediaSettings settings);
   MediaSettings settings() const;
-  // Books an op of `bytes` accepted at `now`: it occupies the device after the ops booked
-  // before it for bytes / bandwidth, then waits `latency`. Returns the earliest time the op may
-  // complete (`now` when timing is off).
-  absl::Time Reserve(uint64_t bytes, absl::Time now);
+  MediaCounters counters(absl::Time now) const;
 
- private:
+  // Books an op of `bytes` in `direction` arriving at `now`; returns the
+  // earliest time it may complete (`now` when timing is off). Ops are served in
+  // the order they are booked. Times passed in should not go backwards by more
+  // than scheduling jitter.
+  absl::Time Reserve(MediaDirection direction, uint64_t bytes, absl::Time now);
+
+private:
   std::atomic<bool> enabled_{false};
   mutable absl::Mutex mu_;
   MediaSettings settings_ ABSL_GUARDED_BY(mu_);
-  absl::Time busy_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::optional<LatencySampler> sampler_ ABSL_GUARDED_BY(mu_);
+  // Completion times of the ops in the device, earliest first (only with a
+  // queue_depth).
+  std::priority_queue<absl::Time, std::vector<absl::Time>, std::greater<>>
+      slots_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_op_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast(); // iops
+  absl::Time next_dir_op_[2] ABSL_GUARDED_BY(mu_) = {absl::InfinitePast(),
+                                                     absl::InfinitePast()};
+  absl::Time busy_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast(); // bandwidth
+  absl::Time busy_dir_[2] ABSL_GUARDED_BY(mu_) = {absl::InfinitePast(),
+                                                  absl::InfinitePast()};
+  MediaCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 
 // The models of all volumes; the set of names is fixed at creation.
 class MediaTiming {
- public:
-  explicit MediaTiming(const std::map<std::string, MediaSettings>& volumes);
-  MediaModel* Find(absl::string_view volume) const;  // nullptr when unknown
+public:
+  explicit MediaTiming(const std::map<std::string, MediaSettings> &volumes);
+  MediaModel *Find(absl::string_view volume) const; // nullptr when unknown
 
- private:
+private:
   std::map<std::string, std::unique_ptr<MediaModel>, std::less<>> models_;
 };
 
-}  // namespace gdr
+} // namespace gdr

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <utility>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
@@ -20,6 +22,13 @@
 #include "common/units.h"
 
 namespace gdr {
+namespace {
+
+constexpr const char* kMediaOptions =
+    "media, latency_us, p99_us, bandwidth, read_bandwidth, write_bandwidth, iops, read_iops, "
+    "write_iops, queue_depth, seed";
+
+}  // namespace
 
 bool IsValidVolumeName(absl::string_view name) {
   if (name.empty() || name.size() > 64) return false;
@@ -35,8 +44,8 @@ absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text) {
   const size_t eq = text.find('=');
   if (eq == absl::string_view::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "volume '", text, "' must be NAME=SIZE[,file=/path][,latency_us=N][,bandwidth=SIZE] "
-        "(e.g. vol0=1GiB)"));
+        "volume '", text, "' must be NAME=SIZE[,file=/path][,OPTION=VALUE...] (options: ",
+        kMediaOptions, "; e.g. vol0=1GiB or vol0=1GiB,media=nvme-gen4)"));
   }
   VolumeSpec spec;
   spec.name = std::string(text.substr(0, eq));
@@ -50,6 +59,7 @@ absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("volume '", spec.name, "' has size 0"));
   }
   absl::flat_hash_set<std::string> seen;
+  std::vector<std::pair<std::string, absl::string_view>> media;
   for (size_t i = 1; i < parts.size(); ++i) {
     const size_t e = parts[i].find('=');
     const std::string key(parts[i].substr(0, e));
@@ -68,25 +78,24 @@ absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text) {
             "volume '", spec.name, "': file '", value, "' must be an absolute path"));
       }
       spec.file = std::string(value);
-    } else if (key == "latency_us") {
-      if (!absl::SimpleAtoi(value, &spec.latency_us) || spec.latency_us > 60'000'000) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "volume '", spec.name, "': latency_us '", value, "' must be 0..60000000"));
-      }
-    } else if (key == "bandwidth") {
-      absl::string_view v = value;
-      absl::ConsumeSuffix(&v, "/s");
-      absl::StatusOr<uint64_t> bw = ParseSize(v);
-      if (!bw.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("volume '", spec.name, "': bandwidth: ",
-                                                       bw.status().message()));
-      }
-      spec.bandwidth = *bw;
+    } else if (IsMediaOption(key)) {
+      media.emplace_back(key, value);
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "volume '", spec.name, "': unknown option '", key,
-          "' (file, latency_us, bandwidth)"));
+          "volume '", spec.name, "': unknown option '", key, "' (file, ",
+          kMediaOptions, ")"));
     }
+  }
+  // The preset first, wherever it was written, so explicit options override its figures.
+  std::stable_partition(media.begin(), media.end(),
+                        [](const auto& kv) { return kv.first == "media"; });
+  for (const auto& [key, value] : media) {
+    if (absl::Status s = SetMediaOption(key, value, &spec.media); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("volume '", spec.name, "': ", s.message()));
+    }
+  }
+  if (absl::Status s = CheckMediaSettings(spec.media); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("volume '", spec.name, "': ", s.message()));
   }
   return spec;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/store/media_settings.h"
 
 namespace gdr {
 
@@ -18,13 +19,15 @@ struct VolumeSpec {
   std::string name;
   uint64_t size = 0;
   std::string file;         // empty: memory-backed; else an absolute path, mmap'ed shared
-  uint64_t latency_us = 0;  // simulated media latency per op
-  uint64_t bandwidth = 0;   // simulated media bandwidth, bytes/s; 0 = unlimited
+  MediaSettings media;      // the simulated device; off by default
 };
 
-// "NAME=SIZE[,file=/abs/path][,latency_us=N][,bandwidth=SIZE[/s]]" (SIZE as in ParseSize).
+// "NAME=SIZE[,file=/abs/path][,media=PRESET][,latency_us=N][,p99_us=N][,bandwidth=SIZE/s]
+// [,read_bandwidth=SIZE/s][,write_bandwidth=SIZE/s][,iops=N][,read_iops=N][,write_iops=N]
+// [,queue_depth=N][,seed=N]" (SIZE as in ParseSize). A preset applies first wherever it is
+// written; the other media options override its figures.
 // INVALID_ARGUMENT on a bad name (1..64 of [A-Za-z0-9_.-]), size (0 or unparsable), a relative
-// file path, an unknown or repeated option.
+// file path, an unknown or repeated option, a bad media value (naming the option).
 absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text);
 bool IsValidVolumeName(absl::string_view name);
 // The fault source's name: not a valid volume name, so no request reaches it.

@@ -179,6 +179,11 @@ def volume_spec_seeds():
         "name_chars": "A.b-c_9=1k",
         "bad_relative_file": "v=1GiB,file=relative.img",
         "bad_repeated": "v=1GiB,latency_us=1,latency_us=2",
+        "preset_override": "cold=1GiB,queue_depth=4,media=hdd,seed=9",
+        "device_model": "lab=256MiB,latency_us=2000,p99_us=10000,read_bandwidth=40MiB/s,"
+                        "write_bandwidth=20MiB/s,iops=3000,read_iops=2000,write_iops=1000,"
+                        "queue_depth=16",
+        "bad_p99": "v=1GiB,latency_us=500,p99_us=100",
     }
     for name, text in specs.items():
         put("volume_spec_fuzz", name, text)

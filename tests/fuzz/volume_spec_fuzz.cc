@@ -1,6 +1,6 @@
 // Fuzzes the volume spec parser (daemon/store/store.h ParseVolumeSpec), what --volume and the
 // config file's `volume = [...]` go through. Properties: it never crashes; an accepted spec has
-// a valid name, a nonzero size, an absolute file path or none and a latency in range; printed
+// a valid name, a nonzero size, an absolute file path or none and media figures in range; printed
 // back in the documented syntax it parses to the same spec.
 #include <cstddef>
 #include <cstdint>
@@ -16,7 +16,8 @@ namespace {
 std::string Print(const gdr::VolumeSpec& s) {
   std::string text = absl::StrCat(s.name, "=", s.size);
   if (!s.file.empty()) absl::StrAppend(&text, ",file=", s.file);
-  absl::StrAppend(&text, ",latency_us=", s.latency_us, ",bandwidth=", s.bandwidth, "/s");
+  const std::string media = gdr::FormatMediaSettings(s.media);
+  if (media != "off") absl::StrAppend(&text, ",", media);
   return text;
 }
 
@@ -32,11 +33,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   GDR_FUZZ_CHECK(gdr::IsValidVolumeName(spec->name));
   GDR_FUZZ_CHECK(spec->size > 0);
   GDR_FUZZ_CHECK(spec->file.empty() || spec->file.front() == '/');
-  GDR_FUZZ_CHECK(spec->latency_us <= 60'000'000);
+  GDR_FUZZ_CHECK(spec->media.latency_us <= 60'000'000);
+  GDR_FUZZ_CHECK(spec->media.p99_us == 0 || spec->media.p99_us >= spec->media.latency_us);
   absl::StatusOr<gdr::VolumeSpec> again = gdr::ParseVolumeSpec(Print(*spec));
   GDR_FUZZ_CHECK(again.ok());
   GDR_FUZZ_CHECK(again->name == spec->name && again->size == spec->size &&
-                 again->file == spec->file && again->latency_us == spec->latency_us &&
-                 again->bandwidth == spec->bandwidth);
+                 again->file == spec->file && again->media == spec->media);
   return 0;
 }

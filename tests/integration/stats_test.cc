@@ -94,7 +94,7 @@ TEST(StatsTest, CountersMatchTheOpsAndGdrctlShowsThem) {
   EXPECT_TRUE(absl::StrContains(text->out, "transport tcp  (pool 1/9 in use, 1 clients)"))
       << text->out;
   EXPECT_TRUE(absl::StrContains(text->out, "errors: NOT_FOUND=1 OUT_OF_RANGE=2")) << text->out;
-  EXPECT_TRUE(absl::StrContains(text->out, "volume b  (media latency 200 us, bandwidth 1 GiB/s)"))
+  EXPECT_TRUE(absl::StrContains(text->out, "volume b  (media latency 200 us, bandwidth 1.07 GB/s)"))
       << text->out;
   auto json = RunProcess({GDR_GDRCTL_BIN, "--daemon", (*d)->address(), "--json", "stats"},
                          (*dir)->path(), "json", absl::Seconds(30));

@@ -14,7 +14,8 @@ using ::testing::UnorderedElementsAre;
 
 DaemonConfig Base() {
   DaemonConfig c;
-  c.volumes = {{"a", 1 << 20, "", 0, 0}, {"b", 2 << 20, "/srv/b.img", 100, 0}};
+  c.volumes = {{"a", 1 << 20, "", {}}, {"b", 2 << 20, "/srv/b.img", {}}};
+  c.volumes[1].media.latency_us = 100;
   return c;
 }
 
@@ -29,21 +30,36 @@ TEST(ReloadTest, LiveSettingsApplyAndShowInEffective) {
   next.limits.max_op_bytes = 1 << 20;
   next.limits.max_inflight_ops = 7;
   next.log_level = LogLevel::kDebug;
-  next.volumes[1].latency_us = 5000;
-  next.volumes[1].bandwidth = 100 << 20;
+  next.volumes[1].media.latency_us = 5000;
+  next.volumes[1].media.bandwidth = 100 << 20;
   next.drain_timeout = absl::Seconds(3);
   ReloadPlan p = PlanReload(Base(), next);
   EXPECT_THAT(p.needs_restart, IsEmpty());
   EXPECT_THAT(p.applied,
               UnorderedElementsAre("max-op-size: 256 MiB -> 1 MiB", "max-inflight-ops: 4096 -> 7",
                                    "log-level: info -> debug", "drain-timeout: 10s -> 3s",
-                                   "volume b media: latency_us=100,bandwidth=unlimited -> "
-                                   "latency_us=5000,bandwidth=100 MiB/s"));
+                                   "volume b media: latency_us=100 -> "
+                                   "latency_us=5000,bandwidth=100MiB/s"));
   EXPECT_EQ(p.effective.limits.max_op_bytes, 1u << 20);
   EXPECT_EQ(p.effective.limits.max_inflight_ops, 7u);
   EXPECT_EQ(p.effective.log_level, LogLevel::kDebug);
-  EXPECT_EQ(p.effective.volumes[1].latency_us, 5000u);
+  EXPECT_EQ(p.effective.volumes[1].media.latency_us, 5000u);
   EXPECT_EQ(p.effective.drain_timeout, absl::Seconds(3));
+}
+
+// A preset with an override replaces a fixed latency live, logged in the options' own syntax.
+TEST(ReloadTest, MediaModelChangesApplyLive) {
+  DaemonConfig next = Base();
+  next.volumes[1].media = MediaSettings{};
+  ASSERT_TRUE(SetMediaOption("media", "hdd", &next.volumes[1].media).ok());
+  ASSERT_TRUE(SetMediaOption("queue_depth", "4", &next.volumes[1].media).ok());
+  ReloadPlan p = PlanReload(Base(), next);
+  EXPECT_THAT(p.needs_restart, IsEmpty());
+  EXPECT_THAT(p.applied, ElementsAre("volume b media: latency_us=100 -> media=hdd,"
+                                     "latency_us=8300,p99_us=25000,bandwidth=270000000/s,"
+                                     "queue_depth=4"));
+  EXPECT_EQ(p.effective.volumes[1].media, next.volumes[1].media);
+  EXPECT_EQ(p.effective.volumes[0].media, MediaSettings{});
 }
 
 TEST(ReloadTest, RestartOnlySettingsAreReportedNotApplied) {

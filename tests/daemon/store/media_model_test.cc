@@ -1,5 +1,8 @@
-// Unit tests of simulated media timing (daemon/media_timing.h) and of the delay queue that
-// holds completions until the media is done (daemon/delay_queue.h).
+// Unit tests of the simulated device (daemon/store/media_timing.h: queue depth,
+// IOPS, bandwidth per direction, seeded latency samples) on synthetic times,
+// and of the delay queue that holds completions until the media is done
+// (daemon/store/delay_queue.h).
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -7,41 +10,182 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "daemon/store/delay_queue.h"
+#include "daemon/store/latency_sampler.h"
 #include "daemon/store/media_timing.h"
 #include "gtest/gtest.h"
 
 namespace gdr {
 namespace {
 
+constexpr MediaDirection kRead = MediaDirection::kRead;
+constexpr MediaDirection kWrite = MediaDirection::kWrite;
+
+MediaSettings Latency(uint64_t us) {
+  MediaSettings s;
+  s.latency_us = us;
+  return s;
+}
+
 TEST(MediaModelTest, OffMeansNow) {
   MediaModel m;
   const absl::Time t = absl::FromUnixSeconds(1000);
-  EXPECT_EQ(m.Reserve(1 << 30, t), t);
+  EXPECT_EQ(m.Reserve(kRead, 1 << 30, t), t);
 }
 
 TEST(MediaModelTest, LatencyOnlyOverlaps) {
   MediaModel m;
-  m.Set({250, 0});
+  m.Set(Latency(250));
   const absl::Time t = absl::FromUnixSeconds(1000);
-  EXPECT_EQ(m.Reserve(4096, t), t + absl::Microseconds(250));
-  EXPECT_EQ(m.Reserve(4096, t), t + absl::Microseconds(250));  // no queueing without bandwidth
+  EXPECT_EQ(m.Reserve(kRead, 4096, t), t + absl::Microseconds(250));
+  EXPECT_EQ(m.Reserve(kWrite, 4096, t),
+            t + absl::Microseconds(250)); // nothing to queue for
+  EXPECT_EQ(m.counters(t).queued_ops, 0u);
 }
 
-TEST(MediaModelTest, BandwidthQueuesOpsBehindEachOther) {
+// `bandwidth` keeps its meaning: one channel that reads and writes share.
+TEST(MediaModelTest, SharedBandwidthQueuesOpsBehindEachOther) {
   MediaModel m;
-  m.Set({100, 1000000});  // 1 MB/s: 1000 bytes take 1 ms
+  MediaSettings s = Latency(100);
+  s.bandwidth = 1'000'000; // 1000 bytes take 1 ms
+  m.Set(s);
   const absl::Time t = absl::FromUnixSeconds(1000);
-  EXPECT_EQ(m.Reserve(1000, t), t + absl::Milliseconds(1) + absl::Microseconds(100));
-  EXPECT_EQ(m.Reserve(1000, t), t + absl::Milliseconds(2) + absl::Microseconds(100));
+  EXPECT_EQ(m.Reserve(kRead, 1000, t),
+            t + absl::Milliseconds(1) + absl::Microseconds(100));
+  EXPECT_EQ(m.Reserve(kWrite, 1000, t),
+            t + absl::Milliseconds(2) + absl::Microseconds(100));
   // After the device went idle, a new op starts fresh.
   const absl::Time later = t + absl::Seconds(5);
-  EXPECT_EQ(m.Reserve(2000, later), later + absl::Milliseconds(2) + absl::Microseconds(100));
+  EXPECT_EQ(m.Reserve(kRead, 2000, later),
+            later + absl::Milliseconds(2) + absl::Microseconds(100));
   m.Set({});
-  EXPECT_EQ(m.Reserve(2000, later), later);
+  EXPECT_EQ(m.Reserve(kRead, 2000, later), later);
+}
+
+TEST(MediaModelTest, ReadAndWriteBandwidthAreSeparateChannels) {
+  MediaModel m;
+  MediaSettings s;
+  s.read_bandwidth = 2'000'000;  // 1000 bytes: 0.5 ms
+  s.write_bandwidth = 1'000'000; // 1000 bytes: 1 ms
+  m.Set(s);
+  const absl::Time t = absl::FromUnixSeconds(1000);
+  EXPECT_EQ(m.Reserve(kRead, 1000, t), t + absl::Microseconds(500));
+  EXPECT_EQ(m.Reserve(kWrite, 1000, t),
+            t + absl::Milliseconds(1)); // not behind the read
+  EXPECT_EQ(m.Reserve(kRead, 1000, t),
+            t + absl::Milliseconds(1)); // behind the first read
+  EXPECT_EQ(m.Reserve(kWrite, 1000, t), t + absl::Milliseconds(2));
+  // A shared limit on top binds both: each op takes the slower of its two
+  // channels.
+  s.bandwidth = 500'000; // 1000 bytes: 2 ms
+  m.Set(s);
+  EXPECT_EQ(m.Reserve(kRead, 1000, t), t + absl::Milliseconds(2));
+  EXPECT_EQ(m.Reserve(kWrite, 1000, t), t + absl::Milliseconds(4));
+}
+
+TEST(MediaModelTest, QueueDepthHoldsLaterOpsUntilASlotFrees) {
+  MediaModel m;
+  MediaSettings s = Latency(100);
+  s.queue_depth = 2;
+  m.Set(s);
+  const absl::Time t = absl::FromUnixSeconds(1000);
+  const absl::Duration us = absl::Microseconds(1);
+  std::vector<absl::Time> done;
+  for (int i = 0; i < 5; ++i)
+    done.push_back(m.Reserve(kRead, 4096, t));
+  EXPECT_EQ(done,
+            (std::vector<absl::Time>{t + 100 * us, t + 100 * us, t + 200 * us,
+                                     t + 200 * us, t + 300 * us}));
+  MediaCounters c = m.counters(t);
+  EXPECT_EQ(c.ops, 5u);
+  EXPECT_EQ(c.queued_ops, 3u);
+  EXPECT_EQ(c.wait_ns, 400'000u); // 100 + 100 + 200 us before a slot
+  EXPECT_EQ(c.in_device, 2u);
+  EXPECT_EQ(m.counters(t + 250 * us).in_device, 1u);
+  EXPECT_EQ(m.counters(t + 300 * us).in_device, 0u);
+  // An op arriving once the device has drained takes no wait.
+  EXPECT_EQ(m.Reserve(kWrite, 4096, t + absl::Seconds(1)),
+            t + absl::Seconds(1) + 100 * us);
+  EXPECT_EQ(m.counters(t).queued_ops, 3u);
+}
+
+TEST(MediaModelTest, IopsLimitsPaceStarts) {
+  MediaModel m;
+  MediaSettings s;
+  s.iops = 1000;     // one op per ms, either direction
+  s.read_iops = 250; // one read per 4 ms
+  m.Set(s);
+  const absl::Time t = absl::FromUnixSeconds(1000);
+  const absl::Duration ms = absl::Milliseconds(1);
+  EXPECT_EQ(m.Reserve(kRead, 1, t), t);
+  EXPECT_EQ(m.Reserve(kWrite, 1, t), t + ms);
+  EXPECT_EQ(m.Reserve(kWrite, 1, t), t + 2 * ms);
+  EXPECT_EQ(m.Reserve(kRead, 1, t), t + 4 * ms); // the read limit binds
+  EXPECT_EQ(m.Reserve(kWrite, 1, t), t + 5 * ms);
+  // Over a long run the rate is the limit's, to the op.
+  const absl::Time later = t + absl::Seconds(10);
+  absl::Time last;
+  for (int i = 0; i < 1000; ++i)
+    last = m.Reserve(kWrite, 1, later);
+  EXPECT_EQ(last, later + 999 * ms);
+}
+
+TEST(MediaModelTest, SeededLatenciesRepeatAndReloadOfSameSettingsKeepsState) {
+  MediaSettings s = Latency(1000);
+  s.p99_us = 5000;
+  s.queue_depth = 4;
+  MediaModel a, b;
+  a.Set(s);
+  b.Set(s);
+  const absl::Time t = absl::FromUnixSeconds(1000);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(a.Reserve(kRead, 4096, t), b.Reserve(kRead, 4096, t)) << i;
+  }
+  a.Set(s); // unchanged: counters and queue stay
+  EXPECT_EQ(a.counters(t).ops, 100u);
+  s.seed = 2;
+  a.Set(s); // changed: a fresh device
+  EXPECT_EQ(a.counters(t).ops, 0u);
+  EXPECT_EQ(a.counters(t).in_device, 0u);
+}
+
+// Percentiles of many seeded samples against the configured median and p99. The
+// sequence is fixed by the seed, so the bounds are checks of the fit, not of
+// luck.
+TEST(LatencySamplerTest, LogNormalMatchesMedianAndP99) {
+  for (uint64_t seed : {1ull, 42ull, 0xdeadbeefull}) {
+    LatencySampler sampler(100, 1000, seed);
+    std::vector<int64_t> ns(200'000);
+    for (int64_t &x : ns)
+      x = sampler.NextNs();
+    std::sort(ns.begin(), ns.end());
+    const double p50 = ns[ns.size() / 2] / 1e3;
+    const double p99 = ns[ns.size() * 99 / 100] / 1e3;
+    EXPECT_NEAR(p50 / 100, 1.0, 0.02) << "seed " << seed << " p50 " << p50;
+    EXPECT_NEAR(p99 / 1000, 1.0, 0.04) << "seed " << seed << " p99 " << p99;
+    EXPECT_GT(ns.front(), 0);
+    EXPECT_LE(ns.back(), 1000 * 1000 * LatencySampler::kTailCap);
+    EXPECT_GT(ns.back(), 1000 * 1000) << "a long tail reaches past p99";
+  }
+}
+
+TEST(LatencySamplerTest, FixedAndSeeded) {
+  LatencySampler fixed(250, 0, 7);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(fixed.NextNs(), 250'000);
+  LatencySampler same(250, 250, 7); // p99 == median: no spread
+  EXPECT_EQ(same.NextNs(), 250'000);
+  LatencySampler a(100, 400, 7), b(100, 400, 7), c(100, 400, 8);
+  bool differs = false;
+  for (int i = 0; i < 100; ++i) {
+    const int64_t x = a.NextNs();
+    EXPECT_EQ(x, b.NextNs());
+    differs |= x != c.NextNs();
+  }
+  EXPECT_TRUE(differs) << "another seed, another sequence";
 }
 
 TEST(MediaTimingTest, FindsByName) {
-  MediaTiming mt({{"a", {1, 0}}, {"b", {}}});
+  MediaTiming mt({{"a", Latency(1)}, {"b", {}}});
   ASSERT_NE(mt.Find("a"), nullptr);
   EXPECT_EQ(mt.Find("a")->settings().latency_us, 1u);
   EXPECT_EQ(mt.Find("zz"), nullptr);
@@ -60,8 +204,10 @@ TEST(DelayQueueTest, RunsInDeadlineOrderNotBefore) {
       absl::MutexLock lock(&mu);
       order.push_back(i);
       const absl::Time now = absl::Now();
-      if (now < when) early.push_back(when - now);
-      if (order.size() == 3) done.Notify();
+      if (now < when)
+        early.push_back(when - now);
+      if (order.size() == 3)
+        done.Notify();
     });
   }
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
@@ -74,7 +220,8 @@ TEST(DelayQueueTest, RunsInDeadlineOrderNotBefore) {
 TEST(DelayQueueTest, ShutdownRunsPendingEarlyAndLaterOnCaller) {
   DelayQueue q;
   std::atomic<int> ran{0};
-  for (int i = 0; i < 100; ++i) q.RunAt(absl::Now() + absl::Hours(1), [&] { ran++; });
+  for (int i = 0; i < 100; ++i)
+    q.RunAt(absl::Now() + absl::Hours(1), [&] { ran++; });
   EXPECT_EQ(q.pending(), 100u);
   q.Shutdown();
   EXPECT_EQ(ran.load(), 100);
@@ -99,5 +246,5 @@ TEST(DelayQueueTest, StuckCallbackFailsHealth) {
   out.Notify();
 }
 
-}  // namespace
-}  // namespace gdr
+} // namespace
+} // namespace gdr

@@ -140,11 +140,11 @@ TEST(StoreTest, VolumeOptionsParse) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->size, 1ull << 30);
   EXPECT_EQ(spec->file, "/var/lib/gdrstored/nvme0.img");
-  EXPECT_EQ(spec->latency_us, 80u);
-  EXPECT_EQ(spec->bandwidth, 3ull << 30);
+  EXPECT_EQ(spec->media.latency_us, 80u);
+  EXPECT_EQ(spec->media.bandwidth, 3ull << 30);
   spec = ParseVolumeSpec("hdd=1MiB,bandwidth=200MiB");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  EXPECT_EQ(spec->bandwidth, 200u << 20);
+  EXPECT_EQ(spec->media.bandwidth, 200u << 20);
   EXPECT_EQ(spec->file, "");
   for (const char* bad : {"v=1MiB,file=rel/path", "v=1MiB,latency_us=-1", "v=1MiB,latency_us=x",
                           "v=1MiB,bandwidth=fast", "v=1MiB,colour=red", "v=1MiB,file=",
@@ -152,6 +152,73 @@ TEST(StoreTest, VolumeOptionsParse) {
     absl::StatusOr<VolumeSpec> s = ParseVolumeSpec(bad);
     EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(s.status().message(), HasSubstr("'v'")) << bad;
+  }
+}
+
+// A preset applies first wherever it is written; explicit options override its figures; every
+// preset's settings print back to options that parse to the same settings.
+TEST(StoreTest, MediaPresetsAndOverrides) {
+  absl::StatusOr<VolumeSpec> spec = ParseVolumeSpec("d=1MiB,media=hdd");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->media.preset, "hdd");
+  EXPECT_EQ(spec->media.bandwidth, 270'000'000u);
+  EXPECT_EQ(spec->media.queue_depth, 1u);
+  EXPECT_GT(spec->media.p99_us, spec->media.latency_us);
+  spec = ParseVolumeSpec("d=1MiB,queue_depth=4,media=nvme-gen4,latency_us=90,seed=7");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->media.queue_depth, 4u);
+  EXPECT_EQ(spec->media.latency_us, 90u);
+  EXPECT_EQ(spec->media.read_bandwidth, 7'450'000'000u);
+  EXPECT_EQ(spec->media.write_iops, 1'550'000u);
+  EXPECT_EQ(spec->media.seed, 7u);
+  spec = ParseVolumeSpec(
+      "d=1MiB,latency_us=2000,p99_us=9000,read_bandwidth=40MiB/s,write_bandwidth=20MiB,"
+      "iops=3000,read_iops=2000,write_iops=1000,queue_depth=16");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->media.p99_us, 9000u);
+  EXPECT_EQ(spec->media.read_bandwidth, 40u << 20);
+  EXPECT_EQ(spec->media.write_bandwidth, 20u << 20);
+  EXPECT_EQ(spec->media.iops, 3000u);
+  EXPECT_EQ(spec->media.read_iops, 2000u);
+  EXPECT_EQ(spec->media.write_iops, 1000u);
+  EXPECT_EQ(FormatMediaSettings(spec->media),
+            "latency_us=2000,p99_us=9000,read_bandwidth=40MiB/s,write_bandwidth=20MiB/s,"
+            "iops=3000,read_iops=2000,write_iops=1000,queue_depth=16");
+  for (const std::string& preset : MediaPresetNames()) {
+    for (const std::string& extra : {std::string(), std::string(",read_iops=0,latency_us=5")}) {
+      spec = ParseVolumeSpec("d=1MiB,media=" + preset + extra);
+      ASSERT_TRUE(spec.ok()) << preset << extra << ": " << spec.status();
+      EXPECT_TRUE(spec->media.enabled()) << preset;
+      const std::string text = FormatMediaSettings(spec->media);
+      absl::StatusOr<VolumeSpec> again = ParseVolumeSpec("d=1MiB," + text);
+      ASSERT_TRUE(again.ok()) << text << ": " << again.status();
+      EXPECT_EQ(again->media, spec->media) << text;
+    }
+  }
+}
+
+// Every bad media value is refused naming the option (and the volume).
+TEST(StoreTest, BadMediaValuesNameTheOption) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"v=1MiB,media=floppy", "media 'floppy' must be a preset: nvme-gen4, nvme-gen5"},
+      {"v=1MiB,latency_us=60000001", "latency_us '60000001' must be an integer 0..60000000"},
+      {"v=1MiB,p99_us=x", "p99_us 'x'"},
+      {"v=1MiB,p99_us=500", "p99_us=500 needs latency_us"},
+      {"v=1MiB,latency_us=500,p99_us=100", "p99_us=100 must be at least latency_us=500"},
+      {"v=1MiB,read_bandwidth=fast", "read_bandwidth 'fast' must be SIZE/s"},
+      {"v=1MiB,write_bandwidth=-1", "write_bandwidth '-1'"},
+      {"v=1MiB,iops=1.5", "iops '1.5'"},
+      {"v=1MiB,read_iops=100000001", "read_iops '100000001'"},
+      {"v=1MiB,write_iops=x", "write_iops 'x'"},
+      {"v=1MiB,queue_depth=65537", "queue_depth '65537' must be an integer 0..65536"},
+      {"v=1MiB,seed=-3", "seed '-3'"},
+      {"v=1MiB,media=hdd,media=hdd", "option 'media' given twice"},
+  };
+  for (const auto& [text, want] : cases) {
+    absl::StatusOr<VolumeSpec> s = ParseVolumeSpec(text);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_THAT(s.status().message(), HasSubstr(want)) << text;
+    EXPECT_THAT(s.status().message(), HasSubstr("'v'")) << text;
   }
 }
 
