@@ -1,5 +1,6 @@
 #include "common/fault_spec.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -73,6 +74,13 @@ absl::StatusOr<int32_t> ParseCode(absl::string_view value) {
 }
 
 std::string FormatMs(uint64_t ms) { return absl::FormatDuration(absl::Milliseconds(ms)); }
+
+// The shortest text that parses back to the same double (StrCat keeps 6 digits only).
+std::string FormatRate(double r) {
+  char buf[32];
+  const std::to_chars_result res = std::to_chars(buf, buf + sizeof(buf), r);
+  return std::string(buf, res.ptr);
+}
 
 }  // namespace
 
@@ -160,7 +168,7 @@ std::string FormatFaultSpec(const v1::FaultSpec& spec) {
       if (o == spec.ops()) absl::StrAppend(&out, ",ops=", name);
     }
   }
-  if (spec.rate() != 0) absl::StrAppend(&out, ",rate=", spec.rate());
+  if (spec.rate() != 0) absl::StrAppend(&out, ",rate=", FormatRate(spec.rate()));
   if (spec.every() != 0) absl::StrAppend(&out, ",every=", spec.every());
   if (spec.count() != 0) absl::StrAppend(&out, ",count=", spec.count());
   if (spec.for_ms() != 0) absl::StrAppend(&out, ",for=", FormatMs(spec.for_ms()));

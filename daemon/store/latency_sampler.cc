@@ -8,9 +8,7 @@ namespace gdr {
 LatencySampler::LatencySampler(uint64_t p50_us, uint64_t p99_us, uint64_t seed)
     : median_ns_(static_cast<double>(p50_us) * 1e3),
       sigma_(p99_us > p50_us && p50_us > 0
-                 ? std::log(static_cast<double>(p99_us) /
-                            static_cast<double>(p50_us)) /
-                       kZ99
+                 ? std::log(static_cast<double>(p99_us) / static_cast<double>(p50_us)) / kZ99
                  : 0.0),
       cap_ns_(static_cast<double>(std::max(p50_us, p99_us)) * 1e3 * kTailCap),
       state_(seed) {}
@@ -40,10 +38,9 @@ double LatencySampler::Normal() {
 }
 
 int64_t LatencySampler::NextNs() {
-  if (sigma_ == 0.0)
-    return static_cast<int64_t>(median_ns_);
+  if (sigma_ == 0.0) return static_cast<int64_t>(median_ns_);
   const double x = median_ns_ * std::exp(sigma_ * Normal());
   return static_cast<int64_t>(std::min(x, cap_ns_));
 }
 
-} // namespace gdr
+}  // namespace gdr

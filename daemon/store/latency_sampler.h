@@ -10,7 +10,7 @@ namespace gdr {
 
 // Not thread-safe (MediaModel holds it under its lock).
 class LatencySampler {
-public:
+ public:
   // p50_us == 0: every sample is 0. p99_us <= p50_us: every sample is p50_us.
   // Otherwise log-normal with median p50_us and 99th percentile p99_us: ln(X) ~
   // N(mu, sigma^2), mu = ln(p50), sigma = ln(p99 / p50) / z99 (z99 = 2.3263,
@@ -24,9 +24,9 @@ public:
   static constexpr double kZ99 = 2.3263478740408408;
   static constexpr double kTailCap = 10.0;
 
-private:
-  double Uniform(); // in (0, 1)
-  double Normal();  // standard normal (Box-Muller, both values used)
+ private:
+  double Uniform();  // in (0, 1)
+  double Normal();   // standard normal (Box-Muller, both values used)
 
   double median_ns_;
   double sigma_;
@@ -36,4 +36,4 @@ private:
   double spare_ = 0;
 };
 
-} // namespace gdr
+}  // namespace gdr

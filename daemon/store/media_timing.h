@@ -27,20 +27,17 @@ namespace gdr {
 
 // What a model has done since its settings were last set.
 struct MediaCounters {
-  uint64_t ops = 0; // ops booked
-  uint64_t queued_ops =
-      0; // of those, ops that waited (slot, IOPS or bandwidth)
-  uint64_t wait_ns =
-      0; // their waits together, before their bytes started to move
-  uint32_t in_device =
-      0; // ops holding a queue slot now (0 without a queue_depth)
+  uint64_t ops = 0;         // ops booked
+  uint64_t queued_ops = 0;  // of those, ops that waited (slot, IOPS or bandwidth)
+  uint64_t wait_ns = 0;     // their waits together, before their bytes started to move
+  uint32_t in_device = 0;   // ops holding a queue slot now (0 without a queue_depth)
 };
 
 // One volume's simulated device. Thread-safe; Reserve is O(log queue_depth)
 // under one lock and starts no thread (the caller holds the completion until
 // the returned time, e.g. DelayQueue).
 class MediaModel {
-public:
+ public:
   // Replaces the settings, starts the latency samples over from the seed and
   // forgets the device's state (queue, IOPS pacing, bandwidth backlog) and
   // counters.
@@ -54,32 +51,30 @@ public:
   // than scheduling jitter.
   absl::Time Reserve(MediaDirection direction, uint64_t bytes, absl::Time now);
 
-private:
+ private:
   std::atomic<bool> enabled_{false};
   mutable absl::Mutex mu_;
   MediaSettings settings_ ABSL_GUARDED_BY(mu_);
   std::optional<LatencySampler> sampler_ ABSL_GUARDED_BY(mu_);
   // Completion times of the ops in the device, earliest first (only with a
   // queue_depth).
-  std::priority_queue<absl::Time, std::vector<absl::Time>, std::greater<>>
-      slots_ ABSL_GUARDED_BY(mu_);
-  absl::Time next_op_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast(); // iops
-  absl::Time next_dir_op_[2] ABSL_GUARDED_BY(mu_) = {absl::InfinitePast(),
-                                                     absl::InfinitePast()};
-  absl::Time busy_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast(); // bandwidth
-  absl::Time busy_dir_[2] ABSL_GUARDED_BY(mu_) = {absl::InfinitePast(),
-                                                  absl::InfinitePast()};
+  std::priority_queue<absl::Time, std::vector<absl::Time>, std::greater<>> slots_
+      ABSL_GUARDED_BY(mu_);
+  absl::Time next_op_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // iops
+  absl::Time next_dir_op_[2] ABSL_GUARDED_BY(mu_) = {absl::InfinitePast(), absl::InfinitePast()};
+  absl::Time busy_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // bandwidth
+  absl::Time busy_dir_[2] ABSL_GUARDED_BY(mu_) = {absl::InfinitePast(), absl::InfinitePast()};
   MediaCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 
 // The models of all volumes; the set of names is fixed at creation.
 class MediaTiming {
-public:
-  explicit MediaTiming(const std::map<std::string, MediaSettings> &volumes);
-  MediaModel *Find(absl::string_view volume) const; // nullptr when unknown
+ public:
+  explicit MediaTiming(const std::map<std::string, MediaSettings>& volumes);
+  MediaModel* Find(absl::string_view volume) const;  // nullptr when unknown
 
-private:
+ private:
   std::map<std::string, std::unique_ptr<MediaModel>, std::less<>> models_;
 };
 
-} // namespace gdr
+}  // namespace gdr

@@ -30,7 +30,7 @@ TEST(FaultSpecTest, ParsesEveryFieldAndPrintsItBack) {
   for (const char* t : {"kind=stall,every=3,delay=250ms", "kind=stall,for=1m",
                         "kind=corrupt,volume=v", "kind=drop-link,client=127.0.0.1",
                         "kind=qp-error,count=1", "kind=rail-down,for=2s,rail=mlx5_1",
-                        "kind=error,code=14"}) {
+                        "kind=error,code=14", "kind=error,rate=0.1234567891"}) {
     absl::StatusOr<v1::FaultSpec> p = ParseFaultSpec(t);
     ASSERT_TRUE(p.ok()) << t << ": " << p.status();
     absl::StatusOr<v1::FaultSpec> again = ParseFaultSpec(FormatFaultSpec(*p));

@@ -301,6 +301,31 @@ def etcd_url_seeds():
         put("etcd_url_fuzz", name, text)
 
 
+# --- fault_spec_fuzz: the rules of docs/simulation.md, every kind and field, and bad ones.
+def fault_spec_seeds():
+    for name, text in {
+            "error": "kind=error,volume=ckpt,rate=0.01,code=UNAVAILABLE",
+            "error_num": "kind=error,code=14,every=3,count=10,for=5s,seed=42",
+            "stall_delay": "kind=stall,volume=v,ops=get,delay=250ms,every=2",
+            "stall_window": "kind=stall,for=30s",
+            "corrupt": "kind=corrupt,client=trainer-3,count=1",
+            "drop_link": "kind=drop-link,client=127.0.0.1,ops=put",
+            "qp_error": "kind=qp-error,volume=vol0,count=1",
+            "rail_down": "kind=rail-down,rail=mlx5_1,for=2s",
+            "bad_rate": "kind=error,rate=1.5", "bad_both": "kind=error,rate=0.5,every=2",
+            "bad_kind": "kind=explode", "repeated": "kind=error,kind=stall", "empty": ""}.items():
+        put("fault_spec_fuzz", name, text)
+
+
+# --- trace_file_fuzz: the shipped checkpoint trace, its header alone, and a cut record.
+def trace_file_seeds():
+    with open(os.path.join(ROOT, "tests", "data", "checkpoint_load_8ranks.trace"), "rb") as f:
+        data = f.read()
+    put("trace_file_fuzz", "checkpoint_8ranks", data)
+    put("trace_file_fuzz", "header_only", data[:32])
+    put("trace_file_fuzz", "cut_record", data[:200])
+
+
 if __name__ == "__main__":
     tcp_frame_seeds()
     transfer_op_seeds()
@@ -311,3 +336,5 @@ if __name__ == "__main__":
     units_seeds()
     address_seeds()
     etcd_url_seeds()
+    fault_spec_seeds()
+    trace_file_seeds()

@@ -48,31 +48,29 @@ struct Load {
   gdrstore::OpKind kind = gdrstore::OpKind::kWrite;
   uint64_t size = 4 * kKiB;
   int clients = kClients;
-  absl::Duration run = absl::Seconds(3); // stop starting ops after this long
-  int max_ops = 0; // and after this many in all (0 = no cap)
+  absl::Duration run = absl::Seconds(3);  // stop starting ops after this long
+  int max_ops = 0;                        // and after this many in all (0 = no cap)
 };
 
 struct Outcome {
   uint64_t ops = 0;
   uint64_t bytes = 0;
-  double seconds = 0;             // first op sent .. last answer received
-  std::vector<double> service_us; // daemon-side, sorted
+  double seconds = 0;              // first op sent .. last answer received
+  std::vector<double> service_us;  // daemon-side, sorted
   std::string error;
   double rate() const { return bytes / seconds; }
   double iops() const { return ops / seconds; }
   double Percentile(double p) const {
-    return service_us[std::min(
-        service_us.size() - 1,
-        static_cast<size_t>(p * static_cast<double>(service_us.size())))];
+    return service_us[std::min(service_us.size() - 1,
+                               static_cast<size_t>(p * static_cast<double>(service_us.size())))];
   }
 };
 
 // Runs each load on its own clients, all at once, and returns one outcome per
 // load.
-std::vector<Outcome> Drive(const std::string &address,
-                           const std::vector<Load> &loads) {
+std::vector<Outcome> Drive(const std::string& address, const std::vector<Load>& loads) {
   struct Worker {
-    const Load *load;
+    const Load* load;
     size_t index;
     std::unique_ptr<gdrstore::Client> client;
     std::unique_ptr<gdrstore::Buffer> buffer;
@@ -102,19 +100,16 @@ std::vector<Outcome> Drive(const std::string &address,
   const absl::Time t0 = absl::Now();
   for (size_t w = 0; w < workers.size(); ++w) {
     threads.emplace_back([&, w] {
-      Worker &me = workers[w];
-      const Load &load = *me.load;
+      Worker& me = workers[w];
+      const Load& load = *me.load;
       std::vector<double> us;
       uint64_t bytes = 0;
       std::string error;
       for (uint64_t n = 0; absl::Now() - t0 < load.run; ++n) {
-        if (load.max_ops != 0 && started[me.index].fetch_add(1) >= load.max_ops)
-          break;
-        const gdrstore::Extent e{
-            load.volume, ((w * 131 + n) * load.size) % (32 * kMiB), load.size};
-        auto r = load.kind == gdrstore::OpKind::kWrite
-                     ? me.client->Write(e, *me.buffer)
-                     : me.client->Read(e, *me.buffer);
+        if (load.max_ops != 0 && started[me.index].fetch_add(1) >= load.max_ops) break;
+        const gdrstore::Extent e{load.volume, ((w * 131 + n) * load.size) % (32 * kMiB), load.size};
+        auto r = load.kind == gdrstore::OpKind::kWrite ? me.client->Write(e, *me.buffer)
+                                                       : me.client->Read(e, *me.buffer);
         if (!r.ok()) {
           error = r.status().ToString();
           break;
@@ -124,33 +119,29 @@ std::vector<Outcome> Drive(const std::string &address,
       }
       const absl::Time end = absl::Now();
       absl::MutexLock lock(&mu);
-      Outcome &o = out[me.index];
+      Outcome& o = out[me.index];
       o.ops += us.size();
       o.bytes += bytes;
       o.service_us.insert(o.service_us.end(), us.begin(), us.end());
       o.seconds = std::max(o.seconds, absl::ToDoubleSeconds(end - t0));
-      if (!error.empty())
-        o.error = error;
+      if (!error.empty()) o.error = error;
     });
   }
-  for (auto &t : threads)
-    t.join();
-  for (Outcome &o : out)
-    std::sort(o.service_us.begin(), o.service_us.end());
+  for (auto& t : threads) t.join();
+  for (Outcome& o : out) std::sort(o.service_us.begin(), o.service_us.end());
   return out;
 }
 
-std::optional<gdrstore::v1::MediaTiming>
-MediaOf(const gdrstore::v1::GetStatsResponse &s, const std::string &volume) {
-  for (const auto &v : s.volumes()) {
-    if (v.name() == volume)
-      return v.media();
+std::optional<gdrstore::v1::MediaTiming> MediaOf(const gdrstore::v1::GetStatsResponse& s,
+                                                 const std::string& volume) {
+  for (const auto& v : s.volumes()) {
+    if (v.name() == volume) return v.media();
   }
   return std::nullopt;
 }
 
 class MediaDeviceTest : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
     auto dir = TempDir::Create("gdr-media-device");
     ASSERT_TRUE(dir.ok());
@@ -167,8 +158,7 @@ protected:
     client_ = *std::move(c);
   }
   void TearDown() override {
-    if (daemon_ == nullptr)
-      return;
+    if (daemon_ == nullptr) return;
     auto st = daemon_->Terminate(absl::Seconds(30));
     ASSERT_TRUE(st.ok());
     EXPECT_EQ(DescribeWaitStatus(*st), "exited 0");
@@ -178,8 +168,7 @@ protected:
         << "volume = "
            "[\"rw=64MiB,read_bandwidth=24MiB/s,write_bandwidth=12MiB/s\",\n"
         << "          \"ops=64MiB,iops=1500,latency_us=1000\",\n"
-        << "          \"qd=64MiB,latency_us=4000,queue_depth=" << queue_depth
-        << "\",\n"
+        << "          \"qd=64MiB,latency_us=4000,queue_depth=" << queue_depth << "\",\n"
         << "          \"tail=64MiB,latency_us=2000,p99_us=10000,seed=5\",\n"
         << "          \"ssd=16MiB,media=sata-ssd,queue_depth=8\"]\n";
   }
@@ -199,16 +188,16 @@ protected:
 // own bandwidth.
 TEST_F(MediaDeviceTest, ReadAndWriteBandwidthAreDeliveredSeparately) {
   const double read_bw = 24.0 * kMiB, write_bw = 12.0 * kMiB;
-  std::vector<Outcome> r = Drive(
-      daemon_->address(), {{"rw", gdrstore::OpKind::kWrite, 256 * kKiB, 8},
-                           {"rw", gdrstore::OpKind::kRead, 256 * kKiB, 8}});
+  std::vector<Outcome> r =
+      Drive(daemon_->address(), {{"rw", gdrstore::OpKind::kWrite, 256 * kKiB, 8},
+                                 {"rw", gdrstore::OpKind::kRead, 256 * kKiB, 8}});
   ASSERT_EQ(r[0].error, "");
   ASSERT_EQ(r[1].error, "");
   const double gets = r[0].rate(), puts = r[1].rate();
-  std::printf("gets %.1f MiB/s (model %.0f), puts %.1f MiB/s (model %.0f), %lu "
-              "+ %lu ops\n",
-              gets / kMiB, read_bw / kMiB, puts / kMiB, write_bw / kMiB,
-              r[0].ops, r[1].ops);
+  std::printf(
+      "gets %.1f MiB/s (model %.0f), puts %.1f MiB/s (model %.0f), %lu "
+      "+ %lu ops\n",
+      gets / kMiB, read_bw / kMiB, puts / kMiB, write_bw / kMiB, r[0].ops, r[1].ops);
   EXPECT_LE(gets / read_bw, kUpperSlack);
   EXPECT_LE(puts / write_bw, kUpperSlack);
   EXPECT_GE(gets / read_bw, kLowerSlack);
@@ -219,12 +208,10 @@ TEST_F(MediaDeviceTest, ReadAndWriteBandwidthAreDeliveredSeparately) {
 }
 
 TEST_F(MediaDeviceTest, IopsLimitHoldsUnderSixteenClients) {
-  std::vector<Outcome> r =
-      Drive(daemon_->address(), {{"ops", gdrstore::OpKind::kWrite}});
+  std::vector<Outcome> r = Drive(daemon_->address(), {{"ops", gdrstore::OpKind::kWrite}});
   ASSERT_EQ(r[0].error, "");
-  std::printf(
-      "%lu ops in %.2f s: %.0f IOPS (model 1500); service p50 %.0f us\n",
-      r[0].ops, r[0].seconds, r[0].iops(), r[0].Percentile(0.5));
+  std::printf("%lu ops in %.2f s: %.0f IOPS (model 1500); service p50 %.0f us\n", r[0].ops,
+              r[0].seconds, r[0].iops(), r[0].Percentile(0.5));
   // Starts are 1/1500 s apart: n ops need (n-1)/1500 s at least.
   EXPECT_LE((r[0].ops - 1) / (1500.0 * r[0].seconds), kUpperSlack);
   EXPECT_GE(r[0].iops() / 1500, kLowerSlack);
@@ -232,14 +219,12 @@ TEST_F(MediaDeviceTest, IopsLimitHoldsUnderSixteenClients) {
   auto m = MediaOf(Stats(), "ops");
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->ops(), r[0].ops);
-  EXPECT_GT(m->queued_ops(), 0u)
-      << "16 clients against 1500 IOPS must wait their turn";
+  EXPECT_GT(m->queued_ops(), 0u) << "16 clients against 1500 IOPS must wait their turn";
 }
 
 // queue_depth=4 and 4 ms per op: at most 1000 ops/s, and 16 clients wait for a
 // slot.
-TEST_F(MediaDeviceTest,
-       QueueDepthLimitsOpsInTheDeviceAndTheWaitShowsInLatency) {
+TEST_F(MediaDeviceTest, QueueDepthLimitsOpsInTheDeviceAndTheWaitShowsInLatency) {
   std::atomic<bool> stop{false};
   uint32_t max_in_device = 0;
   std::thread watcher([&] {
@@ -250,17 +235,17 @@ TEST_F(MediaDeviceTest,
       absl::SleepFor(absl::Milliseconds(20));
     }
   });
-  std::vector<Outcome> r =
-      Drive(daemon_->address(), {{"qd", gdrstore::OpKind::kWrite}});
+  std::vector<Outcome> r = Drive(daemon_->address(), {{"qd", gdrstore::OpKind::kWrite}});
   stop = true;
   watcher.join();
   ASSERT_EQ(r[0].error, "");
   const double capacity = 4 / 4e-3;
-  std::printf("%lu ops in %.2f s: %.0f ops/s (model %.0f); service p50 %.0f us "
-              "p99 %.0f us; "
-              "at most %u in the device\n",
-              r[0].ops, r[0].seconds, r[0].iops(), capacity,
-              r[0].Percentile(0.5), r[0].Percentile(0.99), max_in_device);
+  std::printf(
+      "%lu ops in %.2f s: %.0f ops/s (model %.0f); service p50 %.0f us "
+      "p99 %.0f us; "
+      "at most %u in the device\n",
+      r[0].ops, r[0].seconds, r[0].iops(), capacity, r[0].Percentile(0.5), r[0].Percentile(0.99),
+      max_in_device);
   // Each slot completes an op at most every 4 ms: n ops need (n - 4) * 4 ms / 4
   // at least.
   EXPECT_LE((r[0].ops - 4) / (capacity * r[0].seconds), kUpperSlack);
@@ -281,10 +266,9 @@ TEST_F(MediaDeviceTest,
   ASSERT_TRUE(daemon_->Signal(SIGHUP).ok());
   ASSERT_TRUE(PollUntil(
       [&] {
-        return absl::StrContains(
-            daemon_->Stderr(),
-            "volume qd media: latency_us=4000,queue_depth=4 -> "
-            "latency_us=4000,queue_depth=2");
+        return absl::StrContains(daemon_->Stderr(),
+                                 "volume qd media: latency_us=4000,queue_depth=4 -> "
+                                 "latency_us=4000,queue_depth=2");
       },
       absl::Seconds(10)))
       << daemon_->Stderr();
@@ -293,11 +277,9 @@ TEST_F(MediaDeviceTest,
   EXPECT_EQ(m->queue_depth(), 2u);
   EXPECT_EQ(m->ops(), 0u) << "a changed model starts its counters over";
   std::vector<Outcome> r2 =
-      Drive(daemon_->address(),
-            {{"qd", gdrstore::OpKind::kWrite, 4 * kKiB, 8, absl::Seconds(2)}});
+      Drive(daemon_->address(), {{"qd", gdrstore::OpKind::kWrite, 4 * kKiB, 8, absl::Seconds(2)}});
   ASSERT_EQ(r2[0].error, "");
-  std::printf("after reload: %.0f ops/s (model %.0f)\n", r2[0].iops(),
-              2 / 4e-3);
+  std::printf("after reload: %.0f ops/s (model %.0f)\n", r2[0].iops(), 2 / 4e-3);
   EXPECT_LE((r2[0].ops - 2) / (500 * r2[0].seconds), kUpperSlack);
   EXPECT_GE(r2[0].iops() / 500, kLowerSlack);
 }
@@ -307,20 +289,20 @@ TEST_F(MediaDeviceTest,
 TEST_F(MediaDeviceTest, LatencyPercentilesFollowTheSeededDistribution) {
   constexpr int kOps = 1600;
   std::vector<Outcome> r =
-      Drive(daemon_->address(), {{"tail", gdrstore::OpKind::kWrite, 4 * kKiB, 8,
-                                  absl::Seconds(60), kOps}});
+      Drive(daemon_->address(),
+            {{"tail", gdrstore::OpKind::kWrite, 4 * kKiB, 8, absl::Seconds(60), kOps}});
   ASSERT_EQ(r[0].error, "");
   ASSERT_EQ(r[0].ops, static_cast<uint64_t>(kOps));
   LatencySampler sampler(2000, 10000, 5);
   std::vector<double> model(kOps);
-  for (double &x : model)
-    x = sampler.NextNs() / 1e3;
+  for (double& x : model) x = sampler.NextNs() / 1e3;
   std::sort(model.begin(), model.end());
   const double p50 = r[0].Percentile(0.5), p99 = r[0].Percentile(0.99);
-  std::printf("service p50 %.0f us p99 %.0f us; the daemon's samples p50 %.0f "
-              "p99 %.0f; "
-              "configured 2000 / 10000\n",
-              p50, p99, model[kOps / 2], model[kOps * 99 / 100]);
+  std::printf(
+      "service p50 %.0f us p99 %.0f us; the daemon's samples p50 %.0f "
+      "p99 %.0f; "
+      "configured 2000 / 10000\n",
+      p50, p99, model[kOps / 2], model[kOps * 99 / 100]);
   // No op beats its own sample, so no order statistic beats the samples'
   // (exact).
   for (int k = 0; k < kOps; ++k) {
@@ -355,20 +337,16 @@ TEST_F(MediaDeviceTest, StatsShowTheEffectiveModel) {
   EXPECT_EQ(m->seed(), 5u);
   // A bad value in a reload is refused naming the option; the running model
   // stays.
-  std::ofstream(config_, std::ios::trunc)
-      << "volume = [\"rw=64MiB,queue_depth=lots\"]\n";
+  std::ofstream(config_, std::ios::trunc) << "volume = [\"rw=64MiB,queue_depth=lots\"]\n";
   ASSERT_TRUE(daemon_->Signal(SIGHUP).ok());
-  ASSERT_TRUE(PollUntil(
-      [&] {
-        return absl::StrContains(daemon_->Stderr(),
-                                 "queue_depth 'lots' must be");
-      },
-      absl::Seconds(10)))
+  ASSERT_TRUE(
+      PollUntil([&] { return absl::StrContains(daemon_->Stderr(), "queue_depth 'lots' must be"); },
+                absl::Seconds(10)))
       << daemon_->Stderr();
   m = MediaOf(Stats(), "ssd");
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->preset(), "sata-ssd");
 }
 
-} // namespace
-} // namespace gdr::integ
+}  // namespace
+}  // namespace gdr::integ

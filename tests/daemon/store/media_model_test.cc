@@ -38,7 +38,7 @@ TEST(MediaModelTest, LatencyOnlyOverlaps) {
   const absl::Time t = absl::FromUnixSeconds(1000);
   EXPECT_EQ(m.Reserve(kRead, 4096, t), t + absl::Microseconds(250));
   EXPECT_EQ(m.Reserve(kWrite, 4096, t),
-            t + absl::Microseconds(250)); // nothing to queue for
+            t + absl::Microseconds(250));  // nothing to queue for
   EXPECT_EQ(m.counters(t).queued_ops, 0u);
 }
 
@@ -46,17 +46,14 @@ TEST(MediaModelTest, LatencyOnlyOverlaps) {
 TEST(MediaModelTest, SharedBandwidthQueuesOpsBehindEachOther) {
   MediaModel m;
   MediaSettings s = Latency(100);
-  s.bandwidth = 1'000'000; // 1000 bytes take 1 ms
+  s.bandwidth = 1'000'000;  // 1000 bytes take 1 ms
   m.Set(s);
   const absl::Time t = absl::FromUnixSeconds(1000);
-  EXPECT_EQ(m.Reserve(kRead, 1000, t),
-            t + absl::Milliseconds(1) + absl::Microseconds(100));
-  EXPECT_EQ(m.Reserve(kWrite, 1000, t),
-            t + absl::Milliseconds(2) + absl::Microseconds(100));
+  EXPECT_EQ(m.Reserve(kRead, 1000, t), t + absl::Milliseconds(1) + absl::Microseconds(100));
+  EXPECT_EQ(m.Reserve(kWrite, 1000, t), t + absl::Milliseconds(2) + absl::Microseconds(100));
   // After the device went idle, a new op starts fresh.
   const absl::Time later = t + absl::Seconds(5);
-  EXPECT_EQ(m.Reserve(kRead, 2000, later),
-            later + absl::Milliseconds(2) + absl::Microseconds(100));
+  EXPECT_EQ(m.Reserve(kRead, 2000, later), later + absl::Milliseconds(2) + absl::Microseconds(100));
   m.Set({});
   EXPECT_EQ(m.Reserve(kRead, 2000, later), later);
 }
@@ -64,19 +61,19 @@ TEST(MediaModelTest, SharedBandwidthQueuesOpsBehindEachOther) {
 TEST(MediaModelTest, ReadAndWriteBandwidthAreSeparateChannels) {
   MediaModel m;
   MediaSettings s;
-  s.read_bandwidth = 2'000'000;  // 1000 bytes: 0.5 ms
-  s.write_bandwidth = 1'000'000; // 1000 bytes: 1 ms
+  s.read_bandwidth = 2'000'000;   // 1000 bytes: 0.5 ms
+  s.write_bandwidth = 1'000'000;  // 1000 bytes: 1 ms
   m.Set(s);
   const absl::Time t = absl::FromUnixSeconds(1000);
   EXPECT_EQ(m.Reserve(kRead, 1000, t), t + absl::Microseconds(500));
   EXPECT_EQ(m.Reserve(kWrite, 1000, t),
-            t + absl::Milliseconds(1)); // not behind the read
+            t + absl::Milliseconds(1));  // not behind the read
   EXPECT_EQ(m.Reserve(kRead, 1000, t),
-            t + absl::Milliseconds(1)); // behind the first read
+            t + absl::Milliseconds(1));  // behind the first read
   EXPECT_EQ(m.Reserve(kWrite, 1000, t), t + absl::Milliseconds(2));
   // A shared limit on top binds both: each op takes the slower of its two
   // channels.
-  s.bandwidth = 500'000; // 1000 bytes: 2 ms
+  s.bandwidth = 500'000;  // 1000 bytes: 2 ms
   m.Set(s);
   EXPECT_EQ(m.Reserve(kRead, 1000, t), t + absl::Milliseconds(2));
   EXPECT_EQ(m.Reserve(kWrite, 1000, t), t + absl::Milliseconds(4));
@@ -90,42 +87,38 @@ TEST(MediaModelTest, QueueDepthHoldsLaterOpsUntilASlotFrees) {
   const absl::Time t = absl::FromUnixSeconds(1000);
   const absl::Duration us = absl::Microseconds(1);
   std::vector<absl::Time> done;
-  for (int i = 0; i < 5; ++i)
-    done.push_back(m.Reserve(kRead, 4096, t));
-  EXPECT_EQ(done,
-            (std::vector<absl::Time>{t + 100 * us, t + 100 * us, t + 200 * us,
-                                     t + 200 * us, t + 300 * us}));
+  for (int i = 0; i < 5; ++i) done.push_back(m.Reserve(kRead, 4096, t));
+  EXPECT_EQ(done, (std::vector<absl::Time>{t + 100 * us, t + 100 * us, t + 200 * us, t + 200 * us,
+                                           t + 300 * us}));
   MediaCounters c = m.counters(t);
   EXPECT_EQ(c.ops, 5u);
   EXPECT_EQ(c.queued_ops, 3u);
-  EXPECT_EQ(c.wait_ns, 400'000u); // 100 + 100 + 200 us before a slot
+  EXPECT_EQ(c.wait_ns, 400'000u);  // 100 + 100 + 200 us before a slot
   EXPECT_EQ(c.in_device, 2u);
   EXPECT_EQ(m.counters(t + 250 * us).in_device, 1u);
   EXPECT_EQ(m.counters(t + 300 * us).in_device, 0u);
   // An op arriving once the device has drained takes no wait.
-  EXPECT_EQ(m.Reserve(kWrite, 4096, t + absl::Seconds(1)),
-            t + absl::Seconds(1) + 100 * us);
+  EXPECT_EQ(m.Reserve(kWrite, 4096, t + absl::Seconds(1)), t + absl::Seconds(1) + 100 * us);
   EXPECT_EQ(m.counters(t).queued_ops, 3u);
 }
 
 TEST(MediaModelTest, IopsLimitsPaceStarts) {
   MediaModel m;
   MediaSettings s;
-  s.iops = 1000;     // one op per ms, either direction
-  s.read_iops = 250; // one read per 4 ms
+  s.iops = 1000;      // one op per ms, either direction
+  s.read_iops = 250;  // one read per 4 ms
   m.Set(s);
   const absl::Time t = absl::FromUnixSeconds(1000);
   const absl::Duration ms = absl::Milliseconds(1);
   EXPECT_EQ(m.Reserve(kRead, 1, t), t);
   EXPECT_EQ(m.Reserve(kWrite, 1, t), t + ms);
   EXPECT_EQ(m.Reserve(kWrite, 1, t), t + 2 * ms);
-  EXPECT_EQ(m.Reserve(kRead, 1, t), t + 4 * ms); // the read limit binds
+  EXPECT_EQ(m.Reserve(kRead, 1, t), t + 4 * ms);  // the read limit binds
   EXPECT_EQ(m.Reserve(kWrite, 1, t), t + 5 * ms);
   // Over a long run the rate is the limit's, to the op.
   const absl::Time later = t + absl::Seconds(10);
   absl::Time last;
-  for (int i = 0; i < 1000; ++i)
-    last = m.Reserve(kWrite, 1, later);
+  for (int i = 0; i < 1000; ++i) last = m.Reserve(kWrite, 1, later);
   EXPECT_EQ(last, later + 999 * ms);
 }
 
@@ -140,10 +133,10 @@ TEST(MediaModelTest, SeededLatenciesRepeatAndReloadOfSameSettingsKeepsState) {
   for (int i = 0; i < 100; ++i) {
     ASSERT_EQ(a.Reserve(kRead, 4096, t), b.Reserve(kRead, 4096, t)) << i;
   }
-  a.Set(s); // unchanged: counters and queue stay
+  a.Set(s);  // unchanged: counters and queue stay
   EXPECT_EQ(a.counters(t).ops, 100u);
   s.seed = 2;
-  a.Set(s); // changed: a fresh device
+  a.Set(s);  // changed: a fresh device
   EXPECT_EQ(a.counters(t).ops, 0u);
   EXPECT_EQ(a.counters(t).in_device, 0u);
 }
@@ -155,8 +148,7 @@ TEST(LatencySamplerTest, LogNormalMatchesMedianAndP99) {
   for (uint64_t seed : {1ull, 42ull, 0xdeadbeefull}) {
     LatencySampler sampler(100, 1000, seed);
     std::vector<int64_t> ns(200'000);
-    for (int64_t &x : ns)
-      x = sampler.NextNs();
+    for (int64_t& x : ns) x = sampler.NextNs();
     std::sort(ns.begin(), ns.end());
     const double p50 = ns[ns.size() / 2] / 1e3;
     const double p99 = ns[ns.size() * 99 / 100] / 1e3;
@@ -170,9 +162,8 @@ TEST(LatencySamplerTest, LogNormalMatchesMedianAndP99) {
 
 TEST(LatencySamplerTest, FixedAndSeeded) {
   LatencySampler fixed(250, 0, 7);
-  for (int i = 0; i < 10; ++i)
-    EXPECT_EQ(fixed.NextNs(), 250'000);
-  LatencySampler same(250, 250, 7); // p99 == median: no spread
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(fixed.NextNs(), 250'000);
+  LatencySampler same(250, 250, 7);  // p99 == median: no spread
   EXPECT_EQ(same.NextNs(), 250'000);
   LatencySampler a(100, 400, 7), b(100, 400, 7), c(100, 400, 8);
   bool differs = false;
@@ -204,10 +195,8 @@ TEST(DelayQueueTest, RunsInDeadlineOrderNotBefore) {
       absl::MutexLock lock(&mu);
       order.push_back(i);
       const absl::Time now = absl::Now();
-      if (now < when)
-        early.push_back(when - now);
-      if (order.size() == 3)
-        done.Notify();
+      if (now < when) early.push_back(when - now);
+      if (order.size() == 3) done.Notify();
     });
   }
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
@@ -220,8 +209,7 @@ TEST(DelayQueueTest, RunsInDeadlineOrderNotBefore) {
 TEST(DelayQueueTest, ShutdownRunsPendingEarlyAndLaterOnCaller) {
   DelayQueue q;
   std::atomic<int> ran{0};
-  for (int i = 0; i < 100; ++i)
-    q.RunAt(absl::Now() + absl::Hours(1), [&] { ran++; });
+  for (int i = 0; i < 100; ++i) q.RunAt(absl::Now() + absl::Hours(1), [&] { ran++; });
   EXPECT_EQ(q.pending(), 100u);
   q.Shutdown();
   EXPECT_EQ(ran.load(), 100);
@@ -246,5 +234,5 @@ TEST(DelayQueueTest, StuckCallbackFailsHealth) {
   out.Notify();
 }
 
-} // namespace
-} // namespace gdr
+}  // namespace
+}  // namespace gdr
