@@ -86,6 +86,18 @@ std::vector<Outcome> Drive(const std::string& address, const std::vector<Load>& 
         out[l].error = c.status().ToString();
         return out;
       }
+      // Each client has a connection of its own; it is up before the clock starts, so a first
+      // connection attempt that fails on a loaded machine (gRPC fails calls fast meanwhile) is
+      // retried here and never counted as an op of the load.
+      absl::Status up = (*c)->Ping();
+      for (int attempt = 0; !up.ok() && attempt < 50; ++attempt) {
+        absl::SleepFor(absl::Milliseconds(200));
+        up = (*c)->Ping();
+      }
+      if (!up.ok()) {
+        out[l].error = up.ToString();
+        return out;
+      }
       auto b = (*c)->AllocateBuffer(loads[l].size);
       if (!b.ok()) {
         out[l].error = b.status().ToString();
