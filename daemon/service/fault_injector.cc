@@ -167,20 +167,23 @@ v1::FaultState FaultInjector::StateLocked(const Rule& r, absl::Time now) const {
   s.set_hits(r.hits);
   s.set_origin(r.origin);
   s.set_seed(r.seed);
-  const bool live = r.active && now < r.ends &&
-                    (r.spec.count() == 0 || r.hits < r.spec.count()) &&
-                    r.spec.kind() != v1::FAULT_RAIL_DOWN;
-  s.set_active(live || (r.spec.kind() == v1::FAULT_RAIL_DOWN && now < r.ends));
+  // A rail-down rule matches no op but is active while its rail is held down.
+  s.set_active(r.spec.kind() == v1::FAULT_RAIL_DOWN ? now < r.ends
+                                                    : r.active && !Over(r, now));
   s.set_remaining_ms(r.ends == absl::InfiniteFuture()
                          ? -1
                          : std::max<int64_t>(0, absl::ToInt64Milliseconds(r.ends - now)));
   return s;
 }
 
+bool FaultInjector::Over(const Rule& r, absl::Time now) {
+  return now >= r.ends || (r.spec.count() != 0 && r.hits >= r.spec.count()) ||
+         r.spec.kind() == v1::FAULT_RAIL_DOWN;
+}
+
 bool FaultInjector::LiveLocked(Rule& r, absl::Time now) {
   if (!r.active) return false;
-  const bool over = now >= r.ends || (r.spec.count() != 0 && r.hits >= r.spec.count()) ||
-                    r.spec.kind() == v1::FAULT_RAIL_DOWN;
+  const bool over = Over(r, now);
   if (over) {
     r.active = false;
     active_.fetch_sub(1);

@@ -94,6 +94,9 @@ class FaultInjector {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   gdrstore::v1::FaultState StateLocked(const Rule& r, absl::Time now) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Whether the rule takes no more ops at `now`: its window or count is over, or it is a
+  // rail-down (hit once, when set).
+  static bool Over(const Rule& r, absl::Time now);
   // Whether the rule is still active at `now` (ends it when its window or count is over).
   bool LiveLocked(Rule& r, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CountHitLocked(Rule& r, absl::string_view where) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

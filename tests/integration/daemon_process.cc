@@ -206,4 +206,15 @@ absl::StatusOr<int> DaemonProcess::Terminate(absl::Duration timeout) {
 
 std::string DaemonProcess::Stderr() const { return ReadFileOrEmpty(child_->stderr_path()); }
 
+std::unique_ptr<gdrstore::Client> ConnectClient(const DaemonProcess& d, const std::string& token,
+                                                bool crc32c) {
+  gdrstore::ClientOptions o;
+  o.daemon_address = d.address();
+  o.token = token;
+  o.crc32c = crc32c;
+  auto c = gdrstore::Client::Connect(o);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
 }  // namespace gdr::integ

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "gdrstore/client.h"
 #include "tests/integration/child_process.h"
 
 namespace grpc {
@@ -77,5 +78,11 @@ class DaemonProcess {
   std::unique_ptr<ChildProcess> child_;
   uint16_t port_ = 0;
 };
+
+// A client of `d` on the default transport (tcp), with `token` and CRC32C checks when given;
+// nullptr (and a test failure naming why) when it cannot connect.
+std::unique_ptr<gdrstore::Client> ConnectClient(const DaemonProcess& d,
+                                                const std::string& token = "",
+                                                bool crc32c = false);
 
 }  // namespace gdr::integ

@@ -31,16 +31,6 @@ constexpr uint64_t kMiB = kKiB * kKiB;
 constexpr char kAdminToken[] = "fault-test-admin-token-0123456789";
 constexpr char kUserToken[] = "fault-test-user-token-0123456789ab";
 
-std::unique_ptr<gdrstore::Client> Connect(const DaemonProcess& d, const std::string& token = "",
-                                          bool crc = false) {
-  gdrstore::ClientOptions o;
-  o.daemon_address = d.address();
-  o.token = token;
-  o.crc32c = crc;
-  auto c = gdrstore::Client::Connect(o);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? std::move(*c) : nullptr;
-}
 
 v1::FaultSpec Spec(v1::FaultKind kind, const std::string& volume = "vol0") {
   v1::FaultSpec s;
@@ -59,7 +49,7 @@ uint64_t Hits(const v1::GetStatsResponse& stats, const std::string& kind) {
 
 // Sequential 4 KiB gets: which ones failed (true) and with what; the successful ones verified.
 std::vector<bool> FailurePattern(DaemonProcess& d, int n, std::vector<absl::Status>* failures) {
-  auto c = Connect(d);
+  auto c = ConnectClient(d);
   auto buf = c->AllocateBuffer(4 * kKiB);
   EXPECT_TRUE(buf.ok());
   std::vector<bool> failed;
@@ -93,7 +83,7 @@ TEST(FaultTest, AnErrorRateIsSeededCountedLoggedAndTheSameAfterARestart) {
       EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
       EXPECT_TRUE(absl::StrContains(s.message(), "injected fault 1")) << s;
     }
-    auto c = Connect(**d);
+    auto c = ConnectClient(**d);
     auto stats = GetStats(*c);
     ASSERT_TRUE(stats.ok()) << stats.status();
     EXPECT_EQ(Hits(*stats, "error"), failures.size());
@@ -119,7 +109,7 @@ TEST(FaultTest, ACorruptGetDeliversOneFlippedBitThatVerificationAndCrcCatch) {
   v1::FaultSpec spec = Spec(v1::FAULT_CORRUPT);
   spec.set_count(1);
   ASSERT_TRUE(SetFault((*d)->address(), spec).ok());
-  auto c = Connect(**d);
+  auto c = ConnectClient(**d);
   const uint64_t len = 3 * kMiB + 5, off = 777;
   auto buf = c->AllocateBuffer(len);
   ASSERT_TRUE(buf.ok());
@@ -143,7 +133,7 @@ TEST(FaultTest, ACorruptGetDeliversOneFlippedBitThatVerificationAndCrcCatch) {
 
   // With CRC32C on, the client library fails the corrupted get.
   ASSERT_TRUE(SetFault((*d)->address(), spec).ok());
-  auto crc = Connect(**d, "", /*crc=*/true);
+  auto crc = ConnectClient(**d, "", /*crc=*/true);
   auto cbuf = crc->AllocateBuffer(kMiB);
   ASSERT_TRUE(cbuf.ok());
   auto bad = crc->Write({"vol0", 0, kMiB}, **cbuf);
@@ -158,7 +148,7 @@ TEST(FaultTest, AStallHoldsEveryNthOpAtLeastItsDelay) {
   auto d = DaemonProcess::Start({"--volume", "vol0=4MiB", "--fault",
                                  "kind=stall,volume=vol0,every=2,delay=300ms"});
   ASSERT_TRUE(d.ok()) << d.status();
-  auto c = Connect(**d);
+  auto c = ConnectClient(**d);
   auto buf = c->AllocateBuffer(64 * kKiB);
   ASSERT_TRUE(buf.ok());
   for (int i = 1; i <= 6; ++i) {
@@ -178,7 +168,7 @@ TEST(FaultTest, ADroppedTcpLinkFailsItsOpAndTheNextOpsRunOnANewLink) {
   auto d = DaemonProcess::Start({"--volume", "vol0=16MiB"});
   ASSERT_TRUE(d.ok()) << d.status();
   ASSERT_TRUE(SetFault((*d)->address(), "kind=drop-link,volume=vol0,ops=put,count=1").ok());
-  auto c = Connect(**d);
+  auto c = ConnectClient(**d);
   auto buf = c->AllocateBuffer(4 * kMiB);
   ASSERT_TRUE(buf.ok());
   PatternFill(PatternSeed("vol0", 3), 0, std::span((*buf)->data(), 4 * kMiB));
@@ -256,7 +246,7 @@ TEST(FaultTest, TheAdminServiceNeedsAnAdminTokenAndRefusesBadRulesByField) {
   auto set = SetFault(at, spec, kAdminToken);
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(set->origin(), "admin ops");
-  auto c = Connect(**d, kUserToken);
+  auto c = ConnectClient(**d, kUserToken);
   auto buf = c->AllocateBuffer(4096);
   ASSERT_TRUE(buf.ok());
   EXPECT_EQ(c->Write({"vol0", 0, 4096}, **buf).status().code(), absl::StatusCode::kUnavailable);

@@ -35,13 +35,6 @@ std::span<const std::byte> AsBytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
-std::unique_ptr<gdrstore::Client> Connect(const DaemonProcess& d) {
-  gdrstore::ClientOptions o;
-  o.daemon_address = d.address();
-  auto c = gdrstore::Client::Connect(o);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? std::move(*c) : nullptr;
-}
 
 TEST(FileVolumeTest, CreatedFilledAndSurvivesSigkill) {
   auto dir = TempDir::Create("gdr-filevol");
@@ -59,7 +52,7 @@ TEST(FileVolumeTest, CreatedFilledAndSurvivesSigkill) {
   ASSERT_EQ(head.size(), 4 * kMiB);
   EXPECT_FALSE(PatternMismatch(PatternSeed("fv"), 0, AsBytes(head)).has_value());
 
-  auto client = Connect(**d1);
+  auto client = ConnectClient(**d1);
   ASSERT_NE(client, nullptr);
   auto info = client->GetInfo();
   ASSERT_TRUE(info.ok());
@@ -109,7 +102,7 @@ TEST(FileVolumeTest, CreatedFilledAndSurvivesSigkill) {
   auto d2 = DaemonProcess::Start(args);
   ASSERT_TRUE(d2.ok()) << d2.status();
   EXPECT_TRUE(absl::StrContains((*d2)->Stderr(), "existing data kept")) << (*d2)->Stderr();
-  client = Connect(**d2);
+  client = ConnectClient(**d2);
   ASSERT_NE(client, nullptr);
   buf = client->AllocateBuffer(4 * kMiB + 2 * kGuardBytes + 8192);
   ASSERT_TRUE(buf.ok());
@@ -154,7 +147,7 @@ TEST(FileVolumeTest, SyncIsAskedFromEveryClientPathAndReportedOnlyForFileVolumes
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_TRUE(absl::StrContains(r.out, "\"synced\":false")) << r.out;
 
-  auto client = Connect(**d);
+  auto client = ConnectClient(**d);
   ASSERT_NE(client, nullptr);
   auto buf = client->AllocateBuffer(64 * 1024);
   ASSERT_TRUE(buf.ok()) << buf.status();

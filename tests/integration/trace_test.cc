@@ -27,13 +27,6 @@ constexpr uint64_t kMiB = 1 << 20;
 const std::string kShipped =
     std::string(GDR_SOURCE_DIR) + "/tests/data/checkpoint_load_8ranks.trace";
 
-std::unique_ptr<gdrstore::Client> Connect(const DaemonProcess& d) {
-  gdrstore::ClientOptions o;
-  o.daemon_address = d.address();
-  auto c = gdrstore::Client::Connect(o);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? std::move(*c) : nullptr;
-}
 
 // (kind, volume, offset, length) of one op.
 using OpKey = std::tuple<trace::OpKind, std::string, uint64_t, uint64_t>;
@@ -79,7 +72,7 @@ TEST_F(TraceTest, EveryOpOfEveryClientIsRecordedWithItsFields) {
   std::vector<std::multiset<OpKey>> per_client(3);
   {
     std::vector<std::unique_ptr<gdrstore::Client>> clients;
-    for (int i = 0; i < 3; ++i) clients.push_back(Connect(*d));
+    for (int i = 0; i < 3; ++i) clients.push_back(ConnectClient(*d));
     for (auto& c : clients) ASSERT_NE(c, nullptr);
     // Client 0: unary gets and puts on vol0.
     auto b0 = clients[0]->AllocateBuffer(4 * kMiB);
@@ -179,7 +172,7 @@ TEST_F(TraceTest, SighupStartsANewFileAtThePath) {
   const std::string path = dir_->File("rotating.trace");
   auto d = StartDaemon({"--volume", "vol0=8MiB", "--trace", path});
   ASSERT_NE(d, nullptr);
-  auto c = Connect(*d);
+  auto c = ConnectClient(*d);
   ASSERT_NE(c, nullptr);
   auto b = c->AllocateBuffer(kMiB);
   ASSERT_TRUE(b.ok());
@@ -266,7 +259,7 @@ TEST_F(TraceTest, ARecordedTraceReplaysAtItsRecordedPace) {
     std::vector<std::thread> threads;
     for (int i = 0; i < 2; ++i) {
       threads.emplace_back([&d, i] {
-        auto c = Connect(*d);
+        auto c = ConnectClient(*d);
         ASSERT_NE(c, nullptr);
         auto b = c->AllocateBuffer(kMiB);
         ASSERT_TRUE(b.ok());
