@@ -50,6 +50,37 @@ std::string PeerHost(absl::string_view peer) {
   return std::string(peer);
 }
 
+absl::Time StallHold::until() const {
+  absl::MutexLock lock(&mu_);
+  return UntilLocked();
+}
+
+absl::Time StallHold::UntilLocked() const {
+  absl::Time t = absl::InfinitePast();
+  for (const auto& [rule, until] : rules_) t = std::max(t, until);
+  return t;
+}
+
+void StallHold::Hold(uint64_t rule, absl::Time until) {
+  absl::MutexLock lock(&mu_);
+  rules_.emplace_back(rule, until);
+}
+
+void StallHold::Arm(DelayQueue* queue, absl::Time floor, std::function<void()> fn) {
+  // Under the lock, so that a rule letting go meanwhile either is already out of UntilLocked
+  // or finds the handle to advance.
+  absl::MutexLock lock(&mu_);
+  queue_ = queue;
+  floor_ = floor;
+  handle_ = queue->RunAt(std::max(floor, UntilLocked()), std::move(fn));
+}
+
+void StallHold::Release(uint64_t rule) {
+  absl::MutexLock lock(&mu_);
+  std::erase_if(rules_, [rule](const auto& r) { return r.first == rule; });
+  if (queue_ != nullptr) queue_->Advance(handle_, std::max(floor_, UntilLocked()));
+}
+
 FaultInjector::FaultInjector(uint64_t seed, std::function<absl::Time()> clock)
     : seed_(seed), clock_(std::move(clock)) {}
 
@@ -71,6 +102,7 @@ absl::StatusOr<v1::FaultState> FaultInjector::AddLocked(const v1::FaultSpec& spe
   const absl::Time now = clock_();
   Rule r;
   r.id = next_id_;
+  r.hold_key = r.id;
   r.spec = spec;
   r.origin = std::move(origin);
   r.seed = spec.seed() != 0 ? spec.seed() : Mix(seed_ ^ Mix(r.id));
@@ -105,6 +137,7 @@ absl::Status FaultInjector::ReplaceConfigured(const std::vector<v1::FaultSpec>& 
   }
   std::vector<std::string> log;
   absl::Status result;
+  Released released;
   {
     absl::MutexLock lock(&mu_);
     std::vector<std::string> old_text, new_text;
@@ -113,21 +146,44 @@ absl::Status FaultInjector::ReplaceConfigured(const std::vector<v1::FaultSpec>& 
     }
     for (const v1::FaultSpec& s : specs) new_text.push_back(FormatFaultSpec(s));
     if (old_text == new_text) return absl::OkStatus();
-    for (const Rule& r : rules_) {
-      if (r.origin == "config" && r.active) active_.fetch_sub(1);
+    // The ops the old rules hold, by rule text: a new rule of the same text takes them over.
+    std::multimap<std::string, std::pair<uint64_t, std::vector<std::weak_ptr<StallHold>>>> held;
+    for (Rule& r : rules_) {
+      if (r.origin != "config") continue;
+      if (r.active) active_.fetch_sub(1);
+      held.emplace(FormatFaultSpec(r.spec), std::make_pair(r.hold_key, std::move(r.holds)));
     }
     std::erase_if(rules_, [](const Rule& r) { return r.origin == "config"; });
-    for (const v1::FaultSpec& s : specs) {
-      absl::StatusOr<v1::FaultState> added = AddLocked(s, "config", &log);
-      if (!added.ok() && result.ok()) result = added.status();
+    for (size_t i = 0; i < specs.size(); ++i) {
+      absl::StatusOr<v1::FaultState> added = AddLocked(specs[i], "config", &log);
+      if (!added.ok()) {
+        if (result.ok()) result = added.status();
+        continue;
+      }
+      auto it = held.find(new_text[i]);
+      if (it == held.end()) continue;
+      rules_.back().hold_key = it->second.first;
+      rules_.back().holds = std::move(it->second.second);
+      held.erase(it);
     }
+    for (auto& [text, holds] : held) released.push_back(std::move(holds));
   }
   for (const std::string& line : log) GDR_LOG(kWarning) << line;
+  Release(std::move(released));
   return result;
+}
+
+void FaultInjector::Release(Released released) {
+  for (auto& [key, holds] : released) {
+    for (const std::weak_ptr<StallHold>& w : holds) {
+      if (std::shared_ptr<StallHold> h = w.lock()) h->Release(key);
+    }
+  }
 }
 
 absl::StatusOr<uint64_t> FaultInjector::Clear(const std::vector<uint64_t>& ids, bool all) {
   uint64_t cleared = 0;
+  Released released;
   {
     absl::MutexLock lock(&mu_);
     for (uint64_t id : ids) {
@@ -138,14 +194,16 @@ absl::StatusOr<uint64_t> FaultInjector::Clear(const std::vector<uint64_t>& ids, 
     const auto gone = [&](const Rule& r) {
       return all || std::find(ids.begin(), ids.end(), r.id) != ids.end();
     };
-    for (const Rule& r : rules_) {
+    for (Rule& r : rules_) {
       if (!gone(r)) continue;
       ++cleared;
       if (r.active) active_.fetch_sub(1);
+      if (!r.holds.empty()) released.emplace_back(r.hold_key, std::move(r.holds));
     }
     std::erase_if(rules_, gone);
   }
   if (cleared != 0) GDR_LOG(kWarning) << "faults cleared: " << cleared << " rule(s)";
+  Release(std::move(released));
   return cleared;
 }
 
@@ -215,15 +273,17 @@ void FaultInjector::NoteLocked(std::string line, std::vector<std::string>* log) 
   }
 }
 
-FaultDecision FaultInjector::Decide(Direction direction, TransportKind transport,
-                                    absl::string_view volume, uint64_t offset, uint64_t length,
-                                    const FaultClient& client) {
+FaultDecision FaultInjector::Decide(absl::Time start, Direction direction,
+                                    TransportKind transport, absl::string_view volume,
+                                    uint64_t offset, uint64_t length, const FaultClient& client) {
   FaultDecision d;
   if (active_.load(std::memory_order_relaxed) == 0) return d;
   std::vector<std::string> log;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Time now = clock_();
+    // The op's own start, not a reading of our own: a stall is measured from the instant the
+    // op's service time is, so the daemon never reports less than the delay it held for.
+    const absl::Time now = start;
     std::string host;  // the peer's address, computed once and only when a rule names a client
     for (Rule& r : rules_) {
       if (!LiveLocked(r, now)) continue;
@@ -258,6 +318,13 @@ FaultDecision FaultInjector::Decide(Direction direction, TransportKind transport
           const absl::Time until =
               s.delay_ms() != 0 ? now + absl::Milliseconds(s.delay_ms()) : r.ends;
           d.hold_until = std::max(d.hold_until, until);
+          if (d.stall == nullptr) d.stall = std::make_shared<StallHold>();
+          d.stall->Hold(r.hold_key, until);
+          if (r.holds.size() >= r.prune_at) {
+            std::erase_if(r.holds, [](const std::weak_ptr<StallHold>& w) { return w.expired(); });
+            r.prune_at = std::max<size_t>(16, 2 * r.holds.size());
+          }
+          r.holds.push_back(d.stall);
           what = absl::StrCat("held ", absl::FormatDuration(until - now));
           break;
         }

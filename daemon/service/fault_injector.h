@@ -3,12 +3,15 @@
 // and take rails down for a while. Choices are seeded: the same rules in the same order see
 // the same sequence of ops and hit the same ones. Every hit is counted (per rule, and per kind
 // and volume for GetStats) and logged (at most kLogPerSecond lines a second, then a count).
+// A stall holds the ops it caught only while its rule is in place: clearing the rule (Admin
+// ClearFaults, or SIGHUP dropping it from the configuration) lets them go.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -22,16 +25,47 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/transport_kind.h"
+#include "daemon/store/delay_queue.h"
 #include "daemon/transport/transfer_op.h"
 #include "gdrstore/v1/admin.pb.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {
 
+// The stall rules holding one op, shared by the op and the rules that caught it. A rule that
+// goes lets go of its ops: they are then held only as long as their other rules say.
+// Thread-safe.
+class StallHold {
+ public:
+  // The latest end among the rules still holding the op; InfinitePast when none is left.
+  absl::Time until() const;
+  // Queues `fn` (the op's answer) on `queue` for max(`floor`, until()); a rule letting go later
+  // brings it forward to what is left. Call once. `fn` runs on the queue's thread, or at once on
+  // the caller's (with this hold's lock held: `fn` must not touch the hold) once the queue has
+  // shut down.
+  void Arm(DelayQueue* queue, absl::Time floor, std::function<void()> fn);
+
+ private:
+  friend class FaultInjector;
+  void Hold(uint64_t rule, absl::Time until);
+  void Release(uint64_t rule);
+  absl::Time UntilLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  // (the holding rule's hold key, the end of its hold); a handful at most.
+  std::vector<std::pair<uint64_t, absl::Time>> rules_ ABSL_GUARDED_BY(mu_);
+  DelayQueue* queue_ ABSL_GUARDED_BY(mu_) = nullptr;  // set by Arm
+  DelayQueue::Handle handle_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time floor_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
 // What the rules decided for one op.
 struct FaultDecision {
   absl::Status error;                           // not OK: fail the op with it, start nothing
-  absl::Time hold_until = absl::InfinitePast();  // stall: answer no earlier than this
+  // stall: answer no earlier than this, measured from the op's start (Decide's `start`)...
+  absl::Time hold_until = absl::InfinitePast();
+  // ...for as long as the rules that decided it are in place (null when no stall hit).
+  std::shared_ptr<StallHold> stall;
   std::optional<uint64_t> corrupt;              // corrupt: random bits picking byte and bit
   InjectedFault transport = InjectedFault::kNone;
 };
@@ -49,7 +83,8 @@ class FaultInjector {
   // by that name.
   using RailDown = std::function<absl::Status(const std::string& rail, absl::Duration)>;
 
-  // `seed`: the daemon's --fault-seed; `clock` stands in for absl::Now in unit tests.
+  // `seed`: the daemon's --fault-seed; `clock` stands in for absl::Now in unit tests (when a
+  // rule's window starts, what List reports, the log); an op is judged at the start it brings.
   explicit FaultInjector(uint64_t seed, std::function<absl::Time()> clock = absl::Now);
 
   // Where rail-down rules go; unset, they are refused (FAILED_PRECONDITION: no rails). Before
@@ -63,15 +98,20 @@ class FaultInjector {
   // The rules of the configuration (origin "config"), e.g. after SIGHUP: when they differ from
   // those in place, the old ones are removed and these added (their counts start again). The
   // rules added through the Admin service stay. Checks every spec before changing anything.
+  // Ops held by a stall rule that is no longer configured are let go; a rule of the same text
+  // as one before keeps holding its predecessor's.
   absl::Status ReplaceConfigured(const std::vector<gdrstore::v1::FaultSpec>& specs);
   // Removes the rules named (NOT_FOUND naming the first unknown id; nothing removed then), or
-  // every rule. Returns how many went.
+  // every rule, and lets go of the ops their stalls hold. Returns how many rules went.
   absl::StatusOr<uint64_t> Clear(const std::vector<uint64_t>& ids, bool all);
   gdrstore::v1::ListFaultsResponse List() const;
 
-  // The decision for one validated op. Lock-free when no rule is active.
-  FaultDecision Decide(Direction direction, TransportKind transport, absl::string_view volume,
-                       uint64_t offset, uint64_t length, const FaultClient& client);
+  // The decision for one validated op that started at `start` (the instant its service time is
+  // measured from): rules are judged at that instant and a stall holds until `start` plus its
+  // delay. Lock-free when no rule is active.
+  FaultDecision Decide(absl::Time start, Direction direction, TransportKind transport,
+                       absl::string_view volume, uint64_t offset, uint64_t length,
+                       const FaultClient& client);
   // GetStatsResponse.faults: hits per kind and volume since start.
   void FillStats(gdrstore::v1::GetStatsResponse* out) const;
   uint64_t seed() const { return seed_; }
@@ -87,7 +127,15 @@ class FaultInjector {
     uint64_t matched = 0;
     uint64_t hits = 0;
     bool active = true;
+    // What the ops a stall caught know this rule by: its id, or that of the configured rule of
+    // the same text it replaced on SIGHUP (which handed it its holds).
+    uint64_t hold_key = 0;
+    std::vector<std::weak_ptr<StallHold>> holds;  // ops it caught; the answered ones expire
+    size_t prune_at = 16;  // holds.size() at which the expired ones are dropped
   };
+  using Released = std::vector<std::pair<uint64_t, std::vector<std::weak_ptr<StallHold>>>>;
+  // Lets go of every op a removed rule held; called without mu_.
+  static void Release(Released released);
   absl::StatusOr<gdrstore::v1::FaultState> AddLocked(const gdrstore::v1::FaultSpec& spec,
                                                      std::string origin,
                                                      std::vector<std::string>* log)

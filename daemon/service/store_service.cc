@@ -86,16 +86,20 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
     sub.op.caller = std::string(peer);
     sub.op.client = std::string(client);
   }
+  // The op's start, read once: its service time, a stall's hold and its slot on the simulated
+  // media are all measured from this one instant (a stall measured from an earlier reading
+  // once let the daemon answer, and report, less than the stall's delay).
+  const int64_t start = absl::GetCurrentTimeNanos();
   FaultDecision fault;
   if (extras_.faults != nullptr) {
-    fault = extras_.faults->Decide(direction, sub.op.transport, sub.op.volume, sub.op.offset,
-                                   sub.op.length, FaultClient{client, peer});
+    fault = extras_.faults->Decide(absl::FromUnixNanos(start), direction, sub.op.transport,
+                                   sub.op.volume, sub.op.offset, sub.op.length,
+                                   FaultClient{client, peer});
     if (!fault.error.ok()) return refuse(fault.error);
     sub.op.inject = fault.transport;
   }
   InflightLimiter::Permit permit;
   if (absl::Status s = limiter_.TryAcquire(sub.op.length, &permit); !s.ok()) return refuse(s);
-  const int64_t start = absl::GetCurrentTimeNanos();
   // File volumes with sync=true: msync on the sync worker before answering.
   const Volume* sync_volume = SyncVolume(direction, extent, sync);
   // Simulated media: the op may not complete before its slot on the volume's device ends.
@@ -107,7 +111,6 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
                               sub.op.length, absl::FromUnixNanos(start));
     }
   }
-  media_done = std::max(media_done, fault.hold_until);
   const uint64_t length = sub.op.length;
   const uint64_t offset = sub.op.offset;
   if (stats != nullptr) stats->Started(scopes, length);
@@ -127,7 +130,12 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
       });
   DelayQueue* delays = extras_.delays;
   SyncWorker* syncer = extras_.syncer;
-  auto after_transfer = [finish, media_done, delays](absl::Status s) {
+  auto after_transfer = [finish, media_done, delays, stall = fault.stall](absl::Status s) {
+    if (s.ok() && delays != nullptr && stall != nullptr) {
+      // Held while its stall rules stand (a rule cleared meanwhile lets it go at once).
+      stall->Arm(delays, media_done, [finish, s] { (*finish)(s); });
+      return;
+    }
     if (s.ok() && delays != nullptr && media_done > absl::Now()) {
       delays->RunAt(media_done, [finish, s] { (*finish)(s); });
       return;

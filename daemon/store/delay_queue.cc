@@ -12,20 +12,36 @@ DelayQueue::DelayQueue() {
 
 DelayQueue::~DelayQueue() { Shutdown(); }
 
-void DelayQueue::RunAt(absl::Time when, std::function<void()> fn) {
+DelayQueue::Handle DelayQueue::RunAt(absl::Time when, std::function<void()> fn) {
   {
     absl::MutexLock lock(&mu_);
     if (!stop_) {
-      heap_.push(Item{when, seq_++, std::move(fn)});
-      return;
+      const Handle h = next_++;
+      queued_.emplace(h, Queued{when, std::move(fn)});
+      heap_.push(Entry{when, h});
+      ++changes_;
+      return h;
     }
   }
   fn();
+  return 0;
+}
+
+bool DelayQueue::Advance(Handle handle, absl::Time when) {
+  absl::MutexLock lock(&mu_);
+  auto it = queued_.find(handle);
+  if (it == queued_.end()) return false;
+  if (when < it->second.when) {
+    it->second.when = when;
+    heap_.push(Entry{when, handle});
+    ++changes_;
+  }
+  return true;
 }
 
 size_t DelayQueue::pending() const {
   absl::MutexLock lock(&mu_);
-  return heap_.size();
+  return queued_.size();
 }
 
 void DelayQueue::Shutdown() {
@@ -51,22 +67,27 @@ void DelayQueue::Loop() {
     bool stopping = false;
     {
       absl::MutexLock lock(&mu_);
-      // Sleep until the earliest deadline, a new item, or stop; at most 100 ms so the
-      // heartbeat keeps moving while idle.
+      // Sleep until the earliest deadline, a new or advanced item, or stop; at most 100 ms so
+      // the heartbeat keeps moving while idle.
       const absl::Time now = absl::Now();
       absl::Time wake = now + absl::Milliseconds(100);
       if (!heap_.empty()) wake = std::min(wake, heap_.top().when);
-      const uint64_t seen = seq_;
+      const uint64_t seen = changes_;
       auto changed = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || seq_ != seen;
+        return stop_ || changes_ != seen;
       };
       if (wake > now) mu_.AwaitWithDeadline(absl::Condition(&changed), wake);
       stopping = stop_;
+      // What is due is judged on a reading taken after the wait, so a wait that returns early
+      // (a spurious wake-up, timer slack) never runs a callback before its time.
       const absl::Time t = absl::Now();
       while (!heap_.empty() && (stopping || heap_.top().when <= t)) {
-        // priority_queue::top is const; the item is popped right after, so moving is safe.
-        due.push_back(std::move(const_cast<Item&>(heap_.top()).fn));
+        const Entry e = heap_.top();
         heap_.pop();
+        auto it = queued_.find(e.handle);
+        if (it == queued_.end() || it->second.when != e.when) continue;  // left by an Advance
+        due.push_back(std::move(it->second.fn));
+        queued_.erase(it);
       }
     }
     beat_ns_.store(absl::GetCurrentTimeNanos());

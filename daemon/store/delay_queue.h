@@ -1,6 +1,7 @@
 // Runs callbacks at a time in the future on one thread (a deadline-ordered heap), so simulated
-// media timing can hold thousands of op completions without a thread or a blocked reactor per
-// op. Also used as a liveness probe for the systemd watchdog.
+// media timing and stall faults can hold thousands of op completions without a thread or a
+// blocked reactor per op. A queued callback can be brought forward (a cleared stall lets go of
+// the ops it held). Also used as a liveness probe for the systemd watchdog.
 #pragma once
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -19,13 +21,21 @@ namespace gdr {
 
 class DelayQueue {
  public:
+  // Names one queued callback; 0 names none (it ran on the caller's thread).
+  using Handle = uint64_t;
+
   DelayQueue();   // starts the thread
   ~DelayQueue();  // Shutdown()
 
-  // Runs `fn` at `when` on the queue's thread (right away, on that thread, when `when` has
-  // passed). After Shutdown, runs `fn` on the calling thread at once. Thread-safe; never blocks
+  // Runs `fn` on the queue's thread once absl::Now() (the wall clock absl::GetCurrentTimeNanos
+  // reads) is at or past `when`, never earlier (right away when `when` has passed). After
+  // Shutdown, runs `fn` on the calling thread at once and returns 0. Thread-safe; never blocks
   // on other callbacks. `fn` must not block: it runs on the one timer thread.
-  void RunAt(absl::Time when, std::function<void()> fn);
+  Handle RunAt(absl::Time when, std::function<void()> fn);
+
+  // Moves a queued callback's time to `when` if that is earlier (a callback that has run, or
+  // handle 0, is left alone). Returns whether the callback was still queued. Thread-safe.
+  bool Advance(Handle handle, absl::Time when);
 
   // Runs everything still queued now (early) and stops the thread. Idempotent.
   void Shutdown();
@@ -36,17 +46,26 @@ class DelayQueue {
   size_t pending() const;
 
  private:
-  struct Item {
+  // A heap entry. An Advance leaves the callback's old entry behind; when it comes up it finds
+  // the callback gone or timed earlier than itself, and is dropped.
+  struct Entry {
     absl::Time when;
-    uint64_t seq;
+    Handle handle;
+    bool operator>(const Entry& o) const {
+      return when != o.when ? when > o.when : handle > o.handle;
+    }
+  };
+  struct Queued {
+    absl::Time when;
     std::function<void()> fn;
-    bool operator>(const Item& o) const { return when != o.when ? when > o.when : seq > o.seq; }
   };
   void Loop();
 
   mutable absl::Mutex mu_;
-  std::priority_queue<Item, std::vector<Item>, std::greater<>> heap_ ABSL_GUARDED_BY(mu_);
-  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<Handle, Queued> queued_ ABSL_GUARDED_BY(mu_);
+  Handle next_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;  // wakes the thread: a new or advanced entry
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<int64_t> beat_ns_{0};
   std::thread thread_;

@@ -7,6 +7,8 @@
 
 #include <csignal>
 #include <fstream>
+#include <functional>
+#include <thread>
 #include <vector>
 
 #include <google/protobuf/util/json_util.h>
@@ -162,6 +164,71 @@ TEST(FaultTest, AStallHoldsEveryNthOpAtLeastItsDelay) {
   auto stats = GetStats(*c);
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(Hits(*stats, "stall"), 3u);
+}
+
+// A get held by a long stall, the rule cleared while it is held: it answers at once, OK, with
+// the right bytes. `let_go` removes the rule (Admin ClearFaults, or SIGHUP to a configuration
+// without it). Issue 29: a cleared stall kept holding the op it had caught.
+void ExpectAClearedStallLetsGoOfItsOp(DaemonProcess& d, const std::function<void()>& let_go) {
+  auto c = ConnectClient(d);
+  ASSERT_NE(c, nullptr);
+  auto buf = c->AllocateBuffer(64 * kKiB);
+  ASSERT_TRUE(buf.ok());
+  absl::StatusOr<gdrstore::OpResult> r;
+  absl::Time answered;
+  std::thread held([&] {
+    r = c->Write({"vol0", 4096, 64 * kKiB}, **buf);
+    answered = absl::Now();
+  });
+  // Caught: the rule has hit it (the daemon counts the hit when it decides to hold).
+  const bool caught = PollUntil(
+      [&] {
+        auto l = ListFaults(d.address());
+        return l.ok() && l->faults_size() == 1 && l->faults(0).hits() == 1;
+      },
+      absl::Seconds(30));
+  const absl::Time cleared = absl::Now();
+  let_go();
+  held.join();
+  ASSERT_TRUE(caught);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Well before the stall's 60 s: it was let go, not served out.
+  EXPECT_LT(answered - cleared, absl::Seconds(20));
+  EXPECT_LT(r->service_ns, 40'000'000'000u);
+  std::vector<std::byte> want(64 * kKiB);
+  PatternFill(PatternSeed("vol0"), 4096, want);
+  EXPECT_EQ(std::memcmp((*buf)->data(), want.data(), want.size()), 0);
+  // The rule is gone: the next get is not held.
+  auto next = c->Write({"vol0", 0, 4 * kKiB}, **buf);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_LT(next->service_ns, 20'000'000'000u);
+}
+
+TEST(FaultTest, ClearingAStallRuleLetsGoOfTheOpItHolds) {
+  auto d = DaemonProcess::Start({"--volume", "vol0=4MiB"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto set = SetFault((*d)->address(), "kind=stall,volume=vol0,delay=60s");
+  ASSERT_TRUE(set.ok()) << set.status();
+  ExpectAClearedStallLetsGoOfItsOp(**d, [&] {
+    v1::ClearFaultsRequest req;
+    req.add_ids(set->id());
+    absl::StatusOr<uint64_t> n = ClearFaults((*d)->address(), req);
+    EXPECT_TRUE(n.ok() && *n == 1u) << n.status();
+  });
+}
+
+TEST(FaultTest, AStallDroppedFromTheConfigurationOnSighupLetsGoOfTheOpItHolds) {
+  auto dir = TempDir::Create("gdr-fault-hup");
+  ASSERT_TRUE(dir.ok());
+  const std::string config = (*dir)->File("gdrstored.conf");
+  std::ofstream(config) << "volume = [\"vol0=4MiB\"]\n"
+                        << "fault = [\"kind=stall,volume=vol0,delay=60s\"]\n";
+  auto d = DaemonProcess::Start({"--config", config});
+  ASSERT_TRUE(d.ok()) << d.status();
+  ExpectAClearedStallLetsGoOfItsOp(**d, [&] {
+    std::ofstream(config, std::ios::trunc) << "volume = [\"vol0=4MiB\"]\n";
+    EXPECT_TRUE((*d)->Signal(SIGHUP).ok());
+  });
 }
 
 TEST(FaultTest, ADroppedTcpLinkFailsItsOpAndTheNextOpsRunOnANewLink) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "common/fault_spec.h"
 
 namespace gdr {
@@ -33,7 +34,17 @@ constexpr FaultClient kAnon{"", "ipv4:127.0.0.1:4242"};
 
 FaultDecision Get(FaultInjector& f, const std::string& volume = "v0",
                   TransportKind t = TransportKind::kTcp, FaultClient c = kAnon) {
-  return f.Decide(Direction::kStoreToClient, t, volume, 0, 4096, c);
+  return f.Decide(absl::Now(), Direction::kStoreToClient, t, volume, 0, 4096, c);
+}
+
+// A 1-byte put on tcp, now.
+FaultDecision Put(FaultInjector& f, const std::string& volume, FaultClient c) {
+  return f.Decide(absl::Now(), Direction::kClientToStore, TransportKind::kTcp, volume, 0, 1, c);
+}
+
+// A get that started at `start`.
+FaultDecision GetAt(FaultInjector& f, absl::Time start) {
+  return f.Decide(start, Direction::kStoreToClient, TransportKind::kTcp, "v0", 0, 4096, kAnon);
 }
 
 std::vector<bool> ErrorPattern(uint64_t seed, int n) {
@@ -90,18 +101,101 @@ TEST(FaultInjectorTest, AWindowEndsTheRuleAndAStallWithoutDelayHoldsToItsEnd) {
   Clock clock;
   FaultInjector f(1, clock.fn());
   ASSERT_TRUE(f.Add(Spec("kind=stall,for=250ms"), "config").ok());
-  FaultDecision d = Get(f);
+  FaultDecision d = GetAt(f, clock.now);
   EXPECT_EQ(d.hold_until, clock.now + absl::Milliseconds(250));
   clock.now += absl::Milliseconds(100);
-  EXPECT_EQ(Get(f).hold_until, clock.now + absl::Milliseconds(150));
+  EXPECT_EQ(GetAt(f, clock.now).hold_until, clock.now + absl::Milliseconds(150));
   EXPECT_EQ(f.List().faults(0).remaining_ms(), 150);
   clock.now += absl::Milliseconds(150);
-  EXPECT_EQ(Get(f).hold_until, absl::InfinitePast());
+  EXPECT_EQ(GetAt(f, clock.now).hold_until, absl::InfinitePast());
   EXPECT_FALSE(f.List().faults(0).active());
 
   ASSERT_TRUE(f.Add(Spec("kind=stall,delay=40ms,every=2"), "config").ok());
-  EXPECT_EQ(Get(f).hold_until, absl::InfinitePast());
-  EXPECT_EQ(Get(f).hold_until, clock.now + absl::Milliseconds(40));
+  EXPECT_EQ(GetAt(f, clock.now).hold_until, absl::InfinitePast());
+  EXPECT_EQ(GetAt(f, clock.now).hold_until, clock.now + absl::Milliseconds(40));
+}
+
+// Issue 29 (12): the daemon answered a 300 ms stall after 299.96 ms of service time, because the
+// hold was measured from the injector's own clock reading, taken before the op's start. The
+// hold is measured from the start the op hands in, whatever the injector's clock says.
+TEST(FaultInjectorTest, AStallIsMeasuredFromTheStartTheOpHandsIn) {
+  Clock clock;
+  FaultInjector f(1, clock.fn());
+  ASSERT_TRUE(f.Add(Spec("kind=stall,delay=300ms"), "config").ok());
+  const absl::Time start = clock.now + absl::Microseconds(41);  // the op started later
+  FaultDecision d = GetAt(f, start);
+  EXPECT_EQ(d.hold_until, start + absl::Milliseconds(300));
+  ASSERT_NE(d.stall, nullptr);
+  EXPECT_EQ(d.stall->until(), start + absl::Milliseconds(300));
+  // A rule's window is judged at the op's start too: an op that started as a for= window
+  // closed is not held, though the injector's clock is still inside the window.
+  ASSERT_TRUE(f.Clear({}, true).ok());
+  ASSERT_TRUE(f.Add(Spec("kind=stall,for=100ms"), "config").ok());
+  EXPECT_EQ(GetAt(f, clock.now + absl::Milliseconds(99)).hold_until,
+            clock.now + absl::Milliseconds(100));
+  EXPECT_EQ(GetAt(f, clock.now + absl::Milliseconds(100)).hold_until, absl::InfinitePast());
+}
+
+// A cleared stall rule lets go of the ops it holds: queued ones are brought forward to what
+// their other rules (and the media floor) leave, ones still transferring are not held at all.
+TEST(FaultInjectorTest, ClearingAStallLetsGoOfTheOpsItHolds) {
+  FaultInjector f(1);
+  DelayQueue q;
+  ASSERT_TRUE(f.Add(Spec("kind=stall,delay=1h"), "admin t").ok());  // rule 1
+  const absl::Time start = absl::Now();
+  FaultDecision held = GetAt(f, start);
+  ASSERT_NE(held.stall, nullptr);
+  absl::Notification answered;
+  held.stall->Arm(&q, absl::InfinitePast(), [&] { answered.Notify(); });
+  // Caught before the clear, still transferring (not armed yet) when it comes.
+  FaultDecision in_flight = GetAt(f, start);
+  ASSERT_NE(in_flight.stall, nullptr);
+  EXPECT_EQ(q.pending(), 1u);
+  ASSERT_TRUE(f.Clear({1}, false).ok());
+  EXPECT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(in_flight.stall->until(), absl::InfinitePast());
+
+  // Two rules hold one op: clearing one leaves the other's hold; the media floor stays.
+  ASSERT_TRUE(f.Add(Spec("kind=stall,delay=1h"), "admin t").ok());   // rule 2
+  ASSERT_TRUE(f.Add(Spec("kind=stall,delay=30m"), "admin t").ok());  // rule 3
+  FaultDecision both = GetAt(f, start);
+  ASSERT_NE(both.stall, nullptr);
+  EXPECT_EQ(both.stall->until(), start + absl::Hours(1));
+  ASSERT_TRUE(f.Clear({2}, false).ok());
+  EXPECT_EQ(both.stall->until(), start + absl::Minutes(30));
+  absl::Notification floor_done;
+  both.stall->Arm(&q, start + absl::Hours(2), [&] { floor_done.Notify(); });
+  ASSERT_TRUE(f.Clear({}, true).ok());
+  EXPECT_EQ(both.stall->until(), absl::InfinitePast());
+  EXPECT_EQ(q.pending(), 1u) << "released to the media floor, not before it";
+  q.Shutdown();
+  EXPECT_TRUE(floor_done.HasBeenNotified());
+}
+
+// SIGHUP: a configured stall that is gone from the configuration lets go of its ops; one of the
+// same text stays and keeps holding (and a later clear of it lets go).
+TEST(FaultInjectorTest, AStallDroppedFromTheConfigurationLetsGoOfItsOps) {
+  FaultInjector f(1);
+  DelayQueue q;
+  ASSERT_TRUE(
+      f.ReplaceConfigured({Spec("kind=stall,delay=1h"), Spec("kind=stall,delay=2h")}).ok());
+  const absl::Time start = absl::Now();
+  FaultDecision d = GetAt(f, start);
+  ASSERT_NE(d.stall, nullptr);
+  absl::Notification answered;
+  d.stall->Arm(&q, absl::InfinitePast(), [&] { answered.Notify(); });
+  EXPECT_EQ(d.stall->until(), start + absl::Hours(2));
+  // The 2h rule goes; the 1h one stays (a new rule of the same text) and still holds.
+  ASSERT_TRUE(
+      f.ReplaceConfigured({Spec("kind=stall,delay=1h"), Spec("kind=error,volume=x")}).ok());
+  EXPECT_EQ(d.stall->until(), start + absl::Hours(1));
+  EXPECT_FALSE(answered.HasBeenNotified());
+  v1::ListFaultsResponse l = f.List();
+  ASSERT_EQ(l.faults_size(), 2);
+  EXPECT_EQ(l.faults(0).text(), "kind=stall,delay=1h");
+  ASSERT_TRUE(f.Clear({l.faults(0).id()}, false).ok());
+  EXPECT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(d.stall->until(), absl::InfinitePast());
 }
 
 TEST(FaultInjectorTest, RulesMatchVolumeDirectionClientAndTheTransportTheirKindNeeds) {
@@ -114,10 +208,8 @@ TEST(FaultInjectorTest, RulesMatchVolumeDirectionClientAndTheTransportTheirKindN
   const FaultClient far{"", "ipv4:10.0.0.7:5555"};
   // error: puts of the label "trainer" only.
   EXPECT_TRUE(Get(f, "v0", TransportKind::kTcp, trainer).error.ok());
-  EXPECT_FALSE(
-      f.Decide(Direction::kClientToStore, TransportKind::kTcp, "v0", 0, 1, trainer).error.ok());
-  EXPECT_TRUE(
-      f.Decide(Direction::kClientToStore, TransportKind::kTcp, "v0", 0, 1, kAnon).error.ok());
+  EXPECT_FALSE(Put(f, "v0", trainer).error.ok());
+  EXPECT_TRUE(Put(f, "v0", kAnon).error.ok());
   // drop-link: the client named by its address, and tcp only.
   EXPECT_EQ(Get(f, "v0", TransportKind::kTcp, far).transport, InjectedFault::kDropLink);
   EXPECT_EQ(Get(f, "v0", TransportKind::kRc, far).transport, InjectedFault::kNone);
@@ -127,8 +219,7 @@ TEST(FaultInjectorTest, RulesMatchVolumeDirectionClientAndTheTransportTheirKindN
   EXPECT_EQ(Get(f, "v1", TransportKind::kTcp).transport, InjectedFault::kNone);
   // corrupt: gets only.
   EXPECT_TRUE(Get(f, "v2").corrupt.has_value());
-  EXPECT_FALSE(f.Decide(Direction::kClientToStore, TransportKind::kTcp, "v2", 0, 1, kAnon)
-                   .corrupt.has_value());
+  EXPECT_FALSE(Put(f, "v2", kAnon).corrupt.has_value());
 }
 
 TEST(FaultInjectorTest, ClearListsAndConfiguredRulesFollowTheConfiguration) {

@@ -206,6 +206,26 @@ TEST(DelayQueueTest, RunsInDeadlineOrderNotBefore) {
   EXPECT_TRUE(q.CheckHealth(absl::Seconds(5)).ok());
 }
 
+// A cleared stall brings its held answers forward: Advance moves a queued callback earlier
+// (never later), once; a callback that ran is left alone.
+TEST(DelayQueueTest, AdvanceBringsACallbackForwardOnlyWhileQueued) {
+  DelayQueue q;
+  absl::Notification early, later;
+  const DelayQueue::Handle h = q.RunAt(absl::Now() + absl::Hours(1), [&] { early.Notify(); });
+  const DelayQueue::Handle other = q.RunAt(absl::Now() + absl::Hours(1), [&] { later.Notify(); });
+  ASSERT_NE(h, 0u);
+  EXPECT_TRUE(q.Advance(other, absl::Now() + absl::Hours(2)));  // later: ignored
+  EXPECT_TRUE(q.Advance(h, absl::Now()));
+  EXPECT_TRUE(early.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  // Ran once, and only it: the other keeps its hour, its entry left where it was.
+  EXPECT_EQ(q.pending(), 1u);
+  EXPECT_FALSE(later.HasBeenNotified());
+  EXPECT_FALSE(q.Advance(h, absl::Now()));
+  q.Shutdown();
+  EXPECT_TRUE(later.HasBeenNotified());
+  EXPECT_EQ(q.pending(), 0u);
+}
+
 TEST(DelayQueueTest, ShutdownRunsPendingEarlyAndLaterOnCaller) {
   DelayQueue q;
   std::atomic<int> ran{0};
