@@ -1,5 +1,6 @@
-// The C ABI (gdrstore/gdrstore.h) over the C++ Client. Every entry point catches what the C++
-// side could throw, turns absl::Status into a code plus the handle's message, and never calls
+// The C ABI (gdrstore/gdrstore.h) over the C++ Client. Every entry point looks its handles up
+// in the table of live ones, checks its pointers and sizes, catches what the C++ side could
+// throw, turns absl::Status into a code plus the calling thread's message, and never calls
 // into the caller: stream answers are queued here until gdrstore_poll collects them.
 #include "gdrstore/gdrstore.h"
 
@@ -18,18 +19,39 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/src/c_api_handle.h"
+#include "client/src/transport/region.h"
 #include "common/pattern.h"
 #include "gdrstore/client.h"
 
-struct gdrstore_client : gdr::capi::CHandle {
+namespace {
+
+using gdr::capi::AsC;
+using gdr::capi::CHandle;
+using gdr::capi::CheckAddressRange;
+using gdr::capi::CheckExtent;
+using gdr::capi::CheckMemory;
+using gdr::capi::CopyMessage;
+using gdr::capi::FindAs;
+using gdr::capi::Guard;
+using gdr::capi::Invalid;
+using gdr::capi::Kind;
+using gdr::capi::Self;
+
+struct ClientHandle : CHandle {
+  static constexpr Kind kKind = Kind::kClient;
+  ClientHandle() : CHandle(kKind) {}
   std::unique_ptr<gdrstore::Client> client;
 };
 
-struct gdrstore_buffer : gdr::capi::CHandle {
+struct BufferHandle : CHandle {
+  static constexpr Kind kKind = Kind::kBuffer;
+  BufferHandle() : CHandle(kKind) {}
   std::unique_ptr<gdrstore::Buffer> buffer;
 };
 
-struct gdrstore_stream : gdr::capi::CHandle {
+struct StreamHandle : CHandle {
+  static constexpr Kind kKind = Kind::kStream;
+  StreamHandle() : CHandle(kKind) {}
   std::unique_ptr<gdrstore::OpStream> stream;
   absl::Mutex done_mu;
   absl::CondVar done_cv;
@@ -37,39 +59,36 @@ struct gdrstore_stream : gdr::capi::CHandle {
   size_t outstanding ABSL_GUARDED_BY(done_mu) = 0;  // submitted, not yet polled
 };
 
-namespace {
-
-using gdr::capi::CopyMessage;
-using gdr::capi::Guard;
-using gdr::capi::Invalid;
-
-gdrstore_status WrapBuffer(gdrstore_client* c,
+gdrstore_status WrapBuffer(const ClientHandle& c,
                            absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> made,
                            gdrstore_buffer** out) {
-  if (!made.ok()) return c->Fail(made.status());
-  auto* b = new gdrstore_buffer();
+  if (!made.ok()) return c.Fail(made.status());
+  auto b = std::make_shared<BufferHandle>();
   b->buffer = std::move(*made);
-  *out = b;
+  *out = AsC<gdrstore_buffer>(gdr::capi::Register(std::move(b)));
   return GDRSTORE_OK;
 }
 
-gdrstore_status Json(gdrstore_client* c, const google::protobuf::Message& m, char** json) {
+gdrstore_status Json(const ClientHandle& c, const google::protobuf::Message& m, char** json) {
   absl::StatusOr<std::string> text = gdr::capi::ToJson(m);
-  if (!text.ok()) return c->Fail(text.status());
+  if (!text.ok()) return c.Fail(text.status());
   return gdr::capi::MallocString(c, *text, json);
 }
 
-gdrstore_status Op(gdrstore_client* c, gdrstore::OpKind kind, const char* volume,
+gdrstore_status Op(gdrstore_client* client, gdrstore::OpKind kind, const char* volume,
                    uint64_t offset, uint64_t n, gdrstore_buffer* buffer, size_t buffer_offset,
                    gdrstore_result* result) {
+  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (volume == nullptr || buffer == nullptr) return Invalid(c, "volume and buffer are required");
-  return Guard(c, [&] {
+  if (volume == nullptr) return Invalid(*c, "volume is NULL");
+  absl::StatusOr<std::shared_ptr<BufferHandle>> b = FindAs<BufferHandle>(buffer, "buffer");
+  if (!b.ok()) return c->Fail(b.status());
+  return Guard(*c, [&] {
     const gdrstore::Extent extent{volume, offset, n};
     absl::StatusOr<gdrstore::OpResult> r =
         kind == gdrstore::OpKind::kWrite
-            ? c->client->Write(extent, *buffer->buffer, buffer_offset)
-            : c->client->Read(extent, *buffer->buffer, buffer_offset,
+            ? c->client->Write(extent, *(*b)->buffer, buffer_offset)
+            : c->client->Read(extent, *(*b)->buffer, buffer_offset,
                               kind == gdrstore::OpKind::kReadSync);
     if (!r.ok()) return c->Fail(r.status());
     if (result != nullptr) *result = gdrstore_result{r->bytes, r->service_ns};
@@ -77,18 +96,24 @@ gdrstore_status Op(gdrstore_client* c, gdrstore::OpKind kind, const char* volume
   });
 }
 
-gdrstore_status Submit(gdrstore_stream* s, gdrstore::OpKind kind, const char* volume,
+gdrstore_status Submit(gdrstore_stream* stream, gdrstore::OpKind kind, const char* volume,
                        uint64_t offset, uint64_t n, gdrstore_buffer* buffer,
                        size_t buffer_offset, uint64_t tag) {
+  std::shared_ptr<StreamHandle> s = Self<StreamHandle>(stream);
   if (s == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (volume == nullptr || buffer == nullptr) return Invalid(s, "volume and buffer are required");
-  return Guard(s, [&] {
+  if (volume == nullptr) return Invalid(*s, "volume is NULL");
+  absl::StatusOr<std::shared_ptr<BufferHandle>> b = FindAs<BufferHandle>(buffer, "buffer");
+  if (!b.ok()) return s->Fail(b.status());
+  return Guard(*s, [&] {
     {
       absl::MutexLock lock(&s->done_mu);
       ++s->outstanding;
     }
-    s->stream->Submit(kind, gdrstore::Extent{volume, offset, n}, *buffer->buffer, buffer_offset,
-                      [s, tag](absl::StatusOr<gdrstore::OpResult> r) {
+    // The callback may outlive this call but not the stream: gdrstore_stream_close waits for
+    // every op to be answered before the last reference to the handle goes.
+    StreamHandle* raw = s.get();
+    s->stream->Submit(kind, gdrstore::Extent{volume, offset, n}, *(*b)->buffer, buffer_offset,
+                      [raw, tag](absl::StatusOr<gdrstore::OpResult> r) {
                         gdrstore_completion c{};
                         c.tag = tag;
                         c.status = static_cast<gdrstore_status>(r.status().code());
@@ -98,9 +123,9 @@ gdrstore_status Submit(gdrstore_stream* s, gdrstore::OpKind kind, const char* vo
                         } else {
                           CopyMessage(r.status(), c.message, sizeof(c.message));
                         }
-                        absl::MutexLock lock(&s->done_mu);
-                        s->done.push_back(c);
-                        s->done_cv.SignalAll();
+                        absl::MutexLock lock(&raw->done_mu);
+                        raw->done.push_back(c);
+                        raw->done_cv.SignalAll();
                       });
     return GDRSTORE_OK;
   });
@@ -124,11 +149,13 @@ const char* gdrstore_status_name(gdrstore_status status) {
 }
 
 const char* gdrstore_error(const void* handle) {
-  if (handle == nullptr) return "no handle";
-  // Every handle type derives from CHandle alone, so the base sits at the handle's address.
-  const auto* h = static_cast<const gdr::capi::CHandle*>(handle);
-  absl::MutexLock lock(&h->mu);
-  return h->error.c_str();
+  // The calling thread's own last failure on the handle (which stays readable after the call
+  // that released it failed); a handle this thread never failed on is "" when live, and says
+  // why when it is not.
+  if (const char* m = gdr::capi::FailureMessage(gdr::capi::IdOf(handle)); m != nullptr) return m;
+  if (handle == nullptr) return "no handle (NULL)";
+  if (gdr::capi::IsLive(handle)) return "";
+  return "not a live handle (released already, or never returned by this library)";
 }
 
 void gdrstore_client_options_init(gdrstore_client_options* o) {
@@ -140,79 +167,107 @@ void gdrstore_client_options_init(gdrstore_client_options* o) {
 
 gdrstore_status gdrstore_client_open(const gdrstore_client_options* o, gdrstore_client** client,
                                      char* error, size_t error_len) {
-  if (client == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  *client = nullptr;
   auto fail = [&](const absl::Status& s) {
     CopyMessage(s, error, error_len);
     return static_cast<gdrstore_status>(s.code());
   };
+  if (client == nullptr) return fail(absl::InvalidArgumentError("client (the out pointer) is NULL"));
+  *client = nullptr;
   try {
     absl::StatusOr<gdrstore::ClientOptions> opts = gdr::capi::ClientOptionsFromC(o);
     if (!opts.ok()) return fail(opts.status());
     absl::StatusOr<std::unique_ptr<gdrstore::Client>> c = gdrstore::Client::Connect(*opts);
     if (!c.ok()) return fail(c.status());
-    auto* h = new gdrstore_client();
+    auto h = std::make_shared<ClientHandle>();
     h->client = std::move(*c);
-    *client = h;
+    *client = AsC<gdrstore_client>(gdr::capi::Register(std::move(h)));
     return GDRSTORE_OK;
   } catch (const std::exception& e) {
     return fail(absl::InternalError(absl::StrCat("unexpected C++ exception: ", e.what())));
   }
 }
 
-void gdrstore_client_close(gdrstore_client* client) { delete client; }
+void gdrstore_client_close(gdrstore_client* client) {
+  gdr::capi::Unregister<ClientHandle>(client);  // the client goes with the last reference
+}
 
-gdrstore_status gdrstore_info_json(gdrstore_client* c, char** json) {
-  if (c == nullptr || json == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(c, [&] {
+gdrstore_status gdrstore_info_json(gdrstore_client* client, char** json) {
+  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (json == nullptr) return Invalid(*c, "json (the out pointer) is NULL");
+  return Guard(*c, [&] {
     absl::StatusOr<gdrstore::v1::GetInfoResponse> info = c->client->GetInfo();
     if (!info.ok()) return c->Fail(info.status());
-    return Json(c, *info, json);
+    return Json(*c, *info, json);
   });
 }
 
-gdrstore_status gdrstore_stats_json(gdrstore_client* c, char** json) {
-  if (c == nullptr || json == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(c, [&] {
+gdrstore_status gdrstore_stats_json(gdrstore_client* client, char** json) {
+  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (json == nullptr) return Invalid(*c, "json (the out pointer) is NULL");
+  return Guard(*c, [&] {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     gdrstore::v1::GetStatsResponse stats;
     grpc::Status s = c->client->stub()->GetStats(&ctx, gdrstore::v1::GetStatsRequest(), &stats);
     if (!s.ok()) return c->Fail(gdrstore::FromGrpcStatus(s));
-    return Json(c, stats, json);
+    return Json(*c, stats, json);
   });
 }
 
 void gdrstore_free(void* p) { std::free(p); }
 
-gdrstore_status gdrstore_register_host(gdrstore_client* c, void* p, size_t n,
+gdrstore_status gdrstore_register_host(gdrstore_client* client, void* p, size_t n,
                                        gdrstore_buffer** out) {
-  if (c == nullptr || out == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(c, [&] { return WrapBuffer(c, c->client->RegisterHostMemory(p, n), out); });
+  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
+  if (absl::Status s = CheckMemory(p, n, "host memory"); !s.ok()) return c->Fail(s);
+  return Guard(*c, [&] { return WrapBuffer(*c, c->client->RegisterHostMemory(p, n), out); });
 }
 
-gdrstore_status gdrstore_register_gpu(gdrstore_client* c, uint64_t device_ptr, size_t n,
+gdrstore_status gdrstore_register_gpu(gdrstore_client* client, uint64_t device_ptr, size_t n,
                                       gdrstore_buffer** out) {
-  if (c == nullptr || out == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(c, [&] { return WrapBuffer(c, c->client->RegisterGpuMemory(device_ptr, n), out); });
+  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
+  if (absl::Status s = CheckAddressRange(device_ptr, n, "device pointer"); !s.ok()) {
+    return c->Fail(s);
+  }
+  return Guard(*c, [&] {
+    return WrapBuffer(*c, c->client->RegisterGpuMemory(device_ptr, n), out);
+  });
 }
 
-gdrstore_status gdrstore_alloc_host(gdrstore_client* c, size_t n, gdrstore_buffer** out) {
-  if (c == nullptr || out == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(c, [&] { return WrapBuffer(c, c->client->AllocateBuffer(n), out); });
+gdrstore_status gdrstore_alloc_host(gdrstore_client* client, size_t n, gdrstore_buffer** out) {
+  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
+  return Guard(*c, [&] { return WrapBuffer(*c, c->client->AllocateBuffer(n), out); });
 }
 
-gdrstore_status gdrstore_alloc_gpu(gdrstore_client* c, const char* gpu, size_t n,
+gdrstore_status gdrstore_alloc_gpu(gdrstore_client* client, const char* gpu, size_t n,
                                    gdrstore_buffer** out) {
-  if (c == nullptr || out == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (gpu == nullptr) return Invalid(c, "gpu is required (PCI address or CUDA ordinal)");
-  return Guard(c, [&] { return WrapBuffer(c, c->client->AllocateGpuBuffer(gpu, n), out); });
+  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
+  if (gpu == nullptr) return Invalid(*c, "gpu is required (PCI address or CUDA ordinal)");
+  return Guard(*c, [&] { return WrapBuffer(*c, c->client->AllocateGpuBuffer(gpu, n), out); });
 }
 
-void gdrstore_buffer_release(gdrstore_buffer* buffer) { delete buffer; }
+void gdrstore_buffer_release(gdrstore_buffer* buffer) {
+  // Out of the table at once; the Buffer (whose destructor waits for its ops) goes with the
+  // last reference, here unless another thread is inside a call with it.
+  gdr::capi::Unregister<BufferHandle>(buffer);
+}
 
-void gdrstore_buffer_get_info(const gdrstore_buffer* b, gdrstore_buffer_info* info) {
-  if (b == nullptr || info == nullptr) return;
+void gdrstore_buffer_get_info(const gdrstore_buffer* buffer, gdrstore_buffer_info* info) {
+  if (info == nullptr) return;
+  *info = gdrstore_buffer_info{};
+  info->gpu_ordinal = -1;
+  std::shared_ptr<BufferHandle> b = Self<BufferHandle>(buffer);
+  if (b == nullptr) return;
   info->host = b->buffer->data();
   info->address = b->buffer->address();
   info->size = b->buffer->size();
@@ -220,23 +275,34 @@ void gdrstore_buffer_get_info(const gdrstore_buffer* b, gdrstore_buffer_info* in
   info->writable = b->buffer->writable() ? 1 : 0;
 }
 
-gdrstore_status gdrstore_buffer_copy_in(gdrstore_buffer* b, size_t offset, const void* src,
+gdrstore_status gdrstore_buffer_copy_in(gdrstore_buffer* buffer, size_t offset, const void* src,
                                         size_t n) {
+  std::shared_ptr<BufferHandle> b = Self<BufferHandle>(buffer);
   if (b == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(b, [&] { return b->Done(b->buffer->CopyIn(offset, src, n)); });
+  if (absl::Status s = CheckMemory(src, n, "src"); !s.ok()) return b->Fail(s);
+  return Guard(*b, [&] { return b->Done(b->buffer->CopyIn(offset, src, n)); });
 }
 
-gdrstore_status gdrstore_buffer_copy_out(gdrstore_buffer* b, size_t offset, void* dst,
+gdrstore_status gdrstore_buffer_copy_out(gdrstore_buffer* buffer, size_t offset, void* dst,
                                          size_t n) {
+  std::shared_ptr<BufferHandle> b = Self<BufferHandle>(buffer);
   if (b == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(b, [&] { return b->Done(b->buffer->CopyOut(offset, dst, n)); });
+  if (absl::Status s = CheckMemory(dst, n, "dst"); !s.ok()) return b->Fail(s);
+  return Guard(*b, [&] { return b->Done(b->buffer->CopyOut(offset, dst, n)); });
 }
 
-gdrstore_status gdrstore_verify(gdrstore_buffer* b, size_t offset, size_t n, const char* volume,
-                                uint64_t volume_offset, uint64_t* first_bad) {
+gdrstore_status gdrstore_verify(gdrstore_buffer* buffer, size_t offset, size_t n,
+                                const char* volume, uint64_t volume_offset, uint64_t* first_bad) {
+  std::shared_ptr<BufferHandle> b = Self<BufferHandle>(buffer);
   if (b == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (volume == nullptr) return Invalid(b, "volume is required");
-  return Guard(b, [&] {
+  if (volume == nullptr) return Invalid(*b, "volume is NULL");
+  if (absl::Status s = gdr::CheckRange(offset, n, b->buffer->size(),
+                                       absl::StatusCode::kOutOfRange);
+      !s.ok()) {
+    return b->Fail(s);
+  }
+  if (absl::Status s = CheckExtent(volume_offset, n, "volume range"); !s.ok()) return b->Fail(s);
+  return Guard(*b, [&] {
     const uint64_t seed = gdr::PatternSeed(volume);
     std::vector<std::byte> chunk(std::min<size_t>(n, 4 << 20));
     for (size_t done = 0; done < n;) {
@@ -258,7 +324,16 @@ gdrstore_status gdrstore_verify(gdrstore_buffer* b, size_t offset, size_t n, con
 
 gdrstore_status gdrstore_pattern_check(const void* data, size_t n, const char* volume,
                                        uint64_t volume_offset, uint64_t* first_bad) {
-  if ((data == nullptr && n > 0) || volume == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  // No handle to carry a message: the failures are recorded on NULL (gdrstore_error(NULL)).
+  if (volume == nullptr) {
+    return gdr::capi::RecordFailure(0, absl::InvalidArgumentError("volume is NULL"));
+  }
+  if (absl::Status s = CheckMemory(data, n, "data"); !s.ok()) {
+    return gdr::capi::RecordFailure(0, s);
+  }
+  if (absl::Status s = CheckExtent(volume_offset, n, "volume range"); !s.ok()) {
+    return gdr::capi::RecordFailure(0, s);
+  }
   const auto* bytes = static_cast<const std::byte*>(data);
   if (auto bad = gdr::PatternMismatch(gdr::PatternSeed(volume), volume_offset,
                                       std::span(bytes, n))) {
@@ -281,14 +356,16 @@ gdrstore_status gdrstore_put(gdrstore_client* c, gdrstore_buffer* buffer, size_t
             buffer, buffer_offset, result);
 }
 
-gdrstore_status gdrstore_stream_open(gdrstore_client* c, gdrstore_stream** out) {
-  if (c == nullptr || out == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(c, [&] {
+gdrstore_status gdrstore_stream_open(gdrstore_client* client, gdrstore_stream** out) {
+  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (out == nullptr) return Invalid(*c, "stream (the out pointer) is NULL");
+  return Guard(*c, [&] {
     absl::StatusOr<std::unique_ptr<gdrstore::OpStream>> s = c->client->OpenStream();
     if (!s.ok()) return c->Fail(s.status());
-    auto* h = new gdrstore_stream();
+    auto h = std::make_shared<StreamHandle>();
     h->stream = std::move(*s);
-    *out = h;
+    *out = AsC<gdrstore_stream>(gdr::capi::Register(std::move(h)));
     return GDRSTORE_OK;
   });
 }
@@ -305,12 +382,20 @@ gdrstore_status gdrstore_stream_put(gdrstore_stream* s, gdrstore_buffer* buffer,
   return Submit(s, gdrstore::OpKind::kRead, volume, offset, n, buffer, buffer_offset, tag);
 }
 
-gdrstore_status gdrstore_poll(gdrstore_stream* s, gdrstore_completion* completions, size_t max,
-                              int timeout_ms, size_t* count) {
-  if (s == nullptr || count == nullptr || (completions == nullptr && max > 0)) {
-    return GDRSTORE_INVALID_ARGUMENT;
-  }
+gdrstore_status gdrstore_poll(gdrstore_stream* stream, gdrstore_completion* completions,
+                              size_t max, int timeout_ms, size_t* count) {
+  std::shared_ptr<StreamHandle> s = Self<StreamHandle>(stream);
+  if (s == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (count == nullptr) return Invalid(*s, "count (the out pointer) is NULL");
   *count = 0;
+  if (max > SIZE_MAX / sizeof(gdrstore_completion)) {
+    return Invalid(*s, absl::StrCat("max ", max, " completions do not fit in memory"));
+  }
+  if (absl::Status st = CheckMemory(completions, max * sizeof(gdrstore_completion),
+                                    "completions");
+      !st.ok()) {
+    return s->Fail(st);
+  }
   absl::MutexLock lock(&s->done_mu);
   if (timeout_ms != 0) {
     const absl::Time deadline =
@@ -327,17 +412,19 @@ gdrstore_status gdrstore_poll(gdrstore_stream* s, gdrstore_completion* completio
   return GDRSTORE_OK;
 }
 
-size_t gdrstore_stream_outstanding(const gdrstore_stream* s) {
+size_t gdrstore_stream_outstanding(const gdrstore_stream* stream) {
+  std::shared_ptr<StreamHandle> s = Self<StreamHandle>(stream);
   if (s == nullptr) return 0;
-  absl::MutexLock lock(&const_cast<gdrstore_stream*>(s)->done_mu);
+  absl::MutexLock lock(&s->done_mu);
   return s->outstanding;
 }
 
-gdrstore_status gdrstore_stream_close(gdrstore_stream* s) {
+gdrstore_status gdrstore_stream_close(gdrstore_stream* stream) {
+  // Out of the table first, so that no submission races the close; the failure (if any) stays
+  // readable with gdrstore_error(stream) on this thread.
+  std::shared_ptr<StreamHandle> s = gdr::capi::Unregister<StreamHandle>(stream);
   if (s == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  const gdrstore_status st = Guard(s, [&] { return s->Done(s->stream->Close()); });
-  delete s;
-  return st;
+  return Guard(*s, [&] { return s->Done(s->stream->Close()); });
 }
 
 }  // extern "C"

@@ -16,26 +16,35 @@
 #include "gdrstore/cluster.h"
 #include "gdrstore/gdrstore.h"
 
-struct gdrstore_cluster : gdr::capi::CHandle {
+namespace {
+
+using gdr::capi::AsC;
+using gdr::capi::CHandle;
+using gdr::capi::FindAs;
+using gdr::capi::Guard;
+using gdr::capi::Invalid;
+using gdr::capi::Kind;
+using gdr::capi::Self;
+
+struct ClusterHandle : CHandle {
+  static constexpr Kind kKind = Kind::kCluster;
+  ClusterHandle() : CHandle(kKind) {}
   std::unique_ptr<gdrstore::ClusterClient> cluster;
 };
 
-struct gdrstore_cluster_buffer : gdr::capi::CHandle {
+struct ClusterBufferHandle : CHandle {
+  static constexpr Kind kKind = Kind::kClusterBuffer;
+  ClusterBufferHandle() : CHandle(kKind) {}
   std::unique_ptr<gdrstore::ClusterBuffer> buffer;
 };
 
-namespace {
-
-using gdr::capi::Guard;
-using gdr::capi::Invalid;
-
-gdrstore_status WrapBuffer(gdrstore_cluster* c,
+gdrstore_status WrapBuffer(const ClusterHandle& c,
                            absl::StatusOr<std::unique_ptr<gdrstore::ClusterBuffer>> made,
                            gdrstore_cluster_buffer** out) {
-  if (!made.ok()) return c->Fail(made.status());
-  auto* b = new gdrstore_cluster_buffer();
+  if (!made.ok()) return c.Fail(made.status());
+  auto b = std::make_shared<ClusterBufferHandle>();
   b->buffer = std::move(*made);
-  *out = b;
+  *out = AsC<gdrstore_cluster_buffer>(gdr::capi::Register(std::move(b)));
   return GDRSTORE_OK;
 }
 
@@ -54,16 +63,20 @@ absl::StatusOr<std::vector<std::string>> ParseMembers(const char* list) {
   return ids;
 }
 
-gdrstore_status Op(gdrstore_cluster* c, bool put, const char* volume, uint64_t offset, uint64_t n,
-                   gdrstore_cluster_buffer* buffer, size_t buffer_offset) {
+gdrstore_status Op(gdrstore_cluster* cluster, bool put, const char* volume, uint64_t offset,
+                   uint64_t n, gdrstore_cluster_buffer* buffer, size_t buffer_offset) {
+  std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (volume == nullptr || buffer == nullptr) return Invalid(c, "volume and buffer are required");
-  return Guard(c, [&] {
-    return c->Done(put ? c->cluster->Put(volume, offset, n, *buffer->buffer, buffer_offset)
-                       : c->cluster->Get(volume, offset, n, *buffer->buffer, buffer_offset));
+  if (volume == nullptr) return Invalid(*c, "volume is NULL");
+  absl::StatusOr<std::shared_ptr<ClusterBufferHandle>> b =
+      FindAs<ClusterBufferHandle>(buffer, "cluster buffer");
+  if (!b.ok()) return c->Fail(b.status());
+  return Guard(*c, [&] {
+    const gdrstore::ClusterBuffer& mem = *(*b)->buffer;
+    return c->Done(put ? c->cluster->Put(volume, offset, n, mem, buffer_offset)
+                       : c->cluster->Get(volume, offset, n, mem, buffer_offset));
   });
 }
-
 
 }  // namespace
 
@@ -77,12 +90,14 @@ void gdrstore_cluster_options_init(gdrstore_cluster_options* o) {
 
 gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* o, gdrstore_cluster** cluster,
                                       char* error, size_t error_len) {
-  if (cluster == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  *cluster = nullptr;
   auto fail = [&](const absl::Status& s) {
     gdr::capi::CopyMessage(s, error, error_len);
     return static_cast<gdrstore_status>(s.code());
   };
+  if (cluster == nullptr) {
+    return fail(absl::InvalidArgumentError("cluster (the out pointer) is NULL"));
+  }
+  *cluster = nullptr;
   constexpr size_t kFirstOptionsSize =
       offsetof(gdrstore_cluster_options, etcd_timeout_ms) + sizeof(uint32_t);
   if (o == nullptr || o->struct_size < kFirstOptionsSize) {
@@ -108,42 +123,60 @@ gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* o, gdrstor
     absl::StatusOr<std::unique_ptr<gdrstore::ClusterClient>> c =
         gdrstore::ClusterClient::Open(opts);
     if (!c.ok()) return fail(c.status());
-    auto* h = new gdrstore_cluster();
+    auto h = std::make_shared<ClusterHandle>();
     h->cluster = std::move(*c);
-    *cluster = h;
+    *cluster = AsC<gdrstore_cluster>(gdr::capi::Register(std::move(h)));
     return GDRSTORE_OK;
   } catch (const std::exception& e) {
     return fail(absl::InternalError(absl::StrCat("unexpected C++ exception: ", e.what())));
   }
 }
 
-void gdrstore_cluster_close(gdrstore_cluster* cluster) { delete cluster; }
+void gdrstore_cluster_close(gdrstore_cluster* cluster) {
+  gdr::capi::Unregister<ClusterHandle>(cluster);  // the cluster goes with the last reference
+}
 
-gdrstore_status gdrstore_cluster_alloc_host(gdrstore_cluster* c, size_t n,
+gdrstore_status gdrstore_cluster_alloc_host(gdrstore_cluster* cluster, size_t n,
                                             gdrstore_cluster_buffer** out) {
-  if (c == nullptr || out == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(c, [&] { return WrapBuffer(c, c->cluster->AllocateBuffer(n), out); });
+  std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
+  return Guard(*c, [&] { return WrapBuffer(*c, c->cluster->AllocateBuffer(n), out); });
 }
 
-gdrstore_status gdrstore_cluster_register_host(gdrstore_cluster* c, void* p, size_t n,
+gdrstore_status gdrstore_cluster_register_host(gdrstore_cluster* cluster, void* p, size_t n,
                                                gdrstore_cluster_buffer** out) {
-  if (c == nullptr || out == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(c, [&] { return WrapBuffer(c, c->cluster->RegisterHostMemory(p, n), out); });
+  std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
+  if (absl::Status s = gdr::capi::CheckMemory(p, n, "host memory"); !s.ok()) return c->Fail(s);
+  return Guard(*c, [&] { return WrapBuffer(*c, c->cluster->RegisterHostMemory(p, n), out); });
 }
 
-gdrstore_status gdrstore_cluster_register_gpu(gdrstore_cluster* c, uint64_t device_ptr, size_t n,
-                                              gdrstore_cluster_buffer** out) {
-  if (c == nullptr || out == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(c, [&] { return WrapBuffer(c, c->cluster->RegisterGpuMemory(device_ptr, n), out); });
+gdrstore_status gdrstore_cluster_register_gpu(gdrstore_cluster* cluster, uint64_t device_ptr,
+                                              size_t n, gdrstore_cluster_buffer** out) {
+  std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
+  if (absl::Status s = gdr::capi::CheckAddressRange(device_ptr, n, "device pointer"); !s.ok()) {
+    return c->Fail(s);
+  }
+  return Guard(*c, [&] {
+    return WrapBuffer(*c, c->cluster->RegisterGpuMemory(device_ptr, n), out);
+  });
 }
 
-void gdrstore_cluster_buffer_release(gdrstore_cluster_buffer* buffer) { delete buffer; }
+void gdrstore_cluster_buffer_release(gdrstore_cluster_buffer* buffer) {
+  gdr::capi::Unregister<ClusterBufferHandle>(buffer);  // goes with the last reference
+}
 
-void* gdrstore_cluster_buffer_data(const gdrstore_cluster_buffer* b) {
+void* gdrstore_cluster_buffer_data(const gdrstore_cluster_buffer* buffer) {
+  std::shared_ptr<ClusterBufferHandle> b = Self<ClusterBufferHandle>(buffer);
   return b == nullptr ? nullptr : b->buffer->data();
 }
 
-size_t gdrstore_cluster_buffer_size(const gdrstore_cluster_buffer* b) {
+size_t gdrstore_cluster_buffer_size(const gdrstore_cluster_buffer* buffer) {
+  std::shared_ptr<ClusterBufferHandle> b = Self<ClusterBufferHandle>(buffer);
   return b == nullptr ? 0 : b->buffer->size();
 }
 
@@ -159,12 +192,13 @@ gdrstore_status gdrstore_cluster_get(gdrstore_cluster* c, const char* volume, ui
   return Op(c, false, volume, offset, n, buffer, buffer_offset);
 }
 
-gdrstore_status gdrstore_cluster_create_volume(gdrstore_cluster* c, const char* name,
+gdrstore_status gdrstore_cluster_create_volume(gdrstore_cluster* cluster, const char* name,
                                                uint64_t stripe_unit, uint32_t replicas,
                                                const char* members, char** layout_json) {
+  std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (name == nullptr || name[0] == '\0') return Invalid(c, "a volume name is required");
-  return Guard(c, [&] {
+  if (name == nullptr || name[0] == '\0') return Invalid(*c, "a volume name is required");
+  return Guard(*c, [&] {
     absl::StatusOr<std::vector<std::string>> ids = ParseMembers(members);
     if (!ids.ok()) return c->Fail(ids.status());
     absl::StatusOr<gdrstore::v1::ClusterVolume> layout =
@@ -173,16 +207,18 @@ gdrstore_status gdrstore_cluster_create_volume(gdrstore_cluster* c, const char* 
     if (layout_json == nullptr) return GDRSTORE_OK;
     absl::StatusOr<std::string> text = gdr::capi::ToJson(*layout);
     if (!text.ok()) return c->Fail(text.status());
-    return gdr::capi::MallocString(c, *text, layout_json);
+    return gdr::capi::MallocString(*c, *text, layout_json);
   });
 }
 
-gdrstore_status gdrstore_cluster_status_json(gdrstore_cluster* c, char** json) {
-  if (c == nullptr || json == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(c, [&] {
+gdrstore_status gdrstore_cluster_status_json(gdrstore_cluster* cluster, char** json) {
+  std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (json == nullptr) return Invalid(*c, "json (the out pointer) is NULL");
+  return Guard(*c, [&] {
     gdrstore::ClusterClient& cl = *c->cluster;
     return gdr::capi::MallocString(
-        c, gdr::cluster::StatusJson(cl.source(), cl.Members(), cl.Volumes()), json);
+        *c, gdr::cluster::StatusJson(cl.source(), cl.Members(), cl.Volumes()), json);
   });
 }
 

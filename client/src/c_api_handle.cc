@@ -4,16 +4,184 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "common/token_file.h"
 
 namespace gdr::capi {
+namespace {
+
+// The live handles. Ids count up from 1 and are never reused, so a handle kept after its
+// release (or a copy of it) stays dead even once the allocator hands its memory to a new object.
+class HandleTable {
+ public:
+  HandleId Add(std::shared_ptr<CHandle> h) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    const HandleId id = next_++;
+    h->id = id;
+    live_.emplace(id, std::move(h));
+    return id;
+  }
+  std::shared_ptr<CHandle> Get(HandleId id) const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = live_.find(id);
+    return it == live_.end() ? nullptr : it->second;
+  }
+  // Takes the entry out only when it is of `kind`; the entry (or nullptr) either way.
+  std::shared_ptr<CHandle> Take(HandleId id, Kind kind) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto it = live_.find(id);
+    if (it == live_.end()) return nullptr;
+    std::shared_ptr<CHandle> h = it->second;
+    if (h->kind == kind) live_.erase(it);
+    return h;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  HandleId next_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<HandleId, std::shared_ptr<CHandle>> live_ ABSL_GUARDED_BY(mu_);
+};
+
+// Never destroyed: handles may be closed from atexit handlers or thread exits after static
+// destructors ran.
+HandleTable& Table() {
+  static HandleTable* const table = new HandleTable();
+  return *table;
+}
+
+// A thread's failure messages on the last few handles it failed on, like errno but per handle.
+// Bounded so that a thread failing on many short-lived handles does not grow without end.
+struct FailureSlot {
+  HandleId id = 0;
+  bool used = false;
+  std::string message;
+};
+constexpr size_t kFailureSlots = 16;
+thread_local std::array<FailureSlot, kFailureSlots> t_failures;
+thread_local size_t t_next_slot = 0;
+
+absl::Status NotLive(const void* handle, const char* what) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s handle %#x is not a live handle (released already, or never returned by this "
+      "library)",
+      what, IdOf(handle)));
+}
+
+}  // namespace
+
+const char* KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kClient:
+      return "client";
+    case Kind::kBuffer:
+      return "buffer";
+    case Kind::kStream:
+      return "stream";
+    case Kind::kCluster:
+      return "cluster";
+    case Kind::kClusterBuffer:
+      return "cluster buffer";
+  }
+  return "handle";
+}
+
+gdrstore_status RecordFailure(HandleId id, const absl::Status& s) {
+  FailureSlot* slot = nullptr;
+  for (FailureSlot& f : t_failures) {
+    if (f.used && f.id == id) slot = &f;
+  }
+  if (slot == nullptr) {
+    slot = &t_failures[t_next_slot];
+    t_next_slot = (t_next_slot + 1) % kFailureSlots;
+  }
+  slot->id = id;
+  slot->used = true;
+  slot->message = std::string(s.message());
+  return s.ok() ? GDRSTORE_UNKNOWN : static_cast<gdrstore_status>(s.code());
+}
+
+const char* FailureMessage(HandleId id) {
+  for (const FailureSlot& f : t_failures) {
+    if (f.used && f.id == id) return f.message.c_str();
+  }
+  return nullptr;
+}
+
+HandleId Register(std::shared_ptr<CHandle> h) { return Table().Add(std::move(h)); }
+
+absl::StatusOr<std::shared_ptr<CHandle>> Find(const void* handle, Kind kind, const char* what) {
+  if (handle == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " handle is NULL"));
+  }
+  std::shared_ptr<CHandle> h = Table().Get(IdOf(handle));
+  if (h == nullptr) return NotLive(handle, what);
+  if (h->kind != kind) {
+    return absl::InvalidArgumentError(absl::StrFormat("handle %#x is a %s, not a %s",
+                                                      IdOf(handle), KindName(h->kind), what));
+  }
+  return h;
+}
+
+bool IsLive(const void* handle) {
+  return handle != nullptr && Table().Get(IdOf(handle)) != nullptr;
+}
+
+std::shared_ptr<CHandle> Unregister(const void* handle, Kind kind) {
+  if (handle == nullptr) return nullptr;  // like free(NULL)
+  std::shared_ptr<CHandle> h = Table().Take(IdOf(handle), kind);
+  if (h == nullptr) {
+    RecordFailure(IdOf(handle), NotLive(handle, KindName(kind)));
+    return nullptr;
+  }
+  if (h->kind != kind) {
+    RecordFailure(IdOf(handle), absl::InvalidArgumentError(absl::StrFormat(
+                                    "handle %#x is a %s, not a %s: not released", IdOf(handle),
+                                    KindName(h->kind), KindName(kind))));
+    return nullptr;
+  }
+  return h;
+}
+
+absl::Status CheckMemory(const void* p, size_t n, const char* what) {
+  if (n == 0) return absl::OkStatus();
+  if (p == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is NULL with a size of ", n,
+                                                   " bytes"));
+  }
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p);
+  if (n - 1 > UINTPTR_MAX - begin) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s %p (+%u bytes) runs past the end of the address space", what, p, n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAddressRange(uint64_t address, uint64_t n, const char* what) {
+  if (address == 0) return absl::InvalidArgumentError(absl::StrCat(what, " is 0"));
+  if (n > 0 && n - 1 > UINT64_MAX - address) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s %#x (+%u bytes) runs past the end of the address space", what, address, n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckExtent(uint64_t offset, uint64_t n, const char* what) {
+  if (n > 0 && n - 1 > UINT64_MAX - offset) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " [", offset, ", +", n, ") runs past 2^64"));
+  }
+  return absl::OkStatus();
+}
 
 void CopyMessage(const absl::Status& s, char* out, size_t len) {
   if (out == nullptr || len == 0) return;
@@ -23,9 +191,9 @@ void CopyMessage(const absl::Status& s, char* out, size_t len) {
   out[n] = '\0';
 }
 
-gdrstore_status MallocString(CHandle* h, const std::string& text, char** out) {
+gdrstore_status MallocString(const CHandle& h, const std::string& text, char** out) {
   char* p = static_cast<char*>(std::malloc(text.size() + 1));
-  if (p == nullptr) return h->Fail(absl::ResourceExhaustedError("out of memory"));
+  if (p == nullptr) return h.Fail(absl::ResourceExhaustedError("out of memory"));
   std::memcpy(p, text.c_str(), text.size() + 1);
   *out = p;
   return GDRSTORE_OK;
@@ -81,6 +249,9 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsFromC(const gdrstore_client
        &gdrstore_client_options::tls_server_name, &opts.tls_server_name);
   if (o->struct_size >= offsetof(gdrstore_client_options, crc32c) + sizeof(uint32_t)) {
     opts.crc32c = o->crc32c != 0;
+  }
+  if (o->struct_size >= offsetof(gdrstore_client_options, fail_when_full) + sizeof(uint32_t)) {
+    opts.fail_when_full = o->fail_when_full != 0;
   }
   return opts;
 }

@@ -10,6 +10,7 @@
 #include "client/src/buffer_crc.h"
 #include "client/src/host_memory.h"
 #include "client/src/op_request.h"
+#include "client/src/page_rounding.h"
 #include "client/src/registration.h"
 #include "client/src/sliced_op.h"
 #include "client/src/transport/client_transport.h"
@@ -129,9 +130,7 @@ std::optional<RdmaLocalInfo> Client::rdma_info() const { return transport_->rdma
 TargetStats Client::target_stats() const { return transport_->target_stats(); }
 
 absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
-  if (bytes == 0) return absl::InvalidArgumentError("buffer size must be > 0");
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const size_t mapped = (bytes + page - 1) / page * page;
+  GDR_ASSIGN_OR_RETURN(const size_t mapped, gdr::PageRounded(bytes));
   void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes: ",

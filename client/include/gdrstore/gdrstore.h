@@ -1,15 +1,21 @@
 /* The C ABI of libgdrclient: usable from C, Rust, Go or Python (ctypes) without a C++ compiler.
  *
- * Handles are opaque. Every call returns a gdrstore_status whose values are gRPC's codes; the
- * message of a handle's last failure is gdrstore_error(handle). No C++ type or exception
- * crosses this boundary, and no callback ever runs on a thread the caller did not make: async
- * ops are collected with gdrstore_poll.
+ * Handles are opaque values, never addresses: the library keeps a table of the live ones, so
+ * a handle used after its release (or one it never returned, or one of another type) is
+ * refused with GDRSTORE_INVALID_ARGUMENT naming it, and releasing one twice does nothing. A
+ * released handle's value is never handed out again. Every call returns a gdrstore_status whose
+ * values are gRPC's codes; the message of the calling thread's last failure on a handle is
+ * gdrstore_error(handle). Every pointer and size is checked (NULL with a nonzero size, ranges
+ * that wrap) before it is used. No C++ type or exception crosses this boundary, and no callback
+ * ever runs on a thread the caller did not make: async ops are collected with gdrstore_poll.
  *
  * Verbs: a "get" moves store bytes into the caller's buffer (the wire's Write RPC: the daemon
  * writes into client memory); a "put" moves the buffer's bytes into the store (the wire's Read).
  *
  * Thread safety: every function may be called from any thread; one stream may be used by
- * several threads at once. A buffer must not be released while another thread submits on it.
+ * several threads at once. A handle released while another thread is inside a call with it
+ * stays valid for that call (its object goes when the call returns); calls that start after
+ * the release are refused. Releasing a buffer still waits for the ops in flight on it.
  */
 #ifndef GDRSTORE_GDRSTORE_H_
 #define GDRSTORE_GDRSTORE_H_
@@ -59,8 +65,12 @@ typedef struct gdrstore_client gdrstore_client;
 typedef struct gdrstore_buffer gdrstore_buffer;
 typedef struct gdrstore_stream gdrstore_stream;
 
-/* The message of the last failing call on `handle` (a client, buffer, stream, cluster or
- * cluster buffer), "" when none failed. Valid until the next call on that handle. */
+/* Like errno, per thread and per handle: the message of the calling thread's last failing call
+ * on `handle` (a client, buffer, stream, cluster or cluster buffer), so another thread's
+ * failures on the same handle never replace it. "" when this thread has no failure on a live
+ * handle; a reason when the handle is not live. The library keeps the messages of the 16
+ * handles this thread failed on last. The text is valid until this thread's next failing call.
+ * Calls that take no handle (gdrstore_pattern_check) record their reason on NULL. */
 GDRSTORE_EXPORT const char* gdrstore_error(const void* handle);
 
 typedef struct gdrstore_client_options {
@@ -80,6 +90,10 @@ typedef struct gdrstore_client_options {
   const char* tls_server_name; /* TLS: name to verify instead of the address's host */
   uint32_t crc32c;             /* nonzero: ask the daemon for the CRC32C of every op's bytes
                                   and check it (a mismatch: GDRSTORE_DATA_LOSS) */
+  uint32_t fail_when_full;     /* 0: an op the daemon would not admit yet (its in-flight limits
+                                  as GetInfo states them) waits in this process until answers
+                                  free room, within the op's deadline; nonzero: it fails at once
+                                  with GDRSTORE_RESOURCE_EXHAUSTED */
 } gdrstore_client_options;
 
 GDRSTORE_EXPORT void gdrstore_client_options_init(gdrstore_client_options* options);
@@ -89,7 +103,8 @@ GDRSTORE_EXPORT void gdrstore_client_options_init(gdrstore_client_options* optio
 GDRSTORE_EXPORT gdrstore_status gdrstore_client_open(const gdrstore_client_options* options,
                                                      gdrstore_client** client, char* error,
                                                      size_t error_len);
-/* Closes the transport; buffers and streams of the client must have been released first. */
+/* Closes the transport; buffers and streams of the client must have been released first.
+ * A NULL, released or unknown handle: nothing happens. */
 GDRSTORE_EXPORT void gdrstore_client_close(gdrstore_client* client);
 
 /* GetInfo / GetStats of the daemon as proto3 JSON, in memory the caller frees with
@@ -112,7 +127,7 @@ GDRSTORE_EXPORT gdrstore_status gdrstore_alloc_host(gdrstore_client* client, siz
 GDRSTORE_EXPORT gdrstore_status gdrstore_alloc_gpu(gdrstore_client* client, const char* gpu,
                                                    size_t n, gdrstore_buffer** buffer);
 /* Waits for the ops in flight on the buffer, then lets go of it (memory the caller owns may be
- * freed once this returns). */
+ * freed once this returns). A NULL, released or unknown handle: nothing happens. */
 GDRSTORE_EXPORT void gdrstore_buffer_release(gdrstore_buffer* buffer);
 
 typedef struct gdrstore_buffer_info {
@@ -122,10 +137,12 @@ typedef struct gdrstore_buffer_info {
   int gpu_ordinal;   /* -1 for host memory */
   int writable;      /* 0: read-only host memory, puts only */
 } gdrstore_buffer_info;
+/* A handle that is not live: *info zeroed (gpu_ordinal -1). */
 GDRSTORE_EXPORT void gdrstore_buffer_get_info(const gdrstore_buffer* buffer,
                                               gdrstore_buffer_info* info);
 
-/* Host <-> buffer copies of [offset, offset + n) (cuMemcpy for GPU memory). */
+/* Host <-> buffer copies of [offset, offset + n) (cuMemcpy for GPU memory). src / dst may be
+ * NULL only when n is 0 (INVALID_ARGUMENT otherwise); OUT_OF_RANGE past the buffer's end. */
 GDRSTORE_EXPORT gdrstore_status gdrstore_buffer_copy_in(gdrstore_buffer* buffer, size_t offset,
                                                         const void* src, size_t n);
 GDRSTORE_EXPORT gdrstore_status gdrstore_buffer_copy_out(gdrstore_buffer* buffer, size_t offset,
@@ -183,7 +200,8 @@ typedef struct gdrstore_completion {
 } gdrstore_completion;
 
 /* Moves up to `max` finished ops into `completions` and their count into *count. Waits up to
- * `timeout_ms` for at least one (0: does not wait; -1: waits as long as ops are outstanding).
+ * `timeout_ms` for at least one (0: does not wait; negative: waits as long as ops are
+ * outstanding).
  * *count is 0 after the timeout or when nothing is outstanding. */
 GDRSTORE_EXPORT gdrstore_status gdrstore_poll(gdrstore_stream* stream,
                                               gdrstore_completion* completions, size_t max,
@@ -191,7 +209,9 @@ GDRSTORE_EXPORT gdrstore_status gdrstore_poll(gdrstore_stream* stream,
 /* Ops submitted and not yet collected by gdrstore_poll. */
 GDRSTORE_EXPORT size_t gdrstore_stream_outstanding(const gdrstore_stream* stream);
 /* Half-closes the call, waits for every op to be answered (answers not yet polled are dropped)
- * and frees the stream; the call's final status. */
+ * and frees the stream; the call's final status, its message readable with
+ * gdrstore_error(stream) on this thread afterwards. INVALID_ARGUMENT for a handle that is not
+ * live (closing twice). */
 GDRSTORE_EXPORT gdrstore_status gdrstore_stream_close(gdrstore_stream* stream);
 
 /* ---- A cluster (see gdrstore/cluster.h) ----
@@ -223,7 +243,8 @@ GDRSTORE_EXPORT void gdrstore_cluster_options_init(gdrstore_cluster_options* opt
 GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* options,
                                                       gdrstore_cluster** cluster, char* error,
                                                       size_t error_len);
-/* Ends the links and the etcd watch; the cluster's buffers must have been released first. */
+/* Ends the links and the etcd watch; the cluster's buffers must have been released first.
+ * A NULL, released or unknown handle: nothing happens. */
 GDRSTORE_EXPORT void gdrstore_cluster_close(gdrstore_cluster* cluster);
 
 /* Memory for cluster ops, registered with each member the first time an op there uses it.
@@ -237,9 +258,11 @@ GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_register_host(gdrstore_cluster*
 GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_register_gpu(gdrstore_cluster* cluster,
                                                               uint64_t device_ptr, size_t n,
                                                               gdrstore_cluster_buffer** buffer);
-/* Waits for the ops in flight on the buffer, then lets go of it. */
+/* Waits for the ops in flight on the buffer, then lets go of it. A NULL, released or unknown
+ * handle: nothing happens. */
 GDRSTORE_EXPORT void gdrstore_cluster_buffer_release(gdrstore_cluster_buffer* buffer);
-/* The buffer's memory (the device pointer for GPU memory) and its size in bytes. */
+/* The buffer's memory (the device pointer for GPU memory) and its size in bytes; NULL and 0
+ * for a handle that is not live. */
 GDRSTORE_EXPORT void* gdrstore_cluster_buffer_data(const gdrstore_cluster_buffer* buffer);
 GDRSTORE_EXPORT size_t gdrstore_cluster_buffer_size(const gdrstore_cluster_buffer* buffer);
 

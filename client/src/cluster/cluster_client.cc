@@ -14,7 +14,9 @@
 #include "client/src/cluster/layout.h"
 #include "client/src/cluster/member_link.h"
 #include "client/src/cluster/membership.h"
+#include "client/src/page_rounding.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 
 namespace gdrstore {
 
@@ -181,10 +183,9 @@ absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Open(const Cluster
 const std::string& ClusterClient::source() const { return state_->membership->source(); }
 
 absl::StatusOr<std::unique_ptr<ClusterBuffer>> ClusterClient::AllocateBuffer(size_t bytes) {
-  if (bytes == 0) return absl::InvalidArgumentError("a buffer of 0 bytes");
-  const size_t page = 4096;
-  const size_t rounded = (bytes + page - 1) / page * page;
-  void* p = std::aligned_alloc(page, rounded);
+  // Checked: unchecked, SIZE_MAX rounded to 0 and aligned_alloc handed out a real pointer.
+  GDR_ASSIGN_OR_RETURN(const size_t rounded, gdr::PageRounded(bytes));
+  void* p = std::aligned_alloc(static_cast<size_t>(::sysconf(_SC_PAGESIZE)), rounded);
   if (p == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes"));
   }

@@ -1,6 +1,7 @@
 /* A C program on the C ABI alone (gdrstore/gdrstore.h, linked against libgdrclient.so): gets
  * into and puts from its own malloc'ed memory, a stream of many ops collected by polling, and
- * the errors a caller has to handle, and a one-member cluster from a static members file.
+ * the errors a caller has to handle, a one-member cluster from a static members file, and the
+ * ABI used carelessly or hostilely (c_abi_hostile.c).
  * Usage: c_abi_demo HOST:PORT VOLUME (at least 32 MiB). Prints one line per step ("ok: ..." or
  * "FAIL: ...") and exits non-zero at the first failure. */
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
@@ -13,9 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "c_abi_steps.h"
+
 static int failures = 0;
 
-static void check(int ok, const char* step, const char* why) {
+void check(int ok, const char* step, const char* why) {
   if (ok) {
     printf("ok: %s\n", step);
   } else {
@@ -83,6 +86,7 @@ static void cluster_steps(const char* address, const char* volume, gdrstore_clie
         "a members file cluster takes no new volume", gdrstore_error(cluster));
   st = gdrstore_cluster_get(cluster, volume, 32 << 20, 1, cb, 0);
   check(st == GDRSTORE_OUT_OF_RANGE, "past the cluster volume's end", gdrstore_error(cluster));
+  hostile_cluster_steps(cluster, volume);
 
   gdrstore_buffer_release(db);
   free(direct);
@@ -216,6 +220,7 @@ int main(int argc, char** argv) {
   gdrstore_free(json);
 
   cluster_steps(argv[1], volume, client);
+  hostile_steps(client, volume);
 
   gdrstore_buffer_release(buf);
   gdrstore_buffer_release(back);
