@@ -7,7 +7,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/src/admission_window.h"
 #include "client/src/buffer_crc.h"
+#include "client/src/deadline_timer.h"
 #include "client/src/host_memory.h"
 #include "client/src/op_request.h"
 #include "client/src/page_rounding.h"
@@ -19,6 +22,7 @@
 #include "common/cuda/gpu.h"
 #include "common/host_port.h"
 #include "common/topo/pci_topology.h"
+#include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "common/transport_kind.h"
 
@@ -49,10 +53,64 @@ Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
       channel_(std::move(channel)),
       stub_(v1::GdrStore::NewStub(channel_)),
-      registrations_(std::make_unique<gdr::RegistrationCache>()) {}
+      registrations_(std::make_unique<gdr::RegistrationCache>()),
+      timer_(std::make_shared<gdr::DeadlineTimer>()) {
+  if (!options_.fail_when_full) window_ = std::make_shared<gdr::AdmissionWindow>(timer_);
+}
 
 Client::~Client() {
   if (transport_) transport_->Close();
+  window_.reset();  // fails what still waits, before the timer stops
+}
+
+void Client::FetchLimits() {
+  if (window_ == nullptr) return;
+  // Asynchronous: Connect does not wait for the daemon, and an op never waits for this. Until
+  // the answer (or without one) the window knows no limit and the daemon's refusals pace it.
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::GetInfoRequest req;
+    v1::GetInfoResponse resp;
+  };
+  auto call = std::make_shared<Call>();
+  call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  std::weak_ptr<gdr::AdmissionWindow> window = window_;
+  stub_->async()->GetInfo(&call->ctx, &call->req, &call->resp, [call, window](grpc::Status st) {
+    std::shared_ptr<gdr::AdmissionWindow> w = window.lock();
+    if (!st.ok() || w == nullptr || !call->resp.has_limits()) return;
+    const v1::Limits& l = call->resp.limits();
+    w->SetLimits(gdr::AdmissionWindow::Limits{l.max_inflight_ops(), l.max_inflight_bytes(),
+                                              l.max_inflight_per_stream()});
+  });
+}
+
+std::chrono::system_clock::time_point Client::DeadlineFromNow() const {
+  if (options_.rpc_timeout.count() <= 0) return std::chrono::system_clock::time_point::max();
+  return std::chrono::system_clock::now() + options_.rpc_timeout;
+}
+
+void Client::Admit(void* stream, uint64_t bytes, std::chrono::system_clock::time_point deadline,
+                   PieceSend send, OpCallback done) {
+  if (window_ == nullptr) {
+    send(deadline, std::move(done));
+    return;
+  }
+  window_->Submit(static_cast<gdr::AdmissionWindow::Scope*>(stream), bytes,
+                  gdr::FromDeadline(deadline),
+                  [send = std::move(send)](absl::Time dl, OpCallback cb) {
+                    send(gdr::ToDeadline(dl), std::move(cb));
+                  },
+                  std::move(done));
+}
+
+void Client::AwaitStreamIdle(void* stream) {
+  if (window_ != nullptr) window_->AwaitIdle(static_cast<gdr::AdmissionWindow::Scope*>(stream));
+}
+
+Client::WindowStats Client::window_stats() const {
+  if (window_ == nullptr) return {};
+  const gdr::AdmissionWindow::Stats s = window_->stats();
+  return WindowStats{s.waited, s.resent, s.limits_known};
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
@@ -108,6 +166,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
       gdr::OpenClientTransport(&client->options_, client->stub());
   if (!transport.ok()) return transport.status();
   client->transport_ = std::move(*transport);
+  if (client->window_ != nullptr) {
+    client->window_->OnRefusalAskLimits([c = client.get()] { c->FetchLimits(); });
+    client->FetchLimits();
+  }
   return client;
 }
 
@@ -312,13 +374,20 @@ OpCallback Client::CrcChecked(const Buffer& buffer, size_t offset, uint64_t leng
 void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer,
                          size_t buffer_offset, OpCallback done) {
   Dispatch(extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)),
-           [this, kind, &buffer](const Extent& e, size_t offset, int rail, OpCallback cb) {
-             SubmitOne(kind, e, buffer, offset, rail, std::move(cb));
+           [this, kind, &buffer, deadline = DeadlineFromNow()](const Extent& e, size_t offset,
+                                                                int rail, OpCallback cb) {
+             Admit(nullptr, e.length, deadline,
+                   [this, kind, &buffer, e, offset, rail](
+                       std::chrono::system_clock::time_point dl, OpCallback sent) {
+                     SubmitOne(kind, e, buffer, offset, rail, dl, std::move(sent));
+                   },
+                   std::move(cb));
            });
 }
 
 void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
-                       size_t buffer_offset, int rail, OpCallback done) {
+                       size_t buffer_offset, int rail,
+                       std::chrono::system_clock::time_point deadline, OpCallback done) {
   struct Call {
     grpc::ClientContext ctx;
     v1::WriteRequest write;
@@ -339,7 +408,7 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
     cb(s);
     return;
   }
-  gdr::SetDeadline(&call->ctx, options_.rpc_timeout);
+  if (deadline != std::chrono::system_clock::time_point::max()) call->ctx.set_deadline(deadline);
   auto on_done = [call](grpc::Status st) {
     absl::StatusOr<OpResult> result;
     if (st.ok()) {
@@ -348,6 +417,11 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
       if (call->response.has_crc32c()) result->crc32c = call->response.crc32c();
     } else {
       result = FromGrpcStatus(st);
+      const auto& trailers = call->ctx.GetServerTrailingMetadata();
+      if (auto it = trailers.find(gdr::kNotAdmittedKey);
+          it != trailers.end() && it->second == "1") {
+        result = gdr::MarkNotAdmitted(result.status());
+      }
     }
     OpCallback cb = std::move(call->done);
     delete call;

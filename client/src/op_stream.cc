@@ -5,7 +5,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/src/admission_window.h"
+#include "client/src/deadline_timer.h"
 #include "client/src/op_request.h"
+#include "common/grpc_status.h"
 #include "common/stream_limits.h"
 #include "common/write_queue.h"
 #include "gdrstore/client.h"
@@ -20,11 +24,14 @@ namespace gdrstore {
 // outside gRPC's reactions, which is only safe while the call cannot finish under them: a hold
 // keeps it open until the client has sent its last message (Close) or the read side has ended
 // (the daemon finished the call, e.g. refused it), and nothing is started after the hold is
-// gone.
+// gone. Every op has a deadline: one not answered by then fails DEADLINE_EXCEEDED on the
+// client's timer thread (and is dropped if it was not sent yet), so a hung daemon holds no
+// caller past its timeout; Close then cancels the call instead of waiting for it.
 class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
-  explicit Reactor(Client* client)
+  Reactor(Client* client, gdr::DeadlineTimer* timer)
       : client_(client),
+        timer_(timer),
         writes_([this](std::deque<v1::StreamOp>& unsent) { return StartWriteLocked(unsent); },
                 [this](bool all_written) { EndWritesLocked(all_written); }) {
     client_->stub()->async()->Stream(&ctx_, this);
@@ -33,8 +40,17 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     StartCall();
   }
 
+  ~Reactor() {
+    std::vector<gdr::DeadlineTimer::Id> timers;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      timers.swap(timers_);
+    }
+    for (gdr::DeadlineTimer::Id id : timers) timer_->Cancel(id);
+  }
+
   void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-              int rail, OpCallback done) {
+              int rail, absl::Time deadline, OpCallback done) {
     v1::StreamOp op;
     absl::Status s = kind == OpKind::kWrite
                          ? gdr::FillRequest(*client_, extent, buffer, buffer_offset, rail,
@@ -57,7 +73,8 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
       } else {
         const uint64_t id = next_id_++;
         op.set_id(id);
-        pending_.emplace(id, std::move(done));
+        pending_.emplace(id, Pending{std::move(done), deadline});
+        if (deadline < armed_at_) ArmLocked(deadline);
         // Submitted from an answer's callback: OnReadDone writes once all have run. (Not a
         // CompletionBatch: that would let another stream's burst run this one's flush, after
         // this stream may have been closed and destroyed.) Dropped once the call is over: the
@@ -74,11 +91,34 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   }
 
   Client* client() const { return client_; }
+  gdr::AdmissionWindow::Scope* scope() { return &scope_; }
 
   absl::Status Close() {
+    // Ops still waiting in the client's window for room are sent (or fail at their deadline)
+    // before the write side ends.
+    client_->AwaitStreamIdle(&scope_);
     std::unique_lock<std::mutex> lock(mu_);
     writes_.EndWhenDrained();
-    cv_.wait(lock, [this] { return done_; });
+    // Every op is answered or past its deadline in bounded time; then the daemon ends the call.
+    // One that does not within the timeout (or after ops went unanswered: it is hung) has the
+    // call cancelled, which ends it at once.
+    cv_.wait(lock, [this] { return done_ || pending_.empty(); });
+    if (!done_) {
+      bool ended = false;
+      if (!expired_any_) {
+        const std::chrono::milliseconds timeout = client_->rpc_timeout();
+        if (timeout.count() == 0) {
+          cv_.wait(lock, [this] { return done_; });
+          ended = true;
+        } else {
+          ended = cv_.wait_for(lock, timeout, [this] { return done_; });
+        }
+      }
+      if (!ended) {
+        ctx_.TryCancel();
+        cv_.wait(lock, [this] { return done_; });
+      }
+    }
     return status_;
   }
 
@@ -102,11 +142,13 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (const v1::StreamResult& r : response_.results()) {
+        // Not ours, or answered after its deadline failed it: ignore rather than misattribute.
         auto it = pending_.find(r.id());
-        if (it == pending_.end()) continue;  // not ours: ignore rather than misattribute
-        ready.emplace_back(std::move(it->second), &r);
+        if (it == pending_.end()) continue;
+        ready.emplace_back(std::move(it->second.done), &r);
         pending_.erase(it);
       }
+      if (pending_.empty()) cv_.notify_all();
       delivering_ = true;
       delivering_thread_ = std::this_thread::get_id();
     }
@@ -116,7 +158,8 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
         if (r->has_crc32c()) result.crc32c = r->crc32c();
         cb(std::move(result));
       } else {
-        cb(absl::Status(static_cast<absl::StatusCode>(r->code()), r->message()));
+        absl::Status st(static_cast<absl::StatusCode>(r->code()), r->message());
+        cb(r->not_admitted() ? gdr::MarkNotAdmitted(std::move(st)) : std::move(st));
       }
     }
     {
@@ -128,7 +171,7 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   }
 
   void OnDone(const grpc::Status& s) override {
-    absl::flat_hash_map<uint64_t, OpCallback> orphans;
+    absl::flat_hash_map<uint64_t, Pending> orphans;
     absl::Status status = FromGrpcStatus(s);
     {
       // From here Submit refuses, so no op can join pending_ after this swap.
@@ -141,8 +184,9 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
       status_ = status;
       ended_ = true;
     }
-    for (auto& [id, cb] : orphans) {
-      cb(status.ok() ? absl::UnavailableError("stream ended before the op was answered") : status);
+    for (auto& [id, p] : orphans) {
+      p.done(status.ok() ? absl::UnavailableError("stream ended before the op was answered")
+                         : status);
     }
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
@@ -156,14 +200,52 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     RemoveHold();
   }
 
-  // Packs the ops submitted so far, up to a message's worth, into out_ and writes it.
+  // Packs the ops submitted so far, up to a message's worth, into out_ and writes it. Ops
+  // whose deadline failed them before they left are not sent: the caller has its answer.
   size_t StartWriteLocked(std::deque<v1::StreamOp>& unsent) {
     out_.Clear();
     const size_t n = std::min<size_t>(unsent.size(), gdr::kMaxOpsPerMessage);
     out_.mutable_ops()->Reserve(static_cast<int>(n));
-    for (size_t i = 0; i < n; ++i) *out_.add_ops() = std::move(unsent[i]);
+    for (size_t i = 0; i < n; ++i) {
+      if (pending_.contains(unsent[i].id())) *out_.add_ops() = std::move(unsent[i]);
+    }
     StartWrite(&out_);
     return n;
+  }
+
+  // Wakes at `when` to fail the ops past their deadline. A later wake already armed stays and
+  // only looks again when it comes.
+  void ArmLocked(absl::Time when) {
+    if (when == absl::InfiniteFuture()) return;
+    armed_at_ = when;
+    timers_.push_back(timer_->Schedule(when, [this] { ExpireOverdue(); }));
+  }
+
+  // On the timer's thread: fails every op past its deadline and arms the next wake.
+  void ExpireOverdue() {
+    std::vector<OpCallback> overdue;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const absl::Time now = absl::Now();
+      absl::Time next = absl::InfiniteFuture();
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        if (it->second.deadline <= now) {
+          overdue.push_back(std::move(it->second.done));
+          pending_.erase(it++);
+        } else {
+          next = std::min(next, it->second.deadline);
+          ++it;
+        }
+      }
+      if (!overdue.empty()) expired_any_ = true;
+      if (pending_.empty()) cv_.notify_all();
+      armed_at_ = absl::InfiniteFuture();
+      ArmLocked(next);
+    }
+    for (OpCallback& cb : overdue) {
+      cb(absl::DeadlineExceededError(
+          "the daemon did not answer the op within its deadline (ClientOptions::rpc_timeout)"));
+    }
   }
 
   void EndWritesLocked(bool all_written) {
@@ -173,7 +255,14 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     ReleaseHoldLocked();  // the client will start nothing more
   }
 
+  struct Pending {
+    OpCallback done;
+    absl::Time deadline;
+  };
+
   Client* client_;
+  gdr::DeadlineTimer* timer_;
+  gdr::AdmissionWindow::Scope scope_;  // this stream's ops in the client's window
   grpc::ClientContext ctx_;
   v1::StreamResponse response_;
   std::mutex mu_;
@@ -182,7 +271,10 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   // Submitted ops not yet in a message. Ending once Close was called; discarded once the call
   // is over (a write failed, the read side ended).
   gdr::WriteQueue<v1::StreamOp> writes_;
-  absl::flat_hash_map<uint64_t, OpCallback> pending_;
+  absl::flat_hash_map<uint64_t, Pending> pending_;
+  absl::Time armed_at_ = absl::InfiniteFuture();  // the earliest wake armed
+  std::vector<gdr::DeadlineTimer::Id> timers_;     // every wake armed, cancelled at the end
+  bool expired_any_ = false;                       // an op went unanswered past its deadline
   uint64_t next_id_ = 1;
   bool delivering_ = false;  // OnReadDone is running answer callbacks on delivering_thread_
   std::thread::id delivering_thread_;
@@ -197,17 +289,33 @@ OpStream::~OpStream() { (void)reactor_->Close(); }
 
 void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
                       size_t buffer_offset, OpCallback done) {
-  reactor_->client()->Dispatch(
+  Submit(kind, extent, buffer, buffer_offset, std::move(done),
+         reactor_->client()->DeadlineFromNow());
+}
+
+void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
+                      size_t buffer_offset, OpCallback done,
+                      std::chrono::system_clock::time_point deadline) {
+  Client* client = reactor_->client();
+  client->Dispatch(
       extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)),
-      [this, kind, &buffer](const Extent& e, size_t offset, int rail, OpCallback cb) {
-        reactor_->Submit(kind, e, buffer, offset, rail, std::move(cb));
+      [this, client, kind, &buffer, deadline](const Extent& e, size_t offset, int rail,
+                                              OpCallback cb) {
+        client->Admit(reactor_->scope(), e.length, deadline,
+                      [this, kind, &buffer, e, offset, rail](
+                          std::chrono::system_clock::time_point dl, OpCallback sent) {
+                        reactor_->Submit(kind, e, buffer, offset, rail, gdr::FromDeadline(dl),
+                                         std::move(sent));
+                      },
+                      std::move(cb));
       });
 }
 
 absl::Status OpStream::Close() { return reactor_->Close(); }
 
 absl::StatusOr<std::unique_ptr<OpStream>> Client::OpenStream() {
-  return std::unique_ptr<OpStream>(new OpStream(std::make_unique<OpStream::Reactor>(this)));
+  return std::unique_ptr<OpStream>(
+      new OpStream(std::make_unique<OpStream::Reactor>(this, timer_.get())));
 }
 
 }  // namespace gdrstore

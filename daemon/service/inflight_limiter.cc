@@ -1,6 +1,7 @@
 #include "daemon/service/inflight_limiter.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 
 namespace gdr {
 
@@ -9,7 +10,7 @@ absl::Status InflightLimiter::TryAcquire(uint64_t bytes, Permit* permit) {
   const uint64_t max_bytes = max_bytes_.load(std::memory_order_relaxed);
   if (ops_.fetch_add(1, std::memory_order_relaxed) >= max_ops) {
     ops_.fetch_sub(1, std::memory_order_relaxed);
-    return absl::ResourceExhaustedError(
+    return NotAdmittedError(
         absl::StrCat("daemon has ", max_ops, " ops in flight (max_inflight_ops); retry later"));
   }
   const uint64_t before = bytes_.fetch_add(bytes, std::memory_order_relaxed);
@@ -18,7 +19,7 @@ absl::Status InflightLimiter::TryAcquire(uint64_t bytes, Permit* permit) {
   if (before != 0 && before + bytes > max_bytes) {
     bytes_.fetch_sub(bytes, std::memory_order_relaxed);
     ops_.fetch_sub(1, std::memory_order_relaxed);
-    return absl::ResourceExhaustedError(absl::StrCat("daemon has ", before,
+    return NotAdmittedError(absl::StrCat("daemon has ", before,
                                                      " bytes in flight (max_inflight_bytes ",
                                                      max_bytes, "); retry later"));
   }

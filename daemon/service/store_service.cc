@@ -304,7 +304,11 @@ grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx
                 }
                 reactor->Finish(ToGrpcStatus(st));
               });
-  if (!s.ok()) reactor->Finish(ToGrpcStatus(s));
+  if (!s.ok()) {
+    // Refused before it started for want of room: the client may send it again (grpc_status.h).
+    if (IsNotAdmitted(s)) ctx->AddTrailingMetadata(kNotAdmittedKey, "1");
+    reactor->Finish(ToGrpcStatus(s));
+  }
   return reactor;
 }
 
@@ -459,7 +463,7 @@ class StoreService::StreamCall final
       absl::MutexLock lock(&mu_);
       if (inflight_ids_.size() >= service_->max_inflight_per_stream()) {
         service_->CountUnstarted(absl::StatusCode::kResourceExhausted);
-        PushLocked(id, absl::ResourceExhaustedError(absl::StrCat(
+        PushLocked(id, NotAdmittedError(absl::StrCat(
                            "stream has ", inflight_ids_.size(),
                            " ops in flight (max_inflight_per_stream); wait for answers")), 0, 0);
         return;
@@ -508,6 +512,7 @@ class StoreService::StreamCall final
     r.set_id(id);
     r.set_code(static_cast<int32_t>(status.code()));
     if (!status.ok()) r.set_message(std::string(status.message()));
+    if (IsNotAdmitted(status)) r.set_not_admitted(true);
     r.set_bytes(bytes);
     r.set_service_ns(ns);
     r.set_synced(synced);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/etcd/etcd_client.h"
@@ -239,6 +240,45 @@ TEST_F(ClusterTest, WithTwoReplicasGetsSurviveAKilledMemberAndNoAcknowledgedPutI
   }
   EXPECT_GE(n_acked, kChunks / 2);
   std::cerr << n_acked << " of " << kChunks << " puts acknowledged around the kill\n";
+}
+
+TEST_F(ClusterTest, WithTwoReplicasAGetFailsOverFromAHungMemberWithinTheClientsTimeout) {
+  gdrstore::ClusterOptions o;
+  o.etcd_url = url();
+  o.member_retry = std::chrono::milliseconds(200);
+  constexpr auto kTimeout = std::chrono::seconds(4);
+  o.client.rpc_timeout = kTimeout;
+  auto opened = gdrstore::ClusterClient::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto& c = *opened;
+  ASSERT_TRUE(SeesPresent(*c, 3, absl::Seconds(10)));
+  auto layout = c->CreateVolume("vol0", 1 * kMiB, 2, {});
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  constexpr uint64_t kLength = 6 * kMiB + 7;  // every member holds a first replica of some
+  auto buf = c->AllocateBuffer(kLength);
+  ASSERT_TRUE(buf.ok());
+  ASSERT_TRUE(PutPattern(*c, **buf, "vol0", 0, kLength, 7).ok());
+
+  // A hung member (stopped, its sockets open): pieces whose first replica it holds must go to
+  // the second within the op's timeout, not wait for the member to come back.
+  ASSERT_TRUE(members_[1]->Signal(SIGSTOP).ok());
+  absl::Cleanup resume = [&] { (void)members_[1]->Signal(SIGCONT); };
+  std::atomic<bool> finished{false};
+  // Bounds the test if the get never ends: the member resumes after 30 s.
+  std::thread watchdog([&] {
+    if (!PollUntil([&] { return finished.load(); }, absl::Seconds(30))) {
+      (void)members_[1]->Signal(SIGCONT);
+    }
+  });
+  const absl::Time t0 = absl::Now();
+  absl::Status got = GetVerified(*c, **buf, "vol0", 0, kLength, 7);
+  const absl::Duration took = absl::Now() - t0;
+  finished.store(true);
+  watchdog.join();
+  EXPECT_TRUE(got.ok()) << got;
+  // The deadline is the contract: failover happens inside it (slack for a loaded machine).
+  EXPECT_LE(took, absl::FromChrono(kTimeout) + absl::Seconds(1)) << "the get took " << took;
+  std::cerr << "get with a hung member took " << took << "\n";
 }
 
 TEST_F(ClusterTest, DaemonsServeThroughAnEtcdOutageAndRegisterAgain) {

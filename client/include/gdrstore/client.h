@@ -98,6 +98,10 @@ struct ClientOptions {
   // naming both values. Host buffers are checked in place, GPU buffers through a copy to host
   // memory; each slice of a sliced op is checked on its own.
   bool crc32c = false;
+  // Ops the daemon would not admit yet (its in-flight limits, as GetInfo states them: ops per
+  // Stream, ops and bytes daemon-wide) wait in this process until answers free room, within
+  // each op's deadline. true: such an op fails at once with RESOURCE_EXHAUSTED instead.
+  bool fail_when_full = false;
 };
 
 // One rail of a Client (ClientOptions::rails): what went over it.
@@ -164,7 +168,9 @@ using OpCallback = std::function<void(absl::StatusOr<OpResult>)>;
 
 // The library's internals (client/src/), which the classes below hold by pointer only.
 namespace gdr {
+class AdmissionWindow;
 class ClientTransport;
+class DeadlineTimer;
 class OpGate;
 class Registration;
 class RegistrationCache;
@@ -223,7 +229,11 @@ class Buffer {
 };
 
 // Many ops over one Stream RPC. Submit is thread-safe and never blocks; callbacks run on gRPC
-// threads, once per op, in completion order.
+// threads (or the client's timer thread, for a deadline), once per op, in completion order.
+// Any number of ops may be submitted: those the daemon would not admit yet wait in the client
+// (ClientOptions::fail_when_full). Each op has a deadline, ClientOptions::rpc_timeout from its
+// Submit unless given: one not answered by then fails DEADLINE_EXCEEDED (its buffer's bytes
+// are then undefined until an answered op rewrites them).
 class OpStream {
  public:
   ~OpStream();  // Close()
@@ -235,7 +245,12 @@ class OpStream {
   // refused the token); FAILED_PRECONDITION after Close or a clean end.
   void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
               OpCallback done);
-  // Half-closes, waits until every submitted op has been answered; the call's final status.
+  // The same with its own deadline (time_point::max(): none).
+  void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
+              OpCallback done, std::chrono::system_clock::time_point deadline);
+  // Half-closes, waits until every submitted op has been answered or has failed at its
+  // deadline, and for the daemon to end the call (cancelling it when the daemon does not within
+  // rpc_timeout, or once an op went unanswered); the call's final status.
   absl::Status Close();
 
  private:
@@ -307,7 +322,9 @@ class Client {
   absl::StatusOr<v1::RemoteBuffer> Describe(const Buffer& buffer, size_t offset, size_t length,
                                             int rail) const;
 
-  // Async unary op; `done` runs once on a gRPC thread.
+  // Async unary op; `done` runs once on a gRPC thread (or the client's timer thread). As on a
+  // Stream, any number may be in flight at once: what the daemon would not admit waits, each
+  // op within its deadline (rpc_timeout from this call).
   void SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
                    OpCallback done);
   std::future<absl::StatusOr<OpResult>> SubmitAsync(OpKind kind, const Extent& extent,
@@ -325,6 +342,15 @@ class Client {
 
   // For callers that build requests themselves.
   v1::GdrStore::Stub* stub() const { return stub_.get(); }
+  std::chrono::milliseconds rpc_timeout() const { return options_.rpc_timeout; }
+  // Ops that waited in this process for room under the daemon's limits, and that were sent
+  // again after the daemon did not admit them (zero with fail_when_full).
+  struct WindowStats {
+    uint64_t waited = 0;
+    uint64_t resent = 0;
+    bool limits_known = false;  // the daemon's GetInfo limits have arrived
+  };
+  WindowStats window_stats() const;
   Transport transport() const { return options_.transport; }
   bool crc32c() const { return options_.crc32c; }
   // tcp only: where the target listens (empty / 0 on rc).
@@ -372,7 +398,20 @@ class Client {
   void DispatchSlices(const Extent& extent, const Buffer& buffer, size_t buffer_offset,
                       OpCallback done, PieceSubmit piece);
   void SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-                 int rail, OpCallback done);
+                 int rail, std::chrono::system_clock::time_point deadline, OpCallback done);
+  // Now + rpc_timeout, or time_point::max() without one.
+  std::chrono::system_clock::time_point DeadlineFromNow() const;
+  // Sends one piece through the admission window (at once with fail_when_full): `send` gets
+  // the piece's deadline and the callback to answer. `stream`: the Stream's share of the
+  // window (its own limit), nullptr for unary calls.
+  using PieceSend =
+      std::function<void(std::chrono::system_clock::time_point deadline, OpCallback done)>;
+  void Admit(void* stream, uint64_t bytes, std::chrono::system_clock::time_point deadline,
+             PieceSend send, OpCallback done);
+  // Blocks until no op of `stream` waits in the window or is in flight.
+  void AwaitStreamIdle(void* stream);
+  // Asks the daemon for its limits (async) and gives them to the window.
+  void FetchLimits();
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::GdrStore::Stub> stub_;
@@ -380,6 +419,9 @@ class Client {
   std::shared_ptr<gdr::ClientTransport> transport_;
   std::unique_ptr<gdr::RegistrationCache> registrations_;
   std::string auto_notes_;
+  // Runs op deadlines and the window's pauses; declared before what schedules on it.
+  std::shared_ptr<gdr::DeadlineTimer> timer_;
+  std::shared_ptr<gdr::AdmissionWindow> window_;  // null with fail_when_full
 };
 
 // The channel a Client talks to its daemon on: gRPC retries off (a retried op could run twice),

@@ -328,6 +328,10 @@ absl::Status ClusterClient::Get(const std::string& volume, uint64_t offset, uint
 absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t offset,
                                 uint64_t length, const ClusterBuffer& buffer,
                                 size_t buffer_offset) {
+  // The op's deadline, failovers included (the client options' rpc_timeout).
+  const std::chrono::milliseconds timeout = state_->options.client.rpc_timeout;
+  const auto deadline = timeout.count() > 0 ? std::chrono::system_clock::now() + timeout
+                                            : std::chrono::system_clock::time_point::max();
   if (buffer_offset > buffer.size() || length > buffer.size() - buffer_offset) {
     return absl::InvalidArgumentError(absl::StrCat("[", buffer_offset, ", +", length,
                                                    ") is outside the buffer of ", buffer.size(),
@@ -353,6 +357,15 @@ absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t of
     bool put;
     std::string volume;
     size_t buffer_offset;
+    std::chrono::system_clock::time_point deadline;  // the whole op's (max(): none)
+    // A get's replica j has an even share of the time left among the replicas still to try,
+    // so that failing over from a hung member still ends within the op's deadline.
+    std::chrono::system_clock::time_point AttemptDeadline(const cl::Piece& p, size_t j) const {
+      if (put || deadline == std::chrono::system_clock::time_point::max()) return deadline;
+      const auto now = std::chrono::system_clock::now();
+      if (deadline <= now) return deadline;
+      return now + (deadline - now) / static_cast<int64_t>(p.replicas.size() - j);
+    }
     void Send(const cl::Piece& p, size_t j, absl::Status previous) const {
       if (j >= p.replicas.size()) {
         join->Done(previous);
@@ -378,7 +391,7 @@ absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t of
       }
       Extent e{volume, p.replicas[j].offset, p.length};
       std::shared_ptr<cl::MemberLink> l = *link;
-      (*link)->Submit(kind, e, **view, buffer_offset + p.op_offset,
+      (*link)->Submit(kind, e, **view, buffer_offset + p.op_offset, AttemptDeadline(p, j),
                       [this, l, next, bytes = p.length](absl::StatusOr<OpResult> r) {
                         State::Member& m = state->slot(l->id());
                         m.ops.fetch_add(1, std::memory_order_relaxed);
@@ -421,7 +434,9 @@ absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t of
     join->outstanding = work.size();
   }
   // `work` and `sender` outlive every callback: Wait returns after the last Done.
-  const Sender sender{state, &buffer, &*layout, join, kind, put, volume, buffer_offset};
+  const Sender sender{state,  &buffer, &*layout,     join,
+                      kind,   put,     volume,       buffer_offset,
+                      deadline};
   for (const cl::Piece& p : work) sender.Send(p, 0, absl::OkStatus());
   return join->Wait();
 }

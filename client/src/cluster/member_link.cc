@@ -37,6 +37,7 @@ MemberLink::~MemberLink() {
 
 void MemberLink::Submit(gdrstore::OpKind kind, const gdrstore::Extent& extent,
                         const gdrstore::Buffer& buffer, size_t buffer_offset,
+                        std::chrono::system_clock::time_point deadline,
                         gdrstore::OpCallback done) {
   std::shared_ptr<gdrstore::OpStream> stream;
   {
@@ -70,7 +71,8 @@ void MemberLink::Submit(gdrstore::OpKind kind, const gdrstore::Extent& extent,
                      return;
                    }
                    done(std::move(r));
-                 });
+                 },
+                 deadline);
 }
 
 }  // namespace gdr::cluster

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -26,9 +27,11 @@ class MemberLink {
   ~MemberLink();
 
   // Sends one piece over the stream (opening it when there is none or it failed); `done`
-  // runs once. `buffer` must be registered with this link's client.
+  // runs once, by `deadline` at the latest (DEADLINE_EXCEEDED). `buffer` must be registered
+  // with this link's client.
   void Submit(gdrstore::OpKind kind, const gdrstore::Extent& extent,
-              const gdrstore::Buffer& buffer, size_t buffer_offset, gdrstore::OpCallback done);
+              const gdrstore::Buffer& buffer, size_t buffer_offset,
+              std::chrono::system_clock::time_point deadline, gdrstore::OpCallback done);
 
   gdrstore::Client& client() { return *client_; }
   const std::string& id() const { return id_; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 
 namespace gdr::dc {
 
@@ -64,7 +65,7 @@ absl::StatusOr<std::vector<Assignment>> DciScheduler::Reserve(const DestKey& des
   bool rehome = false;
   if (home < 0) {
     if (others.empty()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
+      return NotAdmittedError(absl::StrCat(
           "every ready DC initiator's send queue is full (", ready_dcis(), " DCIs x ", sq_depth_,
           " work requests); retry later"));
     }
@@ -98,7 +99,7 @@ absl::StatusOr<std::vector<Assignment>> DciScheduler::Reserve(const DestKey& des
     }
   }
   if (left > 0) {
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return NotAdmittedError(absl::StrCat(
         "the DC initiators' send queues have room for ", n - left, " of the op's ", n,
         " work requests; retry later"));
   }

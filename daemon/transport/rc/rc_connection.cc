@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/grpc_status.h"
 #include "common/log.h"
 #include "common/verbs/chunk_plan.h"
 #include "common/verbs/verbs_status.h"
@@ -191,7 +192,7 @@ absl::Status RcConnection::Submit(const TransferOp& op, uint32_t lkey, OpDone do
           "rc connection ", id_, " is closing (", close_status_.message(), "); reconnect"));
     }
     if (backlog_.size() + plan.size() > config_.max_backlog) {
-      return absl::ResourceExhaustedError(
+      return NotAdmittedError(
           absl::StrCat("rc connection ", id_, " has ", backlog_.size(),
                        " chunks waiting for its send queues; retry later"));
     }

@@ -1,0 +1,114 @@
+// Keeps one Client's ops within the daemon's in-flight limits (GetInfo's Limits: ops per
+// Stream, ops and bytes daemon-wide), so that a caller may hand over any number of ops at once
+// and never has to window its own submissions: an op that would not be admitted waits here,
+// in submission order, until answers free room, and one the daemon refused anyway (its limits
+// are shared with other clients) is sent again after a short pause. Every op keeps its
+// deadline while it waits. With ClientOptions::fail_when_full the window is bypassed and the
+// daemon's refusal reaches the caller.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/src/deadline_timer.h"
+#include "gdrstore/client.h"
+
+namespace gdr {
+
+class AdmissionWindow {
+ public:
+  // 0: no limit known (the daemon's refusals still pace the ops).
+  struct Limits {
+    uint64_t max_ops = 0;
+    uint64_t max_bytes = 0;
+    uint64_t max_per_stream = 0;
+  };
+  // One Stream's ops in flight, against max_per_stream. Owned by the stream, which must keep
+  // it until every op submitted with it has been answered. Guarded by the window's mutex.
+  struct Scope {
+    uint64_t in_flight = 0;
+    uint64_t waiting = 0;  // in held_
+  };
+  // Sends the op now, with the deadline it keeps; `done` is the window's and must run once.
+  using Send = std::function<void(absl::Time deadline, gdrstore::OpCallback done)>;
+
+  // The timer is shared: the window may be let go last on a gRPC thread.
+  explicit AdmissionWindow(std::shared_ptr<DeadlineTimer> timer) : timer_(std::move(timer)) {}
+  // Ops still waiting fail CANCELLED (the Client is closing).
+  ~AdmissionWindow();
+  AdmissionWindow(const AdmissionWindow&) = delete;
+  AdmissionWindow& operator=(const AdmissionWindow&) = delete;
+
+  // New limits (GetInfo's, or after a reload); ops waiting that now fit are sent.
+  void SetLimits(const Limits& limits);
+  // Runs `want_limits` (which asks the daemon for its limits and calls SetLimits) at most once
+  // a second, after the daemon refused an op: its limits may have changed.
+  void OnRefusalAskLimits(std::function<void()> want_limits);
+
+  // Sends the op of `bytes` at once when it fits, else when room frees up. `done` runs once:
+  // with the op's answer, with DEADLINE_EXCEEDED when `deadline` passes before it could be
+  // sent, or with the daemon's refusal if that came at the deadline. Thread-safe; never blocks
+  // on the daemon. `scope`: the Stream it goes on (nullptr for a unary call).
+  void Submit(Scope* scope, uint64_t bytes, absl::Time deadline, Send send,
+              gdrstore::OpCallback done);
+
+  // Waits until no op of `scope` is waiting or in flight (a Stream closing: each ends by its
+  // deadline). Not from an op's callback.
+  void AwaitIdle(Scope* scope);
+
+  struct Stats {
+    uint64_t waited = 0;    // ops that could not be sent at once
+    uint64_t resent = 0;    // ops sent again after the daemon did not admit them
+    uint64_t waiting = 0;   // now
+    bool limits_known = false;
+  };
+  Stats stats() const;
+
+ private:
+  struct Held {
+    Scope* scope;
+    uint64_t bytes;
+    absl::Time deadline;
+    Send send;
+    gdrstore::OpCallback done;
+    absl::Time not_before = absl::InfinitePast();  // resent after a refusal: a pause first
+    absl::Duration pause = absl::ZeroDuration();   // the last pause; doubles per refusal
+    DeadlineTimer::Id deadline_timer = 0;
+    uint64_t id = 0;
+  };
+  using HeldPtr = std::shared_ptr<Held>;
+
+  bool StreamFullLocked(const Held& h) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool FitsLocked(const Held& h) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the ops that may be sent now out of held_, in order (the caller sends them
+  // unlocked), counts them as in flight, and arms the timers of those that stay.
+  std::vector<HeldPtr> ReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendAll(std::vector<HeldPtr> ready);
+  void Answered(const HeldPtr& h, absl::StatusOr<gdrstore::OpResult> r);
+  void Expire(uint64_t id);
+  // `id`: the wake's own timer, read under mu_ (it is written there after scheduling).
+  void Wake(const std::shared_ptr<DeadlineTimer::Id>& id);
+
+  const std::shared_ptr<DeadlineTimer> timer_;
+  mutable absl::Mutex mu_;
+  Limits limits_ ABSL_GUARDED_BY(mu_);
+  uint64_t ops_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::list<HeldPtr> held_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Wakes for ops pausing after a refusal: the earliest one armed, and every one not yet run
+  // (cancelled with the window).
+  absl::Time wake_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  std::vector<DeadlineTimer::Id> wakes_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> want_limits_ ABSL_GUARDED_BY(mu_);
+  absl::Time asked_limits_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gdr
