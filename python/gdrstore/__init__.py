@@ -13,10 +13,10 @@ tensors, numpy and CuPy arrays, bytearrays), in place.
 
 from .client import Client, Future, Stream, verify
 from .cluster import Cluster
-from .errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded, Error,
-                     FailedPrecondition, Internal, InvalidArgument, NotFound, OutOfRange,
-                     PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
-                     Unimplemented, Unknown)
+from .errors import (Aborted, AlreadyExists, ArgumentOutOfRange, Cancelled, DataLoss,
+                     DeadlineExceeded, Error, FailedPrecondition, Internal, InvalidArgument,
+                     NotFound, OutOfRange, PermissionDenied, ResourceExhausted, Unauthenticated,
+                     Unavailable, Unimplemented, Unknown)
 from .memory import Memory, describe
 
 __all__ = [
@@ -24,4 +24,5 @@ __all__ = [
     "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange",
     "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",
+    "ArgumentOutOfRange",
 ]

@@ -1,7 +1,14 @@
-"""Loading libgdrclient.so and declaring the C ABI (gdrstore/gdrstore.h) to ctypes."""
+"""Loading libgdrclient.so and declaring the C ABI (gdrstore/gdrstore.h) to ctypes.
+
+Every value the package hands the library passes one check here first: ctypes itself converts
+an int to a C integer modulo 2^bits (2**64 + 8192 becomes 8192, -1 becomes 2**64 - 1) and cuts
+a string at its first NUL, so each declared function is wrapped by a checker that refuses, by
+argument name, an int outside its C type's range, a bool, float or other non-int where an
+integer goes, and a string with an embedded NUL. Struct fields go through set_field."""
 
 import ctypes
 import ctypes.util
+import operator
 import os
 
 from . import errors
@@ -24,6 +31,7 @@ class ClientOptions(ctypes.Structure):
         ("tls_key", ctypes.c_char_p),
         ("tls_server_name", ctypes.c_char_p),
         ("crc32c", ctypes.c_uint32),
+        ("fail_when_full", ctypes.c_uint32),
     ]
 
 
@@ -77,11 +85,11 @@ def _load():
     errors = []
     for name in _candidates():
         try:
-            lib = ctypes.CDLL(name)
+            cdll = ctypes.CDLL(name)
         except OSError as e:
             errors.append(f"{name}: {e}")
             continue
-        _declare(lib)
+        lib = _declare(cdll)
         version = lib.gdrstore_abi_version()
         if version != ABI_VERSION:
             raise ImportError(f"{name} speaks C ABI {version}; this package needs {ABI_VERSION}")
@@ -91,65 +99,185 @@ def _load():
         "GDRSTORE_LIBRARY at libgdrclient.so.1): " + "; ".join(errors))
 
 
-def _declare(lib):
+_INT_TYPES = (ctypes.c_int, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_uint8,
+              ctypes.c_uint16, ctypes.c_int64)
+
+
+def int_range(ctype):
+    """(lowest, highest, C name) of the integer ctypes type `ctype` (c_void_p: an address)."""
+    bits = 8 * ctypes.sizeof(ctype)
+    if ctype is ctypes.c_void_p:
+        return 0, (1 << bits) - 1, "an address"
+    signed = ctype(-1).value == -1
+    if signed:
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1, f"int{bits}_t"
+    name = "size_t" if ctype is ctypes.c_size_t else f"uint{bits}_t"
+    return 0, (1 << bits) - 1, name
+
+
+def checked_int(name, value, ctype):
+    """`value` as an int that C type `ctype` carries unchanged. TypeError naming `name` for a
+    bool, float or anything that is not an integer (numpy integers are); ArgumentOutOfRange
+    (an InvalidArgument and an OverflowError) naming `name`, the value and the range otherwise."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    try:
+        value = operator.index(value)  # ints and numpy integers; floats refused
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    lo, hi, cname = int_range(ctype)
+    if not lo <= value <= hi:
+        raise errors.ArgumentOutOfRange(
+            f"{name} {value} is outside [{lo}, {hi}] ({cname}; {_pow2(hi)})")
+    return value
+
+
+def _pow2(hi):
+    bits = hi.bit_length()
+    return f"at most 2^{bits} - 1" if hi == (1 << bits) - 1 else f"at most {hi}"
+
+
+def checked_str(name, value):
+    """`value` (str, bytes or None) as the bytes a C string carries whole."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = value.encode()
+    elif not isinstance(value, bytes):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if b"\0" in value:
+        raise ValueError(f"{name} {value!r} contains a NUL byte, where C would cut it short")
+    return value
+
+
+def set_field(struct, field, value, name=None):
+    """Sets `field` of a ctypes Structure through the same checks as a function argument."""
+    ctype = dict(struct._fields_)[field]
+    setattr(struct, field, _check_arg(name or field, value, ctype))
+
+
+def _check_arg(name, value, ctype):
+    if isinstance(value, _CTYPES_OBJECTS):  # memory ctypes owns (out buffers, handles)
+        return value
+    if ctype in _INT_TYPES:
+        return checked_int(name, value, ctype)
+    if ctype is ctypes.c_char_p:
+        return checked_str(name, value)
+    if ctype is ctypes.c_void_p and value is not None:
+        return checked_int(name, value, ctypes.c_void_p)
+    return value
+
+
+_CTYPES_OBJECTS = (ctypes.Array, ctypes._Pointer, ctypes._SimpleCData, ctypes.Structure,
+                   type(ctypes.byref(ctypes.c_int())))
+
+
+class _Checked:
+    """A C function whose integer and string arguments are checked before ctypes sees them."""
+
+    __slots__ = ("_fn", "_checks", "__name__")
+
+    def __init__(self, fn, params):
+        self._fn = fn
+        self.__name__ = fn.__name__
+        self._checks = [(i, name, t) for i, (name, t) in enumerate(params)
+                        if t in _INT_TYPES or t in (ctypes.c_char_p, ctypes.c_void_p)]
+
+    def __call__(self, *args):
+        args = list(args)
+        for i, name, t in self._checks:
+            args[i] = _check_arg(name, args[i], t)
+        return self._fn(*args)
+
+
+class _Library:
+    """The loaded library with each declared function wrapped by _Checked."""
+
+    def __init__(self, cdll):
+        self._cdll = cdll
+
+
+def _declare(cdll):
     P = ctypes.c_void_p
-    u64, sz, i = ctypes.c_uint64, ctypes.c_size_t, ctypes.c_int
-    sig = {
-        "gdrstore_abi_version": (ctypes.c_uint32, []),
-        "gdrstore_status_name": (ctypes.c_char_p, [i]),
-        "gdrstore_error": (ctypes.c_char_p, [P]),
-        "gdrstore_client_options_init": (None, [ctypes.POINTER(ClientOptions)]),
-        "gdrstore_client_open": (i, [ctypes.POINTER(ClientOptions), ctypes.POINTER(P),
-                                     ctypes.c_char_p, sz]),
-        "gdrstore_client_close": (None, [P]),
-        "gdrstore_info_json": (i, [P, ctypes.POINTER(ctypes.c_void_p)]),
-        "gdrstore_stats_json": (i, [P, ctypes.POINTER(ctypes.c_void_p)]),
-        "gdrstore_free": (None, [P]),
-        "gdrstore_register_host": (i, [P, P, sz, ctypes.POINTER(P)]),
-        "gdrstore_register_gpu": (i, [P, u64, sz, ctypes.POINTER(P)]),
-        "gdrstore_buffer_release": (None, [P]),
-        "gdrstore_buffer_get_info": (None, [P, ctypes.POINTER(BufferInfo)]),
-        "gdrstore_verify": (i, [P, sz, sz, ctypes.c_char_p, u64, ctypes.POINTER(u64)]),
-        "gdrstore_pattern_check": (i, [P, sz, ctypes.c_char_p, u64, ctypes.POINTER(u64)]),
-        "gdrstore_get": (i, [P, ctypes.c_char_p, u64, u64, P, sz, ctypes.POINTER(Result)]),
-        "gdrstore_put": (i, [P, P, sz, ctypes.c_char_p, u64, u64, i, ctypes.POINTER(Result)]),
-        "gdrstore_stream_open": (i, [P, ctypes.POINTER(P)]),
-        "gdrstore_stream_get": (i, [P, ctypes.c_char_p, u64, u64, P, sz, u64]),
-        "gdrstore_stream_put": (i, [P, P, sz, ctypes.c_char_p, u64, u64, u64]),
-        "gdrstore_poll": (i, [P, ctypes.POINTER(Completion), sz, i, ctypes.POINTER(sz)]),
-        "gdrstore_stream_outstanding": (sz, [P]),
-        "gdrstore_stream_close": (i, [P]),
-    }
     P_out = ctypes.POINTER(P)
+    u64, u32, sz, i, s = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_size_t, ctypes.c_int, \
+        ctypes.c_char_p
+    # Each parameter named as errors should name it.
+    sig = {
+        "gdrstore_abi_version": (u32, []),
+        "gdrstore_status_name": (s, [("status", i)]),
+        "gdrstore_error": (s, [("handle", P)]),
+        "gdrstore_client_options_init": (None, [("options", ctypes.POINTER(ClientOptions))]),
+        "gdrstore_client_open": (i, [("options", ctypes.POINTER(ClientOptions)),
+                                     ("client", P_out), ("error", s), ("error_len", sz)]),
+        "gdrstore_client_close": (None, [("client", P)]),
+        "gdrstore_info_json": (i, [("client", P), ("json", P_out)]),
+        "gdrstore_stats_json": (i, [("client", P), ("json", P_out)]),
+        "gdrstore_free": (None, [("p", P)]),
+        "gdrstore_register_host": (i, [("client", P), ("address", P), ("nbytes", sz),
+                                       ("buffer", P_out)]),
+        "gdrstore_register_gpu": (i, [("client", P), ("device pointer", u64), ("nbytes", sz),
+                                      ("buffer", P_out)]),
+        "gdrstore_buffer_release": (None, [("buffer", P)]),
+        "gdrstore_buffer_get_info": (None, [("buffer", P), ("info", ctypes.POINTER(BufferInfo))]),
+        "gdrstore_verify": (i, [("buffer", P), ("buffer_offset", sz), ("length", sz),
+                                ("volume", s), ("offset", u64), ("first_bad", ctypes.POINTER(u64))]),
+        "gdrstore_pattern_check": (i, [("address", P), ("length", sz), ("volume", s),
+                                       ("offset", u64), ("first_bad", ctypes.POINTER(u64))]),
+        "gdrstore_get": (i, [("client", P), ("volume", s), ("offset", u64), ("length", u64),
+                             ("buffer", P), ("buffer_offset", sz),
+                             ("result", ctypes.POINTER(Result))]),
+        "gdrstore_put": (i, [("client", P), ("buffer", P), ("buffer_offset", sz), ("volume", s),
+                             ("offset", u64), ("length", u64), ("sync", i),
+                             ("result", ctypes.POINTER(Result))]),
+        "gdrstore_stream_open": (i, [("client", P), ("stream", P_out)]),
+        "gdrstore_stream_get": (i, [("stream", P), ("volume", s), ("offset", u64),
+                                    ("length", u64), ("buffer", P), ("buffer_offset", sz),
+                                    ("tag", u64)]),
+        "gdrstore_stream_put": (i, [("stream", P), ("buffer", P), ("buffer_offset", sz),
+                                    ("volume", s), ("offset", u64), ("length", u64),
+                                    ("tag", u64)]),
+        "gdrstore_poll": (i, [("stream", P), ("completions", ctypes.POINTER(Completion)),
+                              ("max", sz), ("timeout_ms", i), ("count", ctypes.POINTER(sz))]),
+        "gdrstore_stream_outstanding": (sz, [("stream", P)]),
+        "gdrstore_stream_close": (i, [("stream", P)]),
+    }
     # Added after the first release of ABI 1: a library without them still loads, and only
     # gdrstore.Cluster says what is missing.
     cluster_sig = {
-        "gdrstore_cluster_options_init": (None, [ctypes.POINTER(ClusterOptions)]),
-        "gdrstore_cluster_open": (i, [ctypes.POINTER(ClusterOptions), P_out, ctypes.c_char_p,
-                                      sz]),
-        "gdrstore_cluster_close": (None, [P]),
-        "gdrstore_cluster_alloc_host": (i, [P, sz, P_out]),
-        "gdrstore_cluster_register_host": (i, [P, P, sz, P_out]),
-        "gdrstore_cluster_register_gpu": (i, [P, u64, sz, P_out]),
-        "gdrstore_cluster_buffer_release": (None, [P]),
-        "gdrstore_cluster_buffer_data": (P, [P]),
-        "gdrstore_cluster_buffer_size": (sz, [P]),
-        "gdrstore_cluster_put": (i, [P, ctypes.c_char_p, u64, u64, P, sz]),
-        "gdrstore_cluster_get": (i, [P, ctypes.c_char_p, u64, u64, P, sz]),
-        "gdrstore_cluster_create_volume": (i, [P, ctypes.c_char_p, u64, ctypes.c_uint32,
-                                               ctypes.c_char_p, P_out]),
-        "gdrstore_cluster_status_json": (i, [P, P_out]),
+        "gdrstore_cluster_options_init": (None, [("options", ctypes.POINTER(ClusterOptions))]),
+        "gdrstore_cluster_open": (i, [("options", ctypes.POINTER(ClusterOptions)),
+                                      ("cluster", P_out), ("error", s), ("error_len", sz)]),
+        "gdrstore_cluster_close": (None, [("cluster", P)]),
+        "gdrstore_cluster_alloc_host": (i, [("cluster", P), ("nbytes", sz), ("buffer", P_out)]),
+        "gdrstore_cluster_register_host": (i, [("cluster", P), ("address", P), ("nbytes", sz),
+                                               ("buffer", P_out)]),
+        "gdrstore_cluster_register_gpu": (i, [("cluster", P), ("device pointer", u64),
+                                              ("nbytes", sz), ("buffer", P_out)]),
+        "gdrstore_cluster_buffer_release": (None, [("buffer", P)]),
+        "gdrstore_cluster_buffer_data": (P, [("buffer", P)]),
+        "gdrstore_cluster_buffer_size": (sz, [("buffer", P)]),
+        "gdrstore_cluster_put": (i, [("cluster", P), ("volume", s), ("offset", u64),
+                                     ("length", u64), ("buffer", P), ("buffer_offset", sz)]),
+        "gdrstore_cluster_get": (i, [("cluster", P), ("volume", s), ("offset", u64),
+                                     ("length", u64), ("buffer", P), ("buffer_offset", sz)]),
+        "gdrstore_cluster_create_volume": (i, [("cluster", P), ("name", s), ("stripe_unit", u64),
+                                               ("replicas", u32), ("members", s),
+                                               ("layout_json", P_out)]),
+        "gdrstore_cluster_status_json": (i, [("cluster", P), ("json", P_out)]),
     }
-    for name, (restype, argtypes) in sig.items():
-        fn = getattr(lib, name)
-        fn.restype = restype
-        fn.argtypes = argtypes
-    for name, (restype, argtypes) in cluster_sig.items():
-        fn = getattr(lib, name, None)
-        if fn is None:
-            continue
-        fn.restype = restype
-        fn.argtypes = argtypes
+    lib = _Library(cdll)
+    for table, required in ((sig, True), (cluster_sig, False)):
+        for name, (restype, params) in table.items():
+            fn = getattr(cdll, name, None)
+            if fn is None:
+                if required:
+                    raise ImportError(f"libgdrclient has no {name}")
+                continue
+            fn.restype = restype
+            fn.argtypes = [t for _, t in params]
+            setattr(lib, name, _Checked(fn, params))
+    return lib
 
 
 def has_cluster():
@@ -160,22 +288,43 @@ def has_cluster():
 lib = _load()
 
 
+def millis(name, seconds, ctype=ctypes.c_uint32, minimum=1):
+    """`seconds` (a real number, not bool) as whole milliseconds in C type `ctype`, at least
+    `minimum`. TypeError / ArgumentOutOfRange naming `name` (negative, NaN, infinite, or more
+    milliseconds than `ctype` holds)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) and \
+            not hasattr(seconds, "__float__"):
+        raise TypeError(f"{name} must be a number of seconds, not {type(seconds).__name__}")
+    seconds = float(seconds)
+    lo, hi, cname = int_range(ctype)
+    if not 0 <= seconds <= hi / 1000:  # NaN fails too
+        raise errors.ArgumentOutOfRange(
+            f"{name} {seconds} s is outside [0, {hi / 1000:g}] s ({cname} milliseconds)")
+    return max(minimum, int(seconds * 1000))
+
+
 def client_options(address, transport, token, token_file, rdma_device, timeout, tls_ca,
-                   tls_cert, tls_key, tls_server_name, crc32c=False):
+                   tls_cert, tls_key, tls_server_name, crc32c=False, fail_when_full=False):
     """A filled gdrstore_client_options and the encoded strings it points into (keep both
     alive while the library may read them). `address` None: the library's default."""
     opts = ClientOptions()
     lib.gdrstore_client_options_init(ctypes.byref(opts))
-    keep = [s.encode() if s is not None else None
-            for s in (address, transport, token, token_file, rdma_device, tls_ca, tls_cert,
-                      tls_key, tls_server_name)]
     names = ("daemon_address", "transport", "token", "token_file", "rdma_device", "tls_ca",
              "tls_cert", "tls_key", "tls_server_name")
-    for name, value in zip(names, keep):
-        if name != "daemon_address" or value is not None:
-            setattr(opts, name, value)
-    opts.rpc_timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
+    values = (address, transport, token, token_file, rdma_device, tls_ca, tls_cert, tls_key,
+              tls_server_name)
+    keep = []
+    for field, value in zip(names, values):
+        if field == "token_file" and value is not None:
+            value = os.fsencode(value)  # a path (str, bytes or os.PathLike)
+        value = checked_str("address" if field == "daemon_address" else field, value)
+        keep.append(value)
+        if field != "daemon_address" or value is not None:
+            setattr(opts, field, value)
+    set_field(opts, "rpc_timeout_ms", 0 if timeout is None else millis("timeout", timeout),
+              "timeout")
     opts.crc32c = 1 if crc32c else 0
+    opts.fail_when_full = 1 if fail_when_full else 0
     return opts, keep
 
 

@@ -14,9 +14,29 @@ from .memory import Memory, describe
 from .registrations import Registration, RegistrationCache
 
 
+def _failure(status: int, handle) -> errors.Error:
+    """The exception for a call on `handle` that returned `status`. The library keeps failure
+    messages per thread, so this must run on the calling thread right after the call: then it
+    is that call's message whatever other threads do on the same handle."""
+    return errors.from_status(status, lib.gdrstore_error(handle).decode(errors="replace"))
+
+
 def _check(status: int, handle) -> None:
     if status != 0:
-        raise errors.from_status(status, lib.gdrstore_error(handle).decode(errors="replace"))
+        raise _failure(status, handle)
+
+
+_POLL_MAX_MS = (1 << 31) - 1  # gdrstore_poll's int
+
+
+def _poll_ms(timeout: Optional[float]) -> int:
+    """A wait of `timeout` seconds as gdrstore_poll's timeout_ms (-1: no limit). A wait longer
+    than an int of milliseconds (24.8 days) waits that long; the caller's loop waits again."""
+    if timeout is None:
+        return -1
+    if timeout != timeout:
+        raise ValueError("timeout is NaN")
+    return int(min(max(0.0, timeout) * 1000, _POLL_MAX_MS))
 
 
 class Client:
@@ -28,17 +48,27 @@ class Client:
     --tls-cert). tls_cert / tls_key: this client's certificate and key (daemons with
     --tls-client-ca). tls_server_name: the name to verify instead of the address's host.
     crc32c: ask the daemon for the CRC32C of every op's bytes and check it against the memory
-    (a mismatch raises gdrstore.DataLoss naming both values)."""
+    (a mismatch raises gdrstore.DataLoss naming both values).
+    fail_when_full: an op the daemon would not admit yet (its in-flight limits, as GetInfo
+    states them) raises gdrstore.ResourceExhausted at once, instead of waiting (within its
+    timeout) until answers free room.
+
+    Integers (offsets, lengths) are checked against what the C ABI carries: out of range raises
+    gdrstore.ArgumentOutOfRange (an InvalidArgument and an OverflowError) naming the argument;
+    a bool or float where an int goes, TypeError. Objects whose elements are not plain data
+    (numpy dtype=object) are refused with ValueError naming the dtype. Thread-safe: every
+    exception carries the message of the op that failed."""
 
     def __init__(self, address: str = "127.0.0.1:50051", transport: str = "tcp",
                  token: Optional[str] = None, token_file: Optional[str] = None,
                  rdma_device: Optional[str] = None, timeout: Optional[float] = 120.0,
                  tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
                  tls_key: Optional[str] = None, tls_server_name: Optional[str] = None,
-                 crc32c: bool = False):
+                 crc32c: bool = False, fail_when_full: bool = False):
+        self._handle = None
         opts, self._keep = client_options(address, transport, token, token_file, rdma_device,
                                           timeout, tls_ca, tls_cert, tls_key, tls_server_name,
-                                          crc32c)
+                                          crc32c, fail_when_full)
         handle = open_handle(lib.gdrstore_client_open, opts)
         self._handle = handle
         # Registrations kept while their object lives (objects that take weak references).
@@ -103,7 +133,7 @@ class Client:
         reg, temporary, n = self._span(mem, length)
         try:
             result = Result()
-            _check(lib.gdrstore_get(self._handle, volume.encode(), offset, n, reg.handle, 0,
+            _check(lib.gdrstore_get(self._handle, volume, offset, n, reg.handle, 0,
                                     ctypes.byref(result)), self._handle)
             return result.bytes
         finally:
@@ -117,7 +147,7 @@ class Client:
         reg, temporary, n = self._span(describe(src), length)
         try:
             result = Result()
-            _check(lib.gdrstore_put(self._handle, reg.handle, 0, volume.encode(), offset, n,
+            _check(lib.gdrstore_put(self._handle, reg.handle, 0, volume, offset, n,
                                     1 if sync else 0, ctypes.byref(result)), self._handle)
             return result.bytes
         finally:
@@ -211,31 +241,34 @@ class Stream:
             self._next += 1
             fut = Future(self, tag)
             self._pending[tag] = (fut, reg, temporary, mem)
-        status = fn(self._handle, *args_before(reg, n), *args_after(tag))
-        if status != 0:
+        try:
+            status = fn(self._handle, *args_before(reg, n), *args_after(tag))
+            failure = _failure(status, self._handle) if status != 0 else None
+        except Exception as e:  # an argument refused before the call
+            status, failure = -1, e
+        if failure is not None:
             with self._lock:
                 self._pending.pop(tag, None)
             if temporary:
                 reg.release()
-            _check(status, self._handle)
+            raise failure
         return fut
 
     def get(self, volume: str, offset: int, into, length: Optional[int] = None) -> Future:
         """Store -> `into`, as Client.get; the Future resolves to the bytes moved."""
         return self._submit(lib.gdrstore_stream_get, into, length, True,
-                            lambda reg, n: (volume.encode(), offset, n, reg.handle, 0),
+                            lambda reg, n: (volume, offset, n, reg.handle, 0),
                             lambda tag: (tag,))
 
     def put(self, src, volume: str, offset: int, length: Optional[int] = None) -> Future:
         """`src` -> store, as Client.put; the Future resolves to the bytes moved."""
         return self._submit(lib.gdrstore_stream_put, src, length, False,
-                            lambda reg, n: (reg.handle, 0, volume.encode(), offset, n),
+                            lambda reg, n: (reg.handle, 0, volume, offset, n),
                             lambda tag: (tag,))
 
     def _collect(self, timeout: Optional[float]) -> None:
         got = ctypes.c_size_t()
-        ms = -1 if timeout is None else max(0, int(timeout * 1000))
-        _check(lib.gdrstore_poll(self._handle, self._batch, len(self._batch), ms,
+        _check(lib.gdrstore_poll(self._handle, self._batch, len(self._batch), _poll_ms(timeout),
                                  ctypes.byref(got)), self._handle)
         for i in range(got.value):
             c = self._batch[i]
@@ -260,8 +293,8 @@ class Stream:
         self.wait_all()
         handle, self._handle = self._handle, None
         status = lib.gdrstore_stream_close(handle)
-        if status != 0:
-            raise errors.from_status(status, "stream ended with an error")
+        if status != 0:  # the message stays readable on this thread after the close
+            raise _failure(status, handle)
 
     def __enter__(self) -> "Stream":
         return self
@@ -279,10 +312,9 @@ def verify(buffer, volume: str, offset: int) -> None:
         host = buffer.cpu() if hasattr(buffer, "cpu") else buffer.get()  # torch / CuPy
         mem = describe(host)
     bad = ctypes.c_uint64()
-    status = lib.gdrstore_pattern_check(mem.address, mem.nbytes, volume.encode(), offset,
+    status = lib.gdrstore_pattern_check(mem.address, mem.nbytes, volume, offset,
                                         ctypes.byref(bad))
     if status == 15:
         raise errors.DataLoss(f"byte {bad.value} of the buffer differs from {volume} at "
                               f"{offset + bad.value}")
-    if status != 0:
-        raise errors.from_status(status, "pattern check refused its arguments")
+    _check(status, None)  # a call without a handle records its reason on NULL

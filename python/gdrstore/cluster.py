@@ -4,29 +4,15 @@ replica has every piece, a get reads each piece from its first healthy replica."
 
 import ctypes
 import json
-import operator
 import os
 from typing import Any, Dict, Iterable, Optional, Union
 
 from . import errors
-from ._native import ClusterOptions, client_options, has_cluster, lib, open_handle
+from ._native import (ClusterOptions, checked_int, checked_str, client_options, has_cluster,
+                      lib, millis, open_handle, set_field)
+from .client import _check
 from .memory import Memory, describe
 from .registrations import Registration, RegistrationCache
-
-
-def _check(status: int, handle) -> None:
-    if status != 0:
-        raise errors.from_status(status, lib.gdrstore_error(handle).decode(errors="replace"))
-
-
-def _count(name: str, value: int, bits: int = 64) -> int:
-    """An integer argument checked before ctypes would wrap it silently."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not bool")
-    value = operator.index(value)  # ints and numpy integers; TypeError for anything else
-    if value < 0 or value >= 1 << bits:
-        raise errors.InvalidArgument(f"{name} {value} is outside [0, 2^{bits})")
-    return value
 
 
 class Cluster:
@@ -37,8 +23,9 @@ class Cluster:
     Every member is reached as Client reaches a daemon: transport ("tcp", "rc", "dc", "auto"),
     token / token_file, rdma_device, timeout (seconds per op, None: none), tls_ca / tls_cert /
     tls_key / tls_server_name. member_retry: seconds a member that failed is passed over.
-    etcd_timeout: seconds per etcd call. A URL or file that does not parse raises
-    gdrstore.InvalidArgument naming it; etcd not answering, gdrstore.Unavailable."""
+    etcd_timeout: seconds per etcd call. crc32c and fail_when_full as for Client. A URL or file
+    that does not parse raises gdrstore.InvalidArgument naming it; etcd not answering,
+    gdrstore.Unavailable. Integers are checked as Client checks them."""
 
     def __init__(self, etcd: Optional[str] = None,
                  members_file: Optional[Union[str, os.PathLike]] = None,
@@ -47,7 +34,8 @@ class Cluster:
                  timeout: Optional[float] = 120.0, tls_ca: Optional[str] = None,
                  tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
                  tls_server_name: Optional[str] = None, member_retry: float = 1.0,
-                 etcd_timeout: float = 2.0, crc32c: bool = False):
+                 etcd_timeout: float = 2.0, crc32c: bool = False,
+                 fail_when_full: bool = False):
         self._handle = None
         if not has_cluster():
             raise errors.Unimplemented("this libgdrclient has no cluster functions "
@@ -57,15 +45,16 @@ class Cluster:
                                          "members_file=PATH, exactly one of them")
         client, self._keep = client_options(None, transport, token, token_file, rdma_device,
                                             timeout, tls_ca, tls_cert, tls_key,
-                                            tls_server_name, crc32c)
+                                            tls_server_name, crc32c, fail_when_full)
         opts = ClusterOptions()
         lib.gdrstore_cluster_options_init(ctypes.byref(opts))
-        source = [etcd.encode() if etcd is not None else None,
-                  os.fsencode(members_file) if members_file is not None else None]
+        source = [checked_str("etcd", etcd),
+                  checked_str("members_file",
+                              os.fsencode(members_file) if members_file is not None else None)]
         opts.etcd_url, opts.members_file = source
         opts.client = ctypes.pointer(client)
-        opts.member_retry_ms = max(1, int(member_retry * 1000))
-        opts.etcd_timeout_ms = max(1, int(etcd_timeout * 1000))
+        set_field(opts, "member_retry_ms", millis("member_retry", member_retry), "member_retry")
+        set_field(opts, "etcd_timeout_ms", millis("etcd_timeout", etcd_timeout), "etcd_timeout")
         handle = open_handle(lib.gdrstore_cluster_open, opts)
         self._handle = handle
         # Buffers kept while their object lives (objects that take weak references).
@@ -127,15 +116,15 @@ class Cluster:
         mem = describe(obj)
         if not put and not mem.writable:
             raise ValueError("`into` is read-only; a get needs writable memory")
-        _count("offset", offset)
-        n = mem.nbytes if length is None else _count("length", length)
+        checked_int("offset", offset, ctypes.c_uint64)
+        n = mem.nbytes if length is None else checked_int("length", length, ctypes.c_uint64)
         if n > mem.nbytes:
             raise errors.InvalidArgument(f"length {n} is more than the buffer's {mem.nbytes} "
                                          "bytes")
         reg, temporary = self._regs.acquire(mem)
         try:
             fn = lib.gdrstore_cluster_put if put else lib.gdrstore_cluster_get
-            _check(fn(handle, volume.encode(), offset, n, reg.handle, 0), handle)
+            _check(fn(handle, volume, offset, n, reg.handle, 0), handle)
             return n
         finally:
             if temporary:
@@ -159,14 +148,11 @@ class Cluster:
         the layout (gdrstore.v1.ClusterVolume as a dict); gdrstore.AlreadyExists when the
         volume exists."""
         handle = self._open_handle()
-        _count("stripe_unit", stripe_unit)
-        _count("replicas", replicas, bits=32)
         if members is not None and not isinstance(members, str):
             members = ",".join(members)
         out = ctypes.c_void_p()
-        _check(lib.gdrstore_cluster_create_volume(
-            handle, name.encode(), stripe_unit, replicas,
-            members.encode() if members is not None else None, ctypes.byref(out)), handle)
+        _check(lib.gdrstore_cluster_create_volume(handle, name, stripe_unit, replicas, members,
+                                                  ctypes.byref(out)), handle)
         return _take_json(out)
 
     def status(self) -> Dict[str, Any]:

@@ -31,6 +31,14 @@ Unavailable = _make(14, "UNAVAILABLE", "The daemon (or a target) cannot be reach
 DataLoss = _make(15, "DATA_LOSS", "Bytes differ from what was expected, or were lost.")
 Unauthenticated = _make(16, "UNAUTHENTICATED", "No or a wrong token.")
 
+
+
+class ArgumentOutOfRange(InvalidArgument, OverflowError):
+    """An integer argument outside what its C type carries (an offset or length past 2^64, a
+    negative size, a timeout too long): refused before ctypes would wrap it. Both an
+    InvalidArgument and an OverflowError."""
+
+
 _BY_CODE = {c.code: c for c in (Cancelled, Unknown, InvalidArgument, DeadlineExceeded, NotFound,
                                 AlreadyExists, PermissionDenied, ResourceExhausted,
                                 FailedPrecondition, Aborted, OutOfRange, Unimplemented, Internal,

@@ -167,3 +167,168 @@ def test_crc32c_asked_for_is_checked_on_every_op(daemon):
         with c.stream() as s:
             s.get("rw", 8 * MiB + 1, into=back).result()
         assert np.array_equal(src, back)
+
+
+# ---- issue 29: integers, messages and dtypes at the boundary with the C ABI ----
+
+def test_integers_past_what_the_c_abi_carries_are_refused_not_wrapped(client):
+    # ctypes converts modulo 2^64: unchecked, this put landed at offset 8192.
+    zeros = np.zeros(8192, dtype=np.uint8)
+    client.put(zeros, "rw", 8192)
+    ones = np.full(8192, 0xAB, dtype=np.uint8)
+    with pytest.raises(gdrstore.ArgumentOutOfRange, match=r"offset 18446744073709559808 .*2\^64"):
+        client.put(ones, "rw", 2**64 + 8192)
+    back = np.ones(8192, dtype=np.uint8)
+    client.get("rw", 8192, into=back)
+    assert not back.any()  # nothing landed at 8192
+
+    a = np.zeros(4096, dtype=np.uint8)
+    # Both gdrstore's InvalidArgument and Python's OverflowError, naming the argument.
+    with pytest.raises(OverflowError, match="offset -1 is outside"):
+        client.get("vol0", -1, into=a)
+    with pytest.raises(gdrstore.InvalidArgument, match="length -4096"):
+        client.get("vol0", 0, into=a, length=-4096)
+    with pytest.raises(gdrstore.ArgumentOutOfRange, match="length"):
+        client.put(a, "rw", 0, length=2**64)
+    with pytest.raises(TypeError, match="offset must be an int, not bool"):
+        client.get("vol0", True, into=a)
+    with pytest.raises(TypeError, match="offset must be an int, not float"):
+        client.get("vol0", 4096.0, into=a)
+    client.get("vol0", np.uint64(4096), into=a)  # numpy integers are integers
+    gdrstore.verify(a, "vol0", 4096)
+    with pytest.raises(ValueError, match="NUL"):
+        client.get("vol0\0rw", 0, into=a)  # C would read "vol0"
+    with client.stream() as s:
+        with pytest.raises(gdrstore.ArgumentOutOfRange, match="offset"):
+            s.put(ones, "rw", 2**64 + 8192)
+        with pytest.raises(gdrstore.ArgumentOutOfRange, match="length"):
+            s.get("vol0", 0, into=a, length=-1)
+    with pytest.raises(gdrstore.ArgumentOutOfRange, match="offset"):
+        gdrstore.verify(a, "vol0", 2**64 + 4096)
+    # A Memory made by hand is checked too (address and size).
+    with pytest.raises(gdrstore.ArgumentOutOfRange, match="nbytes -5"):
+        client.get("vol0", 0, into=gdrstore.Memory(a.ctypes.data, -5, False, True, a))
+    with pytest.raises(gdrstore.ArgumentOutOfRange, match="address"):
+        client.get("vol0", 0, into=gdrstore.Memory(2**64 + a.ctypes.data, 16, False, True, a))
+
+
+def test_timeouts_past_what_the_c_abi_carries_are_refused(daemon):
+    # 5e6 s is 5e9 ms: modulo 2^32 that was a 705 s deadline.
+    with pytest.raises(gdrstore.ArgumentOutOfRange, match="timeout 5000000.0 s"):
+        gdrstore.Client(daemon.address, timeout=5e6)
+    with pytest.raises(gdrstore.ArgumentOutOfRange, match="timeout -1.0 s"):
+        gdrstore.Client(daemon.address, timeout=-1)
+    with pytest.raises(gdrstore.ArgumentOutOfRange, match="timeout nan s"):
+        gdrstore.Client(daemon.address, timeout=float("nan"))
+    with pytest.raises(TypeError, match="timeout"):
+        gdrstore.Client(daemon.address, timeout="10")
+    with gdrstore.Client(daemon.address, timeout=4e6) as c:  # 46 days fits
+        c.get("vol0", 0, into=np.zeros(16, dtype=np.uint8))
+
+
+def test_each_thread_reads_the_message_of_its_own_failed_op(client):
+    # One Client, 8 threads failing at once, each op on a volume named after it: the status and
+    # the message must both be that op's (a per-handle last-error string mixed them up).
+    import threading
+    threads, ops = 8, 40
+    wrong, seen = [], []
+    a = np.zeros(4096, dtype=np.uint8)
+    client.register(a)
+
+    def run(t):
+        for i in range(ops):
+            name = f"missing-t{t}-op{i}"
+            try:
+                if i % 2:
+                    client.get(name, 0, into=a)
+                else:
+                    client.put(a, name, 0)
+            except gdrstore.NotFound as e:
+                seen.append(name)
+                if name not in str(e):
+                    wrong.append((name, str(e)))
+
+    workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert len(seen) == threads * ops
+    assert wrong == [], f"{len(wrong)} of {len(seen)} exceptions carried another op's message"
+
+
+class CudaArrayInterfaceOnly:
+    """Offers memory through __cuda_array_interface__ alone, with whatever it is given."""
+
+    def __init__(self, typestr, shape, descr=None):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
+                                         "data": (0x10000, False), "version": 3}
+        if descr is not None:
+            self.__cuda_array_interface__["descr"] = descr
+
+
+def _dlpack_capsule(code, bits, shape):
+    """A DLPack capsule over host memory with dtype code `code` and `shape`, as a hostile or
+    exotic producer would hand it over."""
+    import ctypes
+    from gdrstore import memory
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    storage = (ctypes.c_uint8 * 64)()
+    t = memory._DLTensor(ctypes.cast(storage, ctypes.c_void_p), memory._DLDevice(1, 0),
+                         len(shape), memory._DLDataType(code, bits, 1),
+                         ctypes.cast(dims, ctypes.POINTER(ctypes.c_int64)), None, 0)
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new(ctypes.addressof(t), b"dltensor", None)
+    return capsule, (t, dims, storage)
+
+
+class DlpackCapsule:
+    def __init__(self, code, bits, shape):
+        self._capsule, self._keep = _dlpack_capsule(code, bits, shape)
+
+    def __dlpack__(self, stream=None):
+        return self._capsule
+
+
+def test_memory_that_is_not_plain_data_is_refused(client):
+    # Unrefused, a get wrote store bytes over the object pointers and the interpreter died.
+    objects = np.array([object() for _ in range(512)], dtype=object)
+    with pytest.raises(ValueError, match="dtype object"):
+        client.get("vol0", 0, into=objects)
+    with pytest.raises(ValueError, match="object"):
+        client.put(objects, "rw", 0)
+    nested = np.zeros(64, dtype=[("n", "i4"), ("o", "O")])
+    with pytest.raises(ValueError, match="object references"):
+        client.get("vol0", 0, into=nested)
+    with pytest.raises(ValueError, match="format 'O'"):
+        client.get("vol0", 0, into=memoryview(objects))
+    with client.stream() as s:
+        with pytest.raises(ValueError, match="dtype object"):
+            s.get("vol0", 0, into=objects)
+    assert all(type(o) is object for o in objects)  # untouched
+    # Plain structured data is data.
+    plain = np.zeros(64, dtype=[("n", "i4"), ("f", "f8")])
+    client.get("vol0", 0, into=plain)
+
+    # __cuda_array_interface__ and DLPack say their element types in their own words.
+    with pytest.raises(ValueError, match="'|O8'"):
+        gdrstore.describe(CudaArrayInterfaceOnly("|O8", (4,)))
+    with pytest.raises(ValueError, match="field 'o'"):
+        gdrstore.describe(CudaArrayInterfaceOnly("|V16", (4,), [("n", "<i8"), ("o", "|O8")]))
+    with pytest.raises(ValueError, match="dtype code 3"):
+        gdrstore.describe(DlpackCapsule(3, 64, (4,)))  # kDLOpaqueHandle
+    assert gdrstore.describe(DlpackCapsule(2, 32, (4,))).nbytes == 16  # float32
+
+
+def test_shapes_from_an_interface_are_checked_before_any_size_is_computed():
+    # Two negative dimensions multiply to a positive size; huge ones pass 2^64.
+    with pytest.raises(ValueError, match="count >= 0"):
+        gdrstore.describe(CudaArrayInterfaceOnly("<f4", (-2, -4096)))
+    with pytest.raises(ValueError, match="more than 2\\^64"):
+        gdrstore.describe(CudaArrayInterfaceOnly("<f8", (2**40, 2**40)))
+    with pytest.raises(ValueError, match="count >= 0"):
+        gdrstore.describe(DlpackCapsule(1, 8, (-2, -4096)))
+    with pytest.raises(ValueError, match="typestr"):
+        gdrstore.describe(CudaArrayInterfaceOnly("<f-4", (4,)))
