@@ -332,3 +332,28 @@ def test_shapes_from_an_interface_are_checked_before_any_size_is_computed():
         gdrstore.describe(DlpackCapsule(1, 8, (-2, -4096)))
     with pytest.raises(ValueError, match="typestr"):
         gdrstore.describe(CudaArrayInterfaceOnly("<f-4", (4,)))
+
+
+def test_a_stream_holds_what_the_daemon_would_refuse_unless_told_to_fail():
+    # Two ops in flight per stream, each held 1 s by the volume's latency: eight submitted at
+    # once are more than the daemon admits. By default the library holds the rest until
+    # answers free room; fail_when_full=True asks for the refusal instead.
+    d = Daemon("--volume", "slow=8MiB,latency_us=1000000", "--max-inflight-per-stream", "2")
+    try:
+        a = np.zeros(8 * 4096, dtype=np.uint8)
+        with gdrstore.Client(d.address) as c:
+            c.register(a)
+            with c.stream() as s:
+                fs = [s.get("slow", i * 4096, into=a[i * 4096:(i + 1) * 4096]) for i in range(8)]
+                assert [f.result(timeout=120) for f in fs] == [4096] * 8
+        gdrstore.verify(a, "slow", 0)
+        with gdrstore.Client(d.address, fail_when_full=True) as c:
+            c.register(a)
+            with c.stream() as s:
+                fs = [s.get("slow", i * 4096, into=a[i * 4096:(i + 1) * 4096]) for i in range(8)]
+                errors = [f.exception(timeout=120) for f in fs]
+        refused = [e for e in errors if isinstance(e, gdrstore.ResourceExhausted)]
+        assert refused, errors
+        assert all(e is None or isinstance(e, gdrstore.ResourceExhausted) for e in errors)
+    finally:
+        d.stop()
