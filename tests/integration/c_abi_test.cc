@@ -1,6 +1,8 @@
 // The C ABI end to end: tests/client/c/c_abi_demo (C, linked against libgdrclient.so only)
-// against a real gdrstored on loopback. The program checks every step itself; this test runs
-// it and requires each step to pass.
+// against a real gdrstored on loopback. The program checks every step itself, the hostile ones
+// of c_abi_hostile.c included (NULL pointers with sizes, wrapping ranges, released and made-up
+// handles, SIZE_MAX allocations, 8 threads failing on one client that must each read their own
+// op's message); this test runs it and requires each step to pass (a crash fails it).
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
