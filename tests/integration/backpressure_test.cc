@@ -13,6 +13,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/pattern.h"
@@ -23,6 +24,7 @@ namespace gdr::integ {
 namespace {
 
 constexpr uint64_t kKiB = 1024;
+
 
 std::unique_ptr<gdrstore::Client> Connect(const DaemonProcess& d,
                                           std::chrono::milliseconds timeout,
@@ -209,7 +211,7 @@ TEST(DeadlineTest, StreamAndUnaryOpsOnAStoppedDaemonEndAtTheirDeadline) {
                       [&](absl::StatusOr<gdrstore::OpResult> r) { warm.set_value(r.status()); });
     ASSERT_TRUE(warm.get_future().get().ok());
   }
-  ASSERT_TRUE((*d)->Signal(SIGSTOP).ok());
+  ASSERT_TRUE((*d)->Stop().ok());
   absl::Cleanup resume = [&] { (void)(*d)->Signal(SIGCONT); };  // however the test ends
 
   const absl::Time t0 = absl::Now();

@@ -23,6 +23,7 @@ namespace {
 constexpr uint64_t kMiB = 1 << 20;
 constexpr int64_t kTtlS = 3;
 
+
 class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -261,7 +262,7 @@ TEST_F(ClusterTest, WithTwoReplicasAGetFailsOverFromAHungMemberWithinTheClientsT
 
   // A hung member (stopped, its sockets open): pieces whose first replica it holds must go to
   // the second within the op's timeout, not wait for the member to come back.
-  ASSERT_TRUE(members_[1]->Signal(SIGSTOP).ok());
+  ASSERT_TRUE(members_[1]->Stop().ok());
   absl::Cleanup resume = [&] { (void)members_[1]->Signal(SIGCONT); };
   std::atomic<bool> finished{false};
   // Bounds the test if the get never ends: the member resumes after 30 s.

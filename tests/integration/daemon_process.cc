@@ -206,6 +206,23 @@ absl::StatusOr<int> DaemonProcess::Terminate(absl::Duration timeout) {
 
 std::string DaemonProcess::Stderr() const { return ReadFileOrEmpty(child_->stderr_path()); }
 
+absl::Status DaemonProcess::Stop() {
+  if (absl::Status s = Signal(SIGSTOP); !s.ok()) return s;
+  const std::string stat = absl::StrCat("/proc/", pid(), "/stat");
+  const bool stopped = PollUntil(
+      [&] {
+        std::ifstream f(stat);
+        const std::string line((std::istreambuf_iterator<char>(f)),
+                               std::istreambuf_iterator<char>());
+        const size_t paren = line.rfind(')');  // the state follows the command's ") "
+        return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T';
+      },
+      absl::Seconds(10), absl::Milliseconds(5));
+  return stopped ? absl::OkStatus()
+                 : absl::DeadlineExceededError(absl::StrCat("gdrstored ", pid(),
+                                                            " did not stop within 10 s"));
+}
+
 std::unique_ptr<gdrstore::Client> ConnectClient(const DaemonProcess& d, const std::string& token,
                                                 bool crc32c) {
   gdrstore::ClientOptions o;

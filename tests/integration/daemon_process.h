@@ -68,6 +68,9 @@ class DaemonProcess {
   // SIGTERM, then waits up to `timeout`; the raw wait status.
   absl::StatusOr<int> Terminate(absl::Duration timeout);
   absl::Status Signal(int sig) { return child_->Signal(sig); }
+  // SIGSTOP, then waits until the kernel reports every thread stopped: delivery is
+  // asynchronous, and an op sent right after kill() could still be served. A hung daemon.
+  absl::Status Stop();
   absl::StatusOr<int> Wait(absl::Duration timeout) { return child_->Wait(timeout); }
   std::string Stderr() const;  // what the daemon logged so far
   const std::string& dir() const { return dir_->path(); }
