@@ -1,10 +1,13 @@
 #include "common/trace_format.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 
 namespace gdr::trace {
@@ -162,6 +165,29 @@ absl::StatusOr<Trace> ParseTrace(absl::string_view bytes) {
     if (op.volume >= t.volumes.size()) {
       return BadRecord(at, index, absl::StrCat("volume id ", op.volume, " is not defined"));
     }
+    // Bounded here, before anyone multiplies or adds them (trace_format.h says why these).
+    if (op.length == 0 || op.length > kMaxOpLength) {
+      return BadRecord(at, index, absl::StrCat("length ", op.length, " outside 1..",
+                                               kMaxOpLength, " (2^47)"));
+    }
+    if (op.offset > UINT64_MAX - op.length) {
+      return BadRecord(at, index, absl::StrCat("offset ", op.offset, " + length ", op.length,
+                                               " passes 2^64 - 1"));
+    }
+    if (op.start_ns <= -kMaxNs || op.start_ns >= kMaxNs) {
+      return BadRecord(at, index, absl::StrCat("start ", op.start_ns, " ns outside +-", kMaxNs,
+                                               " (2^61) ns of the header's start"));
+    }
+    if (op.latency_ns > static_cast<uint64_t>(kMaxNs)) {
+      return BadRecord(at, index, absl::StrCat("latency ", op.latency_ns, " ns above ", kMaxNs,
+                                               " (2^61) ns"));
+    }
+    const int k = static_cast<int>(op.kind);
+    if (__builtin_add_overflow(t.kind_bytes[k], op.length, &t.kind_bytes[k])) {
+      return BadRecord(at, index, absl::StrCat("length ", op.length, " takes the trace's ",
+                                               OpKindName(op.kind), " bytes past 2^64 - 1"));
+    }
+    ++t.kind_ops[k];
     t.ops.push_back(op);
     at += kRecordBytes;
   }
@@ -169,13 +195,35 @@ absl::StatusOr<Trace> ParseTrace(absl::string_view bytes) {
 }
 
 absl::StatusOr<Trace> ReadTraceFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("trace ", path, ": cannot open"));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("trace ", path, ": cannot open"));
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      static_cast<uint64_t>(st.st_size) > kMaxFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("trace ", path, ": ", st.st_size,
+                                                   " bytes, above the ", kMaxFileBytes,
+                                                   " bytes a reader holds in memory"));
   }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  absl::StatusOr<Trace> t = ParseTrace(buf.str());
+  // Read in pieces with the cap checked as it grows, so a pipe or a file that grows while it
+  // is read cannot take more than the cap either.
+  std::string bytes;
+  if (S_ISREG(st.st_mode)) bytes.reserve(static_cast<size_t>(st.st_size));
+  char piece[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, piece, sizeof(piece));
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return absl::ErrnoToStatus(errno, absl::StrCat("trace ", path, ": cannot read"));
+    }
+    if (bytes.size() + static_cast<size_t>(n) > kMaxFileBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "trace ", path, ": more than the ", kMaxFileBytes, " bytes a reader holds in memory"));
+    }
+    bytes.append(piece, static_cast<size_t>(n));
+  }
+  absl::StatusOr<Trace> t = ParseTrace(bytes);
   if (!t.ok()) {
     return absl::Status(t.status().code(), absl::StrCat("trace ", path, ": ", t.status().message()));
   }

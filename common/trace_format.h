@@ -24,6 +24,19 @@ inline constexpr size_t kStringEntryBytes = 8;  // before the name's bytes
 inline constexpr size_t kMaxStringBytes = 1024;
 inline constexpr uint8_t kTagOp = 1;
 inline constexpr uint8_t kTagString = 2;
+// What a reader accepts in an op record, checked before any arithmetic on the fields, so that
+// every reader (replay sizing its buffers, trace show summing bytes, spans from start + latency)
+// may add and multiply them without wrapping. No daemon answers an op outside these:
+// - length 1..kMaxOpLength: 2^47 bytes (128 TiB) is the whole user address space of x86-64
+//   and arm64 with 4-level page tables, so no client buffer could hold more; a daemon refuses
+//   length 0.
+// - offset + length at most 2^64 - 1 (an extent that does not wrap).
+// - start within +-kMaxNs of the header's start and latency at most kMaxNs: 2^61 ns is 73
+//   years, and with both bounded, start + latency, and the span of any two ops, fit an int64.
+inline constexpr uint64_t kMaxOpLength = uint64_t{1} << 47;
+inline constexpr int64_t kMaxNs = int64_t{1} << 61;
+// The largest file ReadTraceFile reads (the whole file is held in memory while parsing).
+inline constexpr uint64_t kMaxFileBytes = uint64_t{64} << 30;
 
 // "get": store -> the caller's buffer (the Write RPC); "put": the caller's buffer -> store.
 enum class OpKind : uint8_t { kGet = 0, kPut = 1 };
@@ -61,6 +74,10 @@ struct Trace {
   std::vector<std::string> volumes;
   std::vector<std::string> clients;
   std::vector<TraceOp> ops;  // in file order: the order ops were answered
+  // Ops and bytes per kind (indexed by OpKind), summed by the reader, which refuses a trace
+  // whose byte total would pass 2^64 - 1.
+  uint64_t kind_ops[2] = {0, 0};
+  uint64_t kind_bytes[2] = {0, 0};
 };
 
 // The 32-byte header of a trace that starts at `start_unix_ns`.
@@ -85,10 +102,12 @@ class TraceEncoder {
 // Parses a whole trace. INVALID_ARGUMENT naming the byte offset (and the op record's index)
 // where the bytes stop making sense: bad magic, a version this build does not read, a
 // truncated header or entry, an unknown tag, a name id out of order, a record naming an
-// undefined name or an unknown kind.
+// undefined name or an unknown kind, a record field outside the bounds above (naming the
+// field), a byte total past 2^64 - 1.
 absl::StatusOr<Trace> ParseTrace(absl::string_view bytes);
-// The same for a file; NOT_FOUND / the errno's status when it cannot be read, and every error
-// names the file.
+// The same for a file; NOT_FOUND / the errno's status when it cannot be read,
+// INVALID_ARGUMENT when it is not a regular file or is larger than kMaxFileBytes, and every
+// error names the file.
 absl::StatusOr<Trace> ReadTraceFile(const std::string& path);
 
 // Writes a trace file of at most `max_bytes`: header at Create, then op by op. Once an op (its

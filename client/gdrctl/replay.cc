@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -20,6 +21,7 @@ namespace trace = gdr::trace;
 
 constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;  // as gdrctl's: an option that cannot apply to this trace
 constexpr int kExitMismatch = 3;
 // Ops one replay client keeps in flight at most (and buffer slots it allocates).
 constexpr size_t kMaxSlots = 64;
@@ -229,6 +231,25 @@ int RunReplay(const ReplayOptions& o, const ClientFactory& connect, std::ostream
   // Recorded clients with ops, in order of their first op, numbered densely.
   absl::flat_hash_map<uint32_t, size_t> dense;
   for (const trace::TraceOp* op : chosen) dense.try_emplace(op->client, dense.size());
+  // Checked before anything is allocated per client: a replay client beyond the recorded
+  // ones would get no op (recorded client i goes to i % N), so asking for more is a mistake,
+  // not a bigger load.
+  if (o.clients > dense.size()) {
+    err << "gdrctl: replay --clients " << o.clients << ": trace " << o.file << " recorded "
+        << dense.size() << " client" << (dense.size() == 1 ? "" : "s")
+        << " with ops to replay; more replay clients than recorded ones would have nothing to "
+           "issue (use at most "
+        << dense.size() << ", or as-recorded)\n";
+    return kExitUsage;
+  }
+  for (const auto& [recorded, replayed] : o.volume_map) {
+    if (std::find(t->volumes.begin(), t->volumes.end(), recorded) == t->volumes.end()) {
+      err << "gdrctl: replay --volume-map " << recorded << "=" << replayed << ": trace "
+          << o.file << " has no volume '" << recorded << "' (volumes: "
+          << absl::StrJoin(t->volumes, ", ") << ")\n";
+      return kExitUsage;
+    }
+  }
   const size_t n = o.clients == 0 ? dense.size() : o.clients;
   std::vector<std::unique_ptr<ReplayClient>> clients;
   for (size_t i = 0; i < n; ++i) clients.push_back(std::make_unique<ReplayClient>());
@@ -242,13 +263,21 @@ int RunReplay(const ReplayOptions& o, const ClientFactory& connect, std::ostream
     if (rc.ops.empty()) continue;
     rc.slots = std::min(RecordedConcurrency(rc.ops), kMaxSlots);
     for (const ReplayOp& r : rc.ops) rc.slot_bytes = std::max(rc.slot_bytes, r.op->length);
+    // The reader bounds each length (trace::kMaxOpLength), so this cannot wrap with at most
+    // kMaxSlots slots; checked anyway, as every size computed from a file is.
+    uint64_t buffer_bytes = 0;
+    if (__builtin_mul_overflow(rc.slots, rc.slot_bytes, &buffer_bytes)) {
+      err << "gdrctl: replay client " << i << ": " << rc.slots << " slots of " << rc.slot_bytes
+          << " bytes pass 2^64 - 1\n";
+      return kExitFailed;
+    }
     absl::StatusOr<std::unique_ptr<gdrstore::Client>> c = connect();
     if (!c.ok()) {
       err << "gdrctl: connect (replay client " << i << "): " << c.status() << "\n";
       return kExitFailed;
     }
     rc.client = std::move(*c);
-    auto b = rc.client->AllocateBuffer(rc.slots * rc.slot_bytes);
+    auto b = rc.client->AllocateBuffer(buffer_bytes);
     if (!b.ok()) {
       err << "gdrctl: allocate (replay client " << i << "): " << b.status() << "\n";
       return kExitFailed;

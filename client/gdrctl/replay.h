@@ -22,7 +22,9 @@ struct ReplayOptions {
   // start order). Fast: back to back, each client keeping at most as many ops in flight as it
   // had at once in the recording.
   bool fast = false;
-  uint32_t clients = 0;  // 0: as recorded; N: recorded client i is replayed by client i % N
+  // 0: as recorded; N (at most the recorded clients with ops): recorded client i is replayed
+  // by client i % N.
+  uint32_t clients = 0;
   absl::flat_hash_map<std::string, std::string> volume_map;  // recorded name -> replayed name
   // Gets are checked against the volume's initial fill (gdrctl write --verify's pattern, salt
   // 0), and puts store that fill, so the volume stays as it started.
@@ -38,7 +40,9 @@ using ClientFactory = std::function<absl::StatusOr<std::unique_ptr<gdrstore::Cli
 
 // Runs the replay and prints the comparison to `out`, errors to `err`. Exit code: 0 when every
 // replayed op succeeded, 1 when one failed (counted by code) or the trace cannot be read (the
-// error names the file, byte offset and record), 3 on a --verify mismatch.
+// error names the file, byte offset, record and field), 2 when an option cannot apply to the
+// trace (more --clients than it recorded, a --volume-map of a volume it does not have; checked
+// before anything is allocated or connected), 3 on a --verify mismatch.
 int RunReplay(const ReplayOptions& options, const ClientFactory& connect, std::ostream& out,
               std::ostream& err);
 

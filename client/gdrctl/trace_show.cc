@@ -17,14 +17,14 @@ int ShowTrace(const std::string& file, uint64_t records, std::ostream& out, std:
     err << "gdrctl: " << t.status().message() << "\n";
     return 1;
   }
-  uint64_t ops[2] = {0, 0}, bytes[2] = {0, 0}, failed = 0;
+  // Per-kind totals come from the reader, which refuses a trace whose sums would wrap.
+  const uint64_t* ops = t->kind_ops;
+  const uint64_t* bytes = t->kind_bytes;
+  uint64_t failed = 0;
   std::vector<uint64_t> per_client(t->clients.size()), per_volume(t->volumes.size());
   int64_t first = 0, last = 0;
   for (size_t i = 0; i < t->ops.size(); ++i) {
     const trace::TraceOp& op = t->ops[i];
-    const int k = static_cast<int>(op.kind);
-    ++ops[k];
-    bytes[k] += op.length;
     if (op.code != 0) ++failed;
     ++per_client[op.client];
     ++per_volume[op.volume];

@@ -150,6 +150,107 @@ TEST(TraceFormat, CorruptFilesAreRefusedSayingWhatIsWrong) {
   refused(b, "(op record 0): volume id 1 is not defined");
 }
 
+// Records a reader must refuse before anyone computes with them (issue 29: a length of
+// 2^63 + 4096 made replay's slots x length wrap and trace show sum two records to 8192 bytes).
+TEST(TraceFormat, RecordsOutOfBoundsAreRefusedNamingTheRecordAndField) {
+  struct Case {
+    const char* what;
+    void (*spoil)(OpEvent*);
+    const char* want;
+  };
+  const Case cases[] = {
+      {"length 2^63 + 4096", [](OpEvent* e) { e->length = (uint64_t{1} << 63) + 4096; },
+       "(op record 1): length 9223372036854779904 outside 1..140737488355328"},
+      {"length 0", [](OpEvent* e) { e->length = 0; }, "(op record 1): length 0 outside"},
+      {"length 2^47 + 1", [](OpEvent* e) { e->length = kMaxOpLength + 1; },
+       "(op record 1): length 140737488355329 outside"},
+      {"offset + length wraps",
+       [](OpEvent* e) {
+         e->offset = UINT64_MAX - 4095;
+         e->length = 8192;
+       },
+       "(op record 1): offset 18446744073709547520 + length 8192 passes 2^64 - 1"},
+      {"latency 2^64 - 1", [](OpEvent* e) { e->latency_ns = UINT64_MAX; },
+       "(op record 1): latency 18446744073709551615 ns above"},
+      {"start 2^61 after the header",
+       [](OpEvent* e) { e->start_unix_ns = kStart + kMaxNs; }, "(op record 1): start"},
+      {"start 2^61 before the header",
+       [](OpEvent* e) { e->start_unix_ns = kStart - kMaxNs; }, "(op record 1): start"},
+  };
+  for (const Case& c : cases) {
+    std::string bytes = EncodeHeader(kStart);
+    TraceEncoder enc(kStart);
+    enc.Encode(Event(0, "c", "vol0"), &bytes);
+    const size_t second = bytes.size();
+    OpEvent bad = Event(1, "c", "vol0");
+    c.spoil(&bad);
+    enc.Encode(bad, &bytes);
+    absl::StatusOr<Trace> t = ParseTrace(bytes);
+    ASSERT_FALSE(t.ok()) << c.what;
+    EXPECT_TRUE(absl::IsInvalidArgument(t.status())) << c.what;
+    EXPECT_TRUE(absl::StrContains(t.status().message(),
+                                  absl::StrCat("at byte offset ", second, " ", c.want)))
+        << c.what << ": " << t.status();
+  }
+  // The edges themselves are accepted.
+  std::string bytes = EncodeHeader(kStart);
+  TraceEncoder enc(kStart);
+  OpEvent e = Event(0, "c", "vol0");
+  e.length = kMaxOpLength;
+  e.offset = UINT64_MAX - kMaxOpLength;
+  e.latency_ns = static_cast<uint64_t>(kMaxNs);
+  e.start_unix_ns = kStart - kMaxNs + 1;
+  enc.Encode(e, &bytes);
+  absl::StatusOr<Trace> t = ParseTrace(bytes);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->kind_bytes[0], kMaxOpLength);
+}
+
+TEST(TraceFormat, ByteTotalsThatWouldWrapAreRefused) {
+  // 2^17 gets of 2^47 bytes reach 2^64: the last one is refused, naming it.
+  std::string bytes = EncodeHeader(kStart);
+  TraceEncoder enc(kStart);
+  OpEvent e = Event(0, "c", "vol0");
+  e.length = kMaxOpLength;
+  const size_t n = size_t{1} << 17;
+  size_t last = 0;
+  for (size_t i = 0; i < n; ++i) {
+    last = bytes.size();
+    enc.Encode(e, &bytes);
+  }
+  absl::StatusOr<Trace> t = ParseTrace(bytes);
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(absl::StrContains(
+      t.status().message(), absl::StrCat("at byte offset ", last, " (op record ", n - 1,
+                                         "): length 140737488355328 takes the trace's get "
+                                         "bytes past 2^64 - 1")))
+      << t.status();
+  // One fewer fits, and the totals are the reader's.
+  absl::StatusOr<Trace> fits = ParseTrace(absl::string_view(bytes).substr(0, last));
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_EQ(fits->kind_ops[0], n - 1);
+  EXPECT_EQ(fits->kind_bytes[0], (n - 1) * kMaxOpLength);
+  EXPECT_EQ(fits->kind_ops[1], 0u);
+}
+
+// The hostile seeds of the trace fuzz target (tests/fuzz/corpus/trace_file_fuzz/hostile_*,
+// written by tests/fuzz/make_seeds.py) are each refused naming an op record.
+TEST(TraceFormat, TheFuzzCorpusHostileSeedsAreRefused) {
+  const std::string dir = std::string(GDR_SOURCE_DIR) + "/tests/fuzz/corpus/trace_file_fuzz/";
+  int seen = 0;
+  for (const char* name :
+       {"hostile_length_2p63_get", "hostile_length_2p63_put", "hostile_length_zero",
+        "hostile_length_over_2p47", "hostile_offset_wraps", "hostile_latency_max",
+        "hostile_start_min", "hostile_start_max"}) {
+    absl::StatusOr<Trace> t = ReadTraceFile(dir + name);
+    ASSERT_FALSE(t.ok()) << name;
+    EXPECT_TRUE(absl::IsInvalidArgument(t.status())) << name << ": " << t.status();
+    EXPECT_TRUE(absl::StrContains(t.status().message(), "(op record 0): ")) << t.status();
+    ++seen;
+  }
+  EXPECT_EQ(seen, 8);
+}
+
 TEST(TraceFormat, ReadingAFileNamesIt) {
   const std::string path = TempPath("bad");
   {

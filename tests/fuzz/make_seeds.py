@@ -317,13 +317,48 @@ def fault_spec_seeds():
         put("fault_spec_fuzz", name, text)
 
 
-# --- trace_file_fuzz: the shipped checkpoint trace, its header alone, and a cut record.
+# --- trace_file_fuzz: the shipped checkpoint trace, its header alone, a cut record, and
+# records out of bounds.
 def trace_file_seeds():
     with open(os.path.join(ROOT, "tests", "data", "checkpoint_load_8ranks.trace"), "rb") as f:
         data = f.read()
     put("trace_file_fuzz", "checkpoint_8ranks", data)
     put("trace_file_fuzz", "header_only", data[:32])
     put("trace_file_fuzz", "cut_record", data[:200])
+    # Hostile records (issue 29): each must be refused by the reader, naming the record and
+    # the field, before replay or trace show does arithmetic on it.
+    for name, fields in hostile_trace_records().items():
+        put("trace_file_fuzz", name, hostile_trace(fields))
+
+
+def trace_record(kind=0, code=0, client=0, volume=0, start=0, offset=0, length=4096, latency=1000):
+    return struct.pack("<BBHIIIqQQQ", 1, kind, code, client, volume, 0, start, offset, length,
+                       latency)
+
+
+def hostile_trace(records):
+    """A version-1 trace: header, volume 'vol0', client 'c', then `records` (dicts of fields)."""
+    out = b"GDRTRACE" + struct.pack("<HHHHqQ", 1, 32, 48, 0, 1_700_000_000_000_000_000, 0)
+    out += struct.pack("<BBHI", 2, 1, 4, 0) + b"vol0"
+    out += struct.pack("<BBHI", 2, 2, 1, 0) + b"c"
+    for r in records:
+        out += trace_record(**r)
+    return out
+
+
+def hostile_trace_records():
+    """Traces whose records are out of the reader's bounds (common/trace_format.h)."""
+    big = 2**63 + 4096  # twice this sums to 8192 in 64 bits; slots x this wraps
+    return {
+        "hostile_length_2p63_get": [dict(length=big), dict(length=big, start=10)],
+        "hostile_length_2p63_put": [dict(kind=1, length=big), dict(kind=1, length=big)],
+        "hostile_length_zero": [dict(length=0)],
+        "hostile_length_over_2p47": [dict(length=2**47 + 1)],
+        "hostile_offset_wraps": [dict(offset=2**64 - 4096, length=8192)],
+        "hostile_latency_max": [dict(latency=2**64 - 1)],
+        "hostile_start_min": [dict(start=-2**63, latency=1)],
+        "hostile_start_max": [dict(start=2**63 - 1, latency=2**62)],
+    }
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 // Fuzzes the op trace reader (common/trace_format.h), which gdrctl replay and trace show run on
 // files from anywhere. Properties: it never crashes; a refusal is INVALID_ARGUMENT naming the
-// byte offset; an accepted trace's records name only defined names, and encoding its ops again
-// (names spelled out) gives a trace that parses to the same ops.
+// byte offset; an accepted trace's records name only defined names and hold fields within the
+// reader's bounds (lengths, offset + length, start and latency, byte totals: what replay and
+// trace show compute with), and encoding its ops again (names spelled out) gives a trace that
+// parses to the same ops.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -21,8 +23,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::string out = gdr::trace::EncodeHeader(t->start_unix_ns);
   gdr::trace::TraceEncoder encoder(t->start_unix_ns);
+  uint64_t bytes[2] = {0, 0};
   for (const gdr::trace::TraceOp& op : t->ops) {
     GDR_FUZZ_CHECK(op.client < t->clients.size() && op.volume < t->volumes.size());
+    // Every accepted record is within the reader's bounds, so what readers compute from it
+    // (start + latency, offset + length, slots x length, sums) cannot wrap.
+    GDR_FUZZ_CHECK(op.length >= 1 && op.length <= gdr::trace::kMaxOpLength);
+    GDR_FUZZ_CHECK(op.offset <= UINT64_MAX - op.length);
+    GDR_FUZZ_CHECK(op.start_ns > -gdr::trace::kMaxNs && op.start_ns < gdr::trace::kMaxNs);
+    GDR_FUZZ_CHECK(op.latency_ns <= static_cast<uint64_t>(gdr::trace::kMaxNs));
+    GDR_FUZZ_CHECK(!__builtin_add_overflow(bytes[static_cast<int>(op.kind)], op.length,
+                                           &bytes[static_cast<int>(op.kind)]));
     gdr::trace::OpEvent e;
     if (__builtin_add_overflow(t->start_unix_ns, op.start_ns, &e.start_unix_ns)) return 0;
     e.latency_ns = op.latency_ns;
@@ -34,6 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     e.code = op.code;
     encoder.Encode(e, &out);
   }
+  GDR_FUZZ_CHECK(bytes[0] == t->kind_bytes[0] && bytes[1] == t->kind_bytes[1]);
   absl::StatusOr<gdr::trace::Trace> again = gdr::trace::ParseTrace(out);
   GDR_FUZZ_CHECK(again.ok());
   GDR_FUZZ_CHECK(again->ops.size() == t->ops.size());

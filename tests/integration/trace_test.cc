@@ -250,6 +250,60 @@ TEST_F(TraceTest, AMalformedTraceIsRefusedNamingTheRecord) {
   EXPECT_NE(show.err.find("at byte offset"), std::string::npos) << show.err;
 }
 
+// Issue 29: two records of length 2^63 + 4096 (a hostile trace, also a seed of the trace fuzz
+// target) made `replay --verify` size its buffer as slots x length, which wrapped, and fill a
+// wild address (SIGSEGV, rc 139); `trace show` summed them to "8192 bytes". The reader refuses
+// the first such record, naming it and the field, for every command that reads traces.
+TEST_F(TraceTest, AHostileTraceIsRefusedByEveryReaderNamingTheRecordAndField) {
+  auto d = StartDaemon({"--volume", "vol0=1MiB"});
+  ASSERT_NE(d, nullptr);
+  const std::string hostile =
+      std::string(GDR_SOURCE_DIR) + "/tests/fuzz/corpus/trace_file_fuzz/hostile_length_2p63_get";
+  const std::string want = "(op record 0): length 9223372036854779904 outside 1..";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"replay", hostile, "--verify", "--volume-map", "vol0=vol0"},
+        std::vector<std::string>{"replay", hostile, "--pace", "fast"},
+        std::vector<std::string>{"trace", "show", hostile}}) {
+    ProcessResult r = Gdrctl(*d, args);
+    EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.Describe();  // refused, not killed
+    EXPECT_NE(r.err.find(absl::StrCat("trace ", hostile, ": at byte offset ")), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("8192 bytes"), std::string::npos) << r.out;
+  }
+  EXPECT_TRUE(d->Running());
+}
+
+// Issue 29: `--clients 4000000000` allocated a replay client per requested client and died of
+// std::bad_alloc. More replay clients than recorded ones would have nothing to issue: refused
+// (usage, exit 2) naming the recorded count, before anything is allocated or connected. A
+// --volume-map naming a volume the trace does not have is refused the same way.
+TEST_F(TraceTest, ReplayOptionsBeyondTheTraceAreRefused) {
+  auto d = StartDaemon({"--volume", "vol0=256MiB"});
+  ASSERT_NE(d, nullptr);
+  ProcessResult many = Gdrctl(*d, {"replay", kShipped, "--clients", "4000000000",
+                                   "--volume-map", "ckpt=vol0"});
+  EXPECT_EQ(many.exit_code, 2) << many.Describe();
+  EXPECT_NE(many.err.find("--clients 4000000000: trace " + kShipped + " recorded 8 clients"),
+            std::string::npos)
+      << many.err;
+  EXPECT_NE(many.err.find("use at most 8"), std::string::npos) << many.err;
+  ProcessResult nine = Gdrctl(*d, {"replay", kShipped, "--clients", "9", "--volume-map",
+                                   "ckpt=vol0"});
+  EXPECT_EQ(nine.exit_code, 2) << nine.Describe();
+  ProcessResult zero = Gdrctl(*d, {"replay", kShipped, "--clients", "0"});
+  EXPECT_EQ(zero.exit_code, 2) << zero.Describe();
+  ProcessResult map = Gdrctl(*d, {"replay", kShipped, "--volume-map", "ckpt0=vol0"});
+  EXPECT_EQ(map.exit_code, 2) << map.Describe();
+  EXPECT_NE(map.err.find("has no volume 'ckpt0' (volumes: ckpt)"), std::string::npos)
+      << map.err;
+  // The recorded count itself is fine.
+  ProcessResult eight = Gdrctl(*d, {"replay", kShipped, "--pace", "fast", "--clients", "8",
+                                    "--volume-map", "ckpt=vol0"});
+  EXPECT_EQ(eight.exit_code, 0) << eight.Describe();
+  EXPECT_NE(eight.out.find("replaying 256 as 8 clients"), std::string::npos) << eight.out;
+}
+
 TEST_F(TraceTest, ARecordedTraceReplaysAtItsRecordedPace) {
   const std::string path = dir_->File("paced.trace");
   {
