@@ -1,6 +1,7 @@
 #include "daemon/ops/metrics_exporter.h"
 
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -41,6 +42,27 @@ class StatsCollectable final : public prometheus::Collectable {
 
 }  // namespace
 
+std::vector<std::string> ExposerOptions(const std::string& address) {
+  // civetweb serves each connection on one worker thread from the moment it is accepted until
+  // the request is answered, and waits up to request_timeout_ms (30 s by default) for the
+  // request to arrive. With prometheus-cpp's default of 2 workers, two idle or half-sent
+  // requests held the endpoint for 30 s and Prometheus (10 s scrape timeout) marked the
+  // target down. Enough workers that a handful of stray connections leaves one free, and a
+  // request timeout far below the scrape timeout, so that even a flood of idle connections
+  // delays a scrape by a few seconds per kMetricsWorkers of them rather than 30 s per 2. The
+  // timeout covers the whole request (civetweb measures from its start), so a peer trickling
+  // a byte at a time is cut off too, and writes of the answer (a reader that never reads).
+  // No keep-alive: an idle kept-alive connection would hold a worker between scrapes.
+  return {"listening_ports",
+          address,
+          "num_threads",
+          std::to_string(kMetricsWorkers),
+          "request_timeout_ms",
+          std::to_string(absl::ToInt64Milliseconds(kMetricsRequestTimeout)),
+          "enable_keep_alive",
+          "no"};
+}
+
 absl::Status CheckMetricsListen(absl::string_view address) {
   auto bad = [address](absl::string_view why) {
     return absl::InvalidArgumentError(
@@ -72,7 +94,7 @@ absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(const st
   // civetweb reports a failed bind by an exception through prometheus-cpp; it
   // stops here.
   try {
-    e->exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
+    e->exposer_ = std::make_unique<prometheus::Exposer>(ExposerOptions(address));
   } catch (const std::exception& ex) {
     return absl::UnavailableError(absl::StrCat("--metrics-listen: cannot serve on ", address,
                                                " (address in use or not local?): ", ex.what()));

@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "daemon/service/stats.h"
 #include "daemon/service/store_service.h"
 
@@ -20,6 +22,15 @@ class Exposer;
 }  // namespace prometheus
 
 namespace gdr {
+
+// civetweb workers serving /metrics, and how long one waits for a connection's whole request
+// (and for a slow reader to take the answer) before closing it: idle or slow connections can
+// hold a worker only this long, well inside Prometheus' 10 s scrape timeout.
+inline constexpr int kMetricsWorkers = 16;
+inline constexpr absl::Duration kMetricsRequestTimeout = absl::Seconds(3);
+
+// The civetweb options the exporter starts prometheus::Exposer with for `address`.
+std::vector<std::string> ExposerOptions(const std::string& address);
 
 // OK when `address` is IPV4:PORT or [IPV6]:PORT with PORT in 0..65535 (0: any
 // free port); otherwise INVALID_ARGUMENT naming --metrics-listen and the text.
