@@ -14,6 +14,7 @@
 #include "common/stream_limits.h"
 #include "common/write_queue.h"
 #include "daemon/service/client_stats.h"
+#include "daemon/store/mapping_guard.h"
 
 namespace gdr {
 
@@ -173,8 +174,14 @@ void StoreService::CountRefused(const Submission& sub) {
 void StoreService::DeliverCorruptByte(const TransferOp& op, uint64_t draw, OpDone done) {
   const Volume& source = store_->fault_source();
   const uint64_t at = (draw >> 3) % op.length;
-  const auto flipped =
-      static_cast<uint8_t>(static_cast<uint8_t>(op.local[at]) ^ (1u << (draw & 7)));
+  // A read of the volume's mapping, guarded as every copy out of a file volume is.
+  uint8_t stored = 0;
+  if (std::optional<const void*> fault =
+          RunGuarded([&stored, &op, at] { stored = static_cast<uint8_t>(op.local[at]); })) {
+    done(MappingFaultStatus(*fault));
+    return;
+  }
+  const auto flipped = static_cast<uint8_t>(stored ^ (1u << (draw & 7)));
   TransferOp one = op;
   one.volume = source.name();
   one.offset = flipped;
@@ -645,7 +652,15 @@ std::optional<uint32_t> StoreService::ExtentCrc32c(const v1::Extent& extent) con
       extent.length() > v->size() - extent.offset()) {
     return std::nullopt;
   }
-  return Crc32c(v->data() + extent.offset(), extent.length());
+  // Read from the volume's mapping: a file truncated under it since the op passed validation
+  // faults here (SIGBUS); then the answer goes without the checksum (the client fails the op)
+  // rather than the daemon down.
+  std::optional<uint32_t> crc;
+  const std::byte* bytes = v->data() + extent.offset();
+  if (RunGuarded([&crc, bytes, &extent] { crc = Crc32c(bytes, extent.length()); })) {
+    return std::nullopt;
+  }
+  return crc;
 }
 
 }  // namespace gdr

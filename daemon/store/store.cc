@@ -20,6 +20,7 @@
 #include "common/pattern.h"
 #include "common/status_macros.h"
 #include "common/units.h"
+#include "daemon/store/mapping_guard.h"
 
 namespace gdr {
 namespace {
@@ -121,7 +122,12 @@ void ParallelFill(const std::string& name, std::byte* data, uint64_t size) {
   for (auto& t : threads) t.join();
 }
 
-absl::StatusOr<std::byte*> MapFile(const std::string& path, uint64_t size, int flags) {
+struct MappedFile {
+  std::byte* data;
+  ScopedFd fd;
+};
+
+absl::StatusOr<MappedFile> MapFile(const std::string& path, uint64_t size, int flags) {
   ScopedFd fd(::open(path.c_str(), flags | O_RDWR | O_CLOEXEC, 0640));
   if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
   if (flags & O_CREAT) {
@@ -139,7 +145,8 @@ absl::StatusOr<std::byte*> MapFile(const std::string& path, uint64_t size, int f
   }
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED) return absl::ErrnoToStatus(errno, absl::StrCat("mmap ", path));
-  return static_cast<std::byte*>(p);  // the mapping keeps the file; the fd closes here
+  // The fd stays open with the volume: CheckBacked fstats the very file that is mapped.
+  return MappedFile{static_cast<std::byte*>(p), std::move(fd)};
 }
 
 }  // namespace
@@ -155,7 +162,7 @@ absl::StatusOr<std::unique_ptr<Volume>> Volume::Create(const VolumeSpec& spec) {
     }
     auto* data = static_cast<std::byte*>(p);
     ParallelFill(spec.name, data, spec.size);
-    return std::unique_ptr<Volume>(new Volume(spec.name, spec.size, data, "", false));
+    return std::unique_ptr<Volume>(new Volume(spec.name, spec.size, data, "", false, ScopedFd()));
   }
   struct stat st {};
   if (::stat(spec.file.c_str(), &st) == 0) {
@@ -163,13 +170,15 @@ absl::StatusOr<std::unique_ptr<Volume>> Volume::Create(const VolumeSpec& spec) {
       return absl::FailedPreconditionError(
           absl::StrCat("volume file ", spec.file, " is not a regular file"));
     }
-    GDR_ASSIGN_OR_RETURN(std::byte* data, MapFile(spec.file, spec.size, 0));
-    return std::unique_ptr<Volume>(new Volume(spec.name, spec.size, data, spec.file, false));
+    GDR_ASSIGN_OR_RETURN(MappedFile mapped, MapFile(spec.file, spec.size, 0));
+    return std::unique_ptr<Volume>(
+        new Volume(spec.name, spec.size, mapped.data, spec.file, false, std::move(mapped.fd)));
   }
   if (errno != ENOENT) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", spec.file));
   const std::string partial = spec.file + ".partial";
   ::unlink(partial.c_str());  // left by a crash during an earlier fill
-  GDR_ASSIGN_OR_RETURN(std::byte* data, MapFile(partial, spec.size, O_CREAT | O_EXCL));
+  GDR_ASSIGN_OR_RETURN(MappedFile mapped, MapFile(partial, spec.size, O_CREAT | O_EXCL));
+  std::byte* const data = mapped.data;
   auto unmap = absl::MakeCleanup([&] { ::munmap(data, spec.size); ::unlink(partial.c_str()); });
   ParallelFill(spec.name, data, spec.size);
   if (::msync(data, spec.size, MS_SYNC) != 0) {
@@ -179,7 +188,35 @@ absl::StatusOr<std::unique_ptr<Volume>> Volume::Create(const VolumeSpec& spec) {
     return absl::ErrnoToStatus(errno, absl::StrCat("rename ", partial, " -> ", spec.file));
   }
   std::move(unmap).Cancel();
-  return std::unique_ptr<Volume>(new Volume(spec.name, spec.size, data, spec.file, true));
+  return std::unique_ptr<Volume>(
+      new Volume(spec.name, spec.size, data, spec.file, true, std::move(mapped.fd)));
+}
+
+Volume::Volume(std::string name, uint64_t size, std::byte* data, std::string file, bool created,
+               ScopedFd fd)
+    : name_(std::move(name)), size_(size), data_(data), file_(std::move(file)),
+      created_(created), fd_(std::move(fd)) {
+  if (!file_.empty()) {
+    // A file can be truncated under the mapping at any time; copies into and out of it are
+    // guarded (mapping_guard.h), and a fault names this volume and file.
+    InstallMappingGuard();
+    RegisterFileMapping(data_, size_, name_, file_);
+  }
+}
+
+absl::Status Volume::CheckBacked() const {
+  if (file_.empty()) return absl::OkStatus();
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("volume '", name_, "': stat ", file_));
+  }
+  if (static_cast<uint64_t>(st.st_size) < size_) {
+    return absl::DataLossError(absl::StrCat(
+        "volume '", name_, "': its file ", file_, " is ", st.st_size, " bytes, shorter than the "
+        "volume's ", size_, " (truncated behind the daemon's back?); its ops fail until the "
+        "file is ", size_, " bytes again"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Volume::Sync(uint64_t offset, uint64_t length) const {
@@ -193,7 +230,10 @@ absl::Status Volume::Sync(uint64_t offset, uint64_t length) const {
   return absl::OkStatus();
 }
 
-Volume::~Volume() { ::munmap(data_, size_); }
+Volume::~Volume() {
+  if (!file_.empty()) UnregisterFileMapping(data_);
+  ::munmap(data_, size_);
+}
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Create(const std::vector<VolumeSpec>& specs) {
   std::unique_ptr<Store> store(new Store());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/socket.h"
 #include "daemon/store/media_settings.h"
 
 namespace gdr {
@@ -58,16 +59,24 @@ class Volume {
   // msync(MS_SYNC) of the pages holding [offset, offset+length). OK at once for memory
   // volumes; the errno status otherwise. Blocks on the disk: never call it on a gRPC thread.
   absl::Status Sync(uint64_t offset, uint64_t length) const;
+  // Whether the mapping is still backed: a file volume whose file was truncated behind the
+  // daemon's back has pages that raise SIGBUS when touched. OK at once for memory volumes;
+  // for file volumes one fstat of the file (the one mapped, even if renamed or unlinked):
+  // DATA_LOSS naming the volume, the file and both sizes while the file is shorter than the
+  // volume (its ops fail; the rest of the daemon serves on; restoring the size, or the file,
+  // serves it again); the errno status when fstat fails. Thread-safe. A truncation racing an
+  // op that passed this check is caught where the bytes are copied (mapping_guard.h).
+  absl::Status CheckBacked() const;
 
  private:
-  Volume(std::string name, uint64_t size, std::byte* data, std::string file, bool created)
-      : name_(std::move(name)), size_(size), data_(data), file_(std::move(file)),
-        created_(created) {}
+  Volume(std::string name, uint64_t size, std::byte* data, std::string file, bool created,
+         ScopedFd fd);
   std::string name_;
   uint64_t size_;
   std::byte* data_;
   std::string file_;
   bool created_ = false;
+  ScopedFd fd_;  // file volumes: the mapped file, kept open for CheckBacked
 };
 
 // All volumes of the daemon. Lookups are thread-safe (the set is fixed after Create).

@@ -40,6 +40,9 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
                                               extent->length(), ") is past the end of volume '",
                                               volume->name(), "' (", volume->size(), " bytes)"));
   }
+  // A file volume whose file was truncated behind the daemon's back: refused here, naming the
+  // file, rather than faulting (SIGBUS) wherever its pages are touched.
+  GDR_RETURN_IF_ERROR(volume->CheckBacked());
   if (buffer->length() != extent->length()) {
     return absl::InvalidArgumentError(absl::StrCat("buffer.length ", buffer->length(),
                                                    " differs from extent.length ",

@@ -1,10 +1,12 @@
 // File-backed volumes on a real gdrstored: the file is created and pattern-filled when missing,
 // bytes a Read stores survive SIGKILL and a restart (they are in the file's pages when the Read
 // is answered), Read{sync=true} works, and an existing file of the wrong size is refused, not
-// resized.
+// resized; a file truncated under the running daemon fails its volume's ops, naming the file,
+// while the daemon serves on.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -178,6 +180,76 @@ TEST(FileVolumeTest, SyncIsAskedFromEveryClientPathAndReportedOnlyForFileVolumes
   }
   EXPECT_TRUE((*stream)->Close().ok());
   stream->reset();
+  buf->reset();
+  client.reset();
+  auto st = (*d)->Terminate(absl::Seconds(30));
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(DescribeWaitStatus(*st), "exited 0") << (*d)->Stderr();
+}
+
+// Issue 29: a file volume's file truncated behind the daemon's back killed the daemon with
+// SIGBUS on the next put (the tcp link's copy into the mapping touched a page no file backs),
+// taking every volume and client with it. Now the truncated volume's ops fail DATA_LOSS naming
+// the file, while the daemon serves the memory volume (and other clients) on; restoring the
+// file's size serves the volume again.
+TEST(FileVolumeTest, ATruncatedFileFailsItsOpsAndTheDaemonServesOn) {
+  auto dir = TempDir::Create("gdr-filevol-trunc");
+  ASSERT_TRUE(dir.ok());
+  const std::string file = (*dir)->File("fv.img");
+  constexpr uint64_t kVolume = 8 * kMiB;
+  auto d = DaemonProcess::Start({"--volume", absl::StrCat("fv=", kVolume, ",file=", file),
+                                 "--volume", absl::StrCat("mem=", kVolume)});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto client = ConnectClient(**d);
+  ASSERT_NE(client, nullptr);
+  auto buf = client->AllocateBuffer(kMiB + 2 * kGuardBytes + 8192);
+  ASSERT_TRUE(buf.ok());
+  SaltMap fv_salts(kVolume), mem_salts(kVolume);
+  const gdrstore::Extent tail{"fv", 6 * kMiB, kMiB};  // past where the file will end
+  ASSERT_TRUE(VerifiedRead(*client, **buf, kGuardBytes, kGuardBytes, tail, 3, &fv_salts).ok());
+
+  ASSERT_EQ(::truncate(file.c_str(), 4096), 0) << strerror(errno);
+  auto failed = [&](const absl::StatusOr<gdrstore::OpResult>& r, const char* what) {
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << what << ": " << r.status();
+    EXPECT_TRUE(absl::StrContains(r.status().message(), file)) << what << ": " << r.status();
+  };
+  failed(client->Read(tail, **buf), "put past the file's new end");
+  failed(client->Write(tail, **buf), "get past the file's new end");
+  failed(client->Read({"fv", 0, 4096}, **buf), "put within what is left");
+  // A Stream op too, and from a second client.
+  auto other = ConnectClient(**d);
+  ASSERT_NE(other, nullptr);
+  auto other_buf = other->AllocateBuffer(kMiB);
+  ASSERT_TRUE(other_buf.ok());
+  auto stream = other->OpenStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::promise<absl::StatusOr<gdrstore::OpResult>> answer;
+  (*stream)->Submit(gdrstore::OpKind::kRead, tail, **other_buf, 0,
+                    [&answer](absl::StatusOr<gdrstore::OpResult> r) {
+                      answer.set_value(std::move(r));
+                    });
+  auto f = answer.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  failed(f.get(), "Stream put");
+  EXPECT_TRUE((*stream)->Close().ok());
+
+  // The daemon is alive and serves the other volume to both clients.
+  EXPECT_TRUE((*d)->Running()) << (*d)->Stderr();
+  const gdrstore::Extent m{"mem", 3 * kMiB + 5, kMiB};
+  absl::Status v = VerifiedRead(*client, **buf, kGuardBytes, kGuardBytes, m, 9, &mem_salts);
+  EXPECT_TRUE(v.ok()) << v;
+  EXPECT_TRUE(other->Write({"mem", 0, kMiB}, **other_buf).ok());
+
+  // Restored to its size (the bytes past the cut are gone: zeros), the volume serves again.
+  ASSERT_EQ(::truncate(file.c_str(), static_cast<off_t>(kVolume)), 0) << strerror(errno);
+  v = VerifiedRead(*client, **buf, kGuardBytes, kGuardBytes, tail, 4, &fv_salts);
+  EXPECT_TRUE(v.ok()) << v;
+  EXPECT_EQ(ReadRange(file, tail.offset, 16).size(), 16u);
+
+  stream->reset();
+  other_buf->reset();
+  other.reset();
   buf->reset();
   client.reset();
   auto st = (*d)->Terminate(absl::Seconds(30));

@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "common/tcp_proof.h"
 #include "common/thread_name.h"
+#include "daemon/store/mapping_guard.h"
 
 namespace gdr {
 
@@ -341,7 +342,17 @@ absl::Status TcpLink::ReceiveOne(BufferedReader& reader) {
     return absl::OkStatus();
   }
   if (h->opcode == tcpwire::Opcode::kReadData) {
-    s = reader.Read(chunk.local, chunk.length);
+    // Into the volume's mapping: a file volume whose file was truncated under it faults here
+    // (SIGBUS, from the reader's copy out of its buffer) rather than in recv (EFAULT). The
+    // op fails naming the file; where the stream stopped is unknown, so the link goes too.
+    std::optional<const void*> fault =
+        RunGuarded([&reader, &chunk, &s] { s = reader.Read(chunk.local, chunk.length); });
+    if (fault) {
+      const absl::Status lost = MappingFaultStatus(*fault);
+      CompleteOnReceiver(chunk, lost);
+      return absl::UnavailableError(absl::StrCat("tcp link to ", dest_.Key(),
+                                                 " dropped mid-payload: ", lost.message()));
+    }
     if (!s.ok()) {
       absl::Status lost = absl::UnavailableError(
           absl::StrCat("tcp link to ", dest_.Key(), " lost mid-payload: ", s.message()));
