@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::string out = gdr::trace::EncodeHeader(t->start_unix_ns);
   gdr::trace::TraceEncoder encoder(t->start_unix_ns);
-  uint64_t bytes[2] = {0, 0};
+  uint64_t kind_bytes[2] = {0, 0};
   for (const gdr::trace::TraceOp& op : t->ops) {
     GDR_FUZZ_CHECK(op.client < t->clients.size() && op.volume < t->volumes.size());
     // Every accepted record is within the reader's bounds, so what readers compute from it
@@ -32,8 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     GDR_FUZZ_CHECK(op.offset <= UINT64_MAX - op.length);
     GDR_FUZZ_CHECK(op.start_ns > -gdr::trace::kMaxNs && op.start_ns < gdr::trace::kMaxNs);
     GDR_FUZZ_CHECK(op.latency_ns <= static_cast<uint64_t>(gdr::trace::kMaxNs));
-    GDR_FUZZ_CHECK(!__builtin_add_overflow(bytes[static_cast<int>(op.kind)], op.length,
-                                           &bytes[static_cast<int>(op.kind)]));
+    const int k = static_cast<int>(op.kind);
+    GDR_FUZZ_CHECK(!__builtin_add_overflow(kind_bytes[k], op.length, &kind_bytes[k]));
     gdr::trace::OpEvent e;
     if (__builtin_add_overflow(t->start_unix_ns, op.start_ns, &e.start_unix_ns)) return 0;
     e.latency_ns = op.latency_ns;
@@ -45,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     e.code = op.code;
     encoder.Encode(e, &out);
   }
-  GDR_FUZZ_CHECK(bytes[0] == t->kind_bytes[0] && bytes[1] == t->kind_bytes[1]);
+  GDR_FUZZ_CHECK(kind_bytes[0] == t->kind_bytes[0] && kind_bytes[1] == t->kind_bytes[1]);
   absl::StatusOr<gdr::trace::Trace> again = gdr::trace::ParseTrace(out);
   GDR_FUZZ_CHECK(again.ok());
   GDR_FUZZ_CHECK(again->ops.size() == t->ops.size());
