@@ -72,7 +72,11 @@ void StallHold::Arm(DelayQueue* queue, absl::Time floor, std::function<void()> f
   absl::MutexLock lock(&mu_);
   queue_ = queue;
   floor_ = floor;
-  handle_ = queue->RunAt(std::max(floor, UntilLocked()), std::move(fn));
+  // The queued answer owns the hold: whoever armed it may let go of theirs at once (the
+  // transport drops its completion callback once called), and a rule that goes must still
+  // find the hold to bring the answer forward.
+  handle_ = queue->RunAt(std::max(floor, UntilLocked()),
+                         [self = shared_from_this(), fn = std::move(fn)] { fn(); });
 }
 
 void StallHold::Release(uint64_t rule) {

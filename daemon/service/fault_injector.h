@@ -35,12 +35,14 @@ namespace gdr {
 // The stall rules holding one op, shared by the op and the rules that caught it. A rule that
 // goes lets go of its ops: they are then held only as long as their other rules say.
 // Thread-safe.
-class StallHold {
+class StallHold : public std::enable_shared_from_this<StallHold> {
  public:
   // The latest end among the rules still holding the op; InfinitePast when none is left.
   absl::Time until() const;
   // Queues `fn` (the op's answer) on `queue` for max(`floor`, until()); a rule letting go later
-  // brings it forward to what is left. Call once. `fn` runs on the queue's thread, or at once on
+  // brings it forward to what is left. Call once, on a hold owned by a shared_ptr; the queued
+  // answer keeps the hold alive (the rules know it only weakly). `fn` runs on the queue's
+  // thread, or at once on
   // the caller's (with this hold's lock held: `fn` must not touch the hold) once the queue has
   // shut down.
   void Arm(DelayQueue* queue, absl::Time floor, std::function<void()> fn);

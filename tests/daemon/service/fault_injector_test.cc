@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "common/fault_spec.h"
 
 namespace gdr {
@@ -35,6 +38,16 @@ constexpr FaultClient kAnon{"", "ipv4:127.0.0.1:4242"};
 FaultDecision Get(FaultInjector& f, const std::string& volume = "v0",
                   TransportKind t = TransportKind::kTcp, FaultClient c = kAnon) {
   return f.Decide(absl::Now(), Direction::kStoreToClient, t, volume, 0, 4096, c);
+}
+
+// Polls `done` for up to 30 s (for what another thread finishes just after it signals).
+bool PollUntilTrue(const std::function<bool()>& done) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (!done()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
 }
 
 // A 1-byte put on tcp, now.
@@ -147,6 +160,11 @@ TEST(FaultInjectorTest, ClearingAStallLetsGoOfTheOpsItHolds) {
   ASSERT_NE(held.stall, nullptr);
   absl::Notification answered;
   held.stall->Arm(&q, absl::InfinitePast(), [&] { answered.Notify(); });
+  // The op's path lets go of its hold once armed (the transport drops its completion callback
+  // once called): the queued answer and the rule must still reach it.
+  std::weak_ptr<StallHold> armed = held.stall;
+  held.stall.reset();
+  EXPECT_FALSE(armed.expired());
   // Caught before the clear, still transferring (not armed yet) when it comes.
   FaultDecision in_flight = GetAt(f, start);
   ASSERT_NE(in_flight.stall, nullptr);
@@ -154,6 +172,8 @@ TEST(FaultInjectorTest, ClearingAStallLetsGoOfTheOpsItHolds) {
   ASSERT_TRUE(f.Clear({1}, false).ok());
   EXPECT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
   EXPECT_EQ(in_flight.stall->until(), absl::InfinitePast());
+  // Answered: the hold goes with the queued answer (nothing keeps it once the op is done).
+  ASSERT_TRUE(PollUntilTrue([&] { return armed.expired(); }));
 
   // Two rules hold one op: clearing one leaves the other's hold; the media floor stays.
   ASSERT_TRUE(f.Add(Spec("kind=stall,delay=1h"), "admin t").ok());   // rule 2
