@@ -15,6 +15,9 @@ namespace {
 
 constexpr uint64_t kMaxLatencyUs = 60'000'000;  // a minute: longer is a hang, not a device
 constexpr uint64_t kMaxIops = 100'000'000;
+// 1 PiB/s: past any device, and far below 2^63, where the timing's signed arithmetic would wrap
+// and give transfers negative durations.
+constexpr uint64_t kMaxRate = uint64_t{1} << 50;
 constexpr uint32_t kMaxQueueDepth = 65536;  // NVMe's largest queue
 
 struct Preset {
@@ -88,6 +91,7 @@ absl::Status ParseRate(absl::string_view key, absl::string_view value, uint64_t*
         key, value,
         absl::StrCat("SIZE/s, e.g. 200MiB/s, 0 = unlimited (", bytes.status().message(), ")"));
   }
+  if (*bytes > kMaxRate) return Bad(key, value, "at most 1PiB/s, i.e. 1024TiB/s (0 = unlimited)");
   *out = *bytes;
   return absl::OkStatus();
 }

@@ -414,6 +414,32 @@ TEST_F(TcpTargetProofTest, StreamOpsAreJudgedLikeUnaryOnes) {
 }
 
 // The flag is validated when the daemon starts: a bad CIDR is a clear start-up error.
+// Anyone who reaches a client's target port may open sockets and say nothing. Idle sockets
+// past the target's connection limit once kept every daemon link out for the 10 s challenge
+// timeout; now the oldest unproven connection makes way, and the client's ops go on.
+TEST(TcpTargetSlotsTest, IdleSocketsOnATargetPortCannotKeepTheDaemonsLinksOut) {
+  auto d = DaemonProcess::Start({"--volume", "vol0=16MiB"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  gdrstore::ClientOptions o;
+  o.daemon_address = (*d)->address();
+  o.max_target_connections = 8;  // small, so that the test's sockets would fill it
+  auto c = gdrstore::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto buf = (*c)->AllocateBuffer(kOp);
+  ASSERT_TRUE(buf.ok());
+  std::vector<ScopedFd> idle;
+  for (int i = 0; i < 40; ++i) {
+    absl::StatusOr<ScopedFd> fd = ConnectTcp("127.0.0.1", (*c)->target_port(), absl::Seconds(5));
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    idle.push_back(std::move(*fd));
+  }
+  // Let the target accept them all before the daemon's link asks for a slot.
+  absl::SleepFor(absl::Milliseconds(300));
+  absl::StatusOr<gdrstore::OpResult> r = (*c)->Write({"vol0", 0, kOp}, **buf);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(PatternMismatch(PatternSeed("vol0"), 0, std::span((*buf)->data(), kOp)));
+}
+
 TEST(TcpTargetAllowFlagTest, ABadCidrStopsTheDaemonWithAClearError) {
   auto d = DaemonProcess::Start({"--tcp-target-allow", "10.0.0.1/8"}, absl::Seconds(10));
   ASSERT_FALSE(d.ok());

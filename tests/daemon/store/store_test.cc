@@ -207,6 +207,9 @@ TEST(StoreTest, BadMediaValuesNameTheOption) {
       {"v=1MiB,latency_us=500,p99_us=100", "p99_us=100 must be at least latency_us=500"},
       {"v=1MiB,read_bandwidth=fast", "read_bandwidth 'fast' must be SIZE/s"},
       {"v=1MiB,write_bandwidth=-1", "write_bandwidth '-1'"},
+      // 2^63 B/s once wrapped the timing's signed arithmetic into negative transfer times.
+      {"v=1MiB,bandwidth=9223372036854775808", "bandwidth '9223372036854775808' must be at most 1PiB/s"},
+      {"v=1MiB,read_bandwidth=2048TiB/s", "read_bandwidth '2048TiB/s' must be at most 1PiB/s"},
       {"v=1MiB,iops=1.5", "iops '1.5'"},
       {"v=1MiB,read_iops=100000001", "read_iops '100000001'"},
       {"v=1MiB,write_iops=x", "write_iops 'x'"},

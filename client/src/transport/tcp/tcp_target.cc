@@ -148,7 +148,25 @@ void TcpTarget::AcceptLoop() {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     ReapFinishedLocked();
-    if (connections_.size() >= max_connections_) {
+    // Connections are kept in accept order, so the first unproven one is the oldest.
+    size_t live = 0, unproven = 0;
+    Connection* oldest = nullptr;
+    for (const auto& c : connections_) {
+      if (c->dropped || c->finished.load()) continue;
+      ++live;
+      if (c->proven.load()) continue;
+      if (oldest == nullptr) oldest = c.get();
+      ++unproven;
+    }
+    if (oldest != nullptr && (unproven >= kMaxUnproven || live >= max_connections_)) {
+      GDR_LOG_EVERY_N_SEC(kWarning, 5)
+          << "tcp target: " << unproven
+          << " connections have not answered the challenge; dropping the oldest";
+      ::shutdown(oldest->fd.get(), SHUT_RDWR);  // its thread's challenge read fails and ends it
+      oldest->dropped = true;
+      --live;
+    }
+    if (live >= max_connections_) {
       GDR_LOG_EVERY_N_SEC(kWarning, 5)
           << "tcp target: refusing a connection, " << max_connections_ << " already open";
       continue;
@@ -184,6 +202,7 @@ void TcpTarget::Serve(Connection* conn) {
     ::shutdown(fd, SHUT_RDWR);
     return;
   }
+  conn->proven.store(true);
   BufferedReader reader(fd);
   std::vector<std::array<std::byte, wire::kHeaderSize>> acks;
   std::vector<bool> ack_on_gpu;  // parallel to acks

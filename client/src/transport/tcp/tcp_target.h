@@ -67,6 +67,8 @@ class TcpTarget {
     ScopedFd fd;
     std::thread thread;
     std::atomic<bool> finished{false};
+    std::atomic<bool> proven{false};  // answered the daemon's challenge
+    bool dropped = false;              // shut down to make room (under mu_): its slot is free
   };
   TcpTarget() = default;
   void AcceptLoop();
@@ -75,6 +77,10 @@ class TcpTarget {
   tcpwire::TargetStatus Check(const Region* region, const tcpwire::Header& h) const;
   void ReapFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Connections still in their challenge at once: past this, or when every slot is taken, the
+  // oldest of them is dropped for the newcomer, so that anyone who reaches the port cannot hold
+  // the slots with idle sockets (a daemon's link answers within milliseconds; idle ones age).
+  static constexpr size_t kMaxUnproven = 16;
   // A daemon link that has not sent its CHALLENGE by then is dropped.
   static constexpr absl::Duration kChallengeTimeout = absl::Seconds(10);
 
