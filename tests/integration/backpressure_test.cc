@@ -30,12 +30,9 @@ std::unique_ptr<gdrstore::Client> Connect(const DaemonProcess& d,
                                           std::chrono::milliseconds timeout,
                                           bool fail_when_full = false) {
   gdrstore::ClientOptions o;
-  o.daemon_address = d.address();
   o.rpc_timeout = timeout;
   o.fail_when_full = fail_when_full;
-  auto c = gdrstore::Client::Connect(o);
-  EXPECT_TRUE(c.ok()) << c.status();
-  return c.ok() ? std::move(*c) : nullptr;
+  return ConnectClient(d, std::move(o));
 }
 
 // Every op's outcome, collected from the callbacks.
@@ -52,6 +49,25 @@ struct Outcomes {
     return mu.AwaitWithTimeout(absl::Condition(&enough), timeout);
   }
 };
+
+// `ops` gets of `len` bytes each, volume offset i*len into buffer offset i*len, handed to one
+// Stream at once; every outcome, once all have come (or what came within two minutes).
+std::vector<absl::Status> Burst(gdrstore::Client& c, const gdrstore::Buffer& buf, int ops,
+                                uint64_t len) {
+  auto stream = c.OpenStream();
+  if (!stream.ok()) return {stream.status()};
+  Outcomes out;
+  for (int i = 0; i < ops; ++i) {
+    (*stream)->Submit(gdrstore::OpKind::kWrite, {"vol0", i * len, len}, buf, i * len,
+                      [&out](absl::StatusOr<gdrstore::OpResult> r) { out.Add(r); });
+  }
+  const bool all = out.WaitFor(ops, absl::Seconds(120));
+  (void)(*stream)->Close();  // an op left over still answers into `out` before this returns
+  absl::MutexLock lock(&out.mu);
+  std::vector<absl::Status> done = out.done;
+  if (!all) done.push_back(absl::DeadlineExceededError("not every op was answered in 120 s"));
+  return done;
+}
 
 // A daemon whose limits are far below what one burst asks for.
 std::unique_ptr<DaemonProcess> TightDaemon() {
@@ -70,19 +86,9 @@ TEST(BackpressureTest, AStreamHandedFarMoreThanTheDaemonAdmitsCompletesEveryOpVe
   constexpr uint64_t kLen = 256 * kKiB;  // 64 x 256 KiB = 16 MiB against a 1 MiB budget
   auto buf = c->AllocateBuffer(kOps * kLen);
   ASSERT_TRUE(buf.ok()) << buf.status();
-  auto stream = c->OpenStream();
-  ASSERT_TRUE(stream.ok()) << stream.status();
-  Outcomes out;
-  for (int i = 0; i < kOps; ++i) {
-    (*stream)->Submit(gdrstore::OpKind::kWrite, {"vol0", i * kLen, kLen}, **buf, i * kLen,
-                      [&out](absl::StatusOr<gdrstore::OpResult> r) { out.Add(r); });
-  }
-  ASSERT_TRUE(out.WaitFor(kOps, absl::Seconds(120)));
-  {
-    absl::MutexLock lock(&out.mu);
-    for (const absl::Status& s : out.done) EXPECT_TRUE(s.ok()) << s;
-  }
-  EXPECT_TRUE((*stream)->Close().ok());
+  const std::vector<absl::Status> done = Burst(*c, **buf, kOps, kLen);
+  EXPECT_EQ(done.size(), static_cast<size_t>(kOps));
+  for (const absl::Status& s : done) EXPECT_TRUE(s.ok()) << s;
   auto bad = PatternMismatch(PatternSeed("vol0"), 0, std::span((*buf)->data(), kOps * kLen));
   EXPECT_FALSE(bad.has_value()) << "byte " << *bad << " differs from the volume's pattern";
   // Held in the client once it knows the limits, or sent again after the daemon's refusal
@@ -100,26 +106,14 @@ TEST(BackpressureTest, FailWhenFullHandsTheDaemonsRefusalToTheCaller) {
   constexpr uint64_t kLen = 256 * kKiB;
   auto buf = c->AllocateBuffer(kOps * kLen);
   ASSERT_TRUE(buf.ok()) << buf.status();
-  auto stream = c->OpenStream();
-  ASSERT_TRUE(stream.ok()) << stream.status();
-  Outcomes out;
-  for (int i = 0; i < kOps; ++i) {
-    (*stream)->Submit(gdrstore::OpKind::kWrite, {"vol0", i * kLen, kLen}, **buf, i * kLen,
-                      [&out](absl::StatusOr<gdrstore::OpResult> r) { out.Add(r); });
-  }
-  ASSERT_TRUE(out.WaitFor(kOps, absl::Seconds(120)));
   int refused = 0;
-  {
-    absl::MutexLock lock(&out.mu);
-    for (const absl::Status& s : out.done) {
-      if (s.ok()) continue;
-      EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
-      EXPECT_TRUE(absl::StrContains(s.message(), "max_inflight")) << s;
-      ++refused;
-    }
+  for (const absl::Status& s : Burst(*c, **buf, kOps, kLen)) {
+    if (s.ok()) continue;
+    EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "max_inflight")) << s;
+    ++refused;
   }
   EXPECT_GT(refused, 0);
-  (void)(*stream)->Close();
 }
 
 TEST(BackpressureTest, UnaryCallsFromManyThreadsAtOnceAllComplete) {
@@ -168,23 +162,12 @@ TEST(BackpressureTest, TwoClientsSharingTheDaemonsRoomEachCompleteEveryOp) {
   // daemon answers the one that comes second are sent again.
   constexpr int kOps = 48;
   constexpr uint64_t kLen = 128 * kKiB;
-  auto run = [&](int which) -> std::vector<absl::Status> {
+  auto run = [&](int) -> std::vector<absl::Status> {
     auto c = Connect(*d, std::chrono::seconds(60));
     if (c == nullptr) return {absl::InternalError("no client")};
     auto buf = c->AllocateBuffer(kOps * kLen);
     if (!buf.ok()) return {buf.status()};
-    auto stream = c->OpenStream();
-    if (!stream.ok()) return {stream.status()};
-    Outcomes out;
-    for (int i = 0; i < kOps; ++i) {
-      const uint64_t off = (which * kOps + i) * kLen;
-      (*stream)->Submit(gdrstore::OpKind::kWrite, {"vol0", off, kLen}, **buf, i * kLen,
-                        [&out](absl::StatusOr<gdrstore::OpResult> r) { out.Add(r); });
-    }
-    if (!out.WaitFor(kOps, absl::Seconds(120))) return {absl::DeadlineExceededError("waited")};
-    (void)(*stream)->Close();
-    absl::MutexLock lock(&out.mu);
-    return out.done;
+    return Burst(*c, **buf, kOps, kLen);
   };
   auto a = std::async(std::launch::async, run, 0);
   auto b = std::async(std::launch::async, run, 1);

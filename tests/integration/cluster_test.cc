@@ -23,7 +23,6 @@ namespace {
 constexpr uint64_t kMiB = 1 << 20;
 constexpr int64_t kTtlS = 3;
 
-
 class ClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {

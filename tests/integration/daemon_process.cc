@@ -226,10 +226,15 @@ absl::Status DaemonProcess::Stop() {
 std::unique_ptr<gdrstore::Client> ConnectClient(const DaemonProcess& d, const std::string& token,
                                                 bool crc32c) {
   gdrstore::ClientOptions o;
-  o.daemon_address = d.address();
   o.token = token;
   o.crc32c = crc32c;
-  auto c = gdrstore::Client::Connect(o);
+  return ConnectClient(d, std::move(o));
+}
+
+std::unique_ptr<gdrstore::Client> ConnectClient(const DaemonProcess& d,
+                                                gdrstore::ClientOptions options) {
+  options.daemon_address = d.address();
+  auto c = gdrstore::Client::Connect(options);
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? std::move(*c) : nullptr;
 }

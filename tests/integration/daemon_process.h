@@ -87,5 +87,8 @@ class DaemonProcess {
 std::unique_ptr<gdrstore::Client> ConnectClient(const DaemonProcess& d,
                                                 const std::string& token = "",
                                                 bool crc32c = false);
+// The same with `options` (daemon_address set to d's).
+std::unique_ptr<gdrstore::Client> ConnectClient(const DaemonProcess& d,
+                                                gdrstore::ClientOptions options);
 
 }  // namespace gdr::integ
