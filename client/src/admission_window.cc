@@ -1,6 +1,7 @@
 #include "client/src/admission_window.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@ AdmissionWindow::~AdmissionWindow() {
     absl::MutexLock lock(&mu_);
     left.swap(held_);
     wakes.swap(wakes_);
+    held_count_.store(0);
   }
   for (DeadlineTimer::Id id : wakes) timer_->Cancel(id);
   for (const HeldPtr& h : left) {
@@ -27,7 +29,9 @@ void AdmissionWindow::SetLimits(const Limits& limits) {
   std::vector<HeldPtr> ready;
   {
     absl::MutexLock lock(&mu_);
-    limits_ = limits;
+    max_ops_.store(limits.max_ops);
+    max_bytes_.store(limits.max_bytes);
+    max_per_stream_.store(limits.max_per_stream);
     stats_.limits_known = true;
     ready = ReadyLocked();
   }
@@ -39,6 +43,32 @@ void AdmissionWindow::OnRefusalAskLimits(std::function<void()> want_limits) {
   want_limits_ = std::move(want_limits);
 }
 
+AdmissionWindow::Taken AdmissionWindow::Take(Scope* scope, uint64_t bytes) {
+  const uint64_t max_per_stream = max_per_stream_.load();
+  if (scope != nullptr && scope->in_flight.fetch_add(1) >= max_per_stream &&
+      max_per_stream != 0) {
+    scope->in_flight.fetch_sub(1);
+    return Taken::kStreamFull;
+  }
+  const uint64_t max_ops = max_ops_.load();
+  const uint64_t max_bytes = max_bytes_.load();
+  const bool ops_full = ops_.fetch_add(1) >= max_ops && max_ops != 0;
+  const uint64_t before = bytes_.fetch_add(bytes);
+  // The daemon admits one op larger than its byte budget when nothing else is in flight.
+  const bool bytes_full = max_bytes != 0 && before != 0 && before + bytes > max_bytes;
+  if (ops_full || bytes_full) {
+    Release(scope, bytes);
+    return Taken::kFull;
+  }
+  return Taken::kYes;
+}
+
+void AdmissionWindow::Release(Scope* scope, uint64_t bytes) {
+  bytes_.fetch_sub(bytes);
+  ops_.fetch_sub(1);
+  if (scope != nullptr) scope->in_flight.fetch_sub(1);
+}
+
 void AdmissionWindow::Submit(Scope* scope, uint64_t bytes, absl::Time deadline, Send send,
                              gdrstore::OpCallback done) {
   auto h = std::make_shared<Held>();
@@ -47,28 +77,31 @@ void AdmissionWindow::Submit(Scope* scope, uint64_t bytes, absl::Time deadline, 
   h->deadline = deadline;
   h->send = std::move(send);
   h->done = std::move(done);
+  // Room and nothing ahead of it: sent at once, no lock.
+  if (held_count_.load() == 0 && Take(scope, bytes) == Taken::kYes) {
+    h->send(ToDeadline(deadline), Answer(h));
+    return;
+  }
   std::vector<HeldPtr> ready;
   {
     absl::MutexLock lock(&mu_);
     h->id = next_id_++;
-    held_.push_back(h);
-    if (scope != nullptr) ++scope->waiting;
+    PushLocked(h, /*front=*/false);
     ready = ReadyLocked();
-    if (ready.empty() || ready.back() != h) ++stats_.waited;
+    if (std::find(ready.begin(), ready.end(), h) == ready.end()) ++stats_.waited;
   }
   SendAll(std::move(ready));
 }
 
-bool AdmissionWindow::StreamFullLocked(const Held& h) const {
-  return h.scope != nullptr && limits_.max_per_stream != 0 &&
-         h.scope->in_flight >= limits_.max_per_stream;
-}
-
-bool AdmissionWindow::FitsLocked(const Held& h) const {
-  if (limits_.max_ops != 0 && ops_ >= limits_.max_ops) return false;
-  // The daemon admits one op larger than its byte budget when nothing else is in flight.
-  if (limits_.max_bytes != 0 && bytes_ != 0 && bytes_ + h.bytes > limits_.max_bytes) return false;
-  return true;
+void AdmissionWindow::PushLocked(const HeldPtr& h, bool front) {
+  // Counted first: an answer that frees room after this sees it and sends what waits.
+  held_count_.fetch_add(1);
+  if (front) {
+    held_.push_front(h);
+  } else {
+    held_.push_back(h);
+  }
+  if (h->scope != nullptr) ++h->scope->waiting;
 }
 
 std::vector<AdmissionWindow::HeldPtr> AdmissionWindow::ReadyLocked() {
@@ -84,20 +117,17 @@ std::vector<AdmissionWindow::HeldPtr> AdmissionWindow::ReadyLocked() {
       ++it;
       continue;
     }
-    if (StreamFullLocked(h)) {
+    const Taken taken = Take(h.scope, h.bytes);
+    if (taken == Taken::kStreamFull) {
       ++it;
       continue;
     }
     // Room daemon-wide goes in submission order: a large op is not passed over for ever.
-    if (!FitsLocked(h)) break;
-    ++ops_;
-    bytes_ += h.bytes;
-    if (h.scope != nullptr) {
-      ++h.scope->in_flight;
-      --h.scope->waiting;
-    }
+    if (taken == Taken::kFull) break;
+    if (h.scope != nullptr) --h.scope->waiting;
     ready.push_back(std::move(*it));
     it = held_.erase(it);
+    held_count_.fetch_sub(1);
   }
   // Those that stay wait with their deadlines armed.
   for (const HeldPtr& h : held_) {
@@ -122,40 +152,47 @@ void AdmissionWindow::SendAll(std::vector<HeldPtr> ready) {
       timer_->Cancel(h->deadline_timer);  // gone from held_: a firing Expire finds nothing
       h->deadline_timer = 0;
     }
-    Send send = h->send;
-    send(h->deadline, [this, h](absl::StatusOr<gdrstore::OpResult> r) { Answered(h, std::move(r)); });
+    h->send(ToDeadline(h->deadline), Answer(h));
   }
 }
 
+gdrstore::OpCallback AdmissionWindow::Answer(HeldPtr h) {
+  return [this, h = std::move(h)](absl::StatusOr<gdrstore::OpResult> r) {
+    Answered(h, std::move(r));
+  };
+}
+
 void AdmissionWindow::Answered(const HeldPtr& h, absl::StatusOr<gdrstore::OpResult> r) {
+  Release(h->scope, h->bytes);
+  const bool refused = !r.ok() && IsNotAdmitted(r.status()) && absl::Now() < h->deadline;
+  if (!refused && held_count_.load() == 0 &&
+      (h->scope == nullptr || !h->scope->closing.load())) {
+    h->done(std::move(r));  // the fast path: nothing waits for this room
+    return;
+  }
   std::vector<HeldPtr> ready;
-  bool again = false;
   std::function<void()> ask;
   {
     absl::MutexLock lock(&mu_);
-    --ops_;
-    bytes_ -= h->bytes;
-    if (h->scope != nullptr) --h->scope->in_flight;
-    const absl::Time now = absl::Now();
-    if (!r.ok() && IsNotAdmitted(r.status()) && now < h->deadline) {
+    if (refused) {
       // Other clients hold the daemon's room (or its limits shrank): pause, doubling from
       // 1 ms to 64 ms, then send it again ahead of later ops.
+      const absl::Time now = absl::Now();
       h->pause = std::clamp(h->pause * 2, absl::Milliseconds(1), absl::Milliseconds(64));
       h->not_before = std::min(now + h->pause, h->deadline);
-      held_.push_front(h);
-      if (h->scope != nullptr) ++h->scope->waiting;
+      if (h->id == 0) h->id = next_id_++;
+      PushLocked(h, /*front=*/true);
       ++stats_.resent;
-      again = true;
       if (want_limits_ && now - asked_limits_at_ > absl::Seconds(1)) {
         asked_limits_at_ = now;
         ask = want_limits_;
       }
     }
     ready = ReadyLocked();
-  }
+  }  // letting go of mu_ also wakes an AwaitIdle of this op's Stream
   SendAll(std::move(ready));
   if (ask) ask();
-  if (!again) h->done(std::move(r));
+  if (!refused) h->done(std::move(r));
 }
 
 void AdmissionWindow::Expire(uint64_t id) {
@@ -168,6 +205,7 @@ void AdmissionWindow::Expire(uint64_t id) {
       if ((*it)->id == id) {
         expired = std::move(*it);
         held_.erase(it);
+        held_count_.fetch_sub(1);
         break;
       }
     }
@@ -176,8 +214,8 @@ void AdmissionWindow::Expire(uint64_t id) {
     if (expired->scope != nullptr) --expired->scope->waiting;
     why = absl::StrCat(
         "the op's deadline passed while it waited for room under the daemon's in-flight limits (",
-        ops_, " ops and ", bytes_, " bytes of this client in flight; limits: ",
-        limits_.max_ops, " ops, ", limits_.max_bytes, " bytes, ", limits_.max_per_stream,
+        ops_.load(), " ops and ", bytes_.load(), " bytes of this client in flight; limits: ",
+        max_ops_.load(), " ops, ", max_bytes_.load(), " bytes, ", max_per_stream_.load(),
         " per stream; 0 = not known)");
     ready = ReadyLocked();
   }
@@ -198,7 +236,10 @@ void AdmissionWindow::Wake(const std::shared_ptr<DeadlineTimer::Id>& id) {
 
 void AdmissionWindow::AwaitIdle(Scope* scope) {
   absl::MutexLock lock(&mu_);
-  auto idle = [scope]() { return scope->waiting == 0 && scope->in_flight == 0; };
+  // Set before the first look, so that an answer that empties the scope after it takes the
+  // lock and so has the condition looked at again.
+  scope->closing.store(true);
+  auto idle = [scope]() { return scope->waiting == 0 && scope->in_flight.load() == 0; };
   mu_.Await(absl::Condition(&idle));
 }
 

@@ -5,8 +5,14 @@
 // are shared with other clients) is sent again after a short pause. Every op keeps its
 // deadline while it waits. With ClientOptions::fail_when_full the window is bypassed and the
 // daemon's refusal reaches the caller.
+//
+// An op that finds room and nothing waiting takes it with atomics alone, so the window adds no
+// lock to the path of ops that fit; the lock is taken only while ops wait, after a refusal, or
+// while a Stream closes.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -30,13 +36,15 @@ class AdmissionWindow {
     uint64_t max_per_stream = 0;
   };
   // One Stream's ops in flight, against max_per_stream. Owned by the stream, which must keep
-  // it until every op submitted with it has been answered. Guarded by the window's mutex.
+  // it until every op submitted with it has been answered.
   struct Scope {
-    uint64_t in_flight = 0;
-    uint64_t waiting = 0;  // in held_
+    std::atomic<uint64_t> in_flight{0};
+    std::atomic<bool> closing{false};  // AwaitIdle is waiting: answers take the lock to wake it
+    uint64_t waiting = 0;              // in held_, under the window's mutex
   };
   // Sends the op now, with the deadline it keeps; `done` is the window's and must run once.
-  using Send = std::function<void(absl::Time deadline, gdrstore::OpCallback done)>;
+  using Send = std::function<void(std::chrono::system_clock::time_point deadline,
+                                  gdrstore::OpCallback done)>;
 
   // The timer is shared: the window may be let go last on a gRPC thread.
   explicit AdmissionWindow(std::shared_ptr<DeadlineTimer> timer) : timer_(std::move(timer)) {}
@@ -51,10 +59,11 @@ class AdmissionWindow {
   // a second, after the daemon refused an op: its limits may have changed.
   void OnRefusalAskLimits(std::function<void()> want_limits);
 
-  // Sends the op of `bytes` at once when it fits, else when room frees up. `done` runs once:
-  // with the op's answer, with DEADLINE_EXCEEDED when `deadline` passes before it could be
-  // sent, or with the daemon's refusal if that came at the deadline. Thread-safe; never blocks
-  // on the daemon. `scope`: the Stream it goes on (nullptr for a unary call).
+  // Sends the op of `bytes` at once when it fits and nothing waits, else when room frees up.
+  // `done` runs once: with the
+  // op's answer, with DEADLINE_EXCEEDED when `deadline` passes before it could be sent, or with
+  // the daemon's refusal if that came at the deadline. Thread-safe; never blocks on the
+  // daemon. `scope`: the Stream it goes on (nullptr for a unary call).
   void Submit(Scope* scope, uint64_t bytes, absl::Time deadline, Send send,
               gdrstore::OpCallback done);
 
@@ -84,22 +93,30 @@ class AdmissionWindow {
   };
   using HeldPtr = std::shared_ptr<Held>;
 
-  bool StreamFullLocked(const Held& h) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool FitsLocked(const Held& h) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  enum class Taken { kYes, kStreamFull, kFull };
+  // Takes room for an op if it fits now (atomics; undone when it does not).
+  Taken Take(Scope* scope, uint64_t bytes);
+  void Release(Scope* scope, uint64_t bytes);
   // Moves the ops that may be sent now out of held_, in order (the caller sends them
-  // unlocked), counts them as in flight, and arms the timers of those that stay.
+  // unlocked), and arms the timers of those that stay.
   std::vector<HeldPtr> ReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushLocked(const HeldPtr& h, bool front) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendAll(std::vector<HeldPtr> ready);
+  gdrstore::OpCallback Answer(HeldPtr h);
   void Answered(const HeldPtr& h, absl::StatusOr<gdrstore::OpResult> r);
   void Expire(uint64_t id);
   // `id`: the wake's own timer, read under mu_ (it is written there after scheduling).
   void Wake(const std::shared_ptr<DeadlineTimer::Id>& id);
 
   const std::shared_ptr<DeadlineTimer> timer_;
+  // Room in use and the limits, read and taken without the lock on the fast path.
+  std::atomic<uint64_t> ops_{0};
+  std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> max_ops_{0}, max_bytes_{0}, max_per_stream_{0};
+  // Ops in held_: while any, every answer takes the lock to send them (seq_cst with the room
+  // counters, so that an answer and a newly held op cannot miss each other).
+  std::atomic<uint64_t> held_count_{0};
   mutable absl::Mutex mu_;
-  Limits limits_ ABSL_GUARDED_BY(mu_);
-  uint64_t ops_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::list<HeldPtr> held_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Wakes for ops pausing after a refusal: the earliest one armed, and every one not yet run

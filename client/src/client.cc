@@ -96,11 +96,7 @@ void Client::Admit(void* stream, uint64_t bytes, std::chrono::system_clock::time
     return;
   }
   window_->Submit(static_cast<gdr::AdmissionWindow::Scope*>(stream), bytes,
-                  gdr::FromDeadline(deadline),
-                  [send = std::move(send)](absl::Time dl, OpCallback cb) {
-                    send(gdr::ToDeadline(dl), std::move(cb));
-                  },
-                  std::move(done));
+                  gdr::FromDeadline(deadline), std::move(send), std::move(done));
 }
 
 void Client::AwaitStreamIdle(void* stream) {
