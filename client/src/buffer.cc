@@ -45,6 +45,7 @@ const std::string& Buffer::rdma_device() const { return rdma_device_; }
 bool Buffer::writable() const { return registration_->region()->writable; }
 
 absl::Status Buffer::CopyIn(size_t offset, const void* src, size_t n) const {
+  if (src == nullptr && n > 0) return absl::InvalidArgumentError("CopyIn: src is null");
   GDR_RETURN_IF_ERROR(gdr::CheckRange(offset, n, size_, absl::StatusCode::kOutOfRange));
   const gdr::Region& region = *registration_->region();
   if (region.gpu) return region.gpu->CopyFromHost(offset_ + offset, src, n);
@@ -56,6 +57,7 @@ absl::Status Buffer::CopyIn(size_t offset, const void* src, size_t n) const {
 }
 
 absl::Status Buffer::CopyOut(size_t offset, void* dst, size_t n) const {
+  if (dst == nullptr && n > 0) return absl::InvalidArgumentError("CopyOut: dst is null");
   GDR_RETURN_IF_ERROR(gdr::CheckRange(offset, n, size_, absl::StatusCode::kOutOfRange));
   const gdr::Region& region = *registration_->region();
   if (region.gpu) return region.gpu->CopyToHost(offset_ + offset, dst, n);
