@@ -1,5 +1,5 @@
-"""One Stream handed more than the daemon admits at once: N gets of SIZE into one CUDA tensor
-(default 144 x 48 MiB = 6.75 GiB, over the default 4 GiB max_inflight_bytes). Every get must
+"""One Stream handed more than the daemon admits at once: 144 gets of 48 MiB into one CUDA tensor
+(6.75 GiB, over the default 4 GiB max_inflight_bytes). Every get must
 succeed (the client holds what the daemon would refuse); prints the rate.
 Usage: python3 bench/stream_burst.py HOST:PORT  (a daemon with a 7 GiB volume vol0)"""
 import sys, time, torch, gdrstore
