@@ -234,6 +234,34 @@ void AdmissionWindow::Wake(const std::shared_ptr<DeadlineTimer::Id>& id) {
   SendAll(std::move(ready));
 }
 
+bool AdmissionWindow::BeginFetch(std::function<void()> cancel) {
+  absl::MutexLock lock(&mu_);
+  if (fetching_ || closing_) return false;
+  fetching_ = true;
+  cancel_fetch_ = std::move(cancel);
+  return true;
+}
+
+void AdmissionWindow::EndFetch() {
+  absl::MutexLock lock(&mu_);
+  fetching_ = false;
+  cancel_fetch_ = nullptr;
+}
+
+void AdmissionWindow::CancelFetchAndWait() {
+  std::function<void()> cancel;
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    cancel = cancel_fetch_;
+  }
+  // TryCancel, unlocked: the callback it brings on may run before it returns.
+  if (cancel) cancel();
+  absl::MutexLock lock(&mu_);
+  auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !fetching_; };
+  mu_.Await(absl::Condition(&ended));
+}
+
 void AdmissionWindow::AwaitIdle(Scope* scope) {
   absl::MutexLock lock(&mu_);
   // Set before the first look, so that an answer that empties the scope after it takes the

@@ -67,6 +67,14 @@ class AdmissionWindow {
   void Submit(Scope* scope, uint64_t bytes, absl::Time deadline, Send send,
               gdrstore::OpCallback done);
 
+  // The asynchronous GetInfo that fetches the limits: Begin records how to cancel it (false
+  // when one is in flight already, or the window is closing: then start none), End is called
+  // once by its callback, and CancelFetchAndWait (the Client closing) cancels it and waits for
+  // End, so that no call of the Client's outlives it.
+  bool BeginFetch(std::function<void()> cancel);
+  void EndFetch();
+  void CancelFetchAndWait();
+
   // Waits until no op of `scope` is waiting or in flight (a Stream closing: each ends by its
   // deadline). Not from an op's callback.
   void AwaitIdle(Scope* scope);
@@ -124,6 +132,9 @@ class AdmissionWindow {
   absl::Time wake_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::vector<DeadlineTimer::Id> wakes_ ABSL_GUARDED_BY(mu_);
   std::function<void()> want_limits_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> cancel_fetch_ ABSL_GUARDED_BY(mu_);  // set while a fetch is in flight
+  bool fetching_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time asked_limits_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };

@@ -59,6 +59,9 @@ Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
 }
 
 Client::~Client() {
+  // The limits' GetInfo may still be in flight (a daemon that does not answer): it is cancelled
+  // and waited for, since no gRPC call may outlive the Client (nor the process's gRPC).
+  if (window_ != nullptr) window_->CancelFetchAndWait();
   if (transport_) transport_->Close();
   window_.reset();  // fails what still waits, before the timer stops
 }
@@ -74,13 +77,17 @@ void Client::FetchLimits() {
   };
   auto call = std::make_shared<Call>();
   call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  std::weak_ptr<gdr::AdmissionWindow> window = window_;
+  if (!window_->BeginFetch([call] { call->ctx.TryCancel(); })) return;
+  // The Client waits for this callback before it goes (CancelFetchAndWait), so the window is
+  // alive whenever it runs.
+  gdr::AdmissionWindow* window = window_.get();
   stub_->async()->GetInfo(&call->ctx, &call->req, &call->resp, [call, window](grpc::Status st) {
-    std::shared_ptr<gdr::AdmissionWindow> w = window.lock();
-    if (!st.ok() || w == nullptr || !call->resp.has_limits()) return;
-    const v1::Limits& l = call->resp.limits();
-    w->SetLimits(gdr::AdmissionWindow::Limits{l.max_inflight_ops(), l.max_inflight_bytes(),
-                                              l.max_inflight_per_stream()});
+    if (st.ok() && call->resp.has_limits()) {
+      const v1::Limits& l = call->resp.limits();
+      window->SetLimits(gdr::AdmissionWindow::Limits{
+          l.max_inflight_ops(), l.max_inflight_bytes(), l.max_inflight_per_stream()});
+    }
+    window->EndFetch();
   });
 }
 

@@ -16,15 +16,17 @@ cleanup() {
 trap cleanup EXIT
 prefix=$tmp/prefix
 cmake --install "$build_dir" --prefix "$prefix" >"$tmp/install.log"
-demo_c=$src/tests/client/c/c_abi_demo.c
+# The C demo: its ordinary steps and its hostile ones (two files, threads).
+demo=$src/tests/client/c
+demo_c=("$demo/c_abi_demo.c" "$demo/c_abi_hostile.c")
 
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
-cc -std=c11 -o "$tmp/c_pc" "$demo_c" $(pkg-config --cflags --libs gdrstore)
+cc -std=c11 -pthread -o "$tmp/c_pc" "${demo_c[@]}" $(pkg-config --cflags --libs gdrstore)
 c++ -std=c++20 -o "$tmp/cxx_pc" "$src/tests/deploy/consumer/consumer.cc" \
   $(pkg-config --cflags --libs gdrstore)
 echo "built with pkg-config: c_pc, cxx_pc"
 cmake -S "$src/tests/deploy/consumer" -B "$tmp/cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
-  -DDEMO_C="$demo_c" >"$tmp/cmake.log"
+  -DDEMO_C="${demo_c[0]};${demo_c[1]}" >"$tmp/cmake.log"
 cmake --build "$tmp/cmake" >>"$tmp/cmake.log"
 echo "built with find_package(gdrstore CONFIG): c_consumer, cxx_consumer"
 # Each binary must take libgdrclient from the prefix, not from the build tree.

@@ -219,8 +219,9 @@ TEST(DeadlineTest, StreamAndUnaryOpsOnAStoppedDaemonEndAtTheirDeadline) {
 
   ASSERT_TRUE((*d)->Signal(SIGCONT).ok());
   std::move(resume).Cancel();
-  // Once resumed, the daemon serves again.
-  EXPECT_TRUE(c->Write({"vol0", 0, 4096}, **buf).ok());
+  // Once resumed, the daemon serves again (after it has caught up with what waited).
+  EXPECT_TRUE(PollUntil([&] { return c->Write({"vol0", 0, 4096}, **buf).ok(); },
+                        absl::Seconds(30), absl::Milliseconds(100)));
   if (closed.valid()) (void)closed.get();
 }
 
