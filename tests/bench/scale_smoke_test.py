@@ -121,10 +121,11 @@ with tempfile.TemporaryDirectory(prefix="gdr-scale.") as tmp:
         check("has no matplotlib" in p.stderr and data in p.stderr,
               "the run says matplotlib is missing and where the data is")
 
-    # Clients that fail: a daemon admitting one op at a time refuses the second op in flight.
-    p = run(SMALL + ["--daemon-flag=--max-inflight-ops=1", "--scale-plot", png], tmp)
+    # Clients that fail: a daemon that fails every op with an injected DATA_LOSS. (Its
+    # in-flight limits no longer fail clients: they wait for room.)
+    p = run(SMALL + ["--daemon-flag=--fault=kind=error,code=DATA_LOSS", "--scale-plot", png], tmp)
     check(p.returncode == 1, f"failing clients: exit {p.returncode}")
-    check("clients failed" in p.stderr and "RESOURCE_EXHAUSTED" in p.stderr,
+    check("clients failed" in p.stderr and "DATA_LOSS" in p.stderr,
           "failing clients: the error names the failure")
 
     # A bad client list is refused before anything starts.
