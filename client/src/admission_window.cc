@@ -89,6 +89,7 @@ void AdmissionWindow::Submit(Scope* scope, uint64_t bytes, absl::Time deadline, 
     PushLocked(h, /*front=*/false);
     ready = ReadyLocked();
     if (std::find(ready.begin(), ready.end(), h) == ready.end()) ++stats_.waited;
+    ArmUnlessSentLocked(h, ready);
   }
   SendAll(std::move(ready));
 }
@@ -129,12 +130,6 @@ std::vector<AdmissionWindow::HeldPtr> AdmissionWindow::ReadyLocked() {
     it = held_.erase(it);
     held_count_.fetch_sub(1);
   }
-  // Those that stay wait with their deadlines armed.
-  for (const HeldPtr& h : held_) {
-    if (h->deadline_timer == 0 && h->deadline != absl::InfiniteFuture()) {
-      h->deadline_timer = timer_->Schedule(h->deadline, [this, id = h->id] { Expire(id); });
-    }
-  }
   if (wake < wake_at_) {
     // An earlier wake than the one armed; the later one, when it comes, only looks again.
     wake_at_ = wake;
@@ -144,6 +139,14 @@ std::vector<AdmissionWindow::HeldPtr> AdmissionWindow::ReadyLocked() {
   }
   stats_.waiting = held_.size();
   return ready;
+}
+
+void AdmissionWindow::ArmUnlessSentLocked(const HeldPtr& h, const std::vector<HeldPtr>& ready) {
+  // Armed once, when an op starts to wait, rather than by every look at held_ (which each
+  // answer takes while ops wait).
+  if (h->deadline == absl::InfiniteFuture() || h->deadline_timer != 0) return;
+  if (std::find(ready.begin(), ready.end(), h) != ready.end()) return;
+  h->deadline_timer = timer_->Schedule(h->deadline, [this, id = h->id] { Expire(id); });
 }
 
 void AdmissionWindow::SendAll(std::vector<HeldPtr> ready) {
@@ -189,6 +192,7 @@ void AdmissionWindow::Answered(const HeldPtr& h, absl::StatusOr<gdrstore::OpResu
       }
     }
     ready = ReadyLocked();
+    if (refused) ArmUnlessSentLocked(h, ready);
   }  // letting go of mu_ also wakes an AwaitIdle of this op's Stream
   SendAll(std::move(ready));
   if (ask) ask();

@@ -106,9 +106,12 @@ class AdmissionWindow {
   Taken Take(Scope* scope, uint64_t bytes);
   void Release(Scope* scope, uint64_t bytes);
   // Moves the ops that may be sent now out of held_, in order (the caller sends them
-  // unlocked), and arms the timers of those that stay.
+  // unlocked).
   std::vector<HeldPtr> ReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushLocked(const HeldPtr& h, bool front) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a ReadyLocked: `h`, just pushed, waits with its deadline armed unless it was sent.
+  void ArmUnlessSentLocked(const HeldPtr& h, const std::vector<HeldPtr>& ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendAll(std::vector<HeldPtr> ready);
   gdrstore::OpCallback Answer(HeldPtr h);
   void Answered(const HeldPtr& h, absl::StatusOr<gdrstore::OpResult> r);

@@ -92,8 +92,7 @@ void Client::FetchLimits() {
 }
 
 std::chrono::system_clock::time_point Client::DeadlineFromNow() const {
-  if (options_.rpc_timeout.count() <= 0) return std::chrono::system_clock::time_point::max();
-  return std::chrono::system_clock::now() + options_.rpc_timeout;
+  return gdr::DeadlineAfter(options_.rpc_timeout);
 }
 
 void Client::Admit(void* stream, uint64_t bytes, std::chrono::system_clock::time_point deadline,

@@ -22,6 +22,12 @@ inline absl::Time FromDeadline(std::chrono::system_clock::time_point t) {
   return t == std::chrono::system_clock::time_point::max() ? absl::InfiniteFuture()
                                                             : absl::FromChrono(t);
 }
+// Now + `timeout`, or time_point::max() for none (a timeout of zero): an op's deadline from
+// ClientOptions::rpc_timeout.
+inline std::chrono::system_clock::time_point DeadlineAfter(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) return std::chrono::system_clock::time_point::max();
+  return std::chrono::system_clock::now() + timeout;
+}
 inline std::chrono::system_clock::time_point ToDeadline(absl::Time t) {
   return t == absl::InfiniteFuture() ? std::chrono::system_clock::time_point::max()
                                      : absl::ToChronoTime(t);

@@ -14,6 +14,7 @@
 #include "client/src/cluster/layout.h"
 #include "client/src/cluster/member_link.h"
 #include "client/src/cluster/membership.h"
+#include "client/src/deadline_timer.h"
 #include "client/src/page_rounding.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -329,9 +330,7 @@ absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t of
                                 uint64_t length, const ClusterBuffer& buffer,
                                 size_t buffer_offset) {
   // The op's deadline, failovers included (the client options' rpc_timeout).
-  const std::chrono::milliseconds timeout = state_->options.client.rpc_timeout;
-  const auto deadline = timeout.count() > 0 ? std::chrono::system_clock::now() + timeout
-                                            : std::chrono::system_clock::time_point::max();
+  const auto deadline = gdr::DeadlineAfter(state_->options.client.rpc_timeout);
   if (buffer_offset > buffer.size() || length > buffer.size() - buffer_offset) {
     return absl::InvalidArgumentError(absl::StrCat("[", buffer_offset, ", +", length,
                                                    ") is outside the buffer of ", buffer.size(),
