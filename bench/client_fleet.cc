@@ -11,7 +11,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 
 extern char** environ;
 

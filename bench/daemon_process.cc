@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/temp_path.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 #include "gdrstore/client.h"
 
 extern char** environ;

@@ -32,8 +32,8 @@
 #include "bench/scale_client.h"
 #include "client/gdrctl/bench.h"
 #include "common/cuda/gpu.h"
-#include "common/status_macros.h"
-#include "common/units.h"
+#include "common/base/status_macros.h"
+#include "common/base/units.h"
 #include "gdrstore/client.h"
 
 #ifndef GDR_BENCH_DAEMON_PATH

@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/monotonic_ns.h"
-#include "common/socket.h"
-#include "common/status_macros.h"
+#include "common/base/socket.h"
+#include "common/base/status_macros.h"
 
 namespace gdrbench {
 namespace {

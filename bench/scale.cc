@@ -22,8 +22,8 @@
 #include "bench/temp_path.h"
 #include "bench/scale_plot.h"
 #include "common/cuda/gpu.h"
-#include "common/status_macros.h"
-#include "common/units.h"
+#include "common/base/status_macros.h"
+#include "common/base/units.h"
 #include "gdrstore/client.h"
 
 namespace gdrbench {

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/units.h"
+#include "common/base/units.h"
 
 namespace gdrctl {
 

@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "client/src/cluster/layout.h"
 #include "client/src/cluster/status_json.h"
-#include "common/pattern.h"
-#include "common/units.h"
+#include "common/base/pattern.h"
+#include "common/base/units.h"
 
 namespace gdrctl {
 

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/fault_spec.h"
+#include "common/wire/fault_spec.h"
 
 namespace gdrctl {
 

@@ -1,5 +1,5 @@
 // gdrctl's fault commands, through the daemon's gdrstore.v1.Admin service: `fault set SPEC`
-// (the text of common/fault_spec.h), `fault clear ID...|--all`, `fault list`.
+// (the text of common/wire/fault_spec.h), `fault clear ID...|--all`, `fault list`.
 #pragma once
 
 #include <cstdint>

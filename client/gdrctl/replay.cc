@@ -11,8 +11,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/pattern.h"
-#include "common/trace_format.h"
+#include "common/base/pattern.h"
+#include "common/wire/trace_format.h"
 
 namespace gdrctl {
 namespace {

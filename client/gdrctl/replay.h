@@ -1,4 +1,4 @@
-// `gdrctl replay FILE`: issues the ops of a gdrstored trace (common/trace_format.h) against a
+// `gdrctl replay FILE`: issues the ops of a gdrstored trace (common/wire/trace_format.h) against a
 // daemon, one Client (own connection and buffer) per recorded client, at the recorded pace or
 // back to back, and prints the recorded and replayed figures side by side.
 #pragma once

@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/pattern.h"
-#include "common/units.h"
+#include "common/base/pattern.h"
+#include "common/base/units.h"
 
 namespace gdrctl {
 namespace {

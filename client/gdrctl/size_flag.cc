@@ -1,7 +1,7 @@
 #include "client/gdrctl/size_flag.h"
 
 #include "absl/strings/str_replace.h"
-#include "common/units.h"
+#include "common/base/units.h"
 
 namespace gdrctl {
 

@@ -11,8 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/transport_kind.h"
-#include "common/units.h"
+#include "common/wire/transport_kind.h"
+#include "common/base/units.h"
 
 namespace gdrctl {
 

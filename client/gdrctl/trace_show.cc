@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "common/trace_format.h"
+#include "common/wire/trace_format.h"
 
 namespace gdrctl {
 

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "common/grpc/grpc_status.h"
 
 namespace gdr {
 

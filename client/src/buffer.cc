@@ -3,7 +3,7 @@
 #include "client/src/registration.h"
 #include "client/src/transport/region.h"
 #include "client/src/write_fence.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 #include "gdrstore/client.h"
 
 namespace gdrstore {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/crc32c.h"
+#include "common/base/crc32c.h"
 
 namespace gdr {
 

@@ -20,7 +20,7 @@
 #include "absl/time/time.h"
 #include "client/src/c_api_handle.h"
 #include "client/src/transport/region.h"
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 #include "gdrstore/client.h"
 
 namespace {

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "common/token_file.h"
+#include "common/wire/token_file.h"
 
 namespace gdr::capi {
 namespace {

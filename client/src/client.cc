@@ -20,11 +20,11 @@
 #include "client/src/transport/region.h"
 #include "client/src/transport/open_client_transport.h"
 #include "common/cuda/gpu.h"
-#include "common/host_port.h"
+#include "common/base/host_port.h"
 #include "common/topo/pci_topology.h"
-#include "common/grpc_status.h"
-#include "common/status_macros.h"
-#include "common/transport_kind.h"
+#include "common/grpc/grpc_status.h"
+#include "common/base/status_macros.h"
+#include "common/wire/transport_kind.h"
 
 namespace gdr {
 namespace {

@@ -18,10 +18,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "common/grpc_status.h"
-#include "common/host_port.h"
-#include "common/socket.h"
-#include "common/tls_material.h"
+#include "common/grpc/grpc_status.h"
+#include "common/base/host_port.h"
+#include "common/base/socket.h"
+#include "common/grpc/tls_material.h"
 #include "gdrstore/client.h"
 
 namespace gdr {

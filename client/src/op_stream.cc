@@ -9,9 +9,9 @@
 #include "client/src/admission_window.h"
 #include "client/src/deadline_timer.h"
 #include "client/src/op_request.h"
-#include "common/grpc_status.h"
-#include "common/stream_limits.h"
-#include "common/write_queue.h"
+#include "common/grpc/grpc_status.h"
+#include "common/wire/stream_limits.h"
+#include "common/grpc/write_queue.h"
 #include "gdrstore/client.h"
 
 namespace gdrstore {

@@ -10,8 +10,8 @@
 #include "common/cuda/cuda_api.h"
 #include "common/cuda/context.h"
 #include "common/cuda/gpu_select.h"
-#include "common/log.h"
-#include "common/status_macros.h"
+#include "common/base/log.h"
+#include "common/base/status_macros.h"
 
 namespace gdr::cuda {
 

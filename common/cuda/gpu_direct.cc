@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
+#include "common/base/log.h"
 
 #if GDR_HAVE_CUDA
 #include "common/cuda/context.h"

@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/cuda/gpu.h"
-#include "common/log.h"
+#include "common/base/log.h"
 
 namespace gdr::cuda {
 

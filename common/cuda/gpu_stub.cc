@@ -4,7 +4,7 @@
 #include "common/cuda/gpu.h"
 #include "common/cuda/gpu_select.h"
 #include "common/cuda/staging_pipe.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 
 namespace gdr::cuda {
 namespace {

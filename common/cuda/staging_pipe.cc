@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/cuda/context.h"
 #include "common/cuda/cuda_api.h"
-#include "common/log.h"
-#include "common/status_macros.h"
+#include "common/base/log.h"
+#include "common/base/status_macros.h"
 
 namespace gdr::cuda {
 

@@ -12,9 +12,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/grpc_status.h"
-#include "common/host_port.h"
-#include "common/thread_name.h"
+#include "common/grpc/grpc_status.h"
+#include "common/base/host_port.h"
+#include "common/base/thread_name.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 
 namespace gdr::etcd {

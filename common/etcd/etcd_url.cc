@@ -6,8 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/host_port.h"
-#include "common/ip_address.h"
+#include "common/base/host_port.h"
+#include "common/base/ip_address.h"
 
 namespace gdr::etcd {
 namespace {

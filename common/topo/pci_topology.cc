@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 
 namespace gdr::topo {
 namespace fs = std::filesystem;

@@ -13,9 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/completion_batch.h"
-#include "common/log.h"
-#include "common/thread_name.h"
+#include "common/base/completion_batch.h"
+#include "common/base/log.h"
+#include "common/base/thread_name.h"
 #include "common/verbs/verbs_status.h"
 
 namespace gdr::verbs {

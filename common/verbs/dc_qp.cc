@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
+#include "common/base/log.h"
 #include "common/verbs/verbs_status.h"
 
 #if GDR_HAVE_MLX5DV

@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 #include "common/verbs/port_speed.h"
 #include "common/verbs/verbs_status.h"
 

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "common/log.h"
+#include "common/base/log.h"
 
 namespace gdr::verbs {
 namespace {

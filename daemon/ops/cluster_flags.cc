@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/etcd/etcd_url.h"
-#include "common/host_port.h"
+#include "common/base/host_port.h"
 
 namespace gdr {
 

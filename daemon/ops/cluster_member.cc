@@ -6,9 +6,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/etcd/etcd_url.h"
-#include "common/host_port.h"
-#include "common/log.h"
-#include "common/thread_name.h"
+#include "common/base/host_port.h"
+#include "common/base/log.h"
+#include "common/base/thread_name.h"
 
 namespace gdr {
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/log.h"
+#include "common/base/log.h"
 #include "daemon/ops/cluster_flags.h"
 #include "daemon/ops/fault_flags.h"
 #include "daemon/ops/tls_flags.h"
@@ -42,7 +42,7 @@ struct DaemonConfig {
   absl::Duration drain_timeout = absl::Seconds(10);
   LogLevel log_level = LogLevel::kInfo;
   // Credentials callers must present and their volume grants, read from token_file (re-read
-  // on SIGHUP; common/token_file.h); none: open.
+  // on SIGHUP; common/wire/token_file.h); none: open.
   std::string token_file;
   std::vector<Credential> tokens;
   // TLS/mTLS on the gRPC port (files re-read on change and on SIGHUP), and --insecure.

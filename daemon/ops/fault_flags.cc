@@ -3,7 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "common/fault_spec.h"
+#include "common/wire/fault_spec.h"
 
 namespace gdr {
 

@@ -1,7 +1,7 @@
 #include "daemon/ops/health_monitor.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
+#include "common/base/log.h"
 
 namespace gdr {
 

@@ -6,8 +6,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/ip_address.h"
-#include "common/status_macros.h"
+#include "common/base/ip_address.h"
+#include "common/base/status_macros.h"
 #include "daemon/ops/stats_metrics.h"
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/units.h"
+#include "common/base/units.h"
 
 namespace gdr {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "common/transport_kind.h"
+#include "common/wire/transport_kind.h"
 
 namespace gdr {
 namespace {

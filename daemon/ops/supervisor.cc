@@ -7,8 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "common/log.h"
-#include "common/units.h"
+#include "common/base/log.h"
+#include "common/base/units.h"
 #include "daemon/ops/health_monitor.h"
 #include "daemon/ops/reload.h"
 

@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/log.h"
-#include "common/status_macros.h"
+#include "common/base/log.h"
+#include "common/base/status_macros.h"
 
 namespace gdr {
 namespace {

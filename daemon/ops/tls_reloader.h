@@ -22,7 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "common/tls_material.h"
+#include "common/grpc/tls_material.h"
 #include "daemon/ops/tls_flags.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 

@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
-#include "common/log.h"
+#include "common/grpc/grpc_status.h"
+#include "common/base/log.h"
 
 namespace gdr {
 

@@ -1,6 +1,6 @@
 #include "daemon/service/client_stats.h"
 
-#include "common/grpc_peer.h"
+#include "common/grpc/grpc_peer.h"
 
 namespace gdr {
 

@@ -4,8 +4,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/fault_spec.h"
-#include "common/log.h"
+#include "common/wire/fault_spec.h"
+#include "common/base/log.h"
 
 namespace gdr {
 

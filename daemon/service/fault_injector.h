@@ -24,7 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/transport_kind.h"
+#include "common/wire/transport_kind.h"
 #include "daemon/store/delay_queue.h"
 #include "daemon/transport/transfer_op.h"
 #include "gdrstore/v1/admin.pb.h"

@@ -1,7 +1,7 @@
 #include "daemon/service/inflight_limiter.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "common/grpc/grpc_status.h"
 
 namespace gdr {
 

@@ -7,7 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
+#include "common/base/log.h"
 
 namespace gdr {
 namespace {

@@ -1,4 +1,4 @@
-// Admission of gdrstore.v1 calls by the daemon's token file (common/token_file.h): a call is
+// Admission of gdrstore.v1 calls by the daemon's token file (common/wire/token_file.h): a call is
 // the line whose token it presents (`authorization: Bearer <token>`), else the san: line one of
 // its verified client certificate's subjectAltNames equals; that line's grants say which volumes
 // it may get from and put to. Off (every call admitted, every right) while no credential is
@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/token_file.h"
+#include "common/wire/token_file.h"
 
 namespace gdr {
 

@@ -1,8 +1,8 @@
 #include "daemon/service/trace_recorder.h"
 
 #include "absl/time/time.h"
-#include "common/log.h"
-#include "common/thread_name.h"
+#include "common/base/log.h"
+#include "common/base/thread_name.h"
 
 namespace gdr {
 namespace {

@@ -1,5 +1,5 @@
 // gdrstored --trace: records every op the service answers into a trace file
-// (common/trace_format.h) without putting file I/O on the op's path: ops are queued under a
+// (common/wire/trace_format.h) without putting file I/O on the op's path: ops are queued under a
 // short critical section and a writer thread encodes and writes them.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/trace_format.h"
+#include "common/wire/trace_format.h"
 #include "daemon/transport/transfer_op.h"
 
 namespace gdr {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "common/log.h"
+#include "common/base/log.h"
 
 namespace gdr {
 namespace {

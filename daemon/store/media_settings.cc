@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
-#include "common/units.h"
+#include "common/base/units.h"
 
 namespace gdr {
 namespace {

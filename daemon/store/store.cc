@@ -16,10 +16,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/socket.h"
-#include "common/pattern.h"
-#include "common/status_macros.h"
-#include "common/units.h"
+#include "common/base/socket.h"
+#include "common/base/pattern.h"
+#include "common/base/status_macros.h"
+#include "common/base/units.h"
 #include "daemon/store/mapping_guard.h"
 
 namespace gdr {

@@ -1,5 +1,5 @@
 // The daemon's simulated store: named volumes of bytes, memory-backed, each filled at start with
-// the deterministic pattern (common/pattern.h) so clients can verify what they read.
+// the deterministic pattern (common/base/pattern.h) so clients can verify what they read.
 #pragma once
 
 #include <cstddef>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/socket.h"
+#include "common/base/socket.h"
 #include "daemon/store/media_settings.h"
 
 namespace gdr {

@@ -3,10 +3,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/host_port.h"
-#include "common/status_macros.h"
-#include "common/tcp_proof.h"
-#include "common/units.h"
+#include "common/base/host_port.h"
+#include "common/base/status_macros.h"
+#include "common/wire/tcp_proof.h"
+#include "common/base/units.h"
 #include "daemon/store/store.h"
 
 namespace gdr {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/transport_kind.h"
+#include "common/wire/transport_kind.h"
 #include "daemon/transport/dc_endpoint.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 #include "common/verbs/verbs_device.h"
 
 namespace gdr {

@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
-#include "common/status_macros.h"
+#include "common/base/log.h"
+#include "common/base/status_macros.h"
 #include "common/topo/numa_cpus.h"
 #include "common/topo/pci_topology.h"
 #include "common/verbs/port_speed.h"

@@ -1,11 +1,11 @@
-// Unit tests of IpAddress (common/ip_address.h) and Cidr (common/cidr.h): parsing, the
+// Unit tests of IpAddress (common/base/ip_address.h) and Cidr (common/base/cidr.h): parsing, the
 // IPv4-mapped normal form, prefix matching and the errors an operator sees.
-#include "common/cidr.h"
+#include "common/base/cidr.h"
 
 #include <netinet/in.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/ip_address.h"
+#include "common/base/ip_address.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,6 +1,6 @@
-// Unit tests of common/completion_batch.h: deferral only inside a batch, one flush per key,
+// Unit tests of common/base/completion_batch.h: deferral only inside a batch, one flush per key,
 // nesting, re-deferral from a flush, and batches being per thread.
-#include "common/completion_batch.h"
+#include "common/base/completion_batch.h"
 
 #include <string>
 #include <thread>

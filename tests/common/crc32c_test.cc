@@ -1,5 +1,5 @@
 // CRC32C through ISA-L against the published check values.
-#include "common/crc32c.h"
+#include "common/base/crc32c.h"
 
 #include <gtest/gtest.h>
 

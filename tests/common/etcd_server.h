@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "common/socket.h"
+#include "common/base/socket.h"
 #include "tests/integration/child_process.h"
 
 namespace gdr::integ {

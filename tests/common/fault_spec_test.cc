@@ -1,6 +1,6 @@
 // The fault rule text: every field parsed, printed back the same, and each malformed or
 // contradictory rule refused naming its field.
-#include "common/fault_spec.h"
+#include "common/wire/fault_spec.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 #include "common/cuda/gpu.h"
 #include "common/cuda/gpu_direct.h"
 #include "common/cuda/staging_pipe.h"
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 
 namespace gdr::cuda {
 namespace {

@@ -1,6 +1,6 @@
-// Unit tests of the gRPC peer parser (common/grpc_peer.h): every form gRPC writes, the
+// Unit tests of the gRPC peer parser (common/grpc/grpc_peer.h): every form gRPC writes, the
 // IPv4-mapped normal form, and text that must be refused rather than guessed at.
-#include "common/grpc_peer.h"
+#include "common/grpc/grpc_peer.h"
 
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-#include "common/host_port.h"
+#include "common/base/host_port.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
-// Unit tests of the logger's rate limiting and journald detection (common/log.h).
-#include "common/log.h"
+// Unit tests of the logger's rate limiting and journald detection (common/base/log.h).
+#include "common/base/log.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
-// Unit tests of the deterministic store pattern (common/pattern.h): the word-at-a-time fill and
+// Unit tests of the deterministic store pattern (common/base/pattern.h): the word-at-a-time fill and
 // compare must agree with the byte-at-a-time definition at every alignment.
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 
 #include <cstddef>
 #include <cstdint>

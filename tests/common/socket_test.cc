@@ -1,6 +1,6 @@
-// Unit tests of the socket helpers (common/socket.h) over real socketpairs and loopback TCP,
+// Unit tests of the socket helpers (common/base/socket.h) over real socketpairs and loopback TCP,
 // and of the iovec advance after a partial send.
-#include "common/socket.h"
+#include "common/base/socket.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,5 +1,5 @@
-// Unit tests of the tcp transport's wire codec (common/tcp_frame.h).
-#include "common/tcp_frame.h"
+// Unit tests of the tcp transport's wire codec (common/wire/tcp_frame.h).
+#include "common/wire/tcp_frame.h"
 
 #include <array>
 #include <cstring>

@@ -1,7 +1,7 @@
-// Unit tests of the tcp link's proof (common/tcp_proof.h): the MAC against an independent
+// Unit tests of the tcp link's proof (common/wire/tcp_proof.h): the MAC against an independent
 // OpenSSL computation, nonces and secrets from the CSPRNG, and both halves of the exchange over
 // a real socket pair, right and wrong.
-#include "common/tcp_proof.h"
+#include "common/wire/tcp_proof.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
-#include "common/socket.h"
+#include "common/base/socket.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,7 +1,7 @@
-// Unit tests of common/token_file.h: the token file format (bare tokens as before grants,
+// Unit tests of common/wire/token_file.h: the token file format (bare tokens as before grants,
 // san: identities, name=/get=/put= grants), every error it refuses (naming file and line, never
 // quoting a token), the client's first-token rule, and the comparison.
-#include "common/token_file.h"
+#include "common/wire/token_file.h"
 
 #include <fstream>
 #include <string>

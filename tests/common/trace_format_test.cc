@@ -1,6 +1,6 @@
 // The trace format: what is written reads back field for field, damaged files are refused
 // naming where, and a writer with a size cap stops at it and counts what it drops.
-#include "common/trace_format.h"
+#include "common/wire/trace_format.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // The transport name table and its conversions: every kind has its name and round-trips through
 // the wire enum and the endpoint oneof; what the table does not know is refused, not guessed.
-#include "common/transport_kind.h"
+#include "common/wire/transport_kind.h"
 
 #include <gtest/gtest.h>
 

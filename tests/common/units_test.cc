@@ -1,5 +1,5 @@
-// Unit tests of size parsing and printing (common/units.h).
-#include "common/units.h"
+// Unit tests of size parsing and printing (common/base/units.h).
+#include "common/base/units.h"
 
 #include "gtest/gtest.h"
 

@@ -1,7 +1,7 @@
-// Unit tests of common/write_queue.h with a fake reactor that records its writes and its end:
+// Unit tests of common/grpc/write_queue.h with a fake reactor that records its writes and its end:
 // order, one write outstanding, packing several items into one write, the end action exactly
 // once after the queue drains, a failed write, Discard, and items queued after the end.
-#include "common/write_queue.h"
+#include "common/grpc/write_queue.h"
 
 #include <algorithm>
 #include <string>

@@ -5,7 +5,7 @@ N ranks (clients) each read their contiguous shard of one volume in fixed-size g
 QD ops in flight; the ranks share one device of BANDWIDTH bytes/s, so every op's latency is
 what that many ops in flight over such a device take (plus LATENCY_US). The output is
 deterministic: the same arguments write the same bytes. The format is the one
-docs/simulation.md ("Traces: record and replay") specifies and common/trace_format.cc reads.
+docs/simulation.md ("Traces: record and replay") specifies and common/wire/trace_format.cc reads.
 
   python3 tests/data/make_checkpoint_trace.py tests/data/checkpoint_load_8ranks.trace
 """

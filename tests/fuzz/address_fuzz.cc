@@ -1,6 +1,6 @@
 // Fuzzes the address parsers the daemon applies to text it does not control: IpAddress::Parse
-// (common/ip_address.h), Cidr::Parse (common/cidr.h, the --tcp-target-allow list) and
-// ParseGrpcPeer (common/grpc_peer.h, the caller's address as gRPC reports it), all on the same
+// (common/base/ip_address.h), Cidr::Parse (common/base/cidr.h, the --tcp-target-allow list) and
+// ParseGrpcPeer (common/grpc/grpc_peer.h, the caller's address as gRPC reports it), all on the same
 // input. Properties:
 // - A refusal is INVALID_ARGUMENT with a printable message of bounded length.
 // - An address prints (ToString) to text that parses back to it, and that text is canonical;
@@ -17,9 +17,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/cidr.h"
-#include "common/grpc_peer.h"
-#include "common/ip_address.h"
+#include "common/base/cidr.h"
+#include "common/grpc/grpc_peer.h"
+#include "common/base/ip_address.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// Fuzzes the fault rule text (common/fault_spec.h), which gdrctl sends and --fault and the
+// Fuzzes the fault rule text (common/wire/fault_spec.h), which gdrctl sends and --fault and the
 // config file give the daemon. Properties: it never crashes; a refusal is INVALID_ARGUMENT
 // naming a field ("fault FIELD: ..."); an accepted rule passes CheckFaultSpec (what the daemon
 // applies to rules from the network), and its printed form parses to the same rule.
@@ -8,7 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
-#include "common/fault_spec.h"
+#include "common/wire/fault_spec.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -347,7 +347,7 @@ def hostile_trace(records):
 
 
 def hostile_trace_records():
-    """Traces whose records are out of the reader's bounds (common/trace_format.h)."""
+    """Traces whose records are out of the reader's bounds (common/wire/trace_format.h)."""
     big = 2**63 + 4096  # twice this sums to 8192 in 64 bits; slots x this wraps
     return {
         "hostile_length_2p63_get": [dict(length=big), dict(length=big, start=10)],

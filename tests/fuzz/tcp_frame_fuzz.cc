@@ -1,4 +1,4 @@
-// Fuzzes the tcp transport's wire codec (common/tcp_frame.h) the way a link reads it: first the
+// Fuzzes the tcp transport's wire codec (common/wire/tcp_frame.h) the way a link reads it: first the
 // proof exchange's frames (DecodeHandshake), then back-to-back frames, each a 32-byte header
 // and its payload, decoded until the first header that does not parse (where a real reader
 // drops the connection) or the bytes run out.
@@ -16,7 +16,7 @@
 #include <cstring>
 #include <span>
 
-#include "common/tcp_frame.h"
+#include "common/wire/tcp_frame.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// Fuzzes the credential file parser (common/token_file.h ParseTokenFile, and ReadClientToken on
+// Fuzzes the credential file parser (common/wire/token_file.h ParseTokenFile, and ReadClientToken on
 // the same bytes written to a file): the file is the daemon's and the client's, read at start
 // and on every SIGHUP. Properties:
 // - Errors never quote a token: the text with every token (a line's first field, not san:)
@@ -25,7 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "common/token_file.h"
+#include "common/wire/token_file.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

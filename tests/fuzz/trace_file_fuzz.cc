@@ -1,4 +1,4 @@
-// Fuzzes the op trace reader (common/trace_format.h), which gdrctl replay and trace show run on
+// Fuzzes the op trace reader (common/wire/trace_format.h), which gdrctl replay and trace show run on
 // files from anywhere. Properties: it never crashes; a refusal is INVALID_ARGUMENT naming the
 // byte offset; an accepted trace's records name only defined names and hold fields within the
 // reader's bounds (lengths, offset + length, start and latency, byte totals: what replay and
@@ -10,7 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
-#include "common/trace_format.h"
+#include "common/wire/trace_format.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -15,8 +15,8 @@
 #include <memory>
 
 #include "absl/strings/match.h"
-#include "common/stream_limits.h"
-#include "common/tcp_proof.h"
+#include "common/wire/stream_limits.h"
+#include "common/wire/tcp_proof.h"
 #include "daemon/store/store.h"
 #include "daemon/transport/transfer_op.h"
 #include "gdrstore/v1/gdrstore.pb.h"

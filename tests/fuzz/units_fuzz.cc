@@ -1,4 +1,4 @@
-// Fuzzes the size parser (common/units.h), which reads sizes from flags, config files and
+// Fuzzes the size parser (common/base/units.h), which reads sizes from flags, config files and
 // volume specs. Properties: it never crashes; what it accepts, FormatSize prints back to text
 // that parses to the same value, and the unit suffix is case-insensitive. The first 8 bytes,
 // read as a number, also go through FormatSize -> ParseSize, which must give them back.
@@ -9,7 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/string_view.h"
-#include "common/units.h"
+#include "common/base/units.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

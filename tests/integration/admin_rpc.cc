@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "common/fault_spec.h"
+#include "common/wire/fault_spec.h"
 #include "gdrstore/client.h"
 #include "gdrstore/v1/admin.grpc.pb.h"
 

@@ -13,7 +13,7 @@ namespace gdr::integ {
 absl::StatusOr<gdrstore::v1::FaultState> SetFault(const std::string& address,
                                                   const gdrstore::v1::FaultSpec& spec,
                                                   const std::string& token = "");
-// `text` as gdrctl fault set takes it (common/fault_spec.h); INVALID_ARGUMENT when it does not
+// `text` as gdrctl fault set takes it (common/wire/fault_spec.h); INVALID_ARGUMENT when it does not
 // parse.
 absl::StatusOr<gdrstore::v1::FaultState> SetFault(const std::string& address,
                                                   const std::string& text,

@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/pattern.h"
-#include "common/tcp_frame.h"
+#include "common/base/pattern.h"
+#include "common/wire/tcp_frame.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/silent_listener.h"

@@ -14,7 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/read_only_pages.h"

@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/etcd/etcd_client.h"
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 #include "gdrstore/cluster.h"
 #include "tests/common/etcd_server.h"
 #include "tests/integration/daemon_process.h"

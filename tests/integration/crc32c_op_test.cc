@@ -9,8 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "client/src/buffer_crc.h"
-#include "common/crc32c.h"
-#include "common/pattern.h"
+#include "common/base/crc32c.h"
+#include "common/base/pattern.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
 

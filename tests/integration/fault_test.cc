@@ -17,7 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 #include "gdrstore/client.h"
 #include "tests/integration/admin_rpc.h"
 #include "tests/integration/daemon_process.h"

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda/gpu.h"
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
 

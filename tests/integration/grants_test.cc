@@ -18,7 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/stats_rpc.h"

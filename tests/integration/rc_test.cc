@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "client/src/transport/rc/rc_session.h"
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 #include "common/verbs/verbs_device.h"
 #include "gdrstore/client.h"
 #include "tests/integration/admin_rpc.h"

@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/silent_listener.h"

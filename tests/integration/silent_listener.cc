@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/tcp_proof.h"
+#include "common/wire/tcp_proof.h"
 
 namespace gdr::integ {
 

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/socket.h"
+#include "common/base/socket.h"
 
 namespace gdr::integ {
 

@@ -15,7 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/socket.h"
+#include "common/base/socket.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/test_pki.h"

@@ -23,7 +23,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 #include "gdrstore/client.h"
 #include "gdrstore/gdrstore.h"
 #include "tests/integration/daemon_process.h"

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/trace_format.h"
+#include "common/wire/trace_format.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/stats_rpc.h"

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 
 namespace gdr::integ {
 

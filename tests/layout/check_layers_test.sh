@@ -42,7 +42,7 @@ expect client/src/transport/tcp/tcp_target.cc client/src/transport/rc/rc_session
 expect client/src/transport/rc/rc_session.cc client/src/op_request.h 1
 expect client/src/client.cc client/src/transport/tcp/tcp_target.h 1
 expect client/include/gdrstore/client.h client/src/transport/region.h 1
-expect common/log.cc daemon/store/store.h 1
+expect common/base/log.cc daemon/store/store.h 1
 expect client/src/client.cc daemon/transport/transfer_op.h 1
 
 # A file at the top of daemon/ other than main.cc.

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cuda/gpu.h"
 #include "common/cuda/gpu_mr.h"
-#include "common/transport_kind.h"
+#include "common/wire/transport_kind.h"
 #include "common/verbs/dc_qp.h"
 #include "common/verbs/verbs_device.h"
 #include "common/verbs/verbs_ptr.h"

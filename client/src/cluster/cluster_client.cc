@@ -16,8 +16,8 @@
 #include "client/src/cluster/membership.h"
 #include "client/src/deadline_timer.h"
 #include "client/src/page_rounding.h"
-#include "common/log.h"
-#include "common/status_macros.h"
+#include "common/base/log.h"
+#include "common/base/status_macros.h"
 
 namespace gdrstore {
 

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "common/host_port.h"
+#include "common/base/host_port.h"
 
 namespace gdr::cluster {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/src/cluster/layout.h"
 #include "common/etcd/etcd_url.h"
-#include "common/log.h"
+#include "common/base/log.h"
 
 namespace gdr::cluster {
 

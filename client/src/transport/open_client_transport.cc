@@ -9,8 +9,8 @@
 #include "client/src/transport/rail_set.h"
 #include "client/src/transport/rc/rc_session.h"
 #include "client/src/transport/tcp/tcp_transport.h"
-#include "common/grpc_status.h"
-#include "common/status_macros.h"
+#include "common/grpc/grpc_status.h"
+#include "common/base/status_macros.h"
 #include "common/verbs/gid_table.h"
 
 namespace gdr {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cuda/gpu.h"
-#include "common/log.h"
+#include "common/base/log.h"
 
 namespace gdr {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
-#include "common/units.h"
+#include "common/base/log.h"
+#include "common/base/units.h"
 #include "common/verbs/chunk_plan.h"
 #include "common/verbs/verbs_status.h"
 

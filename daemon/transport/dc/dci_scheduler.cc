@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
+#include "common/grpc/grpc_status.h"
 
 namespace gdr::dc {
 

@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
+#include "common/base/log.h"
 #include "common/verbs/verbs_status.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 
 namespace gdr::dc {
 namespace {

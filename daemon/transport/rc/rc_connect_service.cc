@@ -3,8 +3,8 @@
 #include <deque>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
-#include "common/write_queue.h"
+#include "common/grpc/grpc_status.h"
+#include "common/grpc/write_queue.h"
 
 namespace gdr {
 

@@ -6,11 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "common/grpc_status.h"
-#include "common/log.h"
+#include "common/grpc/grpc_status.h"
+#include "common/base/log.h"
 #include "common/verbs/chunk_plan.h"
 #include "common/verbs/verbs_status.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 
 namespace gdr {
 

@@ -8,12 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/grpc_peer.h"
-#include "common/log.h"
-#include "common/units.h"
+#include "common/grpc/grpc_peer.h"
+#include "common/base/log.h"
+#include "common/base/units.h"
 #include "common/verbs/chunk_plan.h"
 #include "common/verbs/verbs_status.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 
 namespace gdr {
 

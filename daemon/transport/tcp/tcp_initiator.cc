@@ -3,12 +3,12 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
-#include "common/ip_address.h"
-#include "common/status_macros.h"
-#include "common/tcp_proof.h"
-#include "common/thread_name.h"
-#include "common/units.h"
+#include "common/base/log.h"
+#include "common/base/ip_address.h"
+#include "common/base/status_macros.h"
+#include "common/wire/tcp_proof.h"
+#include "common/base/thread_name.h"
+#include "common/base/units.h"
 
 namespace gdr {
 namespace {

@@ -7,11 +7,11 @@
 #include <array>
 
 #include "absl/strings/str_cat.h"
-#include "common/completion_batch.h"
-#include "common/log.h"
-#include "common/status_macros.h"
-#include "common/tcp_proof.h"
-#include "common/thread_name.h"
+#include "common/base/completion_batch.h"
+#include "common/base/log.h"
+#include "common/base/status_macros.h"
+#include "common/wire/tcp_proof.h"
+#include "common/base/thread_name.h"
 #include "daemon/store/mapping_guard.h"
 
 namespace gdr {

@@ -8,7 +8,7 @@
 // order). Many chunks are in flight at once; the socket buffers give back-pressure.
 // Before any of that the link checks its target against the TcpTargetRule (every address the
 // host resolves to; no connection at all when one is refused) and, once connected, has the
-// target prove it holds the endpoint's secret (common/tcp_proof.h): until then not one byte
+// target prove it holds the endpoint's secret (common/wire/tcp_proof.h): until then not one byte
 // of the store leaves and none is taken into it.
 #pragma once
 
@@ -27,8 +27,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/socket.h"
-#include "common/tcp_frame.h"
+#include "common/base/socket.h"
+#include "common/wire/tcp_frame.h"
 #include "daemon/transport/initiator.h"
 #include "daemon/transport/tcp/tcp_options.h"
 #include "daemon/transport/tcp/tcp_target_rule.h"

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/cidr.h"
+#include "common/base/cidr.h"
 
 namespace gdr {
 

@@ -1,7 +1,7 @@
 #include "daemon/transport/tcp/tcp_target_rule.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_peer.h"
+#include "common/grpc/grpc_peer.h"
 
 namespace gdr {
 namespace {

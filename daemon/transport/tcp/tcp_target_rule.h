@@ -9,9 +9,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "common/cidr.h"
-#include "common/ip_address.h"
-#include "common/socket.h"
+#include "common/base/cidr.h"
+#include "common/base/ip_address.h"
+#include "common/base/socket.h"
 
 namespace gdr {
 

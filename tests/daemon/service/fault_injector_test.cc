@@ -13,7 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "common/fault_spec.h"
+#include "common/wire/fault_spec.h"
 
 namespace gdr {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/socket.h"
+#include "common/base/socket.h"
 #include "daemon/store/store.h"
 #include "gtest/gtest.h"
 

@@ -9,7 +9,7 @@
 #include <span>
 
 #include "absl/strings/str_cat.h"
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

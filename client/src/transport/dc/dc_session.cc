@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/verbs/verbs_status.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 
 namespace gdr {
 

@@ -8,11 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/transport/verbs_registration.h"
-#include "common/grpc_status.h"
-#include "common/log.h"
+#include "common/grpc/grpc_status.h"
+#include "common/base/log.h"
 #include "common/verbs/verbs_status.h"
-#include "common/write_queue.h"
-#include "common/status_macros.h"
+#include "common/grpc/write_queue.h"
+#include "common/base/status_macros.h"
 
 namespace gdr {
 

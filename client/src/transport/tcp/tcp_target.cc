@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/log.h"
-#include "common/tcp_proof.h"
-#include "common/thread_name.h"
+#include "common/base/log.h"
+#include "common/wire/tcp_proof.h"
+#include "common/base/thread_name.h"
 
 namespace gdr {
 

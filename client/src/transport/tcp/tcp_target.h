@@ -2,7 +2,7 @@
 // serves the daemon's one-sided requests against them. Every request is checked (rkey, bounds)
 // before any byte of client memory is touched; a refused write's payload is drained, not stored.
 // Each connection first proves to the daemon that this target holds the secret the client puts
-// in its endpoints (common/tcp_proof.h), so the daemon knows it reached the caller's target.
+// in its endpoints (common/wire/tcp_proof.h), so the daemon knows it reached the caller's target.
 #pragma once
 
 #include <atomic>
@@ -21,8 +21,8 @@
 #include "client/src/transport/region.h"
 #include "common/cuda/gpu.h"
 #include "common/cuda/staging_pipe.h"
-#include "common/socket.h"
-#include "common/tcp_frame.h"
+#include "common/base/socket.h"
+#include "common/wire/tcp_frame.h"
 
 namespace gdr {
 

@@ -1,7 +1,7 @@
 #include "client/src/transport/tcp/tcp_transport.h"
 
-#include "common/host_port.h"
-#include "common/socket.h"
+#include "common/base/host_port.h"
+#include "common/base/socket.h"
 
 namespace gdr {
 

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "common/pattern.h"
-#include "common/socket.h"
-#include "common/tcp_frame.h"
-#include "common/tcp_proof.h"
+#include "common/base/pattern.h"
+#include "common/base/socket.h"
+#include "common/wire/tcp_frame.h"
+#include "common/wire/tcp_proof.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

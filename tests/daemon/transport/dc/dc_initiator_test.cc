@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/log.h"
+#include "common/base/log.h"
 #include "daemon/transport/dc/mlx5_dc_device.h"
 #include "tests/daemon/transport/dc/fake_dc_device.h"
 

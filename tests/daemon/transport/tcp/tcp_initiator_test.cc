@@ -17,10 +17,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/src/transport/tcp/tcp_target.h"
-#include "common/completion_batch.h"
-#include "common/pattern.h"
-#include "common/socket.h"
-#include "common/tcp_proof.h"
+#include "common/base/completion_batch.h"
+#include "common/base/pattern.h"
+#include "common/base/socket.h"
+#include "common/wire/tcp_proof.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

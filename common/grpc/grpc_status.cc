@@ -1,4 +1,4 @@
-#include "common/grpc_status.h"
+#include "common/grpc/grpc_status.h"
 
 #include <string>
 

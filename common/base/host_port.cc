@@ -1,4 +1,4 @@
-#include "common/host_port.h"
+#include "common/base/host_port.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"

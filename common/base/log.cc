@@ -1,4 +1,4 @@
-#include "common/log.h"
+#include "common/base/log.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

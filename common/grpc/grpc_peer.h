@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/ip_address.h"
+#include "common/base/ip_address.h"
 
 namespace gdr {
 

@@ -1,4 +1,4 @@
-#include "common/tcp_proof.h"
+#include "common/wire/tcp_proof.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -7,7 +7,7 @@
 #include <openssl/sha.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/socket.h"
+#include "common/base/socket.h"
 
 namespace gdr::tcpwire {
 namespace {

@@ -1,4 +1,4 @@
-#include "common/crc32c.h"
+#include "common/base/crc32c.h"
 
 #include <isa-l/crc.h>
 

@@ -1,4 +1,4 @@
-#include "common/pattern.h"
+#include "common/base/pattern.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "common/completion_batch.h"
+#include "common/base/completion_batch.h"
 
 namespace gdr {
 namespace {

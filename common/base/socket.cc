@@ -1,4 +1,4 @@
-#include "common/socket.h"
+#include "common/base/socket.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/host_port.h"
+#include "common/base/host_port.h"
 
 namespace gdr {
 

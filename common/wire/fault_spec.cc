@@ -1,4 +1,4 @@
-#include "common/fault_spec.h"
+#include "common/wire/fault_spec.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "common/transport_kind.h"
+#include "common/wire/transport_kind.h"
 
 namespace gdr {
 

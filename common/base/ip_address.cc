@@ -1,4 +1,4 @@
-#include "common/ip_address.h"
+#include "common/base/ip_address.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "common/token_file.h"
+#include "common/wire/token_file.h"
 
 #include <algorithm>
 #include <cerrno>

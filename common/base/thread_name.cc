@@ -1,4 +1,4 @@
-#include "common/thread_name.h"
+#include "common/base/thread_name.h"
 
 #include <pthread.h>
 

@@ -1,4 +1,4 @@
-#include "common/tls_material.h"
+#include "common/grpc/tls_material.h"
 
 #include <fcntl.h>
 #include <openssl/bio.h>
@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
+#include "common/base/status_macros.h"
 
 namespace gdr {
 namespace {

@@ -9,7 +9,7 @@
 // payload; WRITE_ACK has none; READ_DATA carries `length` bytes when status == kOk, none
 // otherwise. `tag` is the initiator's, echoed unchanged.
 //
-// Before any request, a link is proved (common/tcp_proof.h): the TARGET speaks first with
+// Before any request, a link is proved (common/wire/tcp_proof.h): the TARGET speaks first with
 // HELLO, the initiator answers CHALLENGE, the target answers PROOF. Each of these is a header
 // with length 32, every other field zero, and 32 body bytes: HELLO and CHALLENGE carry a fresh
 // nonce each, PROOF an HMAC-SHA256. A peer that is not a target therefore gets no byte at all

@@ -1,4 +1,4 @@
-#include "common/cidr.h"
+#include "common/base/cidr.h"
 
 #include <algorithm>
 #include <cstdio>

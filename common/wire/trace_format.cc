@@ -1,4 +1,4 @@
-#include "common/trace_format.h"
+#include "common/wire/trace_format.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "common/tcp_frame.h"
+#include "common/wire/tcp_frame.h"
 
 namespace gdr::tcpwire {
 

@@ -1,4 +1,4 @@
-#include "common/tcp_frame.h"
+#include "common/wire/tcp_frame.h"
 
 #include <cstring>
 

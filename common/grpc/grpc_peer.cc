@@ -1,4 +1,4 @@
-#include "common/grpc_peer.h"
+#include "common/grpc/grpc_peer.h"
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
