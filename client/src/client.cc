@@ -415,7 +415,7 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
     absl::StatusOr<OpResult> result;
     if (st.ok()) {
       result = OpResult{call->response.bytes(), call->response.service_ns(),
-                        call->response.synced()};
+                        call->response.synced(), std::nullopt};
       if (call->response.has_crc32c()) result->crc32c = call->response.crc32c();
     } else {
       result = FromGrpcStatus(st);

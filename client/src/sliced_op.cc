@@ -15,7 +15,7 @@ struct SlicedOp {
   std::mutex mu;
   size_t left = 0;
   bool several = false;
-  gdrstore::OpResult sum{0, 0, true};
+  gdrstore::OpResult sum{0, 0, true, std::nullopt};
   absl::Status error;
   gdrstore::OpCallback done;
 };

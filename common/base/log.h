@@ -58,8 +58,15 @@ bool IsJournalStream(int fd, const char* journal_stream_env);
 #define GDR_LOG_ENABLED(lvl) (static_cast<int>(::gdr::LogLevel::lvl) >= static_cast<int>(::gdr::GetLogLevel()))
 
 // GDR_LOG(kInfo) << "text";
-#define GDR_LOG(lvl) \
-  if (!GDR_LOG_ENABLED(lvl)) {} else ::gdr::log_internal::LogLine(::gdr::LogLevel::lvl, __FILE__, __LINE__).stream()
+// The switch makes the macro one statement of its own, so `if (x) GDR_LOG(...) << ...; else`
+// binds as written and compilers have no dangling else to warn about.
+#define GDR_LOG(lvl)                 \
+  switch (0)                         \
+  case 0:                            \
+  default:                           \
+    if (!GDR_LOG_ENABLED(lvl)) {     \
+    } else                           \
+      ::gdr::log_internal::LogLine(::gdr::LogLevel::lvl, __FILE__, __LINE__).stream()
 
 // At most one line per `seconds` from this call site: for error paths that a bad peer can
 // trigger at line rate. The next line printed says how many were dropped in between.

@@ -44,7 +44,9 @@ TEST(GpuMemory, ListAndFindByEveryForm) {
   for (const GpuInfo& g : gpus) {
     EXPECT_EQ(FindGpu(g.pci)->ordinal, g.ordinal);
     EXPECT_EQ(FindGpu(std::to_string(g.ordinal))->pci, g.pci);
-    if (g.pci.rfind("0000:", 0) == 0) EXPECT_EQ(FindGpu(g.pci.substr(5))->ordinal, g.ordinal);
+    if (g.pci.rfind("0000:", 0) == 0) {
+      EXPECT_EQ(FindGpu(g.pci.substr(5))->ordinal, g.ordinal);
+    }
   }
   absl::StatusOr<GpuInfo> none = FindGpu("0000:ff:1f.7");
   ASSERT_EQ(none.status().code(), absl::StatusCode::kNotFound);

@@ -97,7 +97,9 @@ TEST(DcRxeTest, AutoOffersRcAndSaysWhyNotDc) {
       EXPECT_FALSE(t.available());
       EXPECT_TRUE(NamesMissingCapability(t.detail())) << t.detail();
     }
-    if (t.transport() == gdrstore::v1::TRANSPORT_RC) EXPECT_TRUE(t.available()) << t.detail();
+    if (t.transport() == gdrstore::v1::TRANSPORT_RC) {
+      EXPECT_TRUE(t.available()) << t.detail();
+    }
   }
   // gdrctl --transport auto: dc is skipped with the daemon's reason, rc moves verified data.
   auto r = RunProcess({GDR_GDRCTL_BIN, "--daemon", (*d)->address(), "--rdma-device", DeviceName(),

@@ -159,7 +159,9 @@ TEST(FaultTest, AStallHoldsEveryNthOpAtLeastItsDelay) {
     ASSERT_TRUE(r.ok()) << r.status();
     std::printf("op %d: service %.1f ms\n", i, r->service_ns / 1e6);
     // A lower bound only: the daemon answers no earlier than the stall's end.
-    if (i % 2 == 0) EXPECT_GE(r->service_ns, 300'000'000u) << i;
+    if (i % 2 == 0) {
+      EXPECT_GE(r->service_ns, 300'000'000u) << i;
+    }
   }
   auto stats = GetStats(*c);
   ASSERT_TRUE(stats.ok());

@@ -184,7 +184,7 @@ SliceSubmit Answering(Recorder* rec) {
       if (auto it = rec->fail.find(s.rail); it != rec->fail.end()) st = it->second;
     }
     if (st.ok()) {
-      done(gdrstore::OpResult{s.length, 10 + s.offset / kMiB, true});
+      done(gdrstore::OpResult{s.length, 10 + s.offset / kMiB, true, std::nullopt});
     } else {
       done(st);
     }

@@ -15,7 +15,9 @@ TEST(LatencyHistogramTest, BucketsAreMonotonicAndBoundsHold) {
     const int b = LatencyHistogram::BucketOf(ns);
     EXPECT_GE(b, prev) << ns;
     EXPECT_LE(ns, LatencyHistogram::BucketUpperNs(b)) << ns;
-    if (b > 0) EXPECT_GT(ns, LatencyHistogram::BucketUpperNs(b - 1) - 1) << ns;
+    if (b > 0) {
+      EXPECT_GT(ns, LatencyHistogram::BucketUpperNs(b - 1) - 1) << ns;
+    }
     prev = b;
   }
 }

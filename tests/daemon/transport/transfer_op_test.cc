@@ -262,10 +262,10 @@ TEST_F(ValidateOpTest, TcpSecretIsRequiredAndBounded) {
 }
 
 TEST(TcpDestinationTest, KeyBracketsIpv6) {
-  EXPECT_EQ((TcpDestination{"127.0.0.1", 5000}).Key(), "127.0.0.1:5000");
-  EXPECT_EQ((TcpDestination{"::1", 5000}).Key(), "[::1]:5000");
-  EXPECT_EQ((TcpDestination{"localhost", 1}).Key(), "localhost:1");
-  EXPECT_NE((TcpDestination{"127.0.0.1", 5000}).Key(), (TcpDestination{"127.0.0.1", 5001}).Key());
+  EXPECT_EQ((TcpDestination{"127.0.0.1", 5000, {}}).Key(), "127.0.0.1:5000");
+  EXPECT_EQ((TcpDestination{"::1", 5000, {}}).Key(), "[::1]:5000");
+  EXPECT_EQ((TcpDestination{"localhost", 1, {}}).Key(), "localhost:1");
+  EXPECT_NE((TcpDestination{"127.0.0.1", 5000, {}}).Key(), (TcpDestination{"127.0.0.1", 5001, {}}).Key());
 }
 
 }  // namespace
