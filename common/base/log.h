@@ -37,6 +37,11 @@ class LogLine {
   std::ostringstream stream_;
 };
 
+// Turns GDR_LOG's stream expression into void, the type of the other arm of its `?:`.
+struct Voidify {
+  void operator&(std::ostream&) {}
+};
+
 // A call site's rate-limit state.
 struct RateLimitState {
   std::atomic<int64_t> last{0};
@@ -58,15 +63,14 @@ bool IsJournalStream(int fd, const char* journal_stream_env);
 #define GDR_LOG_ENABLED(lvl) (static_cast<int>(::gdr::LogLevel::lvl) >= static_cast<int>(::gdr::GetLogLevel()))
 
 // GDR_LOG(kInfo) << "text";
-// The switch makes the macro one statement of its own, so `if (x) GDR_LOG(...) << ...; else`
-// binds as written and compilers have no dangling else to warn about.
-#define GDR_LOG(lvl)                 \
-  switch (0)                         \
-  case 0:                            \
-  default:                           \
-    if (!GDR_LOG_ENABLED(lvl)) {     \
-    } else                           \
-      ::gdr::log_internal::LogLine(::gdr::LogLevel::lvl, __FILE__, __LINE__).stream()
+// An expression, not an if/else: `if (x) GDR_LOG(...) << ...; else` binds as written and
+// compilers have no dangling else to warn about. `&` binds looser than `<<`, so the whole
+// stream expression is built first and then discarded.
+#define GDR_LOG(lvl)                                                     \
+  !GDR_LOG_ENABLED(lvl)                                                  \
+      ? (void)0                                                          \
+      : ::gdr::log_internal::Voidify() &                                 \
+            ::gdr::log_internal::LogLine(::gdr::LogLevel::lvl, __FILE__, __LINE__).stream()
 
 // At most one line per `seconds` from this call site: for error paths that a bad peer can
 // trigger at line rate. The next line printed says how many were dropped in between.
