@@ -7,7 +7,7 @@ set(GDR_SANITIZE "" CACHE STRING "Sanitizers for every target: address,undefined
 set_property(CACHE GDR_SANITIZE PROPERTY STRINGS "" "address,undefined" "thread")
 if(GDR_SANITIZE)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-    message(WARNING "GDR_SANITIZE was written for gcc; ${CMAKE_CXX_COMPILER_ID} may differ")
+    message(STATUS "gdrstored: sanitizers through ${CMAKE_CXX_COMPILER_ID}")
   endif()
   string(REPLACE "," ";" gdr_sanitizers "${GDR_SANITIZE}")
   foreach(s IN LISTS gdr_sanitizers)

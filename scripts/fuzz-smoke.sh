@@ -1,32 +1,23 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) into build-fuzz and runs
-# each on its seed corpus (tests/fuzz/corpus/<target>/) for a bounded time. Exits 1 on any
+# Builds the libFuzzer targets of tests/fuzz in the sanitized tree (scripts/build-sanitized.sh:
+# clang, ASan + UBSan, libFuzzer's coverage hooks; build-asan, shared with the sanitized ctest
+# suite) and runs each on its seed corpus (tests/fuzz/corpus/<target>/) for a bounded time. Exits 1 on any
 # crash, leak, timeout or out-of-memory, printing the reproducer's path and the command that
-# replays it. New inputs the fuzzers find go to build-fuzz/fuzz-out/<target>/corpus, never into
+# replays it. New inputs the fuzzers find go to build-asan/fuzz-out/<target>/corpus, never into
 # the tree. docs/testing.md (Fuzzing) says how to run one longer.
 #   FUZZ_SECONDS  seconds per target (default 25)
 #   FUZZ_TARGETS  space-separated subset (default: all)
-#   FUZZ_BUILD_DIR  (default build-fuzz); CC/CXX: clang-14/clang++-14 unless FUZZ_CC/FUZZ_CXX
+#   FUZZ_BUILD_DIR  (default build-asan); CC/CXX: clang-14/clang++-14 unless FUZZ_CC/FUZZ_CXX
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=${FUZZ_BUILD_DIR:-build-fuzz}
+B=${FUZZ_BUILD_DIR:-build-asan}
 seconds=${FUZZ_SECONDS:-25}
 all="tcp_frame_fuzz transfer_op_fuzz volume_spec_fuzz daemon_config_fuzz token_file_fuzz units_fuzz
   address_fuzz etcd_url_fuzz fault_spec_fuzz trace_file_fuzz"
 targets=${FUZZ_TARGETS:-$all}
 
-launcher=()
-if command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-fi
-echo "== fuzz: configure and build $B (clang, ASan+UBSan+libFuzzer) =="
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER="${FUZZ_CC:-clang-14}" -DCMAKE_CXX_COMPILER="${FUZZ_CXX:-clang++-14}" \
-  -DGDR_FUZZ=ON -DGDR_BUILD_TESTS=OFF -DGDR_BUILD_BENCH=OFF -DGDR_WITH_CUDA=OFF \
-  "${launcher[@]}" >/dev/null
-build=()
-for t in $targets; do build+=(--target "$t"); done
-cmake --build "$B" -j "$(nproc)" "${build[@]}"
+echo "== fuzz: build the fuzz targets in $B (scripts/build-sanitized.sh) =="
+SANITIZE_BUILD_DIR="$B" GDR_BUILD_TARGETS="$targets" bash scripts/build-sanitized.sh "$@"
 
 status=0
 summary=()

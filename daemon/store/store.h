@@ -7,7 +7,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <utility>
 #include "absl/strings/string_view.h"
 #include <vector>
 
@@ -18,11 +17,6 @@
 namespace gdr {
 
 struct VolumeSpec {
-  // Brace lists may stop after the size (a memory-backed volume) or the file.
-  VolumeSpec(std::string name = {}, uint64_t size = 0, std::string file = {},
-             MediaSettings media = {})
-      : name(std::move(name)), size(size), file(std::move(file)), media(std::move(media)) {}
-
   std::string name;
   uint64_t size = 0;
   std::string file;         // empty: memory-backed; else an absolute path, mmap'ed shared

@@ -71,7 +71,7 @@ TEST(ReloadTest, RestartOnlySettingsAreReportedNotApplied) {
   next.tcp.target_allow = {*Cidr::Parse("10.0.0.0/8"), *Cidr::Parse("fd00::/8")};
   next.volumes[0].size = 4 << 20;
   next.volumes[1].file = "/srv/other.img";
-  next.volumes.push_back({"c", 1 << 20});
+  next.volumes.push_back({"c", 1 << 20, {}, {}});
   next.volumes.erase(next.volumes.begin());  // a: removed (its size change is moot)
   ReloadPlan p = PlanReload(Base(), next);
   EXPECT_THAT(p.applied, IsEmpty());

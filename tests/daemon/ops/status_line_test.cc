@@ -19,7 +19,7 @@ InitiatorStats WithClients(uint32_t clients) {
 }
 
 TEST(StatusLineTest, CountsTheClientsOfEveryTransportDcIncluded) {
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Create({{"vol0", 1 << 20}});
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Create({{"vol0", 1 << 20, {}, {}}});
   ASSERT_TRUE(store.ok()) << store.status();
   TransportSet transports;
   transports.Add(std::make_unique<FakeInitiator>(TransportKind::kTcp, WithClients(1), nullptr));

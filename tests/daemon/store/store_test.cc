@@ -72,12 +72,16 @@ TEST(VolumeSpecTest, IsValidVolumeName) {
 }
 
 TEST(StoreTest, VolumesAreFilledWithTheirPattern) {
-  // Sizes that do not divide evenly into the fill threads' page-aligned slices: smaller than
-  // the thread count, and w * 4096 + 1 for every thread count w the store may use (the last
-  // byte past w page-aligned slices).
-  std::vector<VolumeSpec> specs = {
-      {"one", 1}, {"seven", 7}, {"odd", 100003}, {"page", 4096}, {"big", (8 << 20) + 7}};
-  for (uint64_t w = 2; w <= 8; ++w) specs.push_back({absl::StrCat("w", w), w * 4096 + 1});
+  // Sizes that do not divide evenly into the fill threads' page-aligned slices:
+  // smaller than the thread count, and w * 4096 + 1 for every thread count w
+  // the store may use (the last byte past w page-aligned slices).
+  std::vector<VolumeSpec> specs = {{"one", 1, {}, {}},
+                                   {"seven", 7, {}, {}},
+                                   {"odd", 100003, {}, {}},
+                                   {"page", 4096, {}, {}},
+                                   {"big", (8 << 20) + 7, {}, {}}};
+  for (uint64_t w = 2; w <= 8; ++w)
+    specs.push_back({absl::StrCat("w", w), w * 4096 + 1, {}, {}});
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Create(specs);
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_EQ((*store)->volumes().size(), specs.size());
@@ -97,7 +101,7 @@ TEST(StoreTest, VolumesAreFilledWithTheirPattern) {
 }
 
 TEST(StoreTest, FindAbsentIsNull) {
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Create({{"vol0", 4096}});
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Create({{"vol0", 4096, {}, {}}});
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ((*store)->Find("vol1"), nullptr);
   EXPECT_EQ((*store)->Find(""), nullptr);
@@ -106,24 +110,25 @@ TEST(StoreTest, FindAbsentIsNull) {
 }
 
 TEST(StoreTest, VolumesAreWritable) {
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Create({{"vol0", 8192}});
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Create({{"vol0", 8192, {}, {}}});
   ASSERT_TRUE(store.ok()) << store.status();
   const Volume* v = (*store)->Find("vol0");
   v->data()[8191] = ~v->data()[8191];
-  EXPECT_EQ(PatternMismatch(PatternSeed("vol0"), 0, std::span<const std::byte>(v->data(), 8192)),
+  EXPECT_EQ(PatternMismatch(PatternSeed("vol0"), 0,
+                            std::span<const std::byte>(v->data(), 8192)),
             8191u);
 }
 
 TEST(StoreTest, DuplicateNamesAreAlreadyExists) {
   absl::StatusOr<std::unique_ptr<Store>> store =
-      Store::Create({{"vol0", 4096}, {"vol1", 4096}, {"vol0", 8192}});
+      Store::Create({{"vol0", 4096, {}, {}}, {"vol1", 4096, {}, {}}, {"vol0", 8192, {}, {}}});
   EXPECT_EQ(store.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(store.status().message(), HasSubstr("vol0"));
 }
 
 TEST(StoreTest, UnmappableSizeIsResourceExhausted) {
   // 4 EiB is beyond any x86-64/arm64 user address space, even with MAP_NORESERVE.
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Create({{"huge", 1ull << 62}});
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Create({{"huge", 1ull << 62, {}, {}}});
   EXPECT_EQ(store.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(store.status().message(), HasSubstr("huge"));
 }
@@ -232,7 +237,7 @@ TEST(StoreTest, FileVolumeCreateKeepAndRefuseResize) {
   ASSERT_NE(::mkdtemp(dir.data()), nullptr);
   const std::string path = dir + "/v.img";
   {
-    auto v = Volume::Create({"v", 3 * 4096 + 5, path});
+    auto v = Volume::Create({"v", 3 * 4096 + 5, path, {}});
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_TRUE((*v)->created());
     EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
@@ -243,15 +248,15 @@ TEST(StoreTest, FileVolumeCreateKeepAndRefuseResize) {
     EXPECT_TRUE((*v)->Sync(4097, 1).ok());
   }
   {
-    auto v = Volume::Create({"v", 3 * 4096 + 5, path});
+    auto v = Volume::Create({"v", 3 * 4096 + 5, path, {}});
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_FALSE((*v)->created());
     EXPECT_EQ((*v)->data()[4097], std::byte{0x5a});
   }
-  auto wrong = Volume::Create({"v", 4096, path});
+  auto wrong = Volume::Create({"v", 4096, path, {}});
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(std::filesystem::file_size(path), 3 * 4096u + 5);
-  auto missing_dir = Volume::Create({"v", 4096, dir + "/no/such/dir/v.img"});
+  auto missing_dir = Volume::Create({"v", 4096, dir + "/no/such/dir/v.img", {}});
   EXPECT_EQ(missing_dir.status().code(), absl::StatusCode::kNotFound) << missing_dir.status();
   std::filesystem::remove_all(dir);
 }

@@ -22,7 +22,7 @@ class ValidateOpTest : public ::testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<Store>> s =
-        Store::Create({{"vol0", kVolSize}, {"small", 4096}});
+        Store::Create({{"vol0", kVolSize, {}, {}}, {"small", 4096, {}, {}}});
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(*s);
     extent_.set_volume("vol0");
