@@ -3,28 +3,35 @@
 #   daemon: main.cc -> ops -> service -> transport (interface) -> transport/{tcp,rc,dc}
 #           -> verbs_core -> store
 #   client: Client -> src/transport (interface, factory) -> src/transport/{tcp,rc,dc}
-#   common/ sees neither daemon/ nor client/; public client headers see no private header.
+#   common/ sees neither daemon/ nor client/, and its folders by kind point down too:
+#           base (utilities) <- wire (formats both sides speak) <- grpc (gRPC glue);
+#           base <- verbs <- cuda; base <- topo; base, grpc <- etcd; no file loose in common/.
+#   public client headers see no private header.
 # Prints one line per include that runs the wrong way and exits 1 if there is any.
 set -euo pipefail
 ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$ROOT"
 
 bad=0
+# Every quoted include of the tree, read once: lines of "FILE<TAB>INCLUDE" (the rules below only
+# filter this table, so a run takes well under a second however many rules there are).
+table=$(find daemon client common -type f \( -name '*.h' -o -name '*.cc' \) -print0 | sort -z |
+  xargs -0 grep -H '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' |
+  sed 's/^\([^:]*\):[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1\t\2/' || true)
 # includes FILE -> the quoted project includes of FILE
-includes() { sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$1"; }
+includes() { awk -F'\t' -v f="$1" '$1 == f { print $2 }' <<<"$table"; }
 # forbid DIR REGEX WHY [ALLOW]: no file under DIR may include a path matching REGEX (unless it
 # also matches ALLOW).
 forbid() {
   local dir=$1 re=$2 why=$3 allow=${4:-} f inc
   [[ -d $dir ]] || return 0
-  while IFS= read -r f; do
-    while IFS= read -r inc; do
-      if [[ $inc =~ $re ]] && ! [[ -n $allow && $inc =~ $allow ]]; then
-        echo "$f includes \"$inc\": $why"
-        bad=1
-      fi
-    done < <(includes "$f")
-  done < <(find "$dir" -type f \( -name '*.h' -o -name '*.cc' \) | sort)
+  while IFS=$'\t' read -r f inc; do
+    [[ -n $f && $f == "$dir"/* ]] || continue
+    if [[ $inc =~ $re ]] && ! [[ -n $allow && $inc =~ $allow ]]; then
+      echo "$f includes \"$inc\": $why"
+      bad=1
+    fi
+  done <<<"$table"
 }
 
 forbid daemon/store '^daemon/(service|ops|transport|verbs_core)/' "the store is the bottom layer"
@@ -59,6 +66,23 @@ for f in client/src/*.h client/src/*.cc client/src/transport/*.h client/src/tran
   done < <(includes "$f")
 done
 forbid common '^(daemon|client)/' "common/ is shared by both sides and sees neither"
+# common/'s rooms: each may include only the rooms listed for it (and itself).
+common_room() {
+  local room=$1 may=$2 why=$3
+  forbid "common/$room" "^common/" "$why" "^common/($room|$may)/"
+}
+common_room base '-' "common/base is the bottom of common/ and includes no other room"
+common_room wire 'base' "common/wire (formats) sees only common/base"
+common_room grpc 'base|wire' "common/grpc sees only common/base and common/wire"
+common_room verbs 'base' "common/verbs sees only common/base"
+common_room cuda 'base|verbs' "common/cuda sees only common/base and common/verbs"
+common_room topo 'base' "common/topo sees only common/base"
+common_room etcd 'base|grpc' "common/etcd sees only common/base and common/grpc"
+for f in common/*.h common/*.cc; do
+  [[ -f $f ]] || continue
+  echo "$f: common/ keeps every file in a room by kind (base, wire, grpc, verbs, cuda, topo, etcd)"
+  bad=1
+done
 forbid client/include '^(client/src|common|daemon)/' "public headers include no private header"
 forbid client '^daemon/' "the client never includes the daemon"
 forbid daemon '^client/' "the daemon never includes the client"

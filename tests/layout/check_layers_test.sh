@@ -10,9 +10,11 @@ cp -r "$SRC/daemon" "$SRC/client" "$SRC/common" "$work/"
 
 bash "$CHECK" "$work" >/dev/null || { echo "FAIL: the unchanged tree does not pass"; exit 1; }
 fails=0
+checks=0
 # expect FILE INCLUDE 0|1: plant `#include "INCLUDE"` at the end of FILE, run the check.
 expect() {
   local file=$1 inc=$2 want=$3 out rc
+  checks=$((checks + 1))
   cp "$work/$file" "$work/$file.orig" 2>/dev/null || : >"$work/$file.orig"
   echo "#include \"$inc\"" >>"$work/$file"
   rc=0
@@ -44,6 +46,14 @@ expect client/src/client.cc client/src/transport/tcp/tcp_target.h 1
 expect client/include/gdrstore/client.h client/src/transport/region.h 1
 expect common/base/log.cc daemon/store/store.h 1
 expect client/src/client.cc daemon/transport/transfer_op.h 1
+expect common/base/units.cc common/wire/tcp_frame.h 1
+expect common/wire/tcp_frame.cc common/grpc/grpc_status.h 1
+expect common/wire/tcp_frame.cc common/base/log.h 0
+expect common/grpc/grpc_peer.cc common/verbs/verbs_device.h 1
+expect common/verbs/gid_table.cc common/cuda/gpu.h 1
+expect common/cuda/gpu_mr.cc common/verbs/memory_region.h 0
+expect common/topo/numa_cpus.cc common/etcd/etcd_client.h 1
+expect common/etcd/etcd_client.cc common/wire/token_file.h 1
 
 # A file at the top of daemon/ other than main.cc.
 echo '// stray' >"$work/daemon/stray.cc"
@@ -54,5 +64,14 @@ else
 fi
 rm -f "$work/daemon/stray.cc"
 
-echo "$((15 - fails)) passed, $fails failed"
+# A file loose at the top of common/.
+echo '// stray' >"$work/common/stray.h"
+if out=$(bash "$CHECK" "$work" 2>&1) || [[ $out != *"common/stray.h: common/ keeps every file"* ]]; then
+  echo "FAIL: common/stray.h was not reported: $out"; fails=$((fails + 1))
+else
+  echo "ok: common/stray.h refused"
+fi
+rm -f "$work/common/stray.h"
+
+echo "$checks checks, $fails failed"
 ((fails == 0))
