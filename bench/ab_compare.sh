@@ -25,12 +25,11 @@ runs = {s: [json.load(open(f"{out}/{s}-{r}.json")) for r in range(1, rounds + 1)
 def lines(doc):
     rows = {r["name"]: (r["product"], r["unit"]) for r in doc.get("rows", [])}
     sc = doc.get("scale") or {}
-    for key in ("bulk", "small", "many", "gpu"):
+    for key in ("bulk", "small", "many"):
         for l in sc.get(key, []) or []:
-            if isinstance(l, dict):
-                name = f"scale {key} " + ",".join(f"{k}={l[k]}" for k in ("clients", "direction") if k in l)
-                for v in ("gbps", "ops_per_s", "aggregate_gbps"):
-                    if v in l: rows[name + " " + v] = (l[v], v)
+            name = f"scale {key} " + " ".join(f"{k}={l[k]}" for k in ("op", "clients") if k in l)
+            for v in ("gbps", "ops_per_sec"):
+                if v in l: rows[f"{name} {v}"] = (l[v], v)
     return rows
 names = list(lines(runs["A"][0]).keys())
 print(f"{'line':60} {'A median':>12} {'B median':>12} {'B/A':>6}  A runs / B runs")
