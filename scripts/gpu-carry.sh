@@ -13,8 +13,9 @@ OUT=${2:-.gpu-carry}
 SUFFIX=${3:-}
 mkdir -p "$OUT/bin" "$OUT/lib"
 exes=(daemon/gdrstored client/gdrctl bench/gdr_bench)
-libs=(client/libgdrclient.so.1)
-for e in "${exes[@]}" "${libs[@]}"; do
+libs=()
+[[ -f $B/client/libgdrclient.so.1 ]] && libs+=(client/libgdrclient.so.1)
+for e in "${exes[@]}"; do
   [[ -f $B/$e ]] || { echo "gpu-carry: $B/$e is missing (build it first)" >&2; exit 1; }
 done
 # The GPU test binaries (tests/gpu/run-gpu-tests.sh) when they were built.
@@ -25,10 +26,10 @@ done
 for e in "${exes[@]}"; do
   strip -o "$OUT/bin/$(basename "$e")$SUFFIX" "$B/$e"
 done
-for l in "${libs[@]}"; do strip -o "$OUT/lib/$(basename "$l")" "$B/$l"; done
+for l in ${libs[@]+"${libs[@]}"}; do strip -o "$OUT/lib/$(basename "$l")" "$B/$l"; done
 # Every library the executables load, except the host's own C/C++ runtime.
 host_own='^(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux-x86-64|linux-vdso)\.'
-for e in "${exes[@]}" "${libs[@]}"; do
+for e in "${exes[@]}" ${libs[@]+"${libs[@]}"}; do
   ldd "$B/$e" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'
 done | sort -u | while read -r so; do
   name=$(basename "$so")
