@@ -86,7 +86,7 @@ absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name) {
 namespace log_internal {
 
 LogLine::LogLine(LogLevel level, const char* file, int line, uint64_t suppressed)
-    : level_(level), suppressed_(suppressed) {
+    : suppressed_(suppressed) {
   const char* base = std::strrchr(file, '/');
   base = base ? base + 1 : file;
   if (UnderJournald()) {

@@ -32,7 +32,6 @@ class LogLine {
   std::ostream& stream() { return stream_; }
 
  private:
-  LogLevel level_;
   uint64_t suppressed_;
   std::ostringstream stream_;
 };

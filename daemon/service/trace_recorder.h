@@ -66,8 +66,6 @@ class TraceRecorder {
   const uint64_t max_bytes_;
   // Touched by the writer thread only (and by Create/Close around it).
   std::unique_ptr<trace::TraceFileWriter> writer_;
-  uint64_t records_before_ = 0;  // written to files closed by a reopen
-  uint64_t dropped_before_ = 0;
   bool logged_stop_ = false;
 
   mutable absl::Mutex mu_;
