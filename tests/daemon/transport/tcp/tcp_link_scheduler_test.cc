@@ -1,220 +1,21 @@
 // Unit tests of the tcp link pool's decisions (daemon/transport/tcp/tcp_link_scheduler.h) over
 // fake links and a test clock: no sockets, no threads. Each test drives the scheduler the way
-// TcpInitiator does (place, schedule when a destination started waiting, enqueue, housekeeping
-// rounds, drains) and plays the links' part by hand (chunks outstanding, completions).
+// TcpInitiator does and plays the links' part by hand (chunks outstanding, completions).
 #include "daemon/transport/tcp/tcp_link_scheduler.h"
 
-#include <algorithm>
-#include <functional>
 #include <map>
-#include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/daemon/transport/tcp/fake_tcp_pool.h"
 
-namespace gdr {
+namespace gdr::tcp_link_scheduler_test {
 namespace {
 
-using ::testing::ElementsAre;
 using ::testing::Each;
-
-// A link as the scheduler sees it, whose state the test sets. Behaves as TcpLink where the
-// scheduler can tell: Fail is idempotent and completes what is outstanding; Retire either
-// reports "nothing outstanding" or leaves the drain to the completion of the last chunk.
-class FakeLink {
- public:
-  // `clock`: the test's time, read when the link is retired.
-  FakeLink(std::string dest, const absl::Time* clock)
-      : dest(std::move(dest)), opened(*clock), last(*clock), clock_(clock) {}
-
-  bool dead() const { return dead_; }
-  absl::Status error() const { return error_; }
-  uint64_t outstanding_bytes() const { return bytes; }
-  uint64_t outstanding_chunks() const { return chunks; }
-  absl::Time opened_at() const { return opened; }
-  absl::Time last_activity() const { return last; }
-  absl::Time retired_at() const { return retired; }
-  bool Retire(std::function<void()> on_drained) {
-    on_drained_ = std::move(on_drained);
-    retired = *clock_;
-    is_retired = true;
-    return chunks == 0 && !std::exchange(drain_claimed_, true);
-  }
-  void Fail(const absl::Status& status) {
-    if (dead_) return;
-    dead_ = true;
-    error_ = status;
-    ++fails;
-    if (chunks != 0) Complete();
-  }
-  // Every outstanding chunk answered (or failed); a retired link then reports its drain.
-  void Complete() {
-    bytes = chunks = 0;
-    if (is_retired && !std::exchange(drain_claimed_, true)) on_drained_();
-  }
-
-  const std::string dest;
-  const absl::Time opened;
-  absl::Time last;
-  absl::Time retired;
-  uint64_t bytes = 0;
-  uint64_t chunks = 0;
-  bool is_retired = false;
-  int fails = 0;
-
- private:
-  const absl::Time* const clock_;
-  bool dead_ = false;
-  absl::Status error_;
-  bool drain_claimed_ = false;
-  std::function<void()> on_drained_;
-};
-
-using Scheduler = TcpLinkScheduler<FakeLink>;
-
-// One op's chunk as the scheduler placed it.
-struct Placed {
-  std::string dest;  // of the op
-  FakeLink* link;
-  uint64_t offset;
-  uint32_t length;
-};
-
-class RecordingPlan final : public Scheduler::Plan {
- public:
-  void BeginOp(const TransferOp& op, OpDone& done, uint32_t chunks) override {
-    begun.push_back({op.volume, chunks});
-    done = nullptr;  // taken
-  }
-  void AddChunk(const TransferOp& op, size_t link, uint64_t offset, uint32_t length) override {
-    placed.push_back({op.volume, links()[link].get(), offset, length});
-  }
-  std::vector<std::pair<std::string, uint32_t>> begun;  // destination, chunks
-  std::vector<Placed> placed;
-};
-
-// An op to `dest`: the fake names its links after op.volume, which the scheduler never reads.
-TransferOp Op(const std::string& dest, uint64_t length) {
-  TransferOp op;
-  op.volume = dest;
-  op.length = length;
-  return op;
-}
-
-// The scheduler with the initiator's calling pattern around it.
-class Pool {
- public:
-  explicit Pool(TcpInitiatorOptions o)
-      : options(o),
-        scheduler(
-            o,
-            [this](const TransferOp& op) {
-              auto link = std::make_shared<FakeLink>(op.volume, &now);
-              opened.push_back(link);
-              return link;
-            },
-            [this](FakeLink* link) { drained.push_back(link); }) {}
-
-  // Submit / SubmitBatch: place, schedule if a destination started waiting, enqueue.
-  RecordingPlan Submit(const std::vector<std::pair<std::string, uint64_t>>& ops) {
-    RecordingPlan plan;
-    const size_t waiting_before = scheduler.waiting_destinations();
-    for (const auto& [dest, length] : ops) {
-      OpDone done = [](absl::Status) {};
-      scheduler.Place(dest, Op(dest, length), done, now, plan);
-      EXPECT_TRUE(done == nullptr) << "Place always takes the op";
-    }
-    if (scheduler.waiting_destinations() > waiting_before) scheduler.Schedule(now, plan);
-    Enqueue(plan);
-    return plan;
-  }
-  RecordingPlan Submit(const std::string& dest, uint64_t length) {
-    return Submit({{dest, length}});
-  }
-  // A housekeeping round: overdue retirees fail, idle links close, dead ones are reaped,
-  // expired waiters fail, turns end.
-  RecordingPlan Housekeep() {
-    for (auto& l : scheduler.Overdue(now)) l->Fail(absl::UnavailableError("overdue"));
-    RunDrains();
-    RecordingPlan plan;
-    scheduler.CloseIdle(now);
-    scheduler.ReapDead();
-    for (TcpWaiter& w : scheduler.TakeExpired(now)) expired.push_back(w.op.volume);
-    if (scheduler.waiting_destinations() != 0) scheduler.Schedule(now, plan);
-    Enqueue(plan);
-    closed += scheduler.TakeClosed().size();
-    return plan;
-  }
-  // Completes every outstanding chunk of `link` at the current time, and any drain that causes.
-  RecordingPlan Complete(FakeLink* link) {
-    link->last = now;
-    link->Complete();
-    return RunDrains();
-  }
-  // Completes every link's chunks, those of links that completions open included; returns the
-  // destinations of the ops that were placed on the way.
-  std::vector<std::string> CompleteAll() {
-    std::vector<std::string> begun;
-    for (size_t i = 0; i < opened.size(); ++i) {
-      if (opened[i]->chunks == 0) continue;
-      for (const auto& b : Complete(opened[i].get()).begun) begun.push_back(b.first);
-    }
-    return begun;
-  }
-  std::vector<std::shared_ptr<FakeLink>> LinksTo(const std::string& dest) const {
-    std::vector<std::shared_ptr<FakeLink>> out;
-    for (auto& l : opened)
-      if (l->dest == dest) out.push_back(l);
-    return out;
-  }
-
-  TcpInitiatorOptions options;
-  absl::Time now = absl::UnixEpoch() + absl::Hours(1);
-  std::vector<std::shared_ptr<FakeLink>> opened;  // every link the scheduler opened
-  std::vector<FakeLink*> drained;
-  std::vector<std::string> expired;
-  size_t closed = 0;
-  Scheduler scheduler;
-
- private:
-  void Enqueue(const RecordingPlan& plan) {
-    for (const Placed& p : plan.placed) {
-      if (p.link->dead()) continue;  // TcpLink::Enqueue fails them at once
-      p.link->bytes += p.length;
-      ++p.link->chunks;
-      p.link->last = now;
-    }
-  }
-  RecordingPlan RunDrains() {
-    RecordingPlan plan;
-    while (!drained.empty()) {
-      FakeLink* l = drained.front();
-      drained.erase(drained.begin());
-      scheduler.Drained(l, now, plan);
-    }
-    Enqueue(plan);
-    return plan;
-  }
-};
-
-std::vector<FakeLink*> LinksOf(const RecordingPlan& plan) {
-  std::vector<FakeLink*> out;
-  for (const Placed& p : plan.placed)
-    if (std::find(out.begin(), out.end(), p.link) == out.end()) out.push_back(p.link);
-  return out;
-}
-
-TcpInitiatorOptions Options(uint64_t chunk_bytes = 1 << 20, uint32_t links_per_target = 2,
-                            uint32_t max_links = 64) {
-  TcpInitiatorOptions o;
-  o.chunk_bytes = chunk_bytes;
-  o.links_per_target = links_per_target;
-  o.max_links = max_links;
-  return o;
-}
+using ::testing::ElementsAre;
 
 // The chunk planner: an op is cut into chunk_bytes pieces, in order, covering it exactly (the
 // shapes TcpInitiatorTest.MovesBytesBothDirectionsAtEveryChunkSizeAndAlignment moves for real).
@@ -222,7 +23,7 @@ TEST(TcpLinkSchedulerTest, ChunksCoverTheOpInOrderAtEveryChunkSize) {
   for (uint64_t chunk : {4096ull, 5000ull, 65536ull, 1ull << 20}) {
     for (uint64_t length : {1ull, 4095ull, 4096ull, 3 * 4096 + 1ull, 65537ull, 2500001ull}) {
       SCOPED_TRACE(testing::Message() << "chunk " << chunk << " length " << length);
-      Pool pool(Options(chunk));
+      PoolDriver pool(Options(chunk));
       RecordingPlan plan = pool.Submit("a", length);
       ASSERT_EQ(plan.begun.size(), 1u);
       const uint64_t n = (length + chunk - 1) / chunk;
@@ -242,7 +43,7 @@ TEST(TcpLinkSchedulerTest, ChunksCoverTheOpInOrderAtEveryChunkSize) {
 // Small ops share one link; a destination gets its second link only once the first carries a
 // full chunk, so bulk transfers stripe and small ones do not pay extra thread wake-ups.
 TEST(TcpLinkSchedulerTest, SecondLinkOnlyForBulk) {
-  Pool pool(Options(1 << 20, 2));
+  PoolDriver pool(Options(1 << 20, 2));
   std::vector<std::pair<std::string, uint64_t>> batch(32, {"a", 4096});
   RecordingPlan small = pool.Submit(batch);
   EXPECT_EQ(small.begun.size(), 32u);
@@ -261,7 +62,7 @@ TEST(TcpLinkSchedulerTest, SecondLinkOnlyForBulk) {
 // (one thread pair, one burst of answers), so a small-op rate does not depend on what ran
 // before it.
 TEST(TcpLinkSchedulerTest, SmallOpsKeepToOneLinkAfterBulkOpenedTwo) {
-  Pool pool(Options(1 << 20, 2));
+  PoolDriver pool(Options(1 << 20, 2));
   RecordingPlan bulk = pool.Submit("a", 8 << 20);
   ASSERT_EQ(pool.scheduler.links(), 2u);
   ASSERT_EQ(LinksOf(bulk).size(), 2u);
@@ -283,7 +84,7 @@ TEST(TcpLinkSchedulerTest, SmallOpsKeepToOneLinkAfterBulkOpenedTwo) {
 // Links are reused per destination: alternating ops to two destinations open no more links to
 // each than links_per_target (the connections each target would see).
 TEST(TcpLinkSchedulerTest, LinksAreReusedPerDestination) {
-  Pool pool(Options(4096, 2));
+  PoolDriver pool(Options(4096, 2));
   for (int i = 0; i < 200; ++i) {
     pool.Submit(i % 2 ? "a" : "b", 3 * 4096);
     ASSERT_LE(pool.scheduler.links(), 2 * pool.options.links_per_target) << "op " << i;
@@ -299,7 +100,7 @@ TEST(TcpLinkSchedulerTest, LinksAreReusedPerDestination) {
 // However many chunks are in flight, a destination holds links_per_target links at most; the
 // chunks beyond go to the least loaded of them.
 TEST(TcpLinkSchedulerTest, LinksPerDestinationAreCappedAndLoadIsSpread) {
-  Pool pool(Options(8192, 3));
+  PoolDriver pool(Options(8192, 3));
   for (int i = 0; i < 400; ++i) pool.Submit("a", 1 + (i * 7919) % (32768 - 16));
   EXPECT_EQ(pool.scheduler.links(), 3u);
   EXPECT_EQ(pool.scheduler.destinations(), 1u);
@@ -316,7 +117,7 @@ TEST(TcpLinkSchedulerTest, LinksPerDestinationAreCappedAndLoadIsSpread) {
 // ops and every destination after it (first come, first served), even one that has a link
 // nobody else uses... until its turn comes.
 TEST(TcpLinkSchedulerTest, AFullPoolQueuesDestinationsInOrder) {
-  Pool pool(Options(1 << 20, 2, 1));
+  PoolDriver pool(Options(1 << 20, 2, 1));
   pool.Submit("a", 4096);
   EXPECT_TRUE(pool.Submit("b", 4096).begun.empty());
   EXPECT_TRUE(pool.Submit("c", 4096).begun.empty());
@@ -354,7 +155,7 @@ TEST(TcpLinkSchedulerTest, AFullPoolQueuesDestinationsInOrder) {
 // housekeeping round retires it. Either way the pool holds one link, and evictions are the
 // pool's choice, not failures.
 TEST(TcpLinkSchedulerTest, IdleLinkIsEvictedForAnotherDestination) {
-  Pool pool(Options(1 << 20, 2, 1));
+  PoolDriver pool(Options(1 << 20, 2, 1));
   for (int i = 0; i < 6; ++i) {
     const std::string dest = i % 2 ? "b" : "a";
     if (i % 4 < 2) {
@@ -386,7 +187,7 @@ TEST(TcpLinkSchedulerTest, IdleLinkIsEvictedForAnotherDestination) {
 TEST(TcpLinkSchedulerTest, SubmitBatchNeverEvictsALinkItPlannedOn) {
   TcpInitiatorOptions o = Options(1 << 20, 2, 1);
   o.turn = absl::Milliseconds(10);
-  Pool pool(o);
+  PoolDriver pool(o);
   pool.Submit("a", 4096);
   pool.CompleteAll();
   pool.now += absl::Seconds(1);
@@ -415,7 +216,7 @@ TEST(TcpLinkSchedulerTest, ARetiredLinkIsHandedOverWhenItDrainsOrOverdueAfterThe
   TcpInitiatorOptions o = Options(1 << 20, 2, 1);
   o.turn = absl::Milliseconds(10);
   o.handover_timeout = absl::Milliseconds(300);
-  Pool pool(o);
+  PoolDriver pool(o);
   pool.Submit("stuck", 4096);
   pool.now += absl::Milliseconds(20);
   EXPECT_TRUE(pool.Submit("waiting", 4096).begun.empty());
@@ -444,7 +245,7 @@ TEST(TcpLinkSchedulerTest, ARetiredLinkIsHandedOverWhenItDrainsOrOverdueAfterThe
 TEST(TcpLinkSchedulerTest, RetirementTakesExtraLinksFirstThenTheLongestServing) {
   TcpInitiatorOptions o = Options(4096, 2, 16);
   o.turn = absl::Milliseconds(10);
-  Pool pool(o);
+  PoolDriver pool(o);
   // Twelve single-link destinations opened 1 ms apart, then "bulk" with two links: 14 links.
   for (int i = 0; i < 12; ++i) {
     pool.Submit("d" + std::to_string(10 + i), 4096);
@@ -484,7 +285,7 @@ TEST(TcpLinkSchedulerTest, RetirementTakesExtraLinksFirstThenTheLongestServing) 
 // link was reaped and the next round has not handed its place over yet): a bulk op to a
 // destination that has a link stays on it.
 TEST(TcpLinkSchedulerTest, NoExtraLinkWhileADestinationWaits) {
-  Pool pool(Options(4096, 2, 2));
+  PoolDriver pool(Options(4096, 2, 2));
   pool.Submit("a", 4096);
   pool.Submit("b", 4096);
   EXPECT_TRUE(pool.Submit("c", 4096).begun.empty());
@@ -503,7 +304,7 @@ TEST(TcpLinkSchedulerTest, NoExtraLinkWhileADestinationWaits) {
 TEST(TcpLinkSchedulerTest, MoreDestinationsThanLinksAreServedInTurns) {
   TcpInitiatorOptions o = Options(64 << 10, 2, 2);
   o.turn = absl::Milliseconds(5);
-  Pool pool(o);
+  PoolDriver pool(o);
   constexpr int kClients = 6, kOps = 60;
   std::map<std::string, int> placed;
   uint32_t most_links = 0;
@@ -540,7 +341,7 @@ TEST(TcpLinkSchedulerTest, WaitingOpsExpireAfterTheOpTimeout) {
   TcpInitiatorOptions o = Options(1 << 20, 2, 1);
   o.op_timeout = absl::Seconds(30);
   o.turn = absl::Hours(1);
-  Pool pool(o);
+  PoolDriver pool(o);
   pool.Submit("a", 4096);
   pool.Submit("b", 4096);
   pool.now += absl::Seconds(20);
@@ -567,7 +368,7 @@ TEST(TcpLinkSchedulerTest, WaitingOpsExpireAfterTheOpTimeout) {
 TEST(TcpLinkSchedulerTest, IdleLinksCloseAndDeadOnesLeaveThePool) {
   TcpInitiatorOptions o = Options(1 << 20, 1);
   o.idle_timeout = absl::Seconds(60);
-  Pool pool(o);
+  PoolDriver pool(o);
   pool.Submit("idle", 4096);
   pool.Submit("busy", 4096);
   pool.Complete(pool.LinksTo("idle")[0].get());
@@ -591,7 +392,7 @@ TEST(TcpLinkSchedulerTest, IdleLinksCloseAndDeadOnesLeaveThePool) {
 // forever: a destination whose every link fails keeps at most links_per_target, and each lost
 // link is an error.
 TEST(TcpLinkSchedulerTest, DeadLinksAreReplacedOnTheNextOp) {
-  Pool pool(Options(1 << 20, 2));
+  PoolDriver pool(Options(1 << 20, 2));
   for (int i = 0; i < 20; ++i) {
     RecordingPlan plan = pool.Submit("refused", 100);
     ASSERT_EQ(plan.placed.size(), 1u);
@@ -607,7 +408,7 @@ TEST(TcpLinkSchedulerTest, DeadLinksAreReplacedOnTheNextOp) {
 
 // Shutdown takes everything: each link once (pooled, retiring, closed) and each waiting op.
 TEST(TcpLinkSchedulerTest, TakeAllEmptiesThePool) {
-  Pool pool(Options(1 << 20, 2, 1));
+  PoolDriver pool(Options(1 << 20, 2, 1));
   pool.Submit("busy", 4096);
   EXPECT_TRUE(pool.Submit("waiting", 4096).begun.empty());
   EXPECT_EQ(pool.scheduler.waiting_ops(), 1u);
@@ -624,4 +425,4 @@ TEST(TcpLinkSchedulerTest, TakeAllEmptiesThePool) {
 }
 
 }  // namespace
-}  // namespace gdr
+}  // namespace gdr::tcp_link_scheduler_test
