@@ -299,6 +299,24 @@ TEST(TcpLinkSchedulerTest, NoExtraLinkWhileADestinationWaits) {
   EXPECT_EQ(pool.scheduler.waiting_ops(), 1u);
 }
 
+// First come, first served: a new destination waits behind those already waiting even when the
+// pool has room for a link (a lost one was reaped); the next schedule gives that room to the
+// destination that waited longest.
+TEST(TcpLinkSchedulerTest, ANewDestinationWaitsBehindTheWaitingOnesEvenWithRoom) {
+  PoolDriver pool(Options(4096, 2, 2));
+  pool.Submit("a", 4096);
+  pool.Submit("b", 4096);
+  EXPECT_TRUE(pool.Submit("c", 4096).begun.empty());
+  pool.LinksTo("b")[0]->Fail(absl::UnavailableError("lost"));
+  pool.scheduler.ReapDead();
+  ASSERT_EQ(pool.scheduler.links(), 1u);
+  RecordingPlan plan = pool.Submit("d", 4096);
+  ASSERT_EQ(plan.begun.size(), 1u);
+  EXPECT_EQ(plan.begun[0].first, "c");
+  EXPECT_TRUE(pool.LinksTo("d").empty());
+  EXPECT_EQ(pool.scheduler.waiting_ops(), 1u);
+}
+
 // More destinations than links, each keeping ops in flight: every op is placed exactly once,
 // in turns, the pool never holds more than its links, and links were handed over, not refused.
 TEST(TcpLinkSchedulerTest, MoreDestinationsThanLinksAreServedInTurns) {
