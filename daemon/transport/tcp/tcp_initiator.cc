@@ -38,7 +38,14 @@ absl::StatusOr<std::unique_ptr<TcpInitiator>> TcpInitiator::Create(TcpInitiatorO
 }
 
 TcpInitiator::TcpInitiator(TcpInitiatorOptions options)
-    : options_(options), rule_(std::make_shared<const TcpTargetRule>(options.target_allow)) {
+    : options_(options),
+      rule_(std::make_shared<const TcpTargetRule>(options.target_allow)),
+      scheduler_(
+          options,
+          [this](const TransferOp& op) {
+            return std::make_shared<TcpLink>(op.tcp, op.caller, rule_, options_.link);
+          },
+          [this](TcpLink* link) { OnDrained(link); }) {
   housekeeping_ns_.store(absl::GetCurrentTimeNanos());
   housekeeper_ = std::thread([this] {
     SetThreadName("gdr-tcp-house");
@@ -50,28 +57,16 @@ TcpInitiator::~TcpInitiator() { Shutdown(); }
 
 void TcpInitiator::Shutdown() {
   std::vector<std::shared_ptr<TcpLink>> all;
-  std::vector<OpDone> waiting;
+  std::vector<TcpWaiter> waiting;
   {
     absl::MutexLock lock(&mu_);
     if (!shutdown_) {
       shutdown_ = true;
       stop_.Notify();
     }
-    for (auto& [key, vec] : links_)
-      for (auto& l : vec) all.push_back(std::move(l));
-    links_.clear();
-    for (auto& l : retiring_) all.push_back(std::move(l));
-    retiring_.clear();
-    total_links_ = 0;
-    for (auto& l : graveyard_) all.push_back(std::move(l));
-    graveyard_.clear();
-    for (auto& [key, queue] : waiting_)
-      for (Waiter& w : queue) waiting.push_back(std::move(w.done));
-    waiting_.clear();
-    wait_order_.clear();
-    waiting_ops_ = 0;
+    scheduler_.TakeAll(all, waiting);
   }
-  for (OpDone& done : waiting) done(absl::CancelledError("daemon is shutting down"));
+  for (TcpWaiter& w : waiting) w.done(absl::CancelledError("daemon is shutting down"));
   for (auto& l : all) l->Fail(absl::CancelledError("daemon is shutting down"));
   all.clear();  // joins link threads
   if (housekeeper_.joinable() && housekeeper_.get_id() != std::this_thread::get_id()) {
@@ -92,18 +87,16 @@ absl::Status TcpInitiator::CheckHealth(absl::Duration max_stall) const {
   // single op's completion callback this long is stuck, whatever the network does. (If the
   // lock itself were wedged, this probe blocks and the pings stop all the same.)
   absl::MutexLock lock(&mu_);
-  for (const auto& [key, vec] : links_) {
-    for (const auto& l : vec) {
-      const absl::Duration busy = l->completion_busy_for();
-      if (busy > max_stall) {
-        return absl::UnavailableError(absl::StrCat(
-            "tcp completion thread of the link to ", l->destination().Key(),
-            " has been inside one op completion for ",
-            absl::FormatDuration(busy)));
-      }
+  absl::Status health;
+  scheduler_.ForEachPooled([&](const std::shared_ptr<TcpLink>& l) {
+    const absl::Duration busy = l->completion_busy_for();
+    if (health.ok() && busy > max_stall) {
+      health = absl::UnavailableError(absl::StrCat(
+          "tcp completion thread of the link to ", l->destination().Key(),
+          " has been inside one op completion for ", absl::FormatDuration(busy)));
     }
-  }
-  return absl::OkStatus();
+  });
+  return health;
 }
 
 InitiatorStats TcpInitiator::stats() const {
@@ -111,11 +104,11 @@ InitiatorStats TcpInitiator::stats() const {
   s.capacity = options_.max_links;
   s.in_flight = ops_in_flight_.load(std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
-  s.in_use = total_links_;
-  s.clients = static_cast<uint32_t>(links_.size());
-  s.errors = link_errors_;
-  s.waiting = waiting_ops_;
-  s.handovers = handovers_;
+  s.in_use = scheduler_.links();
+  s.clients = scheduler_.destinations();
+  s.errors = scheduler_.link_errors();
+  s.waiting = scheduler_.waiting_ops();
+  s.handovers = scheduler_.handovers();
   return s;
 }
 
@@ -128,257 +121,55 @@ std::string TcpInitiator::Describe() const {
                       ", each proving the caller's secret");
 }
 
-void TcpInitiator::BuryLocked(std::shared_ptr<TcpLink> link) {
-  if (!absl::IsCancelled(link->error())) ++link_errors_;
-  graveyard_.push_back(std::move(link));
-  --total_links_;
+void TcpInitiator::Plan::BeginOp(const TransferOp& o, OpDone& done, uint32_t n) {
+  op = std::make_shared<OpState>(n, std::move(done), in_flight);
+  opcode = o.direction == Direction::kStoreToClient ? tcpwire::Opcode::kWriteReq
+                                                    : tcpwire::Opcode::kReadReq;
 }
 
-void TcpInitiator::ReapDeadLocked() {
-  for (auto it = links_.begin(); it != links_.end();) {
-    auto& vec = it->second;
-    for (auto l = vec.begin(); l != vec.end();) {
-      if ((*l)->dead()) {
-        BuryLocked(std::move(*l));
-        l = vec.erase(l);
-      } else {
-        ++l;
-      }
-    }
-    it = vec.empty() ? links_.erase(it) : std::next(it);
+void TcpInitiator::Plan::AddChunk(const TransferOp& o, size_t link, uint64_t offset,
+                                  uint32_t length) {
+  if (chunks.size() <= link) chunks.resize(link + 1);
+  Chunk c;
+  c.opcode = opcode;
+  c.local = o.local + offset;
+  c.length = length;
+  c.remote_address = o.remote_address + offset;
+  c.rkey = o.rkey;
+  c.op = op;
+  chunks[link].push_back(std::move(c));
+  if (offset == 0 && o.inject == InjectedFault::kDropLink) {
+    dropped.push_back(links()[link]);
   }
-  // A retired link normally leaves through OnDrained; one that died with nothing outstanding
-  // never calls it.
-  for (auto l = retiring_.begin(); l != retiring_.end();) {
-    if ((*l)->dead() && (*l)->outstanding_chunks() == 0) {
-      BuryLocked(std::move(*l));
-      l = retiring_.erase(l);
-    } else {
-      ++l;
-    }
-  }
-}
-
-size_t TcpInitiator::Plan::IndexOf(const std::shared_ptr<TcpLink>& link) {
-  for (size_t i = 0; i < links.size(); ++i)
-    if (links[i] == link) return i;
-  links.push_back(link);
-  chunks.emplace_back();
-  bytes.push_back(0);
-  return links.size() - 1;
-}
-
-std::shared_ptr<TcpLink> TcpInitiator::NewLinkLocked(const TransferOp& op,
-                                                     const std::string& key) {
-  auto link = std::make_shared<TcpLink>(op.tcp, op.caller, rule_, options_.link);
-  links_[key].push_back(link);
-  ++total_links_;
-  return link;
-}
-
-bool TcpInitiator::EvictIdleLocked(const std::string& key, const Plan& plan, absl::Time now) {
-  std::vector<std::shared_ptr<TcpLink>>* victim_vec = nullptr;
-  size_t victim = 0;
-  absl::Time oldest = absl::InfiniteFuture();
-  for (auto& [k, vec] : links_) {
-    if (k == key) continue;
-    for (size_t i = 0; i < vec.size(); ++i) {
-      const auto& l = vec[i];
-      // A link inside its turn is not taken even when idle for a moment between two ops:
-      // taking it would only make its destination take another's, and so on (thrashing).
-      if (l->outstanding_chunks() != 0 || now - l->opened_at() < options_.turn) continue;
-      if (std::find(plan.links.begin(), plan.links.end(), l) != plan.links.end()) continue;
-      const absl::Time t = l->last_activity();
-      if (t < oldest) {
-        oldest = t;
-        victim_vec = &vec;
-        victim = i;
-      }
-    }
-  }
-  if (victim_vec == nullptr) return false;
-  std::shared_ptr<TcpLink> l = std::move((*victim_vec)[victim]);
-  victim_vec->erase(victim_vec->begin() + static_cast<ptrdiff_t>(victim));
-  HandedOverLocked(std::move(l));
-  std::erase_if(links_, [](const auto& kv) { return kv.second.empty(); });
-  return true;
 }
 
 absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& plan) {
-  const uint64_t chunk = options_.chunk_bytes;
-  const uint64_t nchunks = (op.length + chunk - 1) / chunk;
-  const auto opcode = op.direction == Direction::kStoreToClient ? tcpwire::Opcode::kWriteReq
-                                                                : tcpwire::Opcode::kReadReq;
   // An address literal is judged here, so a refused target costs no link, thread or socket.
+  // (An op that waits for a link is not judged again when it gets one: the rule and the op
+  // are what they were.)
   if (absl::StatusOr<IpAddress> ip = IpAddress::Parse(op.tcp.host); ip.ok()) {
     GDR_RETURN_IF_ERROR(rule_->Check(op.caller, op.tcp.Key(), *ip));
   }
-  const std::string key = PoolKey(op);
-  auto wait = [&] {
-    auto [it, first] = waiting_.try_emplace(key);
-    if (first) wait_order_.push_back(key);
-    it->second.push_back(Waiter{op, std::move(done), absl::Now()});
-    ++waiting_ops_;
-    return absl::OkStatus();
-  };
-  // Behind its own earlier ops; and behind every waiting destination (first come, first served).
-  if (waiting_.contains(key)) return wait();
-  auto found = links_.find(key);
-  if (found != links_.end()) {
-    std::erase_if(found->second, [this](const std::shared_ptr<TcpLink>& l) {
-      if (!l->dead()) return false;
-      BuryLocked(l);
-      return true;
-    });
-    if (found->second.empty()) links_.erase(found);
-  }
-  if (!links_.contains(key)) {
-    if (!wait_order_.empty()) return wait();
-    if (total_links_ >= options_.max_links && !EvictIdleLocked(key, plan, absl::Now())) {
-      return wait();
-    }
-    NewLinkLocked(op, key);
-  }
-  auto& existing = links_[key];
-  // This destination's links as indices into `plan`, with their load (enqueued + planned).
-  std::vector<size_t> mine;
-  std::vector<uint64_t> load;
-  for (auto& l : existing) {
-    const size_t idx = plan.IndexOf(l);
-    mine.push_back(idx);
-    load.push_back(l->outstanding_bytes() + plan.bytes[idx]);
-  }
-  auto state = std::make_shared<OpState>(static_cast<uint32_t>(nchunks), std::move(done),
-                                         &ops_in_flight_);
-  for (uint64_t i = 0; i < nchunks; ++i) {
-    // The first link with room for a chunk: small ops keep to one link (one thread pair, one
-    // burst of answers) however many links bulk transfers opened earlier.
-    size_t best = load.size();
-    for (size_t j = 0; j < load.size(); ++j) {
-      if (load[j] < chunk) {
-        best = j;
-        break;
-      }
-    }
-    if (best == load.size()) {
-      best = 0;
-      for (size_t j = 1; j < load.size(); ++j)
-        if (load[j] < load[best]) best = j;
-      // Every link carries a full chunk: open another, while nobody waits for one.
-      if (mine.size() < options_.links_per_target && wait_order_.empty() &&
-          total_links_ < options_.max_links) {
-        mine.push_back(plan.IndexOf(NewLinkLocked(op, key)));
-        load.push_back(0);
-        best = mine.size() - 1;
-      }
-    }
-    Chunk c;
-    c.opcode = opcode;
-    c.local = op.local + i * chunk;
-    c.length = static_cast<uint32_t>(std::min(chunk, op.length - i * chunk));
-    c.remote_address = op.remote_address + i * chunk;
-    c.rkey = op.rkey;
-    c.op = state;
-    load[best] += c.length;
-    plan.bytes[mine[best]] += c.length;
-    plan.chunks[mine[best]].push_back(std::move(c));
-    if (i == 0 && op.inject == InjectedFault::kDropLink) {
-      plan.dropped.push_back(plan.links[mine[best]]);
-    }
-  }
+  scheduler_.Place(PoolKey(op), op, done, absl::Now(), plan);
   return absl::OkStatus();
 }
 
-void TcpInitiator::HandedOverLocked(std::shared_ptr<TcpLink> link) {
-  // Nothing outstanding (or already failed): Fail runs no callback, so it is safe under mu_.
-  link->Fail(absl::CancelledError("link handed over to a waiting destination"));
-  BuryLocked(std::move(link));
-  ++handovers_;
-}
-
-void TcpInitiator::HandOverLocked(Plan& plan) {
-  while (!wait_order_.empty() && total_links_ < options_.max_links) {
-    auto node = waiting_.extract(wait_order_.front());
-    wait_order_.pop_front();
-    std::deque<Waiter>& queue = node.mapped();
-    waiting_ops_ -= queue.size();
-    NewLinkLocked(queue.front().op, node.key());
-    for (Waiter& w : queue) {
-      if (absl::Status s = PlanLocked(w.op, w.done, plan); !s.ok()) {
-        plan.failed.emplace_back(std::move(w.done), std::move(s));
-      }
-    }
-  }
-}
-
-void TcpInitiator::ScheduleLocked(absl::Time now, Plan& plan) {
-  HandOverLocked(plan);
-  // Links retire a few at a time: retiring every link whose turn is over at once would stall
-  // the whole pool while they drain and reconnect together, turn after turn.
-  const size_t most_retiring =
-      std::min<size_t>(wait_order_.size(), std::max<uint32_t>(1, options_.max_links / 8));
-  if (retiring_.size() >= most_retiring) return;
-  // Candidates: links past their turn, not carrying chunks planned by this very call. A
-  // destination's extra links go first, then the longest-serving.
-  struct Candidate {
-    std::string key;
-    std::shared_ptr<TcpLink> link;
-    bool extra;
-  };
-  std::vector<Candidate> candidates;
-  for (auto& [key, vec] : links_) {
-    for (auto& l : vec) {
-      if (now - l->opened_at() < options_.turn) continue;
-      if (std::find(plan.links.begin(), plan.links.end(), l) != plan.links.end()) continue;
-      candidates.push_back({key, l, vec.size() > 1});
-    }
-  }
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.extra != b.extra) return a.extra;
-    return a.link->opened_at() < b.link->opened_at();
-  });
-  for (Candidate& c : candidates) {
-    if (retiring_.size() >= most_retiring) break;
-    auto it = links_.find(c.key);
-    if (it == links_.end()) continue;
-    auto& vec = it->second;
-    auto pos = std::find(vec.begin(), vec.end(), c.link);
-    if (pos == vec.end()) continue;
-    vec.erase(pos);
-    if (vec.empty()) links_.erase(it);
-    TcpLink* raw = c.link.get();
-    if (c.link->Retire([this, raw] { OnDrained(raw); })) {
-      HandedOverLocked(std::move(c.link));
-      HandOverLocked(plan);
-    } else {
-      retiring_.push_back(std::move(c.link));
-    }
-  }
-}
-
 void TcpInitiator::OnDrained(TcpLink* raw) {
-  Plan plan;
+  Plan plan(&ops_in_flight_);
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return;
-    auto it = std::find_if(retiring_.begin(), retiring_.end(),
-                           [raw](const std::shared_ptr<TcpLink>& l) { return l.get() == raw; });
-    if (it == retiring_.end()) return;
-    std::shared_ptr<TcpLink> link = std::move(*it);
-    retiring_.erase(it);
-    // The graveyard keeps the last reference: this may be the link's own receiver thread,
-    // which must not be the one to join it.
-    HandedOverLocked(std::move(link));
-    ScheduleLocked(absl::Now(), plan);
+    scheduler_.Drained(raw, absl::Now(), plan);
     EnqueueLocked(plan);
   }
   Finish(plan);
 }
 
 void TcpInitiator::EnqueueLocked(Plan& plan) {
-  for (size_t i = 0; i < plan.links.size(); ++i) {
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
     if (plan.chunks[i].empty()) continue;
-    if (plan.links[i]->Enqueue(std::move(plan.chunks[i]))) plan.claimed.push_back(plan.links[i]);
+    const std::shared_ptr<TcpLink>& link = plan.links()[i];
+    if (link->Enqueue(std::move(plan.chunks[i]))) plan.claimed.push_back(link);
   }
 }
 
@@ -394,16 +185,16 @@ void TcpInitiator::Finish(Plan& plan) {
 }
 
 absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
-  Plan plan;
+  Plan plan(&ops_in_flight_);
   absl::Status s;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::CancelledError("daemon is shutting down");
-    const size_t waiting_before = wait_order_.size();
+    const size_t waiting_before = scheduler_.waiting_destinations();
     s = PlanLocked(op, done, plan);
     // Only a destination that started waiting now can change what is due; turns that end are
     // the housekeeper's (a scan of every link on every op would serialise the pool).
-    if (wait_order_.size() > waiting_before) ScheduleLocked(absl::Now(), plan);
+    if (scheduler_.waiting_destinations() > waiting_before) scheduler_.Schedule(absl::Now(), plan);
     // Enqueued under mu_, so housekeeping never sees a planned link as idle; sent after it.
     EnqueueLocked(plan);
   }
@@ -412,15 +203,15 @@ absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
 }
 
 void TcpInitiator::SubmitBatch(std::span<Submission> batch) {
-  Plan plan;
+  Plan plan(&ops_in_flight_);
   {
     absl::MutexLock lock(&mu_);
-    const size_t waiting_before = wait_order_.size();
+    const size_t waiting_before = scheduler_.waiting_destinations();
     for (Submission& s : batch) {
       s.status = shutdown_ ? absl::CancelledError("daemon is shutting down")
                            : PlanLocked(s.op, s.done, plan);
     }
-    if (wait_order_.size() > waiting_before) ScheduleLocked(absl::Now(), plan);
+    if (scheduler_.waiting_destinations() > waiting_before) scheduler_.Schedule(absl::Now(), plan);
     EnqueueLocked(plan);
   }
   Finish(plan);
@@ -436,13 +227,9 @@ void TcpInitiator::Housekeeping() {
     const absl::Time now = absl::Now();
     {
       absl::MutexLock lock(&mu_);
-      for (auto& [key, vec] : links_)
-        for (auto& l : vec) live.push_back(l);
-      for (auto& l : retiring_) {
-        live.push_back(l);
-        if (now - l->retired_at() > options_.handover_timeout) overdue.push_back(l);
-      }
-      waiting_destinations = wait_order_.size();
+      scheduler_.ForEachLive([&](const std::shared_ptr<TcpLink>& l) { live.push_back(l); });
+      overdue = scheduler_.Overdue(now);
+      waiting_destinations = scheduler_.waiting_destinations();
     }
     for (auto& l : live) l->CheckStall(now, options_.op_timeout);
     live.clear();
@@ -454,48 +241,31 @@ void TcpInitiator::Housekeeping() {
           waiting_destinations, " other client(s) waited for one (--tcp-handover-timeout-ms)")));
     }
     overdue.clear();
-    Plan plan;
+    Plan plan(&ops_in_flight_);
     {
       absl::MutexLock lock(&mu_);
       // Idle links are closed under mu_: Submit picks a link and enqueues on it under mu_ too,
       // so a link seen idle here cannot be handed an op before Fail. Checked outside mu_, a
       // Submit in between had its fresh op fail with CANCELLED "idle link closed". With
       // nothing outstanding, Fail runs no callbacks, so calling it under mu_ is safe.
-      for (auto& [key, vec] : links_) {
-        for (auto& l : vec) {
-          if (l->outstanding_bytes() == 0 && now - l->last_activity() > options_.idle_timeout) {
-            l->Fail(absl::CancelledError("idle link closed"));
-          }
-        }
-      }
-      ReapDeadLocked();
+      scheduler_.CloseIdle(now);
+      scheduler_.ReapDead();
       // Ops that waited longer than an op may take fail; the rest get links as turns end.
-      for (auto it = waiting_.begin(); it != waiting_.end();) {
-        std::deque<Waiter>& queue = it->second;
-        while (!queue.empty() && now - queue.front().since > options_.op_timeout) {
-          plan.failed.emplace_back(
-              std::move(queue.front().done),
-              absl::DeadlineExceededError(absl::StrCat(
-                  "no tcp link to ", queue.front().op.tcp.Key(), " within ",
-                  absl::FormatDuration(options_.op_timeout), ": all ", options_.max_links,
-                  " links stayed busy (--tcp-max-links)")));
-          queue.pop_front();
-          --waiting_ops_;
-        }
-        if (queue.empty()) {
-          std::erase(wait_order_, it->first);
-          it = waiting_.erase(it);
-        } else {
-          ++it;
-        }
+      for (TcpWaiter& w : scheduler_.TakeExpired(now)) {
+        plan.failed.emplace_back(
+            std::move(w.done),
+            absl::DeadlineExceededError(absl::StrCat(
+                "no tcp link to ", w.op.tcp.Key(), " within ",
+                absl::FormatDuration(options_.op_timeout), ": all ", options_.max_links,
+                " links stayed busy (--tcp-max-links)")));
       }
-      if (!wait_order_.empty()) ScheduleLocked(now, plan);
+      if (scheduler_.waiting_destinations() != 0) scheduler_.Schedule(now, plan);
       EnqueueLocked(plan);
       // While destinations wait, come round often enough to end turns on time.
-      period = wait_order_.empty() ? absl::Milliseconds(100)
-                                   : std::clamp(options_.turn / 4, absl::Milliseconds(1),
-                                                absl::Milliseconds(100));
-      reap.swap(graveyard_);
+      period = scheduler_.waiting_destinations() == 0
+                   ? absl::Milliseconds(100)
+                   : std::clamp(options_.turn / 4, absl::Milliseconds(1), absl::Milliseconds(100));
+      reap = scheduler_.TakeClosed();
     }
     Finish(plan);
     reap.clear();  // joins the dead links' threads outside the lock

@@ -7,15 +7,15 @@
 // retired link that does not drain within the handover timeout has its ops failed, so a stuck
 // client cannot hold a link others wait for. A housekeeping thread fails stalled links, closes
 // idle ones, reaps dead ones and retires links whose turn is over, so a vanished client never
-// leaks a socket or a thread.
+// leaks a socket or a thread. Those decisions are TcpLinkScheduler's (tcp_link_scheduler.h);
+// this class opens the links it asks for, builds and sends the chunks it places and runs the
+// housekeeping.
 // A link is pooled under its destination, the caller's address class and a digest of the
 // endpoint's secret: it was checked against the TcpTargetRule for that caller and proved for
 // that secret, and carries no op that differs in either.
 #pragma once
 
 #include <atomic>
-#include <deque>
-#include <map>
 #include <span>
 #include <memory>
 #include <string>
@@ -27,6 +27,7 @@
 #include "absl/synchronization/notification.h"
 #include "daemon/transport/initiator.h"
 #include "daemon/transport/tcp/tcp_link.h"
+#include "daemon/transport/tcp/tcp_link_scheduler.h"
 #include "daemon/transport/tcp/tcp_options.h"
 
 namespace gdr {
@@ -56,69 +57,42 @@ class TcpInitiator final : public Initiator {
   std::string Describe() const override;
 
  private:
+  using Scheduler = TcpLinkScheduler<TcpLink>;
   explicit TcpInitiator(TcpInitiatorOptions options);
-  // Chunks planned for each link by one call, enqueued together at its end (under mu_), then
-  // sent and failed ops completed once mu_ is released (Finish).
-  struct Plan {
-    std::vector<std::shared_ptr<TcpLink>> links;
-    std::vector<std::vector<Chunk>> chunks;  // per link
-    std::vector<uint64_t> bytes;             // per link
+  // What one call planned: the scheduler's placement, built into chunks per link as it goes,
+  // enqueued together at the call's end (under mu_), then sent and failed ops completed once
+  // mu_ is released (Finish).
+  struct Plan final : Scheduler::Plan {
+    explicit Plan(std::atomic<uint64_t>* in_flight) : in_flight(in_flight) {}
+    void BeginOp(const TransferOp& op, OpDone& done, uint32_t chunks) override;
+    void AddChunk(const TransferOp& op, size_t link, uint64_t offset, uint32_t length) override;
+
+    std::atomic<uint64_t>* const in_flight;
+    std::shared_ptr<OpState> op;  // of the op being placed
+    tcpwire::Opcode opcode = tcpwire::Opcode::kWriteReq;
+    std::vector<std::vector<Chunk>> chunks;                 // per link, as links()
     std::vector<std::shared_ptr<TcpLink>> claimed;          // send tokens taken by Enqueue
     std::vector<std::pair<OpDone, absl::Status>> failed;    // completions to run unlocked
     std::vector<std::shared_ptr<TcpLink>> dropped;          // injected faults: fail, then send
-    size_t IndexOf(const std::shared_ptr<TcpLink>& link);
-  };
-  // An op waiting for its destination to get a link.
-  struct Waiter {
-    TransferOp op;
-    OpDone done;
-    absl::Time since;
   };
   void Housekeeping();
-  // Splits `op` into chunks over its destination's links (opening one if the pool has room or
-  // an idle link whose turn is over can be closed) and adds them to `plan`, or queues the op
-  // when its destination has no link (nor waits already). On a non-OK return nothing of `op`
-  // is in `plan` and `done` was not taken.
+  // Checks `op`'s target (an address literal) against the rule, then has the scheduler place
+  // it: chunks in `plan`, or a wait for a link. On a non-OK return nothing of `op` is in `plan`
+  // and `done` was not taken.
   absl::Status PlanLocked(const TransferOp& op, OpDone& done, Plan& plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::shared_ptr<TcpLink> NewLinkLocked(const TransferOp& op, const std::string& key)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Closes the longest-idle link of another destination whose turn is over (never one that
-  // `plan` has chunks for); false when there is none.
-  bool EvictIdleLocked(const std::string& key, const Plan& plan, absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Gives links to waiting destinations while the pool has room, then retires links whose turn
-  // is over until every waiting destination has one on its way.
-  void ScheduleLocked(absl::Time now, Plan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void HandOverLocked(Plan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Closes a link with nothing outstanding that leaves its destination for a waiting one.
-  void HandedOverLocked(std::shared_ptr<TcpLink> link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A retired link finished (or failed) its last chunk: close it, hand its place over.
   void OnDrained(TcpLink* link);
   void EnqueueLocked(Plan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Finish(Plan& plan);
-  void ReapDeadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves a dead link out of the pool (its threads are joined later, outside mu_).
-  void BuryLocked(std::shared_ptr<TcpLink> link) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const TcpInitiatorOptions options_;
   const std::shared_ptr<const TcpTargetRule> rule_;
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  // Keyed by host:port, caller class and secret digest (binary; never logged: messages name a
-  // link by its destination()).
-  std::map<std::string, std::vector<std::shared_ptr<TcpLink>>> links_ ABSL_GUARDED_BY(mu_);
-  // Links retired from their destination, draining; still counted in total_links_.
-  std::vector<std::shared_ptr<TcpLink>> retiring_ ABSL_GUARDED_BY(mu_);
-  // Destinations without a link, in the order they started waiting, and their ops.
-  std::deque<std::string> wait_order_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::deque<Waiter>> waiting_ ABSL_GUARDED_BY(mu_);
-  uint64_t waiting_ops_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t handovers_ ABSL_GUARDED_BY(mu_) = 0;
-  uint32_t total_links_ ABSL_GUARDED_BY(mu_) = 0;
-  // Links out of the pool whose threads still need joining (done outside mu_).
-  std::vector<std::shared_ptr<TcpLink>> graveyard_ ABSL_GUARDED_BY(mu_);
-  uint64_t link_errors_ ABSL_GUARDED_BY(mu_) = 0;
+  // The pool: links keyed by host:port, caller class and secret digest (binary; never logged:
+  // messages name a link by its destination()), and the ops waiting for one.
+  Scheduler scheduler_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> ops_in_flight_{0};
   absl::Notification stop_;
   std::atomic<int64_t> housekeeping_ns_{0};  // start of the housekeeper's last round
