@@ -13,12 +13,19 @@
 namespace gdr {
 namespace {
 
+// The op's tcp destination; Submit and SubmitBatch let no op without one in.
+const TcpDestination& Dest(const TransferOp& op) { return *DestinationOf<TcpDestination>(op); }
+
+absl::Status NotTcp() {
+  return absl::InternalError("tcp initiator got an op of another transport");
+}
+
 // The pool key of an op's links. The secret goes in as its SHA-256 digest: map lookups compare
 // keys byte by byte, and comparing the secret itself would tell a guesser, by timing, how much
 // of a live link's secret it got right.
 std::string PoolKey(const TransferOp& op) {
-  const tcpwire::Digest d = tcpwire::SecretDigest(op.tcp.secret);
-  return absl::StrCat(op.tcp.Key(), "|", TcpTargetRule::CallerClass(op.caller), "|",
+  const tcpwire::Digest d = tcpwire::SecretDigest(Dest(op).secret);
+  return absl::StrCat(Dest(op).Key(), "|", TcpTargetRule::CallerClass(op.caller), "|",
                       absl::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
 }
 
@@ -170,7 +177,7 @@ size_t TcpInitiator::Plan::IndexOf(const std::shared_ptr<TcpLink>& link) {
 
 std::shared_ptr<TcpLink> TcpInitiator::NewLinkLocked(const TransferOp& op,
                                                      const std::string& key) {
-  auto link = std::make_shared<TcpLink>(op.tcp, op.caller, rule_, options_.link);
+  auto link = std::make_shared<TcpLink>(Dest(op), op.caller, rule_, options_.link);
   links_[key].push_back(link);
   ++total_links_;
   return link;
@@ -210,8 +217,8 @@ absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& 
   const auto opcode = op.direction == Direction::kStoreToClient ? tcpwire::Opcode::kWriteReq
                                                                 : tcpwire::Opcode::kReadReq;
   // An address literal is judged here, so a refused target costs no link, thread or socket.
-  if (absl::StatusOr<IpAddress> ip = IpAddress::Parse(op.tcp.host); ip.ok()) {
-    GDR_RETURN_IF_ERROR(rule_->Check(op.caller, op.tcp.Key(), *ip));
+  if (absl::StatusOr<IpAddress> ip = IpAddress::Parse(Dest(op).host); ip.ok()) {
+    GDR_RETURN_IF_ERROR(rule_->Check(op.caller, Dest(op).Key(), *ip));
   }
   const std::string key = PoolKey(op);
   auto wait = [&] {
@@ -282,7 +289,8 @@ absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& 
     load[best] += c.length;
     plan.bytes[mine[best]] += c.length;
     plan.chunks[mine[best]].push_back(std::move(c));
-    if (i == 0 && op.inject == InjectedFault::kDropLink) {
+    // An injected path fault: a tcp op's path is its links; the first chunk's is closed.
+    if (i == 0 && op.inject == InjectedFault::kBreakPath) {
       plan.dropped.push_back(plan.links[mine[best]]);
     }
   }
@@ -394,6 +402,7 @@ void TcpInitiator::Finish(Plan& plan) {
 }
 
 absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
+  if (DestinationOf<TcpDestination>(op) == nullptr) return NotTcp();
   Plan plan;
   absl::Status s;
   {
@@ -418,7 +427,8 @@ void TcpInitiator::SubmitBatch(std::span<Submission> batch) {
     const size_t waiting_before = wait_order_.size();
     for (Submission& s : batch) {
       s.status = shutdown_ ? absl::CancelledError("daemon is shutting down")
-                           : PlanLocked(s.op, s.done, plan);
+                 : DestinationOf<TcpDestination>(s.op) == nullptr ? NotTcp()
+                                                                  : PlanLocked(s.op, s.done, plan);
     }
     if (wait_order_.size() > waiting_before) ScheduleLocked(absl::Now(), plan);
     EnqueueLocked(plan);
@@ -476,7 +486,7 @@ void TcpInitiator::Housekeeping() {
           plan.failed.emplace_back(
               std::move(queue.front().done),
               absl::DeadlineExceededError(absl::StrCat(
-                  "no tcp link to ", queue.front().op.tcp.Key(), " within ",
+                  "no tcp link to ", Dest(queue.front().op).Key(), " within ",
                   absl::FormatDuration(options_.op_timeout), ": all ", options_.max_links,
                   " links stayed busy (--tcp-max-links)")));
           queue.pop_front();
