@@ -1,8 +1,7 @@
 // The transports a daemon runs, and why the others are absent. Everything the daemon asks of
-// its transports goes through here: each validated op goes to the initiator of its transport,
-// and health, drain, shutdown, stats, client counts, log names and GetInfo come from the list,
-// so a transport appears everywhere once it is added. Each request's endpoint, too, is read by
-// the initiator of its transport (ParseDestination), so nothing above knows an endpoint's fields.
+// its transports goes through here (reading a request's endpoint, each op, health, drain,
+// shutdown, stats, client counts, log names, GetInfo), so a transport appears everywhere once
+// it is added, and nothing above knows an endpoint's fields.
 #pragma once
 
 #include <array>
