@@ -23,6 +23,11 @@ constexpr std::pair<v1::FaultKind, const char*> kKinds[] = {
     {v1::FAULT_CORRUPT, "corrupt"},     {v1::FAULT_DROP_LINK, "drop-link"},
     {v1::FAULT_QP_ERROR, "qp-error"},   {v1::FAULT_RAIL_DOWN, "rail-down"},
 };
+// The transport faults: one fault (break the op's path), spelled per transport.
+constexpr std::pair<v1::FaultKind, TransportKind> kBreakPath[] = {
+    {v1::FAULT_DROP_LINK, TransportKind::kTcp},
+    {v1::FAULT_QP_ERROR, TransportKind::kRc},
+};
 constexpr std::pair<v1::FaultOps, const char*> kOps[] = {
     {v1::FAULT_OPS_ANY, "any"}, {v1::FAULT_OPS_GET, "get"}, {v1::FAULT_OPS_PUT, "put"}};
 
@@ -89,6 +94,13 @@ const char* FaultKindName(v1::FaultKind kind) {
     if (k == kind) return name;
   }
   return "unspecified";
+}
+
+std::optional<TransportKind> BreakPathTransport(v1::FaultKind kind) {
+  for (const auto& [k, transport] : kBreakPath) {
+    if (k == kind) return transport;
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<v1::FaultSpec> ParseFaultSpec(absl::string_view text) {

@@ -7,20 +7,30 @@
 //   code=NAME-OR-NUMBER (error)  delay=DURATION (stall)  rail=DEVICE (rail-down)
 //
 // DURATION as absl::ParseDuration takes it ("250ms", "5s", "1m"); whole milliseconds. The
-// meaning of each field is gdrstore.v1.FaultSpec's (proto/gdrstore/v1/admin.proto).
+// meaning of each field is gdrstore.v1.FaultSpec's (proto/gdrstore/v1/admin.proto). drop-link
+// and qp-error are one fault, "break the path the op took", spelled for the transport whose
+// ops it hits (BreakPathTransport).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/wire/transport_kind.h"
 #include "gdrstore/v1/admin.pb.h"
 
 namespace gdr {
 
 // "error", "stall", ...; "unspecified" for FAULT_KIND_UNSPECIFIED or an unknown value.
 const char* FaultKindName(gdrstore::v1::FaultKind kind);
+
+// Whether `kind` is a transport fault, "break the path the op took" (each transport does it in
+// its own way: tcp closes the link the op's chunks went on, rc moves its QP to the error
+// state), and the transport whose ops alone it hits: drop-link tcp's, qp-error rc's. nullopt
+// for the other kinds.
+std::optional<TransportKind> BreakPathTransport(gdrstore::v1::FaultKind kind);
 
 // Text -> spec, then CheckFaultSpec. INVALID_ARGUMENT naming the field that is wrong.
 absl::StatusOr<gdrstore::v1::FaultSpec> ParseFaultSpec(absl::string_view text);

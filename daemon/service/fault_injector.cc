@@ -29,10 +29,10 @@ bool MatchesOps(v1::FaultOps ops, Direction direction) {
 
 // Whether an op on `transport` can carry the rule's kind at all.
 bool KindFits(v1::FaultKind kind, Direction direction, TransportKind transport) {
+  // A transport fault hits the ops of the transport its spelling names.
+  if (const std::optional<TransportKind> only = BreakPathTransport(kind)) return *only == transport;
   switch (kind) {
     case v1::FAULT_CORRUPT: return direction == Direction::kStoreToClient;
-    case v1::FAULT_DROP_LINK: return transport == TransportKind::kTcp;
-    case v1::FAULT_QP_ERROR: return transport == TransportKind::kRc;
     case v1::FAULT_RAIL_DOWN: return false;  // hit when set, never by an op
     default: return true;
   }
@@ -336,15 +336,13 @@ FaultDecision FaultInjector::Decide(absl::Time start, Direction direction,
           d.corrupt = r.rng();
           what = "delivers a flipped bit";
           break;
-        case v1::FAULT_DROP_LINK:
-          d.transport = InjectedFault::kDropLink;
-          what = "drops its tcp link";
-          break;
-        case v1::FAULT_QP_ERROR:
-          d.transport = InjectedFault::kQpError;
-          what = "moves its QP to the error state";
-          break;
         default:
+          // A transport fault: the op's transport breaks the path the op takes.
+          if (BreakPathTransport(s.kind())) {
+            d.transport = InjectedFault::kBreakPath;
+            what = absl::StrCat("breaks its ", TransportName(transport), " path (",
+                                FaultKindName(s.kind()), ")");
+          }
           break;
       }
       NoteLocked(absl::StrCat("fault ", r.id, " hit: ",

@@ -27,7 +27,6 @@ StoreService::StoreService(const Store* store, TransportSet* transports, Service
       limits_(limits),
       max_op_bytes_(limits.max_op_bytes),
       max_inflight_per_stream_(limits.max_inflight_per_stream),
-      offered_(transports->offered()),
       extras_(std::move(extras)),
       limiter_(limits.max_inflight_ops, limits.max_inflight_bytes) {}
 
@@ -81,7 +80,7 @@ absl::StatusOr<Submission> StoreService::Prepare(Direction direction, const v1::
   {
     absl::StatusOr<TransferOp> op = ValidateOp(direction, extent, buffer, *store_,
                                                max_op_bytes_.load(std::memory_order_relaxed),
-                                               offered_);
+                                               *transports_);
     if (!op.ok()) return refuse(op.status());
     sub.op = *std::move(op);
     sub.op.caller = std::string(peer);

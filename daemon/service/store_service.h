@@ -176,7 +176,6 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   ServiceLimits limits_ ABSL_GUARDED_BY(limits_mu_);
   std::atomic<uint64_t> max_op_bytes_;
   std::atomic<uint32_t> max_inflight_per_stream_;
-  const OfferedTransports offered_;
   const ServiceExtras extras_;
   InflightLimiter limiter_;
   TokenAuth auth_;

@@ -5,15 +5,18 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/transport/transfer_op.h"
 
 namespace gdrstore::v1 {
 class GetInfoResponse;
+class RemoteBuffer;
 }
 
 namespace gdr {
@@ -47,6 +50,11 @@ class Initiator {
  public:
   virtual ~Initiator() = default;
   virtual TransportKind kind() const = 0;
+  // Reads and checks this transport's endpoint of a request's buffer (ValidateOp has checked
+  // the rest, and that the endpoint is of this kind()) into the destination its ops carry.
+  // INVALID_ARGUMENT naming the field (never quoting a secret). Thread-safe; no I/O.
+  virtual absl::StatusOr<std::shared_ptr<const Destination>> ParseDestination(
+      const gdrstore::v1::RemoteBuffer& buffer) const = 0;
   // Starts moving `op`, or takes it to start once the pool has room (a pool serves more
   // destinations than it holds by scheduling, never by refusing). Never blocks on I/O. On a
   // non-OK return nothing was started and `done` is not called. Thread-safe.

@@ -1,21 +1,21 @@
 #include "daemon/transport/transfer_op.h"
 
-#include "absl/strings/match.h"
+#include <algorithm>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/base/host_port.h"
+#include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
-#include "common/wire/tcp_proof.h"
 #include "common/base/units.h"
 #include "daemon/store/store.h"
+#include "daemon/transport/transport_set.h"
 
 namespace gdr {
 
-std::string TcpDestination::Key() const { return JoinHostPort(host, port); }
-
 absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::Extent* extent,
                                       const gdrstore::v1::RemoteBuffer* buffer, const Store& store,
-                                      uint64_t max_op_bytes, const OfferedTransports& offered) {
+                                      uint64_t max_op_bytes, const TransportSet& transports) {
   if (extent == nullptr) return absl::InvalidArgumentError("request has no extent");
   if (buffer == nullptr) return absl::InvalidArgumentError("request has no buffer");
   if (extent->length() == 0) return absl::InvalidArgumentError("extent.length is 0");
@@ -54,7 +54,26 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
         absl::StrFormat("buffer [0x%x, +%u) wraps the address space", buffer->address(),
                         buffer->length()));
   }
+  // Which transport the endpoint names, and whether this daemon runs it; the rest of the
+  // endpoint is that transport's to read.
+  const std::optional<TransportKind> kind = TransportOfEndpoint(buffer->endpoint_case());
+  if (!kind) {
+    std::vector<std::string> names;
+    for (TransportKind k : kTransportKinds) names.push_back(TransportName(k));
+    std::sort(names.begin(), names.end());
+    const std::string last = names.back();
+    names.pop_back();
+    return absl::InvalidArgumentError(
+        absl::StrCat("buffer has no endpoint (or one this daemon does not know): set ",
+                     absl::StrJoin(names, ", "), names.empty() ? "" : " or ", last));
+  }
+  if (!transports.offered().Has(*kind)) {
+    return absl::UnimplementedError(absl::StrCat("transport ", TransportName(*kind),
+                                                 " is not offered by this daemon (see GetInfo)"));
+  }
   TransferOp op;
+  GDR_ASSIGN_OR_RETURN(op.destination, transports.ParseDestination(*kind, *buffer));
+  op.transport = *kind;
   op.direction = direction;
   op.volume = volume->name();
   op.offset = extent->offset();
@@ -62,55 +81,7 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
   op.length = extent->length();
   op.remote_address = buffer->address();
   op.rkey = buffer->rkey();
-  using RB = gdrstore::v1::RemoteBuffer;
-  const std::optional<TransportKind> kind = TransportOfEndpoint(buffer->endpoint_case());
-  if (kind && !offered.Has(*kind)) {
-    return absl::UnimplementedError(absl::StrCat("transport ", TransportName(*kind),
-                                                 " is not offered by this daemon (see GetInfo)"));
-  }
-  switch (buffer->endpoint_case()) {
-    case RB::kTcp: {
-      const auto& tcp = buffer->tcp();
-      if (tcp.host().empty() || tcp.host().size() > 255 ||
-          tcp.host().find('\0') != std::string::npos) {
-        return absl::InvalidArgumentError("buffer.tcp.host must be 1..255 bytes");
-      }
-      if (tcp.port() == 0 || tcp.port() > 65535) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("buffer.tcp.port ", tcp.port(), " is not in 1..65535"));
-      }
-      // The secret is the caller's proof of ownership of the target: required, and its bytes
-      // never go into a message (only its length).
-      if (tcp.secret().size() < tcpwire::kMinSecretBytes ||
-          tcp.secret().size() > tcpwire::kMaxSecretBytes) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "buffer.tcp.secret must be ", tcpwire::kMinSecretBytes, "..",
-            tcpwire::kMaxSecretBytes, " bytes, not ", tcp.secret().size(),
-            " (the target proves it holds it before any byte moves)"));
-      }
-      op.transport = TransportKind::kTcp;
-      op.tcp.host = tcp.host();
-      op.tcp.port = static_cast<uint16_t>(tcp.port());
-      op.tcp.secret = tcp.secret();
-      return op;
-    }
-    case RB::kRc:
-      if (buffer->rc().connection_id() == 0) {
-        return absl::InvalidArgumentError("buffer.rc.connection_id is 0 (call Connect first)");
-      }
-      op.transport = TransportKind::kRc;
-      op.rc_connection_id = buffer->rc().connection_id();
-      return op;
-    case RB::kDc: {
-      GDR_ASSIGN_OR_RETURN(op.dc, dc::ParseDcEndpoint(buffer->dc()));
-      op.transport = TransportKind::kDc;
-      return op;
-    }
-    case RB::ENDPOINT_NOT_SET:
-      return absl::InvalidArgumentError(
-          "buffer has no endpoint (or one this daemon does not know): set dc, rc or tcp");
-  }
-  return absl::InvalidArgumentError("buffer endpoint kind is unknown");
+  return op;
 }
 
 }  // namespace gdr

@@ -1,20 +1,24 @@
 // A validated data op as the transports see it: which way bytes move, the store memory, and
 // where the client's registered memory is. Built only by ValidateOp, so every field has been
-// range-checked against the store and the daemon's limits.
+// range-checked against the store and the daemon's limits, and its destination by its transport.
 #pragma once
 
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <iterator>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/wire/transport_kind.h"
-#include "daemon/transport/dc_endpoint.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {
 
 class Store;
+class TransportSet;
 
 enum class Direction {
   kStoreToClient,  // RPC Write: daemon writes store bytes into the client's buffer
@@ -22,21 +26,23 @@ enum class Direction {
 };
 
 // A transport fault an op carries when fault injection picked it (daemon/service/
-// fault_injector.h): the transport that moves the op makes it happen, as a real link or QP
-// failure would.
+// fault_injector.h): the transport that moves the op breaks the path the op took, as a real
+// failure would. Each transport says in its Submit what that means for it (tcp: the link the
+// op's chunks went on is closed under them; rc: the QP its work requests went on is moved to
+// the error state; dc: not applicable, no rule hits a dc op).
 enum class InjectedFault : uint8_t {
   kNone,
-  kDropLink,  // tcp: the link the op's chunks went on is closed under them
-  kQpError,   // rc: the QP the op's work requests went on is moved to the error state
+  kBreakPath,
 };
 
-struct TcpDestination {
-  std::string host;
-  uint16_t port = 0;
-  // TcpEndpoint.secret: what the target must prove it holds before a byte moves. Never logged
-  // and never compared directly (the tcp pool compares digests); Key() leaves it out.
-  std::string secret;
-  std::string Key() const;  // "host:port", bracketed for IPv6
+// Where an op's client memory is, as the op's transport read it from the request's endpoint
+// (Initiator::ParseDestination). The op carries it without looking inside; only the transport
+// that made it does (DestinationOf). Immutable once made, so ops share it.
+class Destination {
+ public:
+  virtual ~Destination() = default;
+  // The transport that made it (and the only one that reads it).
+  virtual TransportKind transport() const = 0;
 };
 
 struct TransferOp {
@@ -49,9 +55,9 @@ struct TransferOp {
   uint64_t length = 0;
   uint64_t remote_address = 0;
   uint32_t rkey = 0;
-  TcpDestination tcp;
-  uint64_t rc_connection_id = 0;  // transport rc: RcAccept.connection_id, nonzero
-  dc::DcDestination dc;  // transport dc: the client's DCT (its access key is never logged)
+  // The client's end, made by the transport `transport` names (never null in an op that
+  // ValidateOp built). Its secrets, where it has any, are never logged.
+  std::shared_ptr<const Destination> destination;
   // Who asked, as the RPC layer saw it (gRPC peer text: "ipv4:A:P", "ipv6:[A]:P", "unix:...").
   // A transport that connects to an address the request names decides with it whether it may.
   std::string caller;
@@ -61,20 +67,36 @@ struct TransferOp {
   std::string client;
 };
 
-// Which transports this daemon serves; requests naming another answer UNIMPLEMENTED.
-struct OfferedTransports {
-  bool tcp = true;
-  bool rc = false;
-  bool dc = false;
-  bool Has(TransportKind kind) const {
-    return kind == TransportKind::kTcp ? tcp : kind == TransportKind::kRc ? rc : dc;
+// `op`'s destination as the transport's own type D (which names its D::kTransport), or null
+// when the op carries none or another transport's.
+template <class D>
+const D* DestinationOf(const TransferOp& op) {
+  const Destination* d = op.destination.get();
+  return d != nullptr && d->transport() == D::kTransport ? static_cast<const D*>(d) : nullptr;
+}
+
+// Which transports this daemon serves, a set of kinds; requests naming another answer
+// UNIMPLEMENTED.
+class OfferedTransports {
+ public:
+  OfferedTransports() = default;  // none
+  OfferedTransports(std::initializer_list<TransportKind> kinds) {
+    for (TransportKind k : kinds) Add(k);
   }
+  void Add(TransportKind kind) { kinds_.set(static_cast<size_t>(kind)); }
+  bool Has(TransportKind kind) const { return kinds_.test(static_cast<size_t>(kind)); }
+
+ private:
+  std::bitset<std::size(kTransportKinds)> kinds_;
 };
 
-// Checks one request against the store and limits (see the status table in gdrstore.proto).
-// `extent` / `buffer` are nullptr when the request did not set them.
+// Checks one request against the store and limits (see the status table in gdrstore.proto):
+// what every op shares (extent, volume, range, lengths, rkey, address range), then which
+// transport its endpoint names and whether `transports` runs it, then that transport's own
+// reading of the endpoint (Initiator::ParseDestination). `extent` / `buffer` are nullptr when
+// the request did not set them.
 absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::Extent* extent,
                                       const gdrstore::v1::RemoteBuffer* buffer, const Store& store,
-                                      uint64_t max_op_bytes, const OfferedTransports& offered);
+                                      uint64_t max_op_bytes, const TransportSet& transports);
 
 }  // namespace gdr

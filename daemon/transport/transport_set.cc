@@ -24,10 +24,15 @@ void TransportSet::SetAbsent(TransportKind kind, std::string why) {
 
 OfferedTransports TransportSet::offered() const {
   OfferedTransports o;
-  o.tcp = Find(TransportKind::kTcp) != nullptr;
-  o.rc = Find(TransportKind::kRc) != nullptr;
-  o.dc = Find(TransportKind::kDc) != nullptr;
+  for (TransportKind k : order_) o.Add(k);
   return o;
+}
+
+absl::StatusOr<std::shared_ptr<const Destination>> TransportSet::ParseDestination(
+    TransportKind kind, const v1::RemoteBuffer& buffer) const {
+  const Initiator* i = Find(kind);
+  if (i == nullptr) return NotRunning(kind);
+  return i->ParseDestination(buffer);
 }
 
 std::string TransportSet::Names() const {

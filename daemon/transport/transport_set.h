@@ -1,7 +1,7 @@
 // The transports a daemon runs, and why the others are absent. Everything the daemon asks of
-// its transports goes through here: each validated op goes to the initiator of its transport,
-// and health, drain, shutdown, stats, client counts, log names and GetInfo come from the list,
-// so a transport appears everywhere once it is added.
+// its transports goes through here (reading a request's endpoint, each op, health, drain,
+// shutdown, stats, client counts, log names, GetInfo), so a transport appears everywhere once
+// it is added, and nothing above knows an endpoint's fields.
 #pragma once
 
 #include <array>
@@ -30,7 +30,12 @@ class TransportSet {
   void set_rails(const RailSet* rails) { rails_ = rails; }
 
   Initiator* Find(TransportKind kind) const { return slots_[Index(kind)].get(); }
+  // The kinds running here (those ValidateOp accepts).
   OfferedTransports offered() const;
+  // The destination `kind`'s initiator reads from `buffer` (Initiator::ParseDestination);
+  // UNIMPLEMENTED naming the transport when it is not running. Thread-safe once serving.
+  absl::StatusOr<std::shared_ptr<const Destination>> ParseDestination(
+      TransportKind kind, const gdrstore::v1::RemoteBuffer& buffer) const;
   // A running transport's Describe(), or why the transport is absent.
   std::string Describe(TransportKind kind) const;
   // "tcp, rc, dc": the running transports in the set's order, for log and STATUS lines.

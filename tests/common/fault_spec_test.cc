@@ -39,6 +39,17 @@ TEST(FaultSpecTest, ParsesEveryFieldAndPrintsItBack) {
   }
 }
 
+// drop-link and qp-error are one transport fault, "break the op's path", each spelled for the
+// transport whose ops it hits; the other kinds are no transport fault.
+TEST(FaultSpecTest, DropLinkAndQpErrorBreakThePathOfOneTransport) {
+  EXPECT_EQ(BreakPathTransport(v1::FAULT_DROP_LINK), TransportKind::kTcp);
+  EXPECT_EQ(BreakPathTransport(v1::FAULT_QP_ERROR), TransportKind::kRc);
+  for (v1::FaultKind k : {v1::FAULT_ERROR, v1::FAULT_STALL, v1::FAULT_CORRUPT,
+                          v1::FAULT_RAIL_DOWN, v1::FAULT_KIND_UNSPECIFIED}) {
+    EXPECT_EQ(BreakPathTransport(k), std::nullopt) << FaultKindName(k);
+  }
+}
+
 TEST(FaultSpecTest, RefusesBadRulesNamingTheField) {
   const struct {
     const char* text;

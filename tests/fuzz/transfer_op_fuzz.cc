@@ -21,6 +21,7 @@
 #include "daemon/transport/transfer_op.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 #include "google/protobuf/stubs/logging.h"
+#include "tests/daemon/transport/parsing_transports.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {
@@ -35,9 +36,7 @@ constexpr uint64_t kMaxOpBytes = 256 << 10;
 const gdr::Store& FuzzStore() {
   static const gdr::Store* store = [] {
     absl::StatusOr<std::unique_ptr<gdr::Store>> s =
-        gdr::Store::Create({{.name = "vol0", .size = 1 << 20},
-                            {.name = "small", .size = 4096},
-                            {.name = "odd", .size = 12345}});
+        gdr::Store::Create({{"vol0", 1 << 20}, {"small", 4096}, {"odd", 12345}});
     GDR_FUZZ_CHECK(s.ok());
     return s->release();
   }();
@@ -60,24 +59,32 @@ void CheckAccepted(const gdr::TransferOp& op, Direction direction, const v1::Ext
   GDR_FUZZ_CHECK(op.rkey != 0 && op.rkey == buffer.rkey());
   GDR_FUZZ_CHECK(offered.Has(op.transport));
   switch (op.transport) {
-    case gdr::TransportKind::kTcp:
+    case gdr::TransportKind::kTcp: {
       GDR_FUZZ_CHECK(buffer.has_tcp());
-      GDR_FUZZ_CHECK(op.tcp.port != 0 && op.tcp.port == buffer.tcp().port());
-      GDR_FUZZ_CHECK(!op.tcp.host.empty() && op.tcp.host.size() <= 255);
-      GDR_FUZZ_CHECK(op.tcp.host.find('\0') == std::string::npos);
-      GDR_FUZZ_CHECK(op.tcp.secret == buffer.tcp().secret());
-      GDR_FUZZ_CHECK(op.tcp.secret.size() >= gdr::tcpwire::kMinSecretBytes &&
-                     op.tcp.secret.size() <= gdr::tcpwire::kMaxSecretBytes);
-      GDR_FUZZ_CHECK(op.tcp.Key().find(op.tcp.secret) == std::string::npos);
+      const gdr::TcpDestination* tcp = gdr::DestinationOf<gdr::TcpDestination>(op);
+      GDR_FUZZ_CHECK(tcp != nullptr);
+      GDR_FUZZ_CHECK(tcp->port != 0 && tcp->port == buffer.tcp().port());
+      GDR_FUZZ_CHECK(!tcp->host.empty() && tcp->host.size() <= 255);
+      GDR_FUZZ_CHECK(tcp->host.find('\0') == std::string::npos);
+      GDR_FUZZ_CHECK(tcp->secret == buffer.tcp().secret());
+      GDR_FUZZ_CHECK(tcp->secret.size() >= gdr::tcpwire::kMinSecretBytes &&
+                     tcp->secret.size() <= gdr::tcpwire::kMaxSecretBytes);
+      GDR_FUZZ_CHECK(tcp->Key().find(tcp->secret) == std::string::npos);
       break;
-    case gdr::TransportKind::kRc:
+    }
+    case gdr::TransportKind::kRc: {
       GDR_FUZZ_CHECK(buffer.has_rc());
-      GDR_FUZZ_CHECK(op.rc_connection_id != 0);
+      const gdr::RcDestination* rc = gdr::DestinationOf<gdr::RcDestination>(op);
+      GDR_FUZZ_CHECK(rc != nullptr && rc->connection_id != 0);
       break;
-    case gdr::TransportKind::kDc:
+    }
+    case gdr::TransportKind::kDc: {
       GDR_FUZZ_CHECK(buffer.has_dc());
-      GDR_FUZZ_CHECK(op.dc.key.dct_number != 0 && op.dc.key.dct_number <= 0xFFFFFF);
+      const gdr::dc::DcDestination* dc = gdr::DestinationOf<gdr::dc::DcDestination>(op);
+      GDR_FUZZ_CHECK(dc != nullptr);
+      GDR_FUZZ_CHECK(dc->key.dct_number != 0 && dc->key.dct_number <= 0xFFFFFF);
       break;
+    }
   }
   // Touch both ends of the store range: the sanitizers see an access outside the mapping.
   volatile std::byte first = op.local[0];
@@ -88,8 +95,24 @@ void CheckAccepted(const gdr::TransferOp& op, Direction direction, const v1::Ext
 
 void ValidateOne(Direction direction, const v1::Extent* extent, const v1::RemoteBuffer* buffer,
                  const gdr::OfferedTransports& offered) {
+  // One set of (fake) transports per offered combination, reading endpoints with the real
+  // transports' parsers.
+  static const auto* sets = [] {
+    auto* all = new std::unique_ptr<gdr::TransportSet>[8];
+    for (unsigned bits = 0; bits < 8; ++bits) {
+      gdr::OfferedTransports o;
+      if (bits & 1) o.Add(gdr::TransportKind::kTcp);
+      if (bits & 2) o.Add(gdr::TransportKind::kRc);
+      if (bits & 4) o.Add(gdr::TransportKind::kDc);
+      all[bits] = gdr::testing::ParsingTransports(o);
+    }
+    return all;
+  }();
+  const unsigned bits = (offered.Has(gdr::TransportKind::kTcp) ? 1 : 0) |
+                        (offered.Has(gdr::TransportKind::kRc) ? 2 : 0) |
+                        (offered.Has(gdr::TransportKind::kDc) ? 4 : 0);
   absl::StatusOr<gdr::TransferOp> op =
-      gdr::ValidateOp(direction, extent, buffer, FuzzStore(), kMaxOpBytes, offered);
+      gdr::ValidateOp(direction, extent, buffer, FuzzStore(), kMaxOpBytes, *sets[bits]);
   if (!op.ok()) {
     // The codes of gdrstore.proto's status table, and a message safe to log and to send back:
     // printable ASCII only, whatever bytes the request carried.
@@ -123,9 +146,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const uint8_t selector = data[0];
   gdr::OfferedTransports offered;
-  offered.tcp = (selector & 0x04) != 0;
-  offered.rc = (selector & 0x08) != 0;
-  offered.dc = (selector & 0x10) != 0;
+  if ((selector & 0x04) != 0) offered.Add(gdr::TransportKind::kTcp);
+  if ((selector & 0x08) != 0) offered.Add(gdr::TransportKind::kRc);
+  if ((selector & 0x10) != 0) offered.Add(gdr::TransportKind::kDc);
   const void* bytes = data + 1;
   const int n = static_cast<int>(size - 1);
   switch (selector & 0x03) {

@@ -98,7 +98,8 @@ TEST(WatchdogStallTest, StuckCompletionThreadStopsPingsUntilItRecovers) {
   op.length = mem.size();
   op.remote_address = 0x1000;
   op.rkey = 7;
-  op.tcp = {"127.0.0.1", (*silent)->port(), (*silent)->secret()};
+  op.destination =
+      std::make_shared<const TcpDestination>("127.0.0.1", (*silent)->port(), (*silent)->secret());
   op.caller = "ipv4:127.0.0.1:1";
   absl::Notification stuck, release;
   absl::Status op_status;
@@ -167,7 +168,8 @@ TEST(WatchdogStallTest, StuckReceiverCompletionStopsPings) {
   op.length = 4096;
   op.remote_address = region->base;
   op.rkey = region->rkey;
-  op.tcp = {"127.0.0.1", (*target)->port(), (*target)->secret()};
+  op.destination =
+      std::make_shared<const TcpDestination>("127.0.0.1", (*target)->port(), (*target)->secret());
   op.caller = "ipv4:127.0.0.1:1";
   absl::Notification stuck, release;
   absl::Status op_status;

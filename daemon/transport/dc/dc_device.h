@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "common/verbs/completion_poller.h"
 #include "daemon/transport/dc/dc_options.h"
-#include "daemon/transport/dc_endpoint.h"
+#include "daemon/transport/dc/dc_endpoint.h"
 
 namespace gdr::dc {
 

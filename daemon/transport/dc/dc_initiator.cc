@@ -11,6 +11,9 @@
 namespace gdr::dc {
 namespace {
 
+// The op's dc destination; Submit lets no op without one in.
+const DcDestination& Dest(const TransferOp& op) { return *DestinationOf<DcDestination>(op); }
+
 const char* OpName(Direction d) {
   return d == Direction::kStoreToClient ? "RDMA WRITE" : "RDMA READ";
 }
@@ -129,7 +132,7 @@ DcInitiator::~DcInitiator() { Shutdown(); }
 
 std::string DcInitiator::Describe(const Work& w) const {
   return absl::StrCat(OpName(w.op->op.direction), " of ", w.length, " bytes to ",
-                      DescribeDest(w.op->op.dc.key), " (DCI ", w.dci,
+                      DescribeDest(Dest(w.op->op).key), " (DCI ", w.dci,
                       eff_.streams_per_dci > 1 ? absl::StrCat(" stream ", w.stream) : "", ")");
 }
 
@@ -144,19 +147,22 @@ DcWr DcInitiator::MakeWr(const Work& w) const {
   wr.lkey = op.lkey;
   wr.length = w.length;
   wr.ah = op.ah.get();
-  wr.dct_number = op.op.dc.key.dct_number;
-  wr.access_key = op.op.dc.access_key;
+  wr.dct_number = Dest(op.op).key.dct_number;
+  wr.access_key = Dest(op.op).access_key;
   wr.stream = w.stream;
   return wr;
 }
 
 absl::Status DcInitiator::Submit(const TransferOp& top, OpDone done) {
+  const DcDestination* dest = DestinationOf<DcDestination>(top);
+  if (dest == nullptr) return absl::InternalError("dc initiator got an op of another transport");
   if (top.length == 0) return absl::InvalidArgumentError("op length is 0");
-  if (top.dc.mtu != 0 && eff_.mtu != 0 && top.dc.mtu != eff_.mtu) {
+  if (dest->mtu != 0 && eff_.mtu != 0 && dest->mtu != eff_.mtu) {
     // A READ response's middle packets are exactly one path MTU: with two MTUs on the path the
     // DCI would drop the DCT's responses and retry until it gives up.
     return absl::FailedPreconditionError(absl::StrCat(
-        "buffer.dc.mtu ", top.dc.mtu, " (the client's DCT path MTU) differs from this daemon's "
+        "buffer.dc.mtu ", dest->mtu,
+        " (the client's DCT path MTU) differs from this daemon's "
         "DCI path MTU ", eff_.mtu, ": start gdrstored with --dc-mtu N, N the smallest MTU of "
         "the fabric, so every client can match it"));
   }
@@ -166,10 +172,11 @@ absl::Status DcInitiator::Submit(const TransferOp& top, OpDone done) {
   }
   absl::StatusOr<uint32_t> lkey = local_key_(top);
   if (!lkey.ok()) return lkey.status();
-  absl::StatusOr<std::shared_ptr<AddressHandle>> ah = ah_cache_->Get(top.dc.key.addr);
+  absl::StatusOr<std::shared_ptr<AddressHandle>> ah = ah_cache_->Get(dest->key.addr);
   if (!ah.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot build an address handle for ",
-                                               DescribeDest(top.dc.key), ": ", ah.status().message()));
+                                               DescribeDest(dest->key), ": ",
+                                               ah.status().message()));
   }
   const std::vector<verbs::Chunk> chunks = verbs::PlanChunks(top.length, eff_.chunk_bytes);
 
@@ -189,7 +196,7 @@ absl::Status DcInitiator::Submit(const TransferOp& top, OpDone done) {
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return absl::CancelledError("the daemon is shutting down");
   absl::StatusOr<std::vector<Assignment>> placed =
-      sched_.Reserve(top.dc.key, static_cast<uint32_t>(chunks.size()));
+      sched_.Reserve(dest->key, static_cast<uint32_t>(chunks.size()));
   if (!placed.ok()) return placed.status();
   // Contiguous runs of chunks per DCI, one doorbell per DCI.
   size_t next = 0;
@@ -213,7 +220,7 @@ absl::Status DcInitiator::Submit(const TransferOp& top, OpDone done) {
       // This run and every later one stay off the wire: give their slots back.
       for (size_t bi = ai; bi < placed->size(); ++bi) {
         const Assignment& b = (*placed)[bi];
-        for (uint32_t k = 0; k < b.count; ++k) sched_.Release(top.dc.key, b.dci, b.stream);
+        for (uint32_t k = 0; k < b.count; ++k) sched_.Release(dest->key, b.dci, b.stream);
       }
       if (op->pending == 0) return st;  // nothing posted: refused, `done` will not run
       Fail(op.get(), std::move(st));     // part posted: finishes, failed, when that completes
@@ -247,7 +254,7 @@ void DcInitiator::OnWorkCompletion(Work* w, ibv_wc_status status, uint32_t vendo
     absl::MutexLock lock(&mu_);
     device_->ReleaseCompletionSlots(1);
     Op* op = w->op;
-    const DestKey& dest = op->op.dc.key;
+    const DestKey& dest = Dest(op->op).key;
     const uint32_t dci = w->dci;
     const uint16_t stream = w->stream;
     sched_.Release(dest, dci, stream);
@@ -345,7 +352,7 @@ void DcInitiator::DrainRetries(Finished* finished) {
       Settle(op, finished);
       continue;
     }
-    absl::StatusOr<std::vector<Assignment>> placed = sched_.Reserve(op->op.dc.key, 1);
+    absl::StatusOr<std::vector<Assignment>> placed = sched_.Reserve(Dest(op->op).key, 1);
     if (!placed.ok()) {
       if (absl::IsResourceExhausted(placed.status())) return;  // next completion frees room
       // No DCI is ready. Those in error recover as soon as they drain, which needs no retry
@@ -367,7 +374,7 @@ void DcInitiator::DrainRetries(Finished* finished) {
     ++w->attempts;
     const DcWr wr = MakeWr(*w);
     if (absl::Status st = device_->Post(a.dci, {&wr, 1}); !st.ok()) {
-      sched_.Release(op->op.dc.key, a.dci, a.stream);
+      sched_.Release(Dest(op->op).key, a.dci, a.stream);
       Fail(op, std::move(st));
       Settle(op, finished);
       continue;

@@ -22,6 +22,7 @@
 #include "common/verbs/completion_poller.h"
 #include "daemon/transport/dc/ah_cache.h"
 #include "daemon/transport/dc/dc_device.h"
+#include "daemon/transport/dc/dc_endpoint.h"
 #include "daemon/transport/dc/dci_scheduler.h"
 #include "daemon/transport/initiator.h"
 
@@ -44,8 +45,14 @@ class DcInitiator final : public Initiator {
                                                              LocalKeyFn local_key);
   ~DcInitiator() override;
 
-  // `op.dc` is the destination. FAILED_PRECONDITION when its DCT's path MTU differs from the
-  // DCIs'; RESOURCE_EXHAUSTED when the DCIs' send queues lack room for its chunks;
+  // buffer.dc, as ParseDcDestination reads it.
+  absl::StatusOr<std::shared_ptr<const Destination>> ParseDestination(
+      const gdrstore::v1::RemoteBuffer& buffer) const override {
+    return ParseDcDestination(buffer);
+  }
+  // The op's DcDestination is where it goes. An injected path fault (op.inject) does not
+  // apply: no fault kind reaches a dc op (common/wire/fault_spec.h). FAILED_PRECONDITION when
+  // its DCT's path MTU differs from the DCIs'; RESOURCE_EXHAUSTED when the DCIs' send queues lack room for its chunks;
   // UNAVAILABLE when no DCI is ready or the address handle cannot be made; CANCELLED after
   // Shutdown. `done` gets OK, or the first chunk's failure: PERMISSION_DENIED
   // (remote access error: rkey/range/DC key refused), UNAVAILABLE (target unreachable:

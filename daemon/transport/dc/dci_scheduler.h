@@ -19,7 +19,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "daemon/transport/dc_endpoint.h"
+#include "daemon/transport/dc/dc_endpoint.h"
 
 namespace gdr::dc {
 

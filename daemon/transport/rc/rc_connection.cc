@@ -182,7 +182,8 @@ absl::Status RcConnection::Submit(const TransferOp& op, uint32_t lkey, OpDone do
   o->remote = op.remote_address;
   o->rkey = op.rkey;
   o->length = op.length;
-  o->inject_qp_error = op.inject == InjectedFault::kQpError;
+  // An injected path fault: an rc op's path is its QPs; the first chunk's goes to ERR.
+  o->inject_qp_error = op.inject == InjectedFault::kBreakPath;
   o->remaining = static_cast<uint32_t>(plan.size());
   Finished fin;
   {

@@ -56,23 +56,22 @@ RcInitiator::~RcInitiator() {
 }
 
 absl::Status RcInitiator::Submit(const TransferOp& op, OpDone done) {
-  if (op.transport != TransportKind::kRc) {
-    return absl::InternalError("rc initiator got an op of another transport");
-  }
+  const RcDestination* dest = DestinationOf<RcDestination>(op);
+  if (dest == nullptr) return absl::InternalError("rc initiator got an op of another transport");
   std::shared_ptr<RcConnection> conn;
   std::string owner;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::CancelledError("daemon is shutting down");
-    auto it = connections_.find(op.rc_connection_id);
+    auto it = connections_.find(dest->connection_id);
     if (it != connections_.end()) {
       conn = it->second;
-      owner = owners_[op.rc_connection_id];
+      owner = owners_[dest->connection_id];
     }
   }
   if (!conn) {
     return absl::FailedPreconditionError(
-        absl::StrCat("rc connection ", op.rc_connection_id,
+        absl::StrCat("rc connection ", dest->connection_id,
                      " is not open on this daemon (never connected, or its Connect call ended); "
                      "reconnect"));
   }
@@ -80,7 +79,7 @@ absl::Status RcInitiator::Submit(const TransferOp& op, OpDone done) {
   // channels. The id alone then reaches no other host's memory through the daemon.
   if (!SamePeerAddress(owner, op.caller)) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "rc connection ", op.rc_connection_id, " belongs to another caller (opened from ", owner,
+        "rc connection ", dest->connection_id, " belongs to another caller (opened from ", owner,
         ", this op comes from ", op.caller, "); ops must come from the Connect call's address"));
   }
   absl::StatusOr<uint32_t> lkey = conn->rail()->VolumeLkey(op.volume);

@@ -22,6 +22,7 @@
 #include "absl/synchronization/notification.h"
 #include "daemon/transport/initiator.h"
 #include "daemon/transport/rc/rc_connection.h"
+#include "daemon/transport/rc/rc_destination.h"
 #include "daemon/transport/rc/rc_options.h"
 #include "daemon/verbs_core/rail_set.h"
 #include "gdrstore/v1/gdrstore.pb.h"
@@ -36,6 +37,11 @@ class RcInitiator final : public Initiator {
   ~RcInitiator() override;
 
   TransportKind kind() const override { return TransportKind::kRc; }
+  // buffer.rc, as ParseRcDestination reads it.
+  absl::StatusOr<std::shared_ptr<const Destination>> ParseDestination(
+      const gdrstore::v1::RemoteBuffer& buffer) const override {
+    return ParseRcDestination(buffer);
+  }
   // FAILED_PRECONDITION for a connection id that is not open; UNAVAILABLE naming the rail when
   // the connection's rail is not serving; RESOURCE_EXHAUSTED when the connection's backlog is
   // full; CANCELLED after Shutdown.

@@ -13,12 +13,19 @@
 namespace gdr {
 namespace {
 
+// The op's tcp destination; Submit and SubmitBatch let no op without one in.
+const TcpDestination& Dest(const TransferOp& op) { return *DestinationOf<TcpDestination>(op); }
+
+absl::Status NotTcp() {
+  return absl::InternalError("tcp initiator got an op of another transport");
+}
+
 // The pool key of an op's links. The secret goes in as its SHA-256 digest: map lookups compare
 // keys byte by byte, and comparing the secret itself would tell a guesser, by timing, how much
 // of a live link's secret it got right.
 std::string PoolKey(const TransferOp& op) {
-  const tcpwire::Digest d = tcpwire::SecretDigest(op.tcp.secret);
-  return absl::StrCat(op.tcp.Key(), "|", TcpTargetRule::CallerClass(op.caller), "|",
+  const tcpwire::Digest d = tcpwire::SecretDigest(Dest(op).secret);
+  return absl::StrCat(Dest(op).Key(), "|", TcpTargetRule::CallerClass(op.caller), "|",
                       absl::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
 }
 
@@ -43,7 +50,7 @@ TcpInitiator::TcpInitiator(TcpInitiatorOptions options)
       scheduler_(
           options,
           [this](const TransferOp& op) {
-            return std::make_shared<TcpLink>(op.tcp, op.caller, rule_, options_.link);
+            return std::make_shared<TcpLink>(Dest(op), op.caller, rule_, options_.link);
           },
           [this](TcpLink* link) { OnDrained(link); }) {
   housekeeping_ns_.store(absl::GetCurrentTimeNanos());
@@ -138,7 +145,7 @@ void TcpInitiator::Plan::AddChunk(const TransferOp& o, size_t link, uint64_t off
   c.rkey = o.rkey;
   c.op = op;
   chunks[link].push_back(std::move(c));
-  if (offset == 0 && o.inject == InjectedFault::kDropLink) {
+  if (offset == 0 && o.inject == InjectedFault::kBreakPath) {
     dropped.push_back(links()[link]);
   }
 }
@@ -147,8 +154,8 @@ absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& 
   // An address literal is judged here, so a refused target costs no link, thread or socket.
   // (An op that waits for a link is not judged again when it gets one: the rule and the op
   // are what they were.)
-  if (absl::StatusOr<IpAddress> ip = IpAddress::Parse(op.tcp.host); ip.ok()) {
-    GDR_RETURN_IF_ERROR(rule_->Check(op.caller, op.tcp.Key(), *ip));
+  if (absl::StatusOr<IpAddress> ip = IpAddress::Parse(Dest(op).host); ip.ok()) {
+    GDR_RETURN_IF_ERROR(rule_->Check(op.caller, Dest(op).Key(), *ip));
   }
   scheduler_.Place(PoolKey(op), op, done, absl::Now(), plan);
   return absl::OkStatus();
@@ -185,6 +192,7 @@ void TcpInitiator::Finish(Plan& plan) {
 }
 
 absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
+  if (DestinationOf<TcpDestination>(op) == nullptr) return NotTcp();
   Plan plan(&ops_in_flight_);
   absl::Status s;
   {
@@ -209,7 +217,8 @@ void TcpInitiator::SubmitBatch(std::span<Submission> batch) {
     const size_t waiting_before = scheduler_.waiting_destinations();
     for (Submission& s : batch) {
       s.status = shutdown_ ? absl::CancelledError("daemon is shutting down")
-                           : PlanLocked(s.op, s.done, plan);
+                 : DestinationOf<TcpDestination>(s.op) == nullptr ? NotTcp()
+                                                                  : PlanLocked(s.op, s.done, plan);
     }
     if (scheduler_.waiting_destinations() > waiting_before) scheduler_.Schedule(absl::Now(), plan);
     EnqueueLocked(plan);
@@ -255,7 +264,7 @@ void TcpInitiator::Housekeeping() {
         plan.failed.emplace_back(
             std::move(w.done),
             absl::DeadlineExceededError(absl::StrCat(
-                "no tcp link to ", w.op.tcp.Key(), " within ",
+                "no tcp link to ", Dest(w.op).Key(), " within ",
                 absl::FormatDuration(options_.op_timeout), ": all ", options_.max_links,
                 " links stayed busy (--tcp-max-links)")));
       }

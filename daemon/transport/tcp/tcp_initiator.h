@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/transport/initiator.h"
+#include "daemon/transport/tcp/tcp_destination.h"
 #include "daemon/transport/tcp/tcp_link.h"
 #include "daemon/transport/tcp/tcp_link_scheduler.h"
 #include "daemon/transport/tcp/tcp_options.h"
@@ -50,6 +51,11 @@ class TcpInitiator final : public Initiator {
   // link's receiver (its completion poller) has been inside one completion for longer.
   absl::Status CheckHealth(absl::Duration max_stall) const override;
   TransportKind kind() const override { return TransportKind::kTcp; }
+  // buffer.tcp, as ParseTcpDestination reads it.
+  absl::StatusOr<std::shared_ptr<const Destination>> ParseDestination(
+      const gdrstore::v1::RemoteBuffer& buffer) const override {
+    return ParseTcpDestination(buffer);
+  }
   // in_use: links; clients: destinations with links; errors: links lost to a failure (not
   // the idle closes and handovers the pool chose); waiting: ops waiting for a link; handovers:
   // links closed so that a waiting destination could have one.

@@ -30,6 +30,7 @@
 #include "common/base/socket.h"
 #include "common/wire/tcp_frame.h"
 #include "daemon/transport/initiator.h"
+#include "daemon/transport/tcp/tcp_destination.h"
 #include "daemon/transport/tcp/tcp_options.h"
 #include "daemon/transport/tcp/tcp_target_rule.h"
 #include "daemon/transport/transfer_op.h"

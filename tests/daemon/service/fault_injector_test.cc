@@ -231,11 +231,11 @@ TEST(FaultInjectorTest, RulesMatchVolumeDirectionClientAndTheTransportTheirKindN
   EXPECT_FALSE(Put(f, "v0", trainer).error.ok());
   EXPECT_TRUE(Put(f, "v0", kAnon).error.ok());
   // drop-link: the client named by its address, and tcp only.
-  EXPECT_EQ(Get(f, "v0", TransportKind::kTcp, far).transport, InjectedFault::kDropLink);
+  EXPECT_EQ(Get(f, "v0", TransportKind::kTcp, far).transport, InjectedFault::kBreakPath);
   EXPECT_EQ(Get(f, "v0", TransportKind::kRc, far).transport, InjectedFault::kNone);
   EXPECT_EQ(Get(f, "v0", TransportKind::kTcp, kAnon).transport, InjectedFault::kNone);
   // qp-error: rc ops on v1.
-  EXPECT_EQ(Get(f, "v1", TransportKind::kRc).transport, InjectedFault::kQpError);
+  EXPECT_EQ(Get(f, "v1", TransportKind::kRc).transport, InjectedFault::kBreakPath);
   EXPECT_EQ(Get(f, "v1", TransportKind::kTcp).transport, InjectedFault::kNone);
   // corrupt: gets only.
   EXPECT_TRUE(Get(f, "v2").corrupt.has_value());

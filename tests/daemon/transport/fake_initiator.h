@@ -3,6 +3,8 @@
 // Initiator interface. Every call it receives is recorded.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,13 +14,32 @@
 
 namespace gdr::testing {
 
+// What a FakeInitiator's ParseDestination makes unless told otherwise: a destination of its
+// kind with nothing in it.
+class FakeDestination final : public Destination {
+ public:
+  explicit FakeDestination(TransportKind kind) : kind_(kind) {}
+  TransportKind transport() const override { return kind_; }
+
+ private:
+  const TransportKind kind_;
+};
+
 class FakeInitiator final : public Initiator {
  public:
+  using Parser = std::function<absl::StatusOr<std::shared_ptr<const Destination>>(
+      const gdrstore::v1::RemoteBuffer&)>;
+
   // `calls` (may be shared by several fakes) receives "dc:Shutdown" etc. in call order.
   FakeInitiator(TransportKind kind, InitiatorStats stats, std::vector<std::string>* calls)
       : kind_(kind), stats_(stats), calls_(calls) {}
 
   TransportKind kind() const override { return kind_; }
+  absl::StatusOr<std::shared_ptr<const Destination>> ParseDestination(
+      const gdrstore::v1::RemoteBuffer& buffer) const override {
+    if (parser_) return parser_(buffer);
+    return std::make_shared<const FakeDestination>(kind_);
+  }
   absl::Status Submit(const TransferOp& op, OpDone done) override {
     Record("Submit");
     if (!refuse_.ok()) return refuse_;
@@ -38,6 +59,8 @@ class FakeInitiator final : public Initiator {
 
   void set_health(absl::Status s) { health_ = std::move(s); }
   void set_refuse(absl::Status s) { refuse_ = std::move(s); }
+  // Endpoints are read by `parser` (e.g. the real transport's, ParseTcpDestination).
+  void set_parser(Parser parser) { parser_ = std::move(parser); }
 
  private:
   void Record(const char* what) const {
@@ -48,6 +71,7 @@ class FakeInitiator final : public Initiator {
   std::vector<std::string>* const calls_;
   absl::Status health_;
   absl::Status refuse_;
+  Parser parser_;
 };
 
 }  // namespace gdr::testing

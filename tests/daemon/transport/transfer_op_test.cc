@@ -1,5 +1,6 @@
-// Unit tests of request validation (daemon/transfer_op.h) against the status table of
-// proto/gdrstore/v1/gdrstore.proto: every malformed field gets its documented code.
+// Unit tests of request validation (daemon/transport/transfer_op.h) against the status table
+// of proto/gdrstore/v1/gdrstore.proto: every malformed field gets its documented code, the
+// endpoint's fields included (each read by its transport's own parser).
 #include "daemon/transport/transfer_op.h"
 
 #include <memory>
@@ -8,12 +9,21 @@
 #include "daemon/store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/daemon/transport/parsing_transports.h"
 
 namespace gdr {
 namespace {
 
 using ::testing::HasSubstr;
+using ::gdr::testing::ParsingTransports;
 namespace pb = gdrstore::v1;
+
+const TcpDestination& Tcp(const TransferOp& op) {
+  const TcpDestination* d = DestinationOf<TcpDestination>(op);
+  EXPECT_NE(d, nullptr);
+  static const TcpDestination kNone;
+  return d != nullptr ? *d : kNone;
+}
 
 constexpr uint64_t kVolSize = 1 << 20;
 constexpr uint64_t kMaxOp = 256 << 10;
@@ -37,14 +47,14 @@ class ValidateOpTest : public ::testing::Test {
   }
 
   absl::StatusOr<TransferOp> Validate(Direction d = Direction::kStoreToClient) {
-    return ValidateOp(d, &extent_, &buffer_, *store_, kMaxOp, offered_);
+    return ValidateOp(d, &extent_, &buffer_, *store_, kMaxOp, *ParsingTransports(offered_));
   }
   absl::StatusCode Code() { return Validate().status().code(); }
 
   std::unique_ptr<Store> store_;
   pb::Extent extent_;
   pb::RemoteBuffer buffer_;
-  OfferedTransports offered_;
+  OfferedTransports offered_ = {TransportKind::kTcp};
 };
 
 TEST_F(ValidateOpTest, GoodOpCarriesEveryField) {
@@ -58,17 +68,18 @@ TEST_F(ValidateOpTest, GoodOpCarriesEveryField) {
     EXPECT_EQ(op->length, 8192u);
     EXPECT_EQ(op->remote_address, 0x7f0000001003ull);
     EXPECT_EQ(op->rkey, 0x1234u);
-    EXPECT_EQ(op->tcp.host, "127.0.0.1");
-    EXPECT_EQ(op->tcp.port, 40000);
+    EXPECT_EQ(Tcp(*op).host, "127.0.0.1");
+    EXPECT_EQ(Tcp(*op).port, 40000);
   }
 }
 
 TEST_F(ValidateOpTest, MissingExtentOrBuffer) {
+  const std::unique_ptr<TransportSet> transports = ParsingTransports(offered_);
   absl::StatusOr<TransferOp> op =
-      ValidateOp(Direction::kStoreToClient, nullptr, &buffer_, *store_, kMaxOp, offered_);
+      ValidateOp(Direction::kStoreToClient, nullptr, &buffer_, *store_, kMaxOp, *transports);
   EXPECT_EQ(op.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(op.status().message(), HasSubstr("extent"));
-  op = ValidateOp(Direction::kStoreToClient, &extent_, nullptr, *store_, kMaxOp, offered_);
+  op = ValidateOp(Direction::kStoreToClient, &extent_, nullptr, *store_, kMaxOp, *transports);
   EXPECT_EQ(op.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(op.status().message(), HasSubstr("buffer"));
 }
@@ -174,13 +185,14 @@ TEST_F(ValidateOpTest, NoEndpoint) {
 
 TEST_F(ValidateOpTest, RcNeedsTheTransportOfferedAndAConnectionId) {
   buffer_.mutable_rc()->set_connection_id(7);
-  offered_.rc = false;
   EXPECT_EQ(Code(), absl::StatusCode::kUnimplemented);
-  offered_.rc = true;
+  offered_.Add(TransportKind::kRc);
   auto op = Validate();
   ASSERT_TRUE(op.ok()) << op.status();
   EXPECT_EQ(op->transport, TransportKind::kRc);
-  EXPECT_EQ(op->rc_connection_id, 7u);
+  const RcDestination* rc = DestinationOf<RcDestination>(*op);
+  ASSERT_NE(rc, nullptr);
+  EXPECT_EQ(rc->connection_id, 7u);
   buffer_.mutable_rc()->set_connection_id(0);
   EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
 }
@@ -193,7 +205,7 @@ TEST_F(ValidateOpTest, DcNotOfferedIsUnimplemented) {
 }
 
 TEST_F(ValidateOpTest, OfferedDcEndpointIsValidated) {
-  offered_.dc = true;
+  offered_.Add(TransportKind::kDc);
   buffer_.mutable_dc()->set_dct_number(0x123);
   buffer_.mutable_dc()->set_dc_key(42);
   EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument) << "neither GID nor LID";
@@ -201,15 +213,17 @@ TEST_F(ValidateOpTest, OfferedDcEndpointIsValidated) {
   absl::StatusOr<TransferOp> dc = Validate();
   ASSERT_TRUE(dc.ok()) << dc.status();
   EXPECT_EQ(dc->transport, TransportKind::kDc);
-  EXPECT_EQ(dc->dc.key.dct_number, 0x123u);
-  EXPECT_EQ(dc->dc.key.addr.lid, 3);
-  EXPECT_EQ(dc->dc.access_key.value(), 42u);
+  const dc::DcDestination* dest = DestinationOf<dc::DcDestination>(*dc);
+  ASSERT_NE(dest, nullptr);
+  EXPECT_EQ(dest->key.dct_number, 0x123u);
+  EXPECT_EQ(dest->key.addr.lid, 3);
+  EXPECT_EQ(dest->access_key.value(), 42u);
   buffer_.mutable_dc()->set_dct_number(0);
   EXPECT_EQ(Code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ValidateOpTest, TcpDisabledIsUnimplemented) {
-  offered_.tcp = false;
+  offered_ = {};
   EXPECT_EQ(Code(), absl::StatusCode::kUnimplemented);
 }
 
@@ -234,7 +248,7 @@ TEST_F(ValidateOpTest, BadTcpPort) {
     buffer_.mutable_tcp()->set_port(port);
     absl::StatusOr<TransferOp> op = Validate();
     ASSERT_TRUE(op.ok()) << port << ": " << op.status();
-    EXPECT_EQ(op->tcp.port, port);
+    EXPECT_EQ(Tcp(*op).port, port);
   }
 }
 
@@ -244,8 +258,8 @@ TEST_F(ValidateOpTest, TcpSecretIsRequiredAndBounded) {
   buffer_.mutable_tcp()->set_secret(secret);
   absl::StatusOr<TransferOp> op = Validate();
   ASSERT_TRUE(op.ok()) << op.status();
-  EXPECT_EQ(op->tcp.secret, secret);
-  EXPECT_EQ(op->tcp.Key().find("SECRET"), std::string::npos);
+  EXPECT_EQ(Tcp(*op).secret, secret);
+  EXPECT_EQ(Tcp(*op).Key().find("SECRET"), std::string::npos);
   for (size_t n : {size_t{0}, size_t{1}, size_t{15}, size_t{65}, size_t{1000}}) {
     buffer_.mutable_tcp()->set_secret(std::string(n, 'S'));
     absl::StatusOr<TransferOp> bad = Validate();
@@ -259,13 +273,6 @@ TEST_F(ValidateOpTest, TcpSecretIsRequiredAndBounded) {
     buffer_.mutable_tcp()->set_secret(std::string(n, 'S'));
     EXPECT_TRUE(Validate().ok()) << n;
   }
-}
-
-TEST(TcpDestinationTest, KeyBracketsIpv6) {
-  EXPECT_EQ((TcpDestination{"127.0.0.1", 5000, {}}).Key(), "127.0.0.1:5000");
-  EXPECT_EQ((TcpDestination{"::1", 5000, {}}).Key(), "[::1]:5000");
-  EXPECT_EQ((TcpDestination{"localhost", 1, {}}).Key(), "localhost:1");
-  EXPECT_NE((TcpDestination{"127.0.0.1", 5000, {}}).Key(), (TcpDestination{"127.0.0.1", 5001, {}}).Key());
 }
 
 }  // namespace

@@ -52,12 +52,13 @@ TEST(TransportSetTest, DcAppearsInNamesAndClientCounts) {
   EXPECT_EQ(t.set.Names(), "tcp, rc, dc");
   EXPECT_EQ(t.set.clients(), 2u + 4u + 7u);
   const OfferedTransports o = t.set.offered();
-  EXPECT_TRUE(o.tcp && o.rc && o.dc);
+  EXPECT_TRUE(o.Has(TransportKind::kTcp) && o.Has(TransportKind::kRc) &&
+              o.Has(TransportKind::kDc));
 
   TransportSet tcp_only;
   tcp_only.Add(std::make_unique<FakeInitiator>(TransportKind::kTcp, Stats(1, 64, 1, 0), nullptr));
   EXPECT_EQ(tcp_only.Names(), "tcp");
-  EXPECT_FALSE(tcp_only.offered().dc);
+  EXPECT_FALSE(tcp_only.offered().Has(TransportKind::kDc));
   EXPECT_EQ(TransportSet().Names(), "none");
 }
 
@@ -129,6 +130,28 @@ TEST(TransportSetTest, OpsGoToTheirTransportAndAMissingOneIsNamed) {
   EXPECT_TRUE(batch[3].status.ok());
   EXPECT_EQ(done, 4);
   EXPECT_THAT(calls, ElementsAre("dc:Submit", "tcp:Submit", "tcp:Submit", "dc:Submit"));
+}
+
+TEST(TransportSetTest, EachEndpointIsReadByItsOwnTransport) {
+  TransportSet set;
+  auto tcp = std::make_unique<FakeInitiator>(TransportKind::kTcp, Stats(0, 1, 0, 0), nullptr);
+  tcp->set_parser([](const v1::RemoteBuffer& b)
+                      -> absl::StatusOr<std::shared_ptr<const Destination>> {
+    return absl::InvalidArgumentError(absl::StrCat("tcp read port ", b.tcp().port()));
+  });
+  set.Add(std::move(tcp));
+  set.Add(std::make_unique<FakeInitiator>(TransportKind::kDc, Stats(0, 1, 0, 0), nullptr));
+  v1::RemoteBuffer buffer;
+  buffer.mutable_tcp()->set_port(7);
+  EXPECT_EQ(set.ParseDestination(TransportKind::kTcp, buffer).status().message(),
+            "tcp read port 7");
+  absl::StatusOr<std::shared_ptr<const Destination>> dc =
+      set.ParseDestination(TransportKind::kDc, buffer);
+  ASSERT_TRUE(dc.ok()) << dc.status();
+  EXPECT_EQ((*dc)->transport(), TransportKind::kDc);
+  absl::Status rc = set.ParseDestination(TransportKind::kRc, buffer).status();
+  EXPECT_EQ(rc.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(rc.message(), HasSubstr("transport rc is not running"));
 }
 
 TEST(TransportSetTest, HealthDrainAndShutdownReachEveryTransport) {

@@ -25,6 +25,13 @@ using testing::PostedWr;
 constexpr uint32_t kLkey = 0x4242;
 constexpr uint64_t kSecretKey = 0x5eC2e7D00dF00dULL;
 
+// `op`'s DC destination with another path MTU (destinations are shared, so never edited).
+std::shared_ptr<const DcDestination> WithMtu(const TransferOp& op, uint32_t mtu) {
+  DcDestination d = *DestinationOf<DcDestination>(op);
+  d.mtu = mtu;
+  return std::make_shared<const DcDestination>(d);
+}
+
 struct Harness {
   explicit Harness(DcCaps caps = FakeDcDevice::ConnectX6Caps(), DcInitiatorOptions opt = {}) {
     auto dev = std::make_unique<FakeDcDevice>(std::move(caps));
@@ -58,10 +65,12 @@ struct Harness {
     op.length = length;
     op.remote_address = 0x7f0000000000ull + offset;
     op.rkey = 0xabcd;
-    op.dc.key.dct_number = dct;
-    op.dc.key.addr.gid = {0xfe, 0x80};
-    op.dc.key.addr.gid[15] = gid_last;
-    op.dc.access_key = DcAccessKey(kSecretKey);
+    DcDestination dest;
+    dest.key.dct_number = dct;
+    dest.key.addr.gid = {0xfe, 0x80};
+    dest.key.addr.gid[15] = gid_last;
+    dest.access_key = DcAccessKey(kSecretKey);
+    op.destination = std::make_shared<const DcDestination>(dest);
     return op;
   }
 
@@ -226,7 +235,7 @@ TEST(DcInitiatorTest, AnEndpointWithAnotherMtuIsRefusedNamingBothAndTheFix) {
   Harness h(FakeDcDevice::ConnectX6Caps(), o);
   ASSERT_TRUE(h.status.ok()) << h.status;
   TransferOp op = h.Op(Direction::kClientToStore, 0, 4096);
-  op.dc.mtu = 4096;
+  op.destination = WithMtu(op, 4096);
   absl::Status s = h.Submit(op, 1);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_NE(s.message().find("buffer.dc.mtu 4096"), std::string::npos) << s;
@@ -234,9 +243,9 @@ TEST(DcInitiatorTest, AnEndpointWithAnotherMtuIsRefusedNamingBothAndTheFix) {
   EXPECT_NE(s.message().find("--dc-mtu"), std::string::npos) << s;
   EXPECT_TRUE(h.fake->posted().empty());
 
-  op.dc.mtu = 1024;
+  op.destination = WithMtu(op, 1024);
   EXPECT_TRUE(h.Submit(op, 2).ok());
-  op.dc.mtu = 0;  // an older client that does not say: taken to be ours
+  op.destination = WithMtu(op, 0);  // an older client that does not say: taken to be ours
   EXPECT_TRUE(h.Submit(op, 3).ok());
   h.fake->CompleteAll();
 }

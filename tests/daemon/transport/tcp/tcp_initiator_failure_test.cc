@@ -138,12 +138,12 @@ TEST_F(TcpInitiatorTest, ALinkProvedForOneSecretNeverCarriesAnother) {
   for (Direction d : {Direction::kStoreToClient, Direction::kClientToStore}) {
     TransferOp wrong = MakeOp(d, store.at(4096), 8192, client.address(4096), client.rkey(),
                               target_->port());
-    wrong.tcp.secret = good.tcp.secret;
-    wrong.tcp.secret[5] ^= 1;
+    MutableTcp(wrong).secret = DestinationOf<TcpDestination>(good)->secret;
+    MutableTcp(wrong).secret[5] ^= 1;
     absl::Status s = Run(wrong);
     EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
     EXPECT_THAT(s.message(), HasSubstr("did not prove"));
-    EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr(wrong.tcp.secret)));
+    EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr(DestinationOf<TcpDestination>(wrong)->secret)));
   }
   EXPECT_GT(target_->stats().accepted, accepted);  // a link of its own, not the proved one
   EXPECT_EQ(client.FirstChangedOutside(), -1);
@@ -162,8 +162,8 @@ TEST_F(TcpInitiatorTest, TargetOutsideTheCallersAddressIsRefusedWithoutAConnecti
   StartInitiator({});
   TransferOp op = MakeOp(Direction::kStoreToClient, store.at(0), 4096, client.address(0),
                          client.rkey(), (*t2)->port());
-  op.tcp.host = "127.0.0.2";
-  op.tcp.secret = (*t2)->secret();
+  MutableTcp(op).host = "127.0.0.2";
+  MutableTcp(op).secret = (*t2)->secret();
   OpWaiter w;
   absl::Status s = initiator_->Submit(op, w.Callback());
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
@@ -173,7 +173,7 @@ TEST_F(TcpInitiatorTest, TargetOutsideTheCallersAddressIsRefusedWithoutAConnecti
   EXPECT_EQ(w.calls(), 0);
   EXPECT_EQ(initiator_->stats().in_use, 0u);
   // A host name is checked on every address it resolves to, before connecting.
-  op.tcp.host = "localhost";
+  MutableTcp(op).host = "localhost";
   op.caller = "ipv4:10.1.2.3:5000";
   s = Run(op);
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
@@ -183,7 +183,7 @@ TEST_F(TcpInitiatorTest, TargetOutsideTheCallersAddressIsRefusedWithoutAConnecti
   TcpInitiatorOptions o;
   o.target_allow.push_back(*Cidr::Parse("127.0.0.0/8"));
   StartInitiator(o);
-  op.tcp.host = "127.0.0.2";
+  MutableTcp(op).host = "127.0.0.2";
   op.caller = kCaller;
   EXPECT_TRUE(Run(op).ok());
   EXPECT_EQ(PatternMismatch(store.seed(), 0, client.span(0, 4096)), std::nullopt);

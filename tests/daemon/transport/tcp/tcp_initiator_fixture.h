@@ -19,6 +19,7 @@
 #include "common/base/pattern.h"
 #include "common/base/socket.h"
 #include "common/wire/tcp_proof.h"
+#include "daemon/transport/tcp/tcp_destination.h"
 #include "daemon/transport/tcp/tcp_initiator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -288,6 +289,13 @@ class RecordingListener {
   std::thread thread_;
 };
 
+// `op`'s tcp destination made the op's own, so that a test may change it (ops share theirs).
+inline TcpDestination& MutableTcp(TransferOp& op) {
+  auto mine = std::make_shared<TcpDestination>(*DestinationOf<TcpDestination>(op));
+  op.destination = mine;
+  return *mine;
+}
+
 inline TransferOp MakeOp(Direction d, std::byte* local, uint64_t length, uint64_t remote,
                          uint32_t rkey, uint16_t port) {
   TransferOp op;
@@ -297,7 +305,7 @@ inline TransferOp MakeOp(Direction d, std::byte* local, uint64_t length, uint64_
   op.length = length;
   op.remote_address = remote;
   op.rkey = rkey;
-  op.tcp = {"127.0.0.1", port, SecretOf(port)};
+  op.destination = std::make_shared<const TcpDestination>("127.0.0.1", port, SecretOf(port));
   op.caller = kCaller;
   return op;
 }

@@ -1,4 +1,4 @@
-#include "daemon/transport/dc_endpoint.h"
+#include "daemon/transport/dc/dc_endpoint.h"
 
 #include <gtest/gtest.h>
 

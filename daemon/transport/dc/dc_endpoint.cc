@@ -1,4 +1,4 @@
-#include "daemon/transport/dc_endpoint.h"
+#include "daemon/transport/dc/dc_endpoint.h"
 
 #include <algorithm>
 
@@ -50,6 +50,13 @@ absl::StatusOr<DcDestination> ParseDcEndpoint(const gdrstore::v1::DcEndpoint& en
   }
   d.access_key = DcAccessKey(endpoint.dc_key());
   return d;
+}
+
+absl::StatusOr<std::shared_ptr<const DcDestination>> ParseDcDestination(
+    const gdrstore::v1::RemoteBuffer& buffer) {
+  absl::StatusOr<DcDestination> d = ParseDcEndpoint(buffer.dc());
+  if (!d.ok()) return d.status();
+  return std::make_shared<const DcDestination>(*std::move(d));
 }
 
 }  // namespace gdr::dc

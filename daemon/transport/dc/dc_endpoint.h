@@ -1,15 +1,17 @@
-// Where a request's DC target is (its validated DcEndpoint): the key an address handle is
-// cached under, the scheduling identity of a DCT, and the DC access key wrapper that keeps the
-// secret out of every log line. Part of TransferOp, so it lives beside it, not in dc/.
+// Where a request's DC target is (its validated DcEndpoint, the destination dc ops carry): the
+// key an address handle is cached under, the scheduling identity of a DCT, and the DC access
+// key wrapper that keeps the secret out of every log line.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
 
 #include "absl/hash/hash.h"
 #include "absl/status/statusor.h"
+#include "daemon/transport/transfer_op.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr::dc {
@@ -57,7 +59,10 @@ struct DestKey {
 };
 
 // A request's DC endpoint after validation.
-struct DcDestination {
+struct DcDestination final : public Destination {
+  static constexpr TransportKind kTransport = TransportKind::kDc;
+  TransportKind transport() const override { return kTransport; }
+
   DestKey key;
   DcAccessKey access_key;
   uint32_t mtu = 0;  // the DCT's path MTU in bytes; 0: not sent (an older client)
@@ -70,5 +75,8 @@ std::string DescribeDest(const DestKey& key);
 // LID 0..0xFFFF, GID or LID present, MTU 0 (not sent) or 256/512/1024/2048/4096.
 // INVALID_ARGUMENT naming the field otherwise. The error messages never quote the key.
 absl::StatusOr<DcDestination> ParseDcEndpoint(const gdrstore::v1::DcEndpoint& endpoint);
+// ParseDcEndpoint of buffer.dc, as the destination a dc op carries.
+absl::StatusOr<std::shared_ptr<const DcDestination>> ParseDcDestination(
+    const gdrstore::v1::RemoteBuffer& buffer);
 
 }  // namespace gdr::dc
