@@ -2,7 +2,8 @@
 # Checks that includes point down the layers of the tree under ROOT (default: the repository):
 #   daemon: main.cc -> ops -> service -> transport (interface) -> transport/{tcp,rc,dc}
 #           -> verbs_core -> store
-#   client: Client -> src/transport (interface, factory) -> src/transport/{tcp,rc,dc}
+#   client: Client -> src/transport (interface, factory) -> src/transport/{tcp,rc,dc}; the
+#           transports see the public types (gdrstore/types.h), never the façade (client.h)
 #   common/ sees neither daemon/ nor client/; public client headers see no private header.
 # Prints one line per include that runs the wrong way and exits 1 if there is any.
 set -euo pipefail
@@ -60,6 +61,8 @@ for f in client/src/*.h client/src/*.cc client/src/transport/*.h client/src/tran
 done
 forbid common '^(daemon|client)/' "common/ is shared by both sides and sees neither"
 forbid client/include '^(client/src|common|daemon)/' "public headers include no private header"
+forbid client/src/transport '^gdrstore/client\.h$' \
+  "transports sit below the public façade: they include gdrstore/types.h, never gdrstore/client.h"
 forbid client '^daemon/' "the client never includes the daemon"
 forbid daemon '^client/' "the daemon never includes the client"
 
