@@ -361,7 +361,8 @@ TEST_F(RailsTest, OneRailDaemonServesATwoRailClientOnTheRailItReaches) {
   ASSERT_NE(client, nullptr);
   ASSERT_EQ(client->transport_info().rails.size(), 1u);
   EXPECT_EQ(client->transport_info().rails[0].device, "rxe0");
-  EXPECT_TRUE(absl::StrContains(client->transport_info().rail_notes, "rxe1")) << client->transport_info().rail_notes;
+  EXPECT_TRUE(absl::StrContains(client->transport_info().rail_notes, "rxe1"))
+      << client->transport_info().rail_notes;
   auto buf = client->AllocateBuffer(4 * kMiB + kSlack);
   ASSERT_TRUE(buf.ok()) << buf.status();
   SaltMap salts(kVolumeSize);
