@@ -332,11 +332,11 @@ class Bench {
         GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult host,
                              Ops(gdrstore::OpKind::kWrite, s_.bw_size, 0, s_.bw_ops, qd, false,
                                  hbuf.get()));
-        const gdrstore::TargetStats before = client_.target_stats();
+        const gdrstore::TargetStats before = client_.transport_info().target;
         GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult dev_res,
                              Ops(gdrstore::OpKind::kWrite, s_.bw_size, 0, s_.bw_ops, qd, false,
                                  gbuf.get()));
-        const gdrstore::TargetStats after = client_.target_stats();
+        const gdrstore::TargetStats after = client_.transport_info().target;
         if (after.gpu_bytes_to_device - before.gpu_bytes_to_device < s_.bw_size * s_.bw_ops) {
           return absl::InternalError("the Writes into GPU memory did not go through staging");
         }

@@ -7,7 +7,7 @@
 namespace gdrctl {
 
 std::string ClientRailsText(const gdrstore::Client& client) {
-  const std::vector<gdrstore::RailStats> rails = client.rail_stats();
+  const std::vector<gdrstore::RailStats> rails = client.transport_info().rails;
   if (rails.empty()) return "";
   uint64_t total = 0;
   for (const auto& r : rails) total += r.bytes;
@@ -22,14 +22,14 @@ std::string ClientRailsText(const gdrstore::Client& client) {
                               gdr::FormatSize(r.bytes), share, r.errors, r.resubmitted,
                               r.passed_over ? ", passed over now" : ""));
   }
-  if (const std::string notes = client.rail_notes(); !notes.empty()) {
+  if (const std::string notes = client.transport_info().rail_notes; !notes.empty()) {
     absl::StrAppend(&out, "  left out: ", notes, "\n");
   }
   return out;
 }
 
 std::string ClientRailsJson(const gdrstore::Client& client) {
-  const std::vector<gdrstore::RailStats> rails = client.rail_stats();
+  const std::vector<gdrstore::RailStats> rails = client.transport_info().rails;
   if (rails.empty()) return "";
   std::string out = "\"rails\":[";
   for (size_t i = 0; i < rails.size(); ++i) {

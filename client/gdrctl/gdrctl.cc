@@ -236,7 +236,7 @@ int CmdInfo(const Common& c) {
       }
       absl::StrAppend(&out, "]");
     }
-    if (auto mine = (*client)->rdma_info()) {
+    if (auto mine = (*client)->transport_info().rdma) {
       absl::StrAppend(&out, ",\"client_rdma\":{\"device\":\"", mine->device, "\",\"port\":",
                       mine->port, ",\"port_state\":\"", mine->port_state,
                       "\",\"gid_index\":", mine->gid_index, ",\"gid\":\"", mine->gid,
@@ -315,7 +315,7 @@ int CmdInfo(const Common& c) {
           r.pci().empty() ? "-" : r.pci());
     }
   }
-  if (auto mine = (*client)->rdma_info()) {
+  if (auto mine = (*client)->transport_info().rdma) {
     std::cout << "rdma (this client):\n"
               << absl::StrFormat("  device              %s port %u, %s\n", mine->device,
                                  mine->port, mine->port_state)
@@ -325,8 +325,8 @@ int CmdInfo(const Common& c) {
                                  mine->qps, mine->daemon_device);
     std::cout << gdrctl::ClientRailsText(**client);
   } else {
-    std::cout << "client tcp target:  " << (*client)->target_host() << ":"
-              << (*client)->target_port() << "\n";
+    std::cout << "client tcp target:  " << (*client)->transport_info().target_host << ":"
+              << (*client)->transport_info().target_port << "\n";
   }
   return kExitOk;
 }
@@ -486,7 +486,7 @@ int CmdBench(const Common& c, gdrctl::BenchOptions o, const std::string& type,
     gpu_buffer = std::move(*b);
     o.buffer = gpu_buffer.get();
   }
-  o.transport = gdrstore::TransportName((*client)->transport());
+  o.transport = gdrstore::TransportName((*client)->transport_info().kind);
   auto r = gdrctl::RunBench(**client, o);
   if (o.progress) std::fprintf(stderr, "\r\x1b[K");
   if (!r.ok()) return Fail(r.status(), "bench");

@@ -110,12 +110,11 @@ int RunSelftest(const SelftestOptions& o, std::ostream& out) {
     steps.Fail(absl::StrCat("local ", tname), client.status());
     return steps.failed();
   }
-  std::string local = gdrstore::TransportName((*client)->transport());
-  if ((*client)->dct_number() != 0) {
-    absl::StrAppend(&local, absl::StrFormat(": DCT 0x%06x", (*client)->dct_number()));
-  }
-  if (auto r = (*client)->rdma_info()) absl::StrAppend(&local, " on ", r->device, " port ", r->port);
-  if (!(*client)->auto_notes().empty()) absl::StrAppend(&local, " (", (*client)->auto_notes(), ")");
+  const gdrstore::TransportInfo ti = (*client)->transport_info();
+  std::string local = gdrstore::TransportName(ti.kind);
+  if (ti.dct_number != 0) absl::StrAppend(&local, absl::StrFormat(": DCT 0x%06x", ti.dct_number));
+  if (auto r = ti.rdma) absl::StrAppend(&local, " on ", r->device, " port ", r->port);
+  if (!ti.auto_notes.empty()) absl::StrAppend(&local, " (", ti.auto_notes, ")");
   steps.Pass(absl::StrCat("local ", tname), local);
 
   // 3. Registration.

@@ -23,7 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/src/deadline_timer.h"
-#include "gdrstore/client.h"
+#include "gdrstore/types.h"
 
 namespace gdr {
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/src/admission_window.h"
+#include "client/src/client_access.h"
 #include "client/src/buffer_crc.h"
 #include "client/src/deadline_timer.h"
 #include "client/src/host_memory.h"
@@ -53,7 +54,7 @@ Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
       channel_(std::move(channel)),
       stub_(v1::GdrStore::NewStub(channel_)),
-      registrations_(std::make_unique<gdr::RegistrationCache>()),
+      registrations_(std::make_shared<gdr::RegistrationCache>()),
       timer_(std::make_shared<gdr::DeadlineTimer>()) {
   if (!options_.fail_when_full) window_ = std::make_shared<gdr::AdmissionWindow>(timer_);
 }
@@ -120,59 +121,30 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
       !daemon.ok()) {
     return daemon.status();
   }
-  ClientOptions opts = options;
-  if (opts.transport == Transport::kAuto) {
-    // Ask the daemon what it offers, then try dc, rc, tcp in that order.
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = OpenDaemonChannel(opts);
-    if (!channel.ok()) return channel.status();
-    auto stub = v1::GdrStore::NewStub(*channel);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    v1::GetInfoRequest req;
-    v1::GetInfoResponse info;
-    if (grpc::Status st = stub->GetInfo(&ctx, req, &info); !st.ok()) {
-      return absl::Status(FromGrpcStatus(st).code(),
-                          absl::StrCat("transport auto: GetInfo: ", st.error_message()));
-    }
-    auto offered = [&](v1::Transport t, std::string* why) {
-      for (const auto& ti : info.transports()) {
-        if (ti.transport() == t) {
-          if (!ti.available()) *why = absl::StrCat("daemon: ", ti.detail());
-          return ti.available();
-        }
-      }
-      *why = "daemon does not list it";
-      return false;
-    };
-    std::string notes;
-    for (Transport t : {Transport::kDc, Transport::kRc, Transport::kTcp}) {
-      std::string why;
-      if (offered(gdr::ToProto(*gdr::KindOf(t)), &why)) {
-        ClientOptions o = opts;
-        o.transport = t;
-        absl::StatusOr<std::unique_ptr<Client>> c = Connect(o);
-        if (c.ok()) {
-          (*c)->auto_notes_ = notes;
-          return c;
-        }
-        why = std::string(c.status().message());
-      }
-      absl::StrAppend(&notes, notes.empty() ? "" : "; ", TransportName(t), ": ", why);
-    }
-    return absl::UnavailableError(absl::StrCat("transport auto: no transport works (", notes, ")"));
-  }
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = OpenDaemonChannel(opts);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = OpenDaemonChannel(options);
   if (!channel.ok()) return channel.status();
-  auto client = std::unique_ptr<Client>(new Client(opts, *std::move(channel)));
-  absl::StatusOr<std::shared_ptr<gdr::ClientTransport>> transport =
+  auto client = std::unique_ptr<Client>(new Client(options, *std::move(channel)));
+  // Picks the transport for auto, and asks the daemon (GetInfo) at most once for it all.
+  absl::StatusOr<gdr::OpenedTransport> opened =
       gdr::OpenClientTransport(&client->options_, client->stub());
-  if (!transport.ok()) return transport.status();
-  client->transport_ = std::move(*transport);
-  if (client->window_ != nullptr) {
-    client->window_->OnRefusalAskLimits([c = client.get()] { c->FetchLimits(); });
-    client->FetchLimits();
-  }
+  if (!opened.ok()) return opened.status();
+  client->transport_ = std::move(opened->transport);
+  client->auto_notes_ = std::move(opened->auto_notes);
+  client->StartWindow(opened->daemon_info ? &*opened->daemon_info : nullptr);
   return client;
+}
+
+void Client::StartWindow(const v1::GetInfoResponse* info) {
+  if (window_ == nullptr) return;
+  window_->OnRefusalAskLimits([this] { FetchLimits(); });
+  if (info == nullptr) {
+    FetchLimits();
+  } else if (info->has_limits()) {
+    // The connect's answer already says what a fetch would.
+    const v1::Limits& l = info->limits();
+    window_->SetLimits(gdr::AdmissionWindow::Limits{
+        l.max_inflight_ops(), l.max_inflight_bytes(), l.max_inflight_per_stream()});
+  }
 }
 
 const char* TransportName(Transport t) {
@@ -187,11 +159,12 @@ std::optional<Transport> ParseTransport(const std::string& name) {
   return std::nullopt;
 }
 
-uint32_t Client::dct_number() const { return transport_->dct_number(); }
-const std::string& Client::target_host() const { return options_.target_host; }
-uint16_t Client::target_port() const { return transport_->target_port(); }
-std::optional<RdmaLocalInfo> Client::rdma_info() const { return transport_->rdma_info(); }
-TargetStats Client::target_stats() const { return transport_->target_stats(); }
+TransportInfo Client::transport_info() const {
+  TransportInfo info;
+  transport_->FillInfo(&info);
+  info.auto_notes = auto_notes_;
+  return info;
+}
 
 absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
   GDR_ASSIGN_OR_RETURN(const size_t mapped, gdr::PageRounded(bytes));
@@ -342,26 +315,54 @@ absl::StatusOr<v1::RemoteBuffer> Client::Describe(const Buffer& buffer, size_t o
   return rb;
 }
 
-std::vector<RailStats> Client::rail_stats() const { return transport_->rail_stats(); }
-std::string Client::rail_notes() const { return transport_->rail_notes(); }
+}  // namespace gdrstore
 
-bool Client::OneRail() const { return transport_->rail_count() == 1; }
+namespace gdr {
 
-void Client::DispatchSlices(const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-                            OpCallback done, PieceSubmit piece) {
-  gdr::RunSliced(
-      transport_, transport_->Plan(*buffer.registration_->region(), extent.length),
-      [this, &buffer, extent, buffer_offset, piece = std::move(piece)](
-          const gdr::ClientTransport::Slice& s, OpCallback cb) {
-        if (options_.crc32c) cb = CrcChecked(buffer, buffer_offset + s.offset, s.length, std::move(cb));
+using gdrstore::Buffer;
+using gdrstore::Extent;
+using gdrstore::OpCallback;
+using gdrstore::OpResult;
+
+void ClientAccess::DispatchSlices(gdrstore::Client& client, const Extent& extent,
+                                  const Buffer& buffer, size_t buffer_offset, OpCallback done,
+                                  PieceSubmit piece) {
+  const bool crc = client.options_.crc32c;
+  RunSliced(
+      client.transport_, client.transport_->Plan(region(buffer), extent.length),
+      [crc, &buffer, extent, buffer_offset, piece = std::move(piece)](
+          const ClientTransport::Slice& s, OpCallback cb) {
+        if (crc) cb = CrcChecked(buffer, buffer_offset + s.offset, s.length, std::move(cb));
         piece(Extent{extent.volume, extent.offset + s.offset, s.length},
               buffer_offset + s.offset, s.rail, std::move(cb));
       },
       std::move(done));
 }
 
-OpCallback Client::CrcChecked(const Buffer& buffer, size_t offset, uint64_t length,
-                              OpCallback done) const {
+absl::StatusOr<std::unique_ptr<gdrstore::Client>> ClientAccess::ConnectSharing(
+    const gdrstore::Client& base, const std::string& daemon_address) {
+  if (absl::StatusOr<HostPort> daemon = SplitHostPort(daemon_address); !daemon.ok()) {
+    return daemon.status();
+  }
+  // The base's options as its connect resolved them (auto's pick, the target's host).
+  gdrstore::ClientOptions options = base.options_;
+  options.daemon_address = daemon_address;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = gdrstore::OpenDaemonChannel(options);
+  if (!channel.ok()) return channel.status();
+  std::unique_ptr<gdrstore::Client> client(
+      new gdrstore::Client(std::move(options), *std::move(channel)));
+  absl::StatusOr<std::shared_ptr<ClientTransport>> transport =
+      AttachClientTransport(base.transport_, client->stub());
+  if (!transport.ok()) return transport.status();
+  client->transport_ = std::move(*transport);
+  client->registrations_ = base.registrations_;
+  client->auto_notes_ = base.auto_notes_;
+  client->StartWindow(nullptr);
+  return client;
+}
+
+OpCallback ClientAccess::CrcChecked(const Buffer& buffer, size_t offset, uint64_t length,
+                                    OpCallback done) {
   // The buffer outlives the callback: its destructor waits for the ops submitted on it.
   return [&buffer, offset, length, done = std::move(done)](absl::StatusOr<OpResult> r) {
     if (r.ok()) {
@@ -373,9 +374,14 @@ OpCallback Client::CrcChecked(const Buffer& buffer, size_t offset, uint64_t leng
   };
 }
 
+}  // namespace gdr
+
+namespace gdrstore {
+
 void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer,
                          size_t buffer_offset, OpCallback done) {
-  Dispatch(extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)),
+  gdr::ClientAccess::Dispatch(
+      *this, extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)),
            [this, kind, &buffer, deadline = DeadlineFromNow()](const Extent& e, size_t offset,
                                                                 int rail, OpCallback cb) {
              Admit(nullptr, e.length, deadline,

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/src/admission_window.h"
+#include "client/src/client_access.h"
 #include "client/src/deadline_timer.h"
 #include "client/src/op_request.h"
 #include "common/grpc/grpc_status.h"
@@ -297,8 +298,8 @@ void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
                       size_t buffer_offset, OpCallback done,
                       std::chrono::system_clock::time_point deadline) {
   Client* client = reactor_->client();
-  client->Dispatch(
-      extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)),
+  gdr::ClientAccess::Dispatch(
+      *client, extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)),
       [this, client, kind, &buffer, deadline](const Extent& e, size_t offset, int rail,
                                               OpCallback cb) {
         client->Admit(reactor_->scope(), e.length, deadline,

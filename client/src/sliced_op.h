@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "client/src/transport/client_transport.h"
-#include "gdrstore/client.h"
+#include "gdrstore/types.h"
 
 namespace gdr {
 

@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "absl/status/status.h"
-#include "gdrstore/client.h"
+#include "gdrstore/types.h"
 
 namespace gdr {
 

@@ -278,7 +278,7 @@ TEST_F(BadInputTest, SilentTargetTimesOutInsteadOfHanging) {
 }
 
 TEST_F(BadInputTest, GarbageOnTheClientTargetPort) {
-  const uint16_t port = bad_->target_port();
+  const uint16_t port = bad_->transport_info().target_port;
   std::mt19937_64 rng(99);
   std::string garbage(256, '\0');
   for (char& c : garbage) c = static_cast<char>(rng());

@@ -99,7 +99,7 @@ TEST_F(GpuDataPathTest, WriteAndReadEverySize) {
     absl::Status s = VerifiedGpuRead(*client, **src, **check, "rw", offset, size, ++salt);
     EXPECT_TRUE(s.ok()) << s;
   }
-  const gdrstore::TargetStats st = client->target_stats();
+  const gdrstore::TargetStats st = client->transport_info().target;
   EXPECT_GT(st.gpu_bytes_to_device, 256 * kMiB);
   EXPECT_GT(st.gpu_bytes_from_device, 256 * kMiB);
   EXPECT_EQ(st.refused, 0u);

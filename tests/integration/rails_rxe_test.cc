@@ -122,7 +122,7 @@ TEST_F(RailsTest, VerifiedOpsOneByteTo64MiBStripedOverBothRails) {
   StartDaemon("rxe0,rxe1");
   auto client = RailClient(*daemon_, {"rxe0", "rxe1"});
   ASSERT_NE(client, nullptr);
-  ASSERT_EQ(client->rail_stats().size(), 2u) << client->rail_notes();
+  ASSERT_EQ(client->transport_info().rails.size(), 2u) << client->transport_info().rail_notes;
   auto info = client->GetInfo();
   ASSERT_TRUE(info.ok()) << info.status();
   ASSERT_EQ(info->rails_size(), 2);
@@ -153,7 +153,7 @@ TEST_F(RailsTest, VerifiedOpsOneByteTo64MiBStripedOverBothRails) {
 
   // Only large ops from here on: each rail carries 40..60 % of their bytes, on both sides.
   const std::map<std::string, uint64_t> before = DaemonRailBytes(*client);
-  const std::vector<gdrstore::RailStats> client_before = client->rail_stats();
+  const std::vector<gdrstore::RailStats> client_before = client->transport_info().rails;
   for (int i = 0; i < 4; ++i) {
     const gdrstore::Extent e{"vol0", static_cast<uint64_t>(i) * 40 * kMiB + 4099, 32 * kMiB};
     absl::Status w = VerifiedWrite(*client, **buf, kGuardBytes, e, salts);
@@ -162,7 +162,7 @@ TEST_F(RailsTest, VerifiedOpsOneByteTo64MiBStripedOverBothRails) {
     ASSERT_TRUE(r.ok()) << r;
   }
   const std::map<std::string, uint64_t> after = DaemonRailBytes(*client);
-  const std::vector<gdrstore::RailStats> client_after = client->rail_stats();
+  const std::vector<gdrstore::RailStats> client_after = client->transport_info().rails;
   uint64_t total = 0;
   for (const char* rail : {"rxe0", "rxe1"}) total += after.at(rail) - before.at(rail);
   ASSERT_GT(total, 0u);
@@ -282,7 +282,7 @@ TEST_F(RailsTest, ALinkTakenDownMidRunLosesNoOpAndTheRailComesBack) {
     EXPECT_GE(r.up_events(), 1u);
   }
   uint64_t rerouted = 0;
-  for (const auto& r : client->rail_stats()) rerouted += r.resubmitted;
+  for (const auto& r : client->transport_info().rails) rerouted += r.resubmitted;
   std::cerr << "slices resubmitted on another rail: " << rerouted << "\n";
 }
 
@@ -337,9 +337,9 @@ TEST_F(RailsTest, TwoRailDaemonServesAOneRailClient) {
   StartDaemon("rxe0,rxe1");
   auto client = RailClient(*daemon_, {"rxe1"});
   ASSERT_NE(client, nullptr);
-  ASSERT_EQ(client->rail_stats().size(), 1u);
-  EXPECT_TRUE(absl::StartsWith(client->rail_stats()[0].daemon_rail, "rxe1"))
-      << "paired on its own subnet: " << client->rail_stats()[0].daemon_rail;
+  ASSERT_EQ(client->transport_info().rails.size(), 1u);
+  EXPECT_TRUE(absl::StartsWith(client->transport_info().rails[0].daemon_rail, "rxe1"))
+      << "paired on its own subnet: " << client->transport_info().rails[0].daemon_rail;
   auto buf = client->AllocateBuffer(4 * kMiB + kSlack);
   ASSERT_TRUE(buf.ok()) << buf.status();
   SaltMap salts(kVolumeSize);
@@ -359,9 +359,10 @@ TEST_F(RailsTest, OneRailDaemonServesATwoRailClientOnTheRailItReaches) {
   StartDaemon("rxe0");
   auto client = RailClient(*daemon_, {"rxe0", "rxe1"});
   ASSERT_NE(client, nullptr);
-  ASSERT_EQ(client->rail_stats().size(), 1u);
-  EXPECT_EQ(client->rail_stats()[0].device, "rxe0");
-  EXPECT_TRUE(absl::StrContains(client->rail_notes(), "rxe1")) << client->rail_notes();
+  ASSERT_EQ(client->transport_info().rails.size(), 1u);
+  EXPECT_EQ(client->transport_info().rails[0].device, "rxe0");
+  EXPECT_TRUE(absl::StrContains(client->transport_info().rail_notes, "rxe1"))
+      << client->transport_info().rail_notes;
   auto buf = client->AllocateBuffer(4 * kMiB + kSlack);
   ASSERT_TRUE(buf.ok()) << buf.status();
   SaltMap salts(kVolumeSize);

@@ -153,7 +153,7 @@ TEST_F(RcTest, FourConcurrentClientsEachWithTheirOwnQps) {
   }
   std::set<uint64_t> ids;
   for (auto& c : clients) {
-    auto mine = c->rdma_info();
+    auto mine = c->transport_info().rdma;
     ASSERT_TRUE(mine.has_value());
     EXPECT_EQ(mine->qps, 2u);
     ids.insert(mine->connection_id);
@@ -247,10 +247,10 @@ TEST_F(RcTest, RemoteAccessErrorsAreNamedAndTheQpRecovers) {
       << outside.error_message();
   ASSERT_TRUE(VerifiedRead(*a, **abuf, kGuardBytes, kGuardBytes, {"vol0", 999, 500001}, 42, &salts).ok());
   ASSERT_TRUE(VerifiedRead(*b, **bbuf, kGuardBytes, kGuardBytes, {"vol0", 600000, 4097}, 43, &salts).ok());
-  auto mine = a->rdma_info();
+  auto mine = a->transport_info().rdma;
   ASSERT_TRUE(mine.has_value());
   EXPECT_EQ(mine->qp_resets, 2u) << "one QP reset per remote access error";
-  EXPECT_EQ(b->rdma_info()->qp_resets, 0u);
+  EXPECT_EQ(b->transport_info().rdma->qp_resets, 0u);
   EXPECT_TRUE(absl::StrContains(daemon_->Stderr(), "recovered")) << daemon_->Stderr();
 }
 
@@ -287,7 +287,7 @@ TEST_F(RcTest, AnInjectedQpErrorLosesNoOpAndTheQpRecovers) {
   auto list = ListFaults(daemon_->address());
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(list->faults(0).hits(), 1u);
-  EXPECT_GE(c->rdma_info()->qp_resets, 1u);
+  EXPECT_GE(c->transport_info().rdma->qp_resets, 1u);
   EXPECT_TRUE(absl::StrContains(daemon_->Stderr(), "moved to the error state by an injected fault"))
       << daemon_->Stderr();
 }

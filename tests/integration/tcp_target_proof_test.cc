@@ -429,7 +429,8 @@ TEST(TcpTargetSlotsTest, IdleSocketsOnATargetPortCannotKeepTheDaemonsLinksOut) {
   ASSERT_TRUE(buf.ok());
   std::vector<ScopedFd> idle;
   for (int i = 0; i < 40; ++i) {
-    absl::StatusOr<ScopedFd> fd = ConnectTcp("127.0.0.1", (*c)->target_port(), absl::Seconds(5));
+    absl::StatusOr<ScopedFd> fd =
+        ConnectTcp("127.0.0.1", (*c)->transport_info().target_port, absl::Seconds(5));
     ASSERT_TRUE(fd.ok()) << fd.status();
     idle.push_back(std::move(*fd));
   }

@@ -2,7 +2,8 @@
 # Checks that includes point down the layers of the tree under ROOT (default: the repository):
 #   daemon: main.cc -> ops -> service -> transport (interface) -> transport/{tcp,rc,dc}
 #           -> verbs_core -> store
-#   client: Client -> src/transport (interface, factory) -> src/transport/{tcp,rc,dc}
+#   client: Client -> src/transport (interface, factory) -> src/transport/{tcp,rc,dc}; the
+#           transports see the public types (gdrstore/types.h), never the façade (client.h)
 #   common/ sees neither daemon/ nor client/, and its folders by kind point down too:
 #           base (utilities) <- wire (formats both sides speak) <- grpc (gRPC glue);
 #           base <- verbs <- cuda; base <- topo; base, grpc <- etcd; no file loose in common/.
@@ -84,6 +85,8 @@ for f in common/*.h common/*.cc; do
   bad=1
 done
 forbid client/include '^(client/src|common|daemon)/' "public headers include no private header"
+forbid client/src/transport '^gdrstore/client\.h$' \
+  "transports sit below the public façade: they include gdrstore/types.h, never gdrstore/client.h"
 forbid client '^daemon/' "the client never includes the daemon"
 forbid daemon '^client/' "the daemon never includes the client"
 

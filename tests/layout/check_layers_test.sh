@@ -44,6 +44,9 @@ expect client/src/transport/tcp/tcp_target.cc client/src/transport/rc/rc_session
 expect client/src/transport/rc/rc_session.cc client/src/op_request.h 1
 expect client/src/client.cc client/src/transport/tcp/tcp_target.h 1
 expect client/include/gdrstore/client.h client/src/transport/region.h 1
+expect client/src/transport/tcp/tcp_transport.cc gdrstore/client.h 1
+expect client/src/transport/client_transport.h gdrstore/client.h 1
+expect client/src/transport/rc/rc_session.cc gdrstore/types.h 0
 expect common/base/log.cc daemon/store/store.h 1
 expect client/src/client.cc daemon/transport/transfer_op.h 1
 expect common/base/units.cc common/wire/tcp_frame.h 1

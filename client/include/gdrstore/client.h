@@ -26,149 +26,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
+#include "gdrstore/types.h"
 #include "gdrstore/v1/gdrstore.pb.h"
-
-namespace gdrstore {
-
-// How the daemon reaches this process's memory.
-enum class Transport {
-  kTcp,  // the library's software target (any host)
-  kRc,   // reliable-connected RDMA QPs on a verbs device (RoCE, InfiniBand, SoftRoCE)
-  kDc,   // an mlx5 DC target (DCT) the daemon's DC initiators reach; ConnectX-5 or later
-  kAuto, // dc where the daemon offers it and this device can, else rc, else tcp
-};
-
-// "tcp", "rc", "dc", "auto".
-const char* TransportName(Transport t);
-// The inverse of TransportName; nullopt for any other name.
-std::optional<Transport> ParseTransport(const std::string& name);
-
-struct ClientOptions {
-  Transport transport = Transport::kTcp;
-  // gdrstored's gRPC address, HOST:PORT.
-  std::string daemon_address = "127.0.0.1:50051";
-  // Address the daemon uses to reach this process's tcp target. Empty: 127.0.0.1 when the
-  // daemon is on loopback, otherwise this host's address on the route to the daemon.
-  std::string target_host;
-  // Port of the tcp target; 0 picks an ephemeral one.
-  uint16_t target_port = 0;
-  // Connections the target accepts at once (daemon links); more are refused.
-  uint32_t max_target_connections = 256;
-  // Deadline of each data RPC; zero means none.
-  std::chrono::milliseconds rpc_timeout{120000};
-  // RDMA device by name. rc: the device the QPs and buffers use (empty: the first device with
-  // an ACTIVE port, or the one rdma_address names). GPU buffers: the device they are registered
-  // with (empty: the one nearest each GPU on the PCIe tree, read from sysfs_root).
-  std::string rdma_device;
-  std::string sysfs_root = "/sys";
-  // Pinned staging ring per daemon link for GPU buffers on the tcp transport.
-  size_t gpu_staging_slot_bytes = 1 << 20;
-  int gpu_staging_slots = 4;
-  // rc: the RDMA device by a local IP address on it (instead of rdma_device). GID index -1:
-  // the port's RoCE v2 IPv4-mapped entry.
-  std::string rdma_address;
-  int rdma_gid_index = -1;
-  // rc: QPs offered to the daemon (it connects up to its per-client limit).
-  uint32_t rc_qps = 2;
-  // Bearer token sent on every call (metadata `authorization: Bearer <token>`), for daemons
-  // started with --token-file. Empty: none sent.
-  std::string token;
-  // TLS to the daemon (gdrstored --tls-cert): on when tls_ca or tls_cert is set. tls_ca: PEM
-  // file of the CA(s) the daemon's certificate must chain to (empty: the system's roots).
-  // tls_cert / tls_key: this client's certificate and key, for daemons that require client
-  // certificates (--tls-client-ca). tls_server_name: the name checked against the daemon's
-  // certificate instead of the host of daemon_address (e.g. when connecting by IP address to a
-  // certificate issued for a DNS name). Files are read and checked by Connect.
-  std::string tls_ca;
-  std::string tls_cert;
-  std::string tls_key;
-  std::string tls_server_name;
-  // rc over several RDMA devices ("rails"): the local devices to use, or {"auto"} for every
-  // one with an ACTIVE port. Empty: one device (rdma_device) as without rails. Each is paired
-  // with a daemon rail it reaches (RoCE: on the same IPv4 subnet); one that reaches none is
-  // left out. Buffers are registered on every rail; an op below slice_bytes goes to the rail
-  // nearest its buffer, a larger one is cut into slice_bytes pieces spread over the rails in
-  // proportion to their speed; a piece whose rail fails is resubmitted once on another rail,
-  // and the failed rail is passed over for rail_retry.
-  std::vector<std::string> rails;
-  size_t slice_bytes = 1 << 20;
-  std::chrono::milliseconds rail_retry{1000};
-  // Ask the daemon for the CRC32C of every op's bytes (as they are in the store once the op
-  // has completed) and check it against the buffer: a mismatch fails the op with DATA_LOSS
-  // naming both values. Host buffers are checked in place, GPU buffers through a copy to host
-  // memory; each slice of a sliced op is checked on its own.
-  bool crc32c = false;
-  // Ops the daemon would not admit yet (its in-flight limits, as GetInfo states them: ops per
-  // Stream, ops and bytes daemon-wide) wait in this process until answers free room, within
-  // each op's deadline. true: such an op fails at once with RESOURCE_EXHAUSTED instead.
-  bool fail_when_full = false;
-};
-
-// One rail of a Client (ClientOptions::rails): what went over it.
-struct RailStats {
-  std::string device;        // local device, "rxe1"
-  std::string daemon_rail;   // the daemon's device and port it is paired with
-  uint64_t speed_mbps = 0;   // the weight it gets in striping
-  uint64_t ops = 0;          // slices completed on it
-  uint64_t bytes = 0;
-  uint64_t errors = 0;       // slices that failed on it
-  uint64_t resubmitted = 0;  // slices that failed elsewhere and were completed here
-  bool passed_over = false;  // failed recently: skipped until rail_retry has passed
-};
-
-// What this process's tcp target has done so far (all links).
-struct TargetStats {
-  uint64_t refused = 0;                 // requests answered with an error
-  uint64_t gpu_bytes_to_device = 0;     // staged into GPU buffers
-  uint64_t gpu_bytes_from_device = 0;   // staged out of GPU buffers
-  uint64_t gpu_copy_ns = 0;             // GPU time of those copies
-  uint64_t gpu_wait_ns = 0;             // link threads' time blocked on them
-};
-
-// The rc connection of a Client, for display.
-struct RdmaLocalInfo {
-  std::string device;      // "rxe0"
-  uint32_t port = 0;
-  std::string port_state;  // "ACTIVE"
-  int gid_index = 0;
-  std::string gid;         // the GID, as an IP address when it is one
-  uint32_t mtu = 0;        // active MTU, bytes
-  uint32_t qps = 0;        // QPs connected to the daemon
-  uint64_t connection_id = 0;
-  std::string daemon_device;  // the daemon's device and port
-  uint64_t qp_resets = 0;     // QPs reconnected after a daemon-side error
-};
-
-// A range of the daemon's store.
-struct Extent {
-  std::string volume;
-  uint64_t offset = 0;
-  uint64_t length = 0;
-};
-
-struct OpResult {
-  uint64_t bytes = 0;       // bytes moved
-  uint64_t service_ns = 0;  // daemon-side time
-  bool synced = false;      // the answer waited for msync to the volume's file (kReadSync)
-  // The daemon's CRC32C of the bytes (ClientOptions::crc32c), already checked against the
-  // buffer; unset when not asked for, and for an op sent in slices (each slice was checked).
-  std::optional<uint32_t> crc32c;
-};
-
-enum class OpKind {
-  kWrite,     // daemon writes store bytes into the buffer
-  kRead,      // daemon reads the buffer into the store
-  kReadSync,  // kRead answered only once the extent is msync'ed to a file-backed volume's file
-              // (survives a host crash; OpResult::synced says it happened)
-};
-
-using OpCallback = std::function<void(absl::StatusOr<OpResult>)>;
-
-}  // namespace gdrstore
 
 // The library's internals (client/src/), which the classes below hold by pointer only.
 namespace gdr {
 class AdmissionWindow;
+class ClientAccess;
 class ClientTransport;
 class DeadlineTimer;
 class OpGate;
@@ -215,6 +79,7 @@ class Buffer {
  private:
   friend class Client;
   friend class OpStream;
+  friend class gdr::ClientAccess;
   // A view of [offset, offset + size) of `registration`'s region.
   Buffer(std::shared_ptr<gdr::Registration> registration, size_t offset, size_t size);
   // `done` wrapped to count the op as in flight on this buffer until it is answered, and for a
@@ -312,8 +177,6 @@ class Client {
   };
   RegistrationStats registration_stats() const;
 
-  TargetStats target_stats() const;
-
   // The descriptor a request carries for [offset, offset+length) of `buffer`.
   // INVALID_ARGUMENT when the range is outside the buffer.
   absl::StatusOr<v1::RemoteBuffer> Describe(const Buffer& buffer, size_t offset,
@@ -351,52 +214,20 @@ class Client {
     bool limits_known = false;  // the daemon's GetInfo limits have arrived
   };
   WindowStats window_stats() const;
-  Transport transport() const { return options_.transport; }
   bool crc32c() const { return options_.crc32c; }
-  // tcp only: where the target listens (empty / 0 on rc).
-  const std::string& target_host() const;
-  uint16_t target_port() const;
-  // rc only: the device and connection in use; nullopt on tcp.
-  std::optional<RdmaLocalInfo> rdma_info() const;
-  // Per rail (ClientOptions::rails); empty without rails.
-  std::vector<RailStats> rail_stats() const;
-  // Notes on rails asked for and left out ("rxe1: reaches no daemon rail ..."); empty if none.
-  std::string rail_notes() const;
-  // dc only: the DCT number buffers are reached through (0 on tcp/rc). The access key is
-  // never exposed except inside descriptors.
-  uint32_t dct_number() const;
-  // Why kAuto did not pick a faster transport ("dc: ...; rc: ..."); empty otherwise.
-  const std::string& auto_notes() const { return auto_notes_; }
+  // The transport in use: its kind, a line describing it, and what it reports (the tcp
+  // target's address and counters, the rc connection, the DCT, the rails, auto's notes).
+  TransportInfo transport_info() const;
 
  private:
+  // Internal code (the op dispatch, the Stream, the cluster's member links) reaches the
+  // Client's parts through gdr::ClientAccess (client/src/client_access.h).
+  friend class gdr::ClientAccess;
+  friend class OpStream;
   Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel);
   // The RDMA device GPU buffers on `gpu_pci` use: ClientOptions::rdma_device, else the nearest
   // on the PCIe tree; empty when none is found.
   std::string NicFor(const std::string& gpu_pci) const;
-  friend class OpStream;
-  // Sends an op as one piece, or as slices over the rails (retried once on another rail);
-  // `piece(extent, buffer_offset, rail, done)` submits one piece on a rail. `done` runs once,
-  // for the whole op. One rail calls `piece` directly: nothing is kept for a retry, so the
-  // unary and Stream hot paths build no std::function.
-  using PieceSubmit = std::function<void(const Extent&, size_t buffer_offset, int rail,
-                                         OpCallback)>;
-  template <typename Piece>
-  void Dispatch(const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-                OpCallback done, Piece&& piece) {
-    if (OneRail()) {
-      if (options_.crc32c) done = CrcChecked(buffer, buffer_offset, extent.length, std::move(done));
-      piece(extent, buffer_offset, 0, std::move(done));
-      return;
-    }
-    DispatchSlices(extent, buffer, buffer_offset, std::move(done),
-                   PieceSubmit(std::forward<Piece>(piece)));
-  }
-  bool OneRail() const;
-  // `done` behind a check of the answer's CRC32C against `length` bytes of `buffer` at `offset`.
-  OpCallback CrcChecked(const Buffer& buffer, size_t offset, uint64_t length,
-                        OpCallback done) const;
-  void DispatchSlices(const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-                      OpCallback done, PieceSubmit piece);
   void SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
                  int rail, std::chrono::system_clock::time_point deadline, OpCallback done);
   // Now + rpc_timeout, or time_point::max() without one.
@@ -412,12 +243,16 @@ class Client {
   void AwaitStreamIdle(void* stream);
   // Asks the daemon for its limits (async) and gives them to the window.
   void FetchLimits();
+  // The window's refusal hook, and the limits from `info` (the connect's GetInfo answer) when
+  // there is one, else fetched.
+  void StartWindow(const v1::GetInfoResponse* info);
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::GdrStore::Stub> stub_;
-  // tcp, rc or dc behind one interface; shared with the registrations that need it alive.
+  // tcp, rc or dc behind one interface; shared with the registrations that need it alive (and,
+  // in a cluster, with the other members' Clients).
   std::shared_ptr<gdr::ClientTransport> transport_;
-  std::unique_ptr<gdr::RegistrationCache> registrations_;
+  std::shared_ptr<gdr::RegistrationCache> registrations_;
   std::string auto_notes_;
   // Runs op deadlines and the window's pauses; declared before what schedules on it.
   std::shared_ptr<gdr::DeadlineTimer> timer_;

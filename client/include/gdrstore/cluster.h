@@ -2,7 +2,8 @@
 // started with --cluster registers itself under PREFIX/members/ID on a lease) or from a static
 // members file; a cluster volume is the same-named volume on several members, cut into stripe
 // units placed by the rule in cluster.proto, with R replicas. A ClusterClient splits each op
-// by stripe and sends the pieces to every member involved at once, over one Stream per member:
+// by stripe and sends the pieces to every member involved at once, over one Stream per member
+// (all members reach this process's memory through one transport, each buffer registered once):
 // a put (buffer -> store, Read on the wire) is acknowledged when all R replicas have every
 // piece; a get (store -> buffer, Write on the wire) reads each piece from its first healthy
 // replica and tries the next when one fails. With R = 1 an op touching a dead member's stripes
@@ -57,8 +58,8 @@ struct ClusterMemberStatus {
 
 class ClusterClient;
 
-// Memory registered with every member this client talks to (lazily, the first time an op on a
-// member uses it). Must not outlive its ClusterClient.
+// Memory registered once (lazily, the first time an op uses it) with the one transport every
+// member is reached through. Must not outlive its ClusterClient.
 class ClusterBuffer {
  public:
   ~ClusterBuffer();
@@ -71,15 +72,15 @@ class ClusterBuffer {
  private:
   friend class ClusterClient;
   ClusterBuffer(std::byte* data, size_t size, bool gpu, bool owned);
-  // The registration of this memory with `link`'s client, made the first time.
+  // The registration of this memory, made the first time through `link`'s client; every
+  // member link shares its transport, so the one registration serves them all.
   absl::StatusOr<const Buffer*> On(gdr::cluster::MemberLink& link) const;
   std::byte* data_;
   size_t size_;
   bool gpu_;
   bool owned_;  // allocated by the library: freed with the buffer
   mutable std::mutex mu_;
-  // By member link generation: the registration there.
-  mutable std::map<uint64_t, std::unique_ptr<Buffer>> views_;
+  mutable std::unique_ptr<Buffer> view_;  // the registration, once made
 };
 
 class ClusterClient {

@@ -55,8 +55,11 @@ struct ClusterClient::State {
   };
   std::mutex mu;
   std::map<std::string, std::unique_ptr<Member>> members;
-  // Links given up on stay alive (buffers registered with them, streams closing) until the end.
+  // Links given up on stay alive (streams closing) until the end.
   std::vector<std::shared_ptr<cl::MemberLink>> retired;
+  // The first link connected: its Client opened the transport (tcp target, device) that every
+  // later link shares, and owns it until the end, after every other link has gone.
+  std::shared_ptr<cl::MemberLink> base;
   uint64_t next_generation = 1;
   std::mutex connect_mu;  // one Connect at a time: a member comes up once, not per piece
 
@@ -86,13 +89,15 @@ struct ClusterClient::State {
     }
     std::lock_guard<std::mutex> connecting(connect_mu);
     uint64_t generation;
+    const gdrstore::Client* share = nullptr;  // base's, once there is one (connect_mu held)
     {
       std::lock_guard<std::mutex> lock(mu);
       if (m.link && m.link->address() == entry->entry.address()) return m.link;
       generation = next_generation++;
+      if (base) share = &base->client();
     }
     absl::StatusOr<std::unique_ptr<cl::MemberLink>> made =
-        cl::MemberLink::Connect(id, entry->entry.address(), options.client, generation);
+        cl::MemberLink::Connect(id, entry->entry.address(), options.client, generation, share);
     std::lock_guard<std::mutex> lock(mu);
     if (!made.ok()) {
       PassOverLocked(m, made.status());
@@ -100,6 +105,7 @@ struct ClusterClient::State {
     }
     if (m.link) retired.push_back(std::move(m.link));
     m.link = std::move(*made);
+    if (!base) base = m.link;
     return m.link;
   }
 
@@ -126,15 +132,14 @@ ClusterBuffer::ClusterBuffer(std::byte* data, size_t size, bool gpu, bool owned)
 ClusterBuffer::~ClusterBuffer() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    views_.clear();  // each waits for its ops
+    view_.reset();  // waits for its ops
   }
   if (owned_) std::free(data_);
 }
 
 absl::StatusOr<const Buffer*> ClusterBuffer::On(cl::MemberLink& link) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = views_.find(link.generation());
-  if (it != views_.end()) return it->second.get();
+  if (view_ != nullptr) return view_.get();
   absl::StatusOr<std::unique_ptr<Buffer>> view =
       gpu_ ? link.client().RegisterGpuMemory(reinterpret_cast<uint64_t>(data_), size_)
            : link.client().RegisterHostMemory(data_, size_);
@@ -143,7 +148,8 @@ absl::StatusOr<const Buffer*> ClusterBuffer::On(cl::MemberLink& link) const {
                         absl::StrCat("registering the buffer with member ", link.id(), ": ",
                                      view.status().message()));
   }
-  return views_.emplace(link.generation(), std::move(*view)).first->second.get();
+  view_ = std::move(*view);
+  return view_.get();
 }
 
 ClusterClient::ClusterClient(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -151,15 +157,19 @@ ClusterClient::ClusterClient(std::unique_ptr<State> state) : state_(std::move(st
 ClusterClient::~ClusterClient() {
   // Links (and their streams) end before the membership's watch, outside the lock: closing a
   // stream runs the callbacks of ops still on it, which count into the members' slots.
+  // The base link goes last: the others reach memory through its transport.
   std::map<std::string, std::unique_ptr<State::Member>> members;
   std::vector<std::shared_ptr<cl::MemberLink>> retired;
+  std::shared_ptr<cl::MemberLink> base;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     members.swap(state_->members);
     retired.swap(state_->retired);
+    base.swap(state_->base);
   }
   retired.clear();
   for (auto& [id, m] : members) m->link.reset();
+  base.reset();
 }
 
 absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Open(const ClusterOptions& o) {

@@ -1,15 +1,19 @@
 #include "client/src/cluster/member_link.h"
 
 #include "absl/strings/str_cat.h"
+#include "client/src/client_access.h"
 
 namespace gdr::cluster {
 
 absl::StatusOr<std::unique_ptr<MemberLink>> MemberLink::Connect(const std::string& id,
                                                                 const std::string& address,
                                                                 gdrstore::ClientOptions options,
-                                                                uint64_t generation) {
+                                                                uint64_t generation,
+                                                                const gdrstore::Client* share) {
   options.daemon_address = address;
-  absl::StatusOr<std::unique_ptr<gdrstore::Client>> client = gdrstore::Client::Connect(options);
+  absl::StatusOr<std::unique_ptr<gdrstore::Client>> client =
+      share == nullptr ? gdrstore::Client::Connect(options)
+                       : ClientAccess::ConnectSharing(*share, address);
   if (!client.ok()) {
     return absl::UnavailableError(absl::StrCat("member ", id, " (", address,
                                                "): ", client.status().message()));

@@ -1,6 +1,8 @@
 // One member as this process reaches it: a Client connected to its daemon and one Stream that
-// carries every piece sent to it. A link whose stream failed opens a new one for the next
-// piece; a member that failed is given a new link (a restarted daemon has no session of ours).
+// carries every piece sent to it. Every link but the first shares the first one's transport
+// (one tcp target, one device) and registrations, with a daemon channel of its own. A link
+// whose stream failed opens a new one for the next piece; a member that failed is given a new
+// link (a restarted daemon has no session of ours).
 #pragma once
 
 #include <atomic>
@@ -18,17 +20,19 @@ namespace gdr::cluster {
 
 class MemberLink {
  public:
-  // Connects to `address` with `options` (daemon_address replaced). `generation` tells this
-  // link's registrations apart from an earlier link's to the same member.
+  // Connects to `address`: with `options` (daemon_address replaced) when `share` is null, else
+  // through `share`'s transport and registrations (which must outlive this link).
+  // `generation` tells this link apart from an earlier link to the same member.
   static absl::StatusOr<std::unique_ptr<MemberLink>> Connect(const std::string& id,
                                                              const std::string& address,
                                                              gdrstore::ClientOptions options,
-                                                             uint64_t generation);
+                                                             uint64_t generation,
+                                                             const gdrstore::Client* share);
   ~MemberLink();
 
   // Sends one piece over the stream (opening it when there is none or it failed); `done`
   // runs once, by `deadline` at the latest (DEADLINE_EXCEEDED). `buffer` must be registered
-  // with this link's client.
+  // with this link's client or one sharing its transport.
   void Submit(gdrstore::OpKind kind, const gdrstore::Extent& extent,
               const gdrstore::Buffer& buffer, size_t buffer_offset,
               std::chrono::system_clock::time_point deadline, gdrstore::OpCallback done);

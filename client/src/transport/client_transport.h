@@ -13,7 +13,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/src/transport/region.h"
-#include "gdrstore/client.h"
+#include "gdrstore/types.h"
+#include "gdrstore/v1/gdrstore.grpc.pb.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {
@@ -61,14 +62,21 @@ class ClientTransport {
   virtual std::optional<int> Reroute(int failed, const absl::Status& why) { return std::nullopt; }
   // What a slice on `rail` did, for rail_stats.
   virtual void Record(int rail, uint64_t bytes, bool ok, bool resubmitted) {}
-  virtual std::vector<gdrstore::RailStats> rail_stats() const { return {}; }
-  virtual std::string rail_notes() const { return ""; }
 
-  // For display; the defaults say "nothing of that kind here".
-  virtual gdrstore::TargetStats target_stats() const { return {}; }
-  virtual uint16_t target_port() const { return 0; }
-  virtual std::optional<gdrstore::RdmaLocalInfo> rdma_info() const { return std::nullopt; }
-  virtual uint32_t dct_number() const { return 0; }
+  // For display: fills this transport's part of `info` (its kind, a line describing it, and
+  // its fields); the rest keeps its defaults.
+  virtual void FillInfo(gdrstore::TransportInfo* info) const {}
+
+  // The way for another daemon (reached through `stub`, which must outlive what is returned)
+  // to this process's memory, sharing what this transport holds: the tcp target, the device and
+  // every registration made on it. The cluster client reaches all its members so. nullptr: this
+  // transport serves any daemon as it is (tcp, dc: nothing is connected). rc connects new QPs
+  // on the same device through `stub`'s Connect. Close on what is returned ends only what was
+  // opened for that daemon. The errors of opening that (rc's Connect).
+  virtual absl::StatusOr<std::shared_ptr<ClientTransport>> Attach(
+      gdrstore::v1::GdrStore::Stub* stub) {
+    return nullptr;
+  }
 };
 
 }  // namespace gdr

@@ -80,8 +80,10 @@ std::vector<DaemonRail> DaemonRails(const v1::GetInfoResponse& info) {
 // rc over the devices options->rails names: each paired with the daemon rail it reaches (RoCE:
 // the one on its subnet, the same position tried first; InfiniBand: by position), a device
 // that reaches none, or fails to open, is left out with a note. NOT_FOUND when none is left.
+// `info`: the daemon's GetInfo answer, asked for here when it is not there yet.
 absl::StatusOr<std::shared_ptr<ClientTransport>> OpenRails(gdrstore::ClientOptions* options,
-                                                           v1::GdrStore::Stub* stub) {
+                                                           v1::GdrStore::Stub* stub,
+                                                           std::optional<v1::GetInfoResponse>* info) {
   if (options->slice_bytes == 0) return absl::InvalidArgumentError("slice size must be > 0");
   if (!options->rdma_address.empty()) {
     return absl::InvalidArgumentError(
@@ -101,11 +103,14 @@ absl::StatusOr<std::shared_ptr<ClientTransport>> OpenRails(gdrstore::ClientOptio
           "rails: '", devices[i], "' is empty, 'auto' among names, or named twice"));
     }
   }
-  absl::StatusOr<v1::GetInfoResponse> info = DaemonInfo(*options, stub);
-  if (!info.ok()) {
-    return absl::Status(info.status().code(), absl::StrCat("rails: ", info.status().message()));
+  if (!info->has_value()) {
+    absl::StatusOr<v1::GetInfoResponse> got = DaemonInfo(*options, stub);
+    if (!got.ok()) {
+      return absl::Status(got.status().code(), absl::StrCat("rails: ", got.status().message()));
+    }
+    *info = std::move(*got);
   }
-  const std::vector<DaemonRail> daemon = DaemonRails(*info);
+  const std::vector<DaemonRail> daemon = DaemonRails(**info);
   if (daemon.empty()) {
     return absl::FailedPreconditionError("rails: the daemon serves no RDMA device");
   }
@@ -161,10 +166,13 @@ absl::StatusOr<std::shared_ptr<ClientTransport>> OpenRails(gdrstore::ClientOptio
   return std::shared_ptr<ClientTransport>(std::make_shared<RailSet>(std::move(rails), ro));
 }
 
-}  // namespace
+// What opening one kind uses: the daemon's GetInfo answer, asked for once (when a kind needs it
+// and it is not there yet) and kept for the next kind auto tries and for the Client.
+using InfoSlot = std::optional<v1::GetInfoResponse>;
 
-absl::StatusOr<std::shared_ptr<ClientTransport>> OpenClientTransport(
-    gdrstore::ClientOptions* options, v1::GdrStore::Stub* stub) {
+absl::StatusOr<std::shared_ptr<ClientTransport>> OpenKind(gdrstore::ClientOptions* options,
+                                                          v1::GdrStore::Stub* stub,
+                                                          InfoSlot* info) {
   switch (options->transport) {
     case gdrstore::Transport::kTcp:
       if (!options->rails.empty()) {
@@ -173,13 +181,16 @@ absl::StatusOr<std::shared_ptr<ClientTransport>> OpenClientTransport(
       }
       return TcpTransport::Open(options);
     case gdrstore::Transport::kRc: {
-      if (!options->rails.empty()) return OpenRails(options, stub);
+      if (!options->rails.empty()) return OpenRails(options, stub, info);
       RcSessionOptions ro;
       ro.device = DeviceOf(*options);
       // Only to choose the GID by the daemon's subnet: without an answer Connect says more.
-      if (absl::StatusOr<v1::GetInfoResponse> info = DaemonInfo(*options, stub); info.ok()) {
-        ro.device.peer_address = PeerAddress(*info);
+      if (!info->has_value()) {
+        if (absl::StatusOr<v1::GetInfoResponse> got = DaemonInfo(*options, stub); got.ok()) {
+          *info = std::move(*got);
+        }
       }
+      if (info->has_value()) ro.device.peer_address = PeerAddress(**info);
       ro.qps = options->rc_qps;
       if (options->rpc_timeout.count() > 0) {
         ro.connect_timeout = std::min(ro.connect_timeout, options->rpc_timeout);
@@ -199,14 +210,18 @@ absl::StatusOr<std::shared_ptr<ClientTransport>> OpenClientTransport(
       DcSessionOptions dopt;
       dopt.device = DeviceOf(*options);
       // The DCT must answer with the daemon's DCIs' path MTU and class (GetInfo rdma.dc).
-      absl::StatusOr<v1::GetInfoResponse> info = DaemonInfo(*options, stub);
-      if (!info.ok()) {
-        return absl::Status(info.status().code(),
-                            absl::StrCat("transport dc: ", info.status().message()));
+      if (!info->has_value()) {
+        absl::StatusOr<v1::GetInfoResponse> got = DaemonInfo(*options, stub);
+        if (!got.ok()) {
+          return absl::Status(got.status().code(),
+                              absl::StrCat("transport dc: ", got.status().message()));
+        }
+        *info = std::move(*got);
       }
-      dopt.device.peer_address = PeerAddress(*info);
-      if (info->has_rdma() && info->rdma().has_dc()) {
-        GDR_RETURN_IF_ERROR(ApplyDaemonDcInfo(info->rdma().dc(), &dopt));
+      const v1::GetInfoResponse& daemon = **info;
+      dopt.device.peer_address = PeerAddress(daemon);
+      if (daemon.has_rdma() && daemon.rdma().has_dc()) {
+        GDR_RETURN_IF_ERROR(ApplyDaemonDcInfo(daemon.rdma().dc(), &dopt));
       }
       absl::StatusOr<std::shared_ptr<DcSession>> session = DcSession::Open(dopt);
       if (!session.ok()) return session.status();
@@ -218,6 +233,103 @@ absl::StatusOr<std::shared_ptr<ClientTransport>> OpenClientTransport(
   return absl::InvalidArgumentError(
       absl::StrCat("transport ", gdrstore::TransportName(options->transport),
                    " cannot be opened directly"));
+}
+
+// auto: asks the daemon what it offers, then tries dc, rc, tcp in that order; the first that
+// opens is the one, and `options->transport` names it.
+absl::StatusOr<OpenedTransport> OpenAuto(gdrstore::ClientOptions* options,
+                                         v1::GdrStore::Stub* stub) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::GetInfoResponse got;
+  if (grpc::Status st = stub->GetInfo(&ctx, v1::GetInfoRequest(), &got); !st.ok()) {
+    return absl::Status(FromGrpcStatus(st).code(),
+                        absl::StrCat("transport auto: GetInfo: ", st.error_message()));
+  }
+  InfoSlot info = std::move(got);
+  auto offered = [&info](v1::Transport t, std::string* why) {
+    for (const auto& ti : info->transports()) {
+      if (ti.transport() == t) {
+        if (!ti.available()) *why = absl::StrCat("daemon: ", ti.detail());
+        return ti.available();
+      }
+    }
+    *why = "daemon does not list it";
+    return false;
+  };
+  std::string notes;
+  for (auto [t, wire] : {std::pair{gdrstore::Transport::kDc, v1::TRANSPORT_DC},
+                         std::pair{gdrstore::Transport::kRc, v1::TRANSPORT_RC},
+                         std::pair{gdrstore::Transport::kTcp, v1::TRANSPORT_TCP}}) {
+    std::string why;
+    if (offered(wire, &why)) {
+      gdrstore::ClientOptions o = *options;
+      o.transport = t;
+      absl::StatusOr<std::shared_ptr<ClientTransport>> opened = OpenKind(&o, stub, &info);
+      if (opened.ok()) {
+        *options = std::move(o);
+        return OpenedTransport{std::move(*opened), std::move(info), std::move(notes)};
+      }
+      why = std::string(opened.status().message());
+    }
+    absl::StrAppend(&notes, notes.empty() ? "" : "; ", gdrstore::TransportName(t), ": ", why);
+  }
+  return absl::UnavailableError(absl::StrCat("transport auto: no transport works (", notes, ")"));
+}
+
+// A transport that serves every daemon as it is, seen by one more daemon's Client: everything
+// goes to `base` but Close, which is its owner's.
+class SharedView final : public ClientTransport {
+ public:
+  explicit SharedView(std::shared_ptr<ClientTransport> base) : base_(std::move(base)) {}
+  absl::StatusOr<std::function<void()>> Register(const std::shared_ptr<Region>& region) override {
+    return base_->Register(region);
+  }
+  absl::Status CanServeGpuMemory() const override { return base_->CanServeGpuMemory(); }
+  void DescribeEndpoint(v1::RemoteBuffer* buffer) const override {
+    base_->DescribeEndpoint(buffer);
+  }
+  void Close() override {}
+  absl::Status session_status() const override { return base_->session_status(); }
+  int rail_count() const override { return base_->rail_count(); }
+  std::vector<Slice> Plan(const Region& region, uint64_t length) override {
+    return base_->Plan(region, length);
+  }
+  void DescribeEndpoint(const Region& region, int rail, v1::RemoteBuffer* buffer) const override {
+    base_->DescribeEndpoint(region, rail, buffer);
+  }
+  std::optional<int> Reroute(int failed, const absl::Status& why) override {
+    return base_->Reroute(failed, why);
+  }
+  void Record(int rail, uint64_t bytes, bool ok, bool resubmitted) override {
+    base_->Record(rail, bytes, ok, resubmitted);
+  }
+  void FillInfo(gdrstore::TransportInfo* info) const override { base_->FillInfo(info); }
+  absl::StatusOr<std::shared_ptr<ClientTransport>> Attach(v1::GdrStore::Stub* stub) override {
+    return base_->Attach(stub);
+  }
+
+ private:
+  std::shared_ptr<ClientTransport> base_;
+};
+
+}  // namespace
+
+absl::StatusOr<OpenedTransport> OpenClientTransport(gdrstore::ClientOptions* options,
+                                                    v1::GdrStore::Stub* stub) {
+  if (options->transport == gdrstore::Transport::kAuto) return OpenAuto(options, stub);
+  InfoSlot info;
+  absl::StatusOr<std::shared_ptr<ClientTransport>> opened = OpenKind(options, stub, &info);
+  if (!opened.ok()) return opened.status();
+  return OpenedTransport{std::move(*opened), std::move(info), ""};
+}
+
+absl::StatusOr<std::shared_ptr<ClientTransport>> AttachClientTransport(
+    std::shared_ptr<ClientTransport> base, v1::GdrStore::Stub* stub) {
+  absl::StatusOr<std::shared_ptr<ClientTransport>> attached = base->Attach(stub);
+  if (!attached.ok()) return attached.status();
+  if (*attached != nullptr) return std::move(*attached);
+  return std::shared_ptr<ClientTransport>(std::make_shared<SharedView>(std::move(base)));
 }
 
 }  // namespace gdr

@@ -213,8 +213,32 @@ std::vector<gdrstore::RailStats> RailSet::rail_stats() const {
   return out;
 }
 
-std::optional<gdrstore::RdmaLocalInfo> RailSet::rdma_info() const {
-  return rails_.front().session->rdma_info();
+void RailSet::FillInfo(gdrstore::TransportInfo* info) const {
+  rails_.front().session->FillInfo(info);
+  info->rails = rail_stats();
+  info->rail_notes = options_.notes;
+  std::string devices;
+  for (const Rail& r : rails_) absl::StrAppend(&devices, devices.empty() ? "" : ", ", r.device);
+  info->description = absl::StrCat(gdrstore::TransportName(info->kind), " over ", rails_.size(),
+                                   " rails (", devices, ")");
+}
+
+absl::StatusOr<std::shared_ptr<ClientTransport>> RailSet::Attach(
+    gdrstore::v1::GdrStore::Stub* stub) {
+  std::vector<Rail> rails;
+  for (const Rail& r : rails_) {
+    absl::StatusOr<std::shared_ptr<ClientTransport>> session = r.session->Attach(stub);
+    if (!session.ok()) {
+      return absl::Status(session.status().code(),
+                          absl::StrCat("rail ", r.device, ": ", session.status().message()));
+    }
+    if (*session == nullptr) {
+      return absl::UnimplementedError(
+          absl::StrCat("rail ", r.device, ": its session cannot be shared with another daemon"));
+    }
+    rails.push_back(Rail{std::move(*session), r.device, r.daemon_rail, r.speed_mbps});
+  }
+  return std::shared_ptr<ClientTransport>(std::make_shared<RailSet>(std::move(rails), options_));
 }
 
 }  // namespace gdr

@@ -45,9 +45,13 @@ class RailSet final : public ClientTransport {
   std::vector<Slice> Plan(const Region& region, uint64_t length) override;
   std::optional<int> Reroute(int failed, const absl::Status& why) override;
   void Record(int rail, uint64_t bytes, bool ok, bool resubmitted) override;
-  std::vector<gdrstore::RailStats> rail_stats() const override;
-  std::string rail_notes() const override { return options_.notes; }
-  std::optional<gdrstore::RdmaLocalInfo> rdma_info() const override;
+  std::vector<gdrstore::RailStats> rail_stats() const;
+  // The first rail's info (kind, rdma), then the rails, their notes and a line naming them.
+  void FillInfo(gdrstore::TransportInfo* info) const override;
+  // A rail set toward another daemon: each rail's session attached (rc: a Connect of its own
+  // on the same device, to the daemon rail of the same name), counters of its own.
+  absl::StatusOr<std::shared_ptr<ClientTransport>> Attach(
+      gdrstore::v1::GdrStore::Stub* stub) override;
 
  private:
   struct Counters {

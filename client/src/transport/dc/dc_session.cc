@@ -82,4 +82,12 @@ void DcSession::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
   e->set_mtu(mtu_bytes_);
 }
 
+void DcSession::FillInfo(gdrstore::TransportInfo* info) const {
+  info->kind = gdrstore::Transport::kDc;
+  info->dct_number = dct_.dct_number;
+  info->description = absl::StrCat("dc: DCT 0x", absl::Hex(dct_.dct_number, absl::kZeroPad6),
+                                   " on ", device_->name(), " port ",
+                                   static_cast<uint32_t>(device_->port().port));
+}
+
 }  // namespace gdr

@@ -208,9 +208,6 @@ absl::StatusOr<std::shared_ptr<RcSession>> RcSession::Open(v1::GdrStore::Stub* s
   if (options.qps == 0 || options.qps > 64) {
     return absl::InvalidArgumentError("rc QPs per client must be 1..64");
   }
-  std::shared_ptr<RcSession> s(new RcSession());
-  s->config_.sq_depth = 1;  // passive: never posts
-  s->config_.remote_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   absl::StatusOr<std::unique_ptr<verbs::VerbsDevice>> dev = verbs::VerbsDevice::Open(options.device);
   if (!dev.ok()) return dev.status();
   if (options.require_peer_subnet && (*dev)->is_roce() &&
@@ -218,7 +215,25 @@ absl::StatusOr<std::shared_ptr<RcSession>> RcSession::Open(v1::GdrStore::Stub* s
     return absl::FailedPreconditionError(absl::StrCat(
         (*dev)->name(), " has no address on the subnet of ", options.device.peer_address));
   }
-  s->device_ = std::move(*dev);
+  return Connect(stub, options, std::move(*dev));
+}
+
+absl::StatusOr<std::shared_ptr<ClientTransport>> RcSession::Attach(v1::GdrStore::Stub* stub) {
+  absl::StatusOr<std::shared_ptr<RcSession>> s = Connect(stub, options_, device_);
+  if (!s.ok()) {
+    return absl::Status(s.status().code(), absl::StrCat("rc connect: ", s.status().message()));
+  }
+  return std::shared_ptr<ClientTransport>(std::move(*s));
+}
+
+absl::StatusOr<std::shared_ptr<RcSession>> RcSession::Connect(
+    v1::GdrStore::Stub* stub, const RcSessionOptions& options,
+    std::shared_ptr<verbs::VerbsDevice> device) {
+  std::shared_ptr<RcSession> s(new RcSession());
+  s->options_ = options;
+  s->config_.sq_depth = 1;  // passive: never posts
+  s->config_.remote_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  s->device_ = std::move(device);
   s->cq_.reset(ibv_create_cq(s->device_->context(), 16, nullptr, nullptr, 0));
   if (!s->cq_) return verbs::VerbsError(errno, "ibv_create_cq");
 
@@ -318,7 +333,15 @@ void RcSession::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
   buffer->mutable_rc()->set_connection_id(connection_id_);
 }
 
-std::optional<gdrstore::RdmaLocalInfo> RcSession::rdma_info() const {
+void RcSession::FillInfo(gdrstore::TransportInfo* info) const {
+  info->kind = gdrstore::Transport::kRc;
+  info->rdma = rdma_info();
+  info->description = absl::StrCat("rc on ", info->rdma->device, " port ", info->rdma->port, " (",
+                                   info->rdma->qps, " QPs, connection ",
+                                   info->rdma->connection_id, ")");
+}
+
+gdrstore::RdmaLocalInfo RcSession::rdma_info() const {
   const verbs::VerbsDevice& d = *device_;
   gdrstore::RdmaLocalInfo i;
   i.device = d.name();

@@ -54,7 +54,14 @@ class RcSession final : public ClientTransport, public std::enable_shared_from_t
   // ClientTransport: buffers on this device's PD, described by the connection id.
   absl::StatusOr<std::function<void()>> Register(const std::shared_ptr<Region>& region) override;
   void DescribeEndpoint(gdrstore::v1::RemoteBuffer* buffer) const override;
-  std::optional<gdrstore::RdmaLocalInfo> rdma_info() const override;
+  // rc, "rc on DEVICE port N (Q QPs, connection C)", the device and connection.
+  void FillInfo(gdrstore::TransportInfo* info) const override;
+  // A session with the daemon behind `stub` on this session's device (its PD, so every buffer
+  // registered here is reachable there too): the same options, a Connect of its own.
+  absl::StatusOr<std::shared_ptr<ClientTransport>> Attach(
+      gdrstore::v1::GdrStore::Stub* stub) override;
+  // The device and connection in use.
+  gdrstore::RdmaLocalInfo rdma_info() const;
 
   uint64_t connection_id() const { return connection_id_; }
   const verbs::VerbsDevice& device() const { return *device_; }
@@ -71,12 +78,18 @@ class RcSession final : public ClientTransport, public std::enable_shared_from_t
  private:
   class Reactor;
   RcSession() = default;
+  // Creates the QPs on `device` and runs the Connect handshake.
+  static absl::StatusOr<std::shared_ptr<RcSession>> Connect(
+      gdrstore::v1::GdrStore::Stub* stub, const RcSessionOptions& options,
+      std::shared_ptr<verbs::VerbsDevice> device);
   // Reconnects QP `index` after the daemon's RcResetQp; returns this side's new PSN.
   absl::StatusOr<uint32_t> ResetQp(uint32_t index, uint32_t daemon_psn);
 
+  RcSessionOptions options_;
   verbs::RcQpConfig config_;
-  // Dependency order: device (context, PD), CQ, QPs; the reactor last so it goes first.
-  std::unique_ptr<verbs::VerbsDevice> device_;
+  // Dependency order: device (context, PD; shared with the sessions Attach made), CQ, QPs;
+  // the reactor last so it goes first.
+  std::shared_ptr<verbs::VerbsDevice> device_;
   verbs::VerbsPtr<ibv_cq> cq_;
   std::vector<std::unique_ptr<verbs::QueuePair>> qps_;
   std::vector<verbs::RcPeer> daemon_qps_;  // the peer of each QP

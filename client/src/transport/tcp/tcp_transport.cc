@@ -1,5 +1,6 @@
 #include "client/src/transport/tcp/tcp_transport.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/base/host_port.h"
 #include "common/base/socket.h"
 
@@ -52,15 +53,18 @@ void TcpTransport::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
 
 void TcpTransport::Close() { target_->Stop(); }
 
-gdrstore::TargetStats TcpTransport::target_stats() const {
+void TcpTransport::FillInfo(gdrstore::TransportInfo* info) const {
+  info->kind = gdrstore::Transport::kTcp;
+  info->target_host = host_;
+  info->target_port = target_->port();
+  info->description = absl::StrCat("tcp target ", host_, ":", info->target_port);
   const TcpTargetStats t = target_->stats();
-  gdrstore::TargetStats s;
+  gdrstore::TargetStats& s = info->target;
   s.refused = t.refused;
   s.gpu_bytes_to_device = t.gpu.bytes_to_device;
   s.gpu_bytes_from_device = t.gpu.bytes_from_device;
   s.gpu_copy_ns = t.gpu.copy_ns;
   s.gpu_wait_ns = t.gpu.wait_ns;
-  return s;
 }
 
 }  // namespace gdr

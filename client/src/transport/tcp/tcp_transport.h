@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "client/src/transport/client_transport.h"
 #include "client/src/transport/tcp/tcp_target.h"
-#include "gdrstore/client.h"
+#include "gdrstore/types.h"
 
 namespace gdr {
 
@@ -27,8 +27,9 @@ class TcpTransport final : public ClientTransport {
   void DescribeEndpoint(gdrstore::v1::RemoteBuffer* buffer) const override;
   // Stops the target: the daemon's links see EOF.
   void Close() override;
-  gdrstore::TargetStats target_stats() const override;
-  uint16_t target_port() const override { return target_->port(); }
+  // tcp, "tcp target HOST:PORT", the target's address and counters.
+  void FillInfo(gdrstore::TransportInfo* info) const override;
+  // Every daemon reaches the one target (Attach's default: nullptr).
 
  private:
   TcpTransport(std::shared_ptr<TcpTarget> target, std::string host, GpuStagingOptions staging)

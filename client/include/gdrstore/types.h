@@ -1,0 +1,176 @@
+// libgdrclient's public value types: the options a Client is opened with, what an op is and
+// returns, and what the transport in use reports. Shared by the façade (client.h) and the
+// library's transports, which include this header and never the façade.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gdrstore {
+
+// How the daemon reaches this process's memory.
+enum class Transport {
+  kTcp,  // the library's software target (any host)
+  kRc,   // reliable-connected RDMA QPs on a verbs device (RoCE, InfiniBand, SoftRoCE)
+  kDc,   // an mlx5 DC target (DCT) the daemon's DC initiators reach; ConnectX-5 or later
+  kAuto, // dc where the daemon offers it and this device can, else rc, else tcp
+};
+
+// "tcp", "rc", "dc", "auto".
+const char* TransportName(Transport t);
+// The inverse of TransportName; nullopt for any other name.
+std::optional<Transport> ParseTransport(const std::string& name);
+
+struct ClientOptions {
+  Transport transport = Transport::kTcp;
+  // gdrstored's gRPC address, HOST:PORT.
+  std::string daemon_address = "127.0.0.1:50051";
+  // Address the daemon uses to reach this process's tcp target. Empty: 127.0.0.1 when the
+  // daemon is on loopback, otherwise this host's address on the route to the daemon.
+  std::string target_host;
+  // Port of the tcp target; 0 picks an ephemeral one.
+  uint16_t target_port = 0;
+  // Connections the target accepts at once (daemon links); more are refused.
+  uint32_t max_target_connections = 256;
+  // Deadline of each data RPC; zero means none.
+  std::chrono::milliseconds rpc_timeout{120000};
+  // RDMA device by name. rc: the device the QPs and buffers use (empty: the first device with
+  // an ACTIVE port, or the one rdma_address names). GPU buffers: the device they are registered
+  // with (empty: the one nearest each GPU on the PCIe tree, read from sysfs_root).
+  std::string rdma_device;
+  std::string sysfs_root = "/sys";
+  // Pinned staging ring per daemon link for GPU buffers on the tcp transport.
+  size_t gpu_staging_slot_bytes = 1 << 20;
+  int gpu_staging_slots = 4;
+  // rc: the RDMA device by a local IP address on it (instead of rdma_device). GID index -1:
+  // the port's RoCE v2 IPv4-mapped entry.
+  std::string rdma_address;
+  int rdma_gid_index = -1;
+  // rc: QPs offered to the daemon (it connects up to its per-client limit).
+  uint32_t rc_qps = 2;
+  // Bearer token sent on every call (metadata `authorization: Bearer <token>`), for daemons
+  // started with --token-file. Empty: none sent.
+  std::string token;
+  // TLS to the daemon (gdrstored --tls-cert): on when tls_ca or tls_cert is set. tls_ca: PEM
+  // file of the CA(s) the daemon's certificate must chain to (empty: the system's roots).
+  // tls_cert / tls_key: this client's certificate and key, for daemons that require client
+  // certificates (--tls-client-ca). tls_server_name: the name checked against the daemon's
+  // certificate instead of the host of daemon_address (e.g. when connecting by IP address to a
+  // certificate issued for a DNS name). Files are read and checked by Connect.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_server_name;
+  // rc over several RDMA devices ("rails"): the local devices to use, or {"auto"} for every
+  // one with an ACTIVE port. Empty: one device (rdma_device) as without rails. Each is paired
+  // with a daemon rail it reaches (RoCE: on the same IPv4 subnet); one that reaches none is
+  // left out. Buffers are registered on every rail; an op below slice_bytes goes to the rail
+  // nearest its buffer, a larger one is cut into slice_bytes pieces spread over the rails in
+  // proportion to their speed; a piece whose rail fails is resubmitted once on another rail,
+  // and the failed rail is passed over for rail_retry.
+  std::vector<std::string> rails;
+  size_t slice_bytes = 1 << 20;
+  std::chrono::milliseconds rail_retry{1000};
+  // Ask the daemon for the CRC32C of every op's bytes (as they are in the store once the op
+  // has completed) and check it against the buffer: a mismatch fails the op with DATA_LOSS
+  // naming both values. Host buffers are checked in place, GPU buffers through a copy to host
+  // memory; each slice of a sliced op is checked on its own.
+  bool crc32c = false;
+  // Ops the daemon would not admit yet (its in-flight limits, as GetInfo states them: ops per
+  // Stream, ops and bytes daemon-wide) wait in this process until answers free room, within
+  // each op's deadline. true: such an op fails at once with RESOURCE_EXHAUSTED instead.
+  bool fail_when_full = false;
+};
+
+// One rail of a Client (ClientOptions::rails): what went over it.
+struct RailStats {
+  std::string device;        // local device, "rxe1"
+  std::string daemon_rail;   // the daemon's device and port it is paired with
+  uint64_t speed_mbps = 0;   // the weight it gets in striping
+  uint64_t ops = 0;          // slices completed on it
+  uint64_t bytes = 0;
+  uint64_t errors = 0;       // slices that failed on it
+  uint64_t resubmitted = 0;  // slices that failed elsewhere and were completed here
+  bool passed_over = false;  // failed recently: skipped until rail_retry has passed
+};
+
+// What this process's tcp target has done so far (all links).
+struct TargetStats {
+  uint64_t refused = 0;                 // requests answered with an error
+  uint64_t gpu_bytes_to_device = 0;     // staged into GPU buffers
+  uint64_t gpu_bytes_from_device = 0;   // staged out of GPU buffers
+  uint64_t gpu_copy_ns = 0;             // GPU time of those copies
+  uint64_t gpu_wait_ns = 0;             // link threads' time blocked on them
+};
+
+// The rc connection of a Client, for display.
+struct RdmaLocalInfo {
+  std::string device;      // "rxe0"
+  uint32_t port = 0;
+  std::string port_state;  // "ACTIVE"
+  int gid_index = 0;
+  std::string gid;         // the GID, as an IP address when it is one
+  uint32_t mtu = 0;        // active MTU, bytes
+  uint32_t qps = 0;        // QPs connected to the daemon
+  uint64_t connection_id = 0;
+  std::string daemon_device;  // the daemon's device and port
+  uint64_t qp_resets = 0;     // QPs reconnected after a daemon-side error
+};
+
+// The transport a Client runs on, for display: what it is, and what it has done.
+// Fields of other transports keep their empty defaults.
+struct TransportInfo {
+  Transport kind = Transport::kTcp;  // tcp, rc or dc: never kAuto (auto resolves at Connect)
+  // One line for people: "tcp target 10.0.0.5:40123", "rc on rxe0 port 1 (2 QPs)",
+  // "dc: DCT 0x000123 on mlx5_0 port 1"; with rails, the rails' count and devices.
+  std::string description;
+  // tcp: where the target listens, and what it has done so far.
+  std::string target_host;
+  uint16_t target_port = 0;
+  TargetStats target;
+  // rc: the device and connection in use (with rails, the first rail's); dc: unset.
+  std::optional<RdmaLocalInfo> rdma;
+  // dc: the DCT number buffers are reached through. The access key is never exposed except
+  // inside descriptors.
+  uint32_t dct_number = 0;
+  // Per rail (ClientOptions::rails); empty without rails. Notes on rails asked for and left
+  // out ("rxe1: reaches no daemon rail ..."); empty if none.
+  std::vector<RailStats> rails;
+  std::string rail_notes;
+  // kAuto: why a faster transport was not picked ("dc: ...; rc: ..."); empty otherwise.
+  std::string auto_notes;
+};
+
+// A range of the daemon's store.
+struct Extent {
+  std::string volume;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+
+struct OpResult {
+  uint64_t bytes = 0;       // bytes moved
+  uint64_t service_ns = 0;  // daemon-side time
+  bool synced = false;      // the answer waited for msync to the volume's file (kReadSync)
+  // The daemon's CRC32C of the bytes (ClientOptions::crc32c), already checked against the
+  // buffer; unset when not asked for, and for an op sent in slices (each slice was checked).
+  std::optional<uint32_t> crc32c;
+};
+
+enum class OpKind {
+  kWrite,     // daemon writes store bytes into the buffer
+  kRead,      // daemon reads the buffer into the store
+  kReadSync,  // kRead answered only once the extent is msync'ed to a file-backed volume's file
+              // (survives a host crash; OpResult::synced says it happened)
+};
+
+using OpCallback = std::function<void(absl::StatusOr<OpResult>)>;
+
+}  // namespace gdrstore

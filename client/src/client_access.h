@@ -1,0 +1,63 @@
+// The library's own way into a Client and its Buffers: how an op is dispatched over the
+// transport's rails (unary calls and the Stream share it), and a Client for another daemon that
+// shares an open Client's transport and registrations (the cluster client's members). Kept out
+// of the public header: callers see neither.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "client/src/registration.h"
+#include "client/src/transport/client_transport.h"
+#include "client/src/transport/region.h"
+#include "gdrstore/client.h"
+
+namespace gdr {
+
+class ClientAccess {
+ public:
+  // Sends an op as one piece, or as slices over the rails (retried once on another rail);
+  // `piece(extent, buffer_offset, rail, done)` submits one piece on a rail. `done` runs once,
+  // for the whole op. One rail calls `piece` directly: nothing is kept for a retry, so the
+  // unary and Stream hot paths build no std::function.
+  template <typename Piece>
+  static void Dispatch(gdrstore::Client& client, const gdrstore::Extent& extent,
+                       const gdrstore::Buffer& buffer, size_t buffer_offset,
+                       gdrstore::OpCallback done, Piece&& piece) {
+    if (client.transport_->rail_count() == 1) {
+      if (client.options_.crc32c) {
+        done = CrcChecked(buffer, buffer_offset, extent.length, std::move(done));
+      }
+      piece(extent, buffer_offset, 0, std::move(done));
+      return;
+    }
+    DispatchSlices(client, extent, buffer, buffer_offset, std::move(done),
+                   PieceSubmit(std::forward<Piece>(piece)));
+  }
+
+  // A Client for the daemon at `daemon_address` that reaches this process's memory through
+  // `base`'s transport (AttachClientTransport: the same tcp target, the same device, rc
+  // connected anew) and shares its registrations, so a Buffer registered on either serves
+  // both. Its own channel, admission window and Streams. `base` must outlive it. The
+  // channel's errors (OpenDaemonChannel), the attach's (rc's Connect).
+  static absl::StatusOr<std::unique_ptr<gdrstore::Client>> ConnectSharing(
+      const gdrstore::Client& base, const std::string& daemon_address);
+
+  static const Region& region(const gdrstore::Buffer& buffer) {
+    return *buffer.registration_->region();
+  }
+
+ private:
+  using PieceSubmit = std::function<void(const gdrstore::Extent&, size_t buffer_offset, int rail,
+                                         gdrstore::OpCallback)>;
+  // `done` behind a check of the answer's CRC32C against `length` bytes of `buffer` at `offset`.
+  static gdrstore::OpCallback CrcChecked(const gdrstore::Buffer& buffer, size_t offset,
+                                         uint64_t length, gdrstore::OpCallback done);
+  static void DispatchSlices(gdrstore::Client& client, const gdrstore::Extent& extent,
+                             const gdrstore::Buffer& buffer, size_t buffer_offset,
+                             gdrstore::OpCallback done, PieceSubmit piece);
+};
+
+}  // namespace gdr
