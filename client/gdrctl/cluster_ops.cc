@@ -29,15 +29,16 @@ int ClusterOp(gdrstore::ClusterClient& c, bool put, const ClusterOpArgs& a, bool
   std::span<std::byte> bytes((*buf)->data(), a.size);
   if (put) gdr::PatternFill(seed, a.offset, bytes);
   const auto t0 = std::chrono::steady_clock::now();
-  absl::Status st = put ? c.Put(a.volume, a.offset, a.size, **buf)
-                        : c.Get(a.volume, a.offset, a.size, **buf);
+  absl::Status st =
+      put ? c.Put(a.volume, a.offset, a.size, **buf) : c.Get(a.volume, a.offset, a.size, **buf);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!st.ok()) return Fail(st, put ? "cluster put" : "cluster get");
   std::optional<size_t> bad;
   if (!put && a.verify) bad = gdr::PatternMismatch(seed, a.offset, bytes);
   if (json) {
-    const Json doc = {{"op", put ? "put" : "get"}, {"volume", a.volume}, {"offset", a.offset},
-                      {"bytes", a.size},           {"seconds", s},        {"verified", a.verify && !put && !bad}};
+    const Json doc = {
+        {"op", put ? "put" : "get"}, {"volume", a.volume}, {"offset", a.offset},
+        {"bytes", a.size},           {"seconds", s},       {"verified", a.verify && !put && !bad}};
     out << gdr::json::Dump(doc) << "\n";
   } else {
     out << (put ? "put " : "get ") << gdr::FormatSize(a.size) << " at " << a.volume << "@"
@@ -56,9 +57,9 @@ int ClusterBench(gdrstore::ClusterClient& c, const ClusterBenchArgs& a, bool jso
   absl::StatusOr<gdrstore::v1::ClusterVolume> layout = c.Layout(a.volume);
   if (!layout.ok()) return Fail(layout.status(), "cluster bench");
   if (a.size == 0 || a.size > layout->size() || a.qd == 0) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-                      "size ", a.size, " must be in 1..", layout->size(), " and qd >= 1")),
-                  "cluster bench");
+    return Fail(absl::InvalidArgumentError(absl::StrCat("size ", a.size, " must be in 1..",
+                                                        layout->size(), " and qd >= 1")),
+                "cluster bench");
   }
   std::vector<std::unique_ptr<gdrstore::ClusterBuffer>> bufs;
   for (uint32_t i = 0; i < a.qd; ++i) {
@@ -107,16 +108,19 @@ int ClusterBench(gdrstore::ClusterClient& c, const ClusterBenchArgs& a, bool jso
   if (json) {
     Json ms = Json::array();
     for (const auto& [id, b] : per) ms.push_back({{"id", id}, {"bytes", b}});
-    const Json doc = {{"op", a.put ? "put" : "get"}, {"size", a.size},
-                      {"iterations", a.iterations},  {"qd", a.qd},
-                      {"failed", failed.load()},     {"seconds", s},
-                      {"gb_per_s", gbps},            {"members", std::move(ms)}};
+    const Json doc = {{"op", a.put ? "put" : "get"},
+                      {"size", a.size},
+                      {"iterations", a.iterations},
+                      {"qd", a.qd},
+                      {"failed", failed.load()},
+                      {"seconds", s},
+                      {"gb_per_s", gbps},
+                      {"members", std::move(ms)}};
     out << gdr::json::Dump(doc) << "\n";
   } else {
     out << absl::StrFormat("cluster %s %s x %u, qd %u: %.3f GB/s (%.3f s)%s\n",
-                           a.put ? "put" : "get", gdr::FormatSize(a.size), a.iterations, a.qd,
-                           gbps, s,
-                           failed.load() ? absl::StrCat(", ", failed.load(), " failed") : "");
+                           a.put ? "put" : "get", gdr::FormatSize(a.size), a.iterations, a.qd, gbps,
+                           s, failed.load() ? absl::StrCat(", ", failed.load(), " failed") : "");
     for (const auto& [id, b] : per) {
       out << absl::StrFormat("  member %-16s %10s  %5.1f%%\n", id, gdr::FormatSize(b),
                              bytes ? 100.0 * double(b) / double(bytes) : 0.0);

@@ -35,8 +35,8 @@ absl::StatusOr<std::string> DaemonAddress(const GlobalOptions& c) {
         "-a: ", hp.status().message(), "; -a takes HOST, HOST:PORT or [V6]:PORT (or use -p)"));
   }
   if (c.port_given && hp->port != c.port) {
-    return absl::InvalidArgumentError(absl::StrCat("-a ", a, " names port ", hp->port,
-                                                   " but -p says ", c.port, ": give the port once"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "-a ", a, " names port ", hp->port, " but -p says ", c.port, ": give the port once"));
   }
   return gdr::JoinHostPort(hp->host, hp->port);
 }
@@ -60,12 +60,14 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions* g) {
   app.add_option("--transport", c.transport,
                  "how the daemon reaches this process's memory: tcp, rc, dc (mlx5 DCT) or auto "
                  "(dc, else rc, else tcp)")
-      ->capture_default_str()->check(CLI::IsMember({"tcp", "rc", "dc", "auto"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tcp", "rc", "dc", "auto"}));
   app.add_option("--rdma-device", c.rdma_device, "rc: RDMA device by name (default: first ACTIVE)");
   app.add_option("--rdma-addr", c.rdma_addr, "rc: RDMA device by local IP address");
   app.add_option("--rdma-gid-index", c.gid_index, "rc: GID index (-1: RoCE v2 IPv4-mapped)")
       ->capture_default_str();
-  app.add_option("--rc-qps", c.rc_qps, "rc: QPs to connect")->capture_default_str()
+  app.add_option("--rc-qps", c.rc_qps, "rc: QPs to connect")
+      ->capture_default_str()
       ->check(CLI::Range(1u, 64u));
   app.add_option("--rails", c.rails,
                  "rc over several RDMA devices: a comma list (rxe0,rxe1) or auto (every ACTIVE "

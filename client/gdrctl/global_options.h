@@ -29,7 +29,7 @@ struct GlobalOptions {
   std::string token_file;  // --token-file, else $GDRSTORE_TOKEN_FILE
   // --tls-ca/--tls-cert/--tls-key/--tls-server-name, else $GDRSTORE_TLS_CA etc.
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
-  bool crc32c = false;  // --crc
+  bool crc32c = false;                    // --crc
   std::string cluster_url, cluster_file;  // --cluster / --cluster-file: the target is a cluster
 
   // Set by Finish from what the command line named.

@@ -39,8 +39,7 @@ class BenchCommand final : public Command {
     bench->add_flag("-q,--quiet", quiet_,
                     "no live progress line (there is none either with --json or when stderr is "
                     "not a terminal)");
-    bench->add_option("--gpu", gpu_,
-                      "use device memory on this GPU (PCI address or CUDA ordinal)");
+    bench->add_option("--gpu", gpu_, "use device memory on this GPU (PCI address or CUDA ordinal)");
     return bench;
   }
 
@@ -60,9 +59,8 @@ class BenchCommand final : public Command {
     } else {
       return Fail(kExitUsage, absl::StrCat("-t must be write|read|0|1, not '", type_, "'"));
     }
-    return ctx.target.WithClient([&](gdrstore::Client& client) {
-      return OnDaemon(client, o, progress, ctx.global);
-    });
+    return ctx.target.WithClient(
+        [&](gdrstore::Client& client) { return OnDaemon(client, o, progress, ctx.global); });
   }
 
  private:

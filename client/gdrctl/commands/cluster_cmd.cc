@@ -32,37 +32,35 @@ int ClusterStatus(gdrstore::ClusterClient& c, bool json, std::ostream& out) {
       for (const auto& v : m.entry.volumes()) {
         vols.push_back(absl::StrCat(v.name(), " ", gdr::FormatSize(v.size())));
       }
-      out << absl::StrFormat(
-          "  %-16s %-22s %-8s %-9s %-9s %-10s %s\n", m.entry.id(), m.entry.address(),
-          m.present ? "yes" : "no", m.healthy ? "ok" : "down",
-          m.lease_ttl_s >= 0 ? absl::StrCat(m.lease_ttl_s, " s") : "-", m.entry.version(),
-          absl::StrJoin(vols, ", "));
+      out << absl::StrFormat("  %-16s %-22s %-8s %-9s %-9s %-10s %s\n", m.entry.id(),
+                             m.entry.address(), m.present ? "yes" : "no", m.healthy ? "ok" : "down",
+                             m.lease_ttl_s >= 0 ? absl::StrCat(m.lease_ttl_s, " s") : "-",
+                             m.entry.version(), absl::StrJoin(vols, ", "));
       if (!m.healthy && !m.error.empty()) out << "      " << m.error << "\n";
     }
     out << "volumes:\n";
     if (volumes.empty()) out << "  (none: gdrctl cluster create-volume NAME)\n";
     for (const auto& v : volumes) {
       out << absl::StrFormat("  %-16s %s, stripe unit %s, replicas %u, epoch %u, members %s\n",
-                             v.name(), gdr::FormatSize(v.size()),
-                             gdr::FormatSize(v.stripe_unit()), v.replicas(), v.epoch(),
-                             absl::StrJoin(v.members(), ","));
+                             v.name(), gdr::FormatSize(v.size()), gdr::FormatSize(v.stripe_unit()),
+                             v.replicas(), v.epoch(), absl::StrJoin(v.members(), ","));
     }
   }
   return healthy == members.size() ? kExitOk : kExitFailed;
 }
 
-int ClusterCreateVolume(gdrstore::ClusterClient& c, const std::string& name,
-                        uint64_t stripe_unit, uint32_t replicas,
-                        const std::vector<std::string>& members, bool json, std::ostream& out) {
+int ClusterCreateVolume(gdrstore::ClusterClient& c, const std::string& name, uint64_t stripe_unit,
+                        uint32_t replicas, const std::vector<std::string>& members, bool json,
+                        std::ostream& out) {
   absl::StatusOr<gdrstore::v1::ClusterVolume> l =
       c.CreateVolume(name, stripe_unit, replicas, members);
   if (!l.ok()) return Fail(l.status(), "cluster create-volume");
   if (json) {
     out << gdr::cluster::ToJson(*l) << "\n";
   } else {
-    out << "created cluster volume " << l->name() << ": " << gdr::FormatSize(l->size())
-        << " over " << absl::StrJoin(l->members(), ",") << ", stripe unit "
-        << gdr::FormatSize(l->stripe_unit()) << ", replicas " << l->replicas() << "\n";
+    out << "created cluster volume " << l->name() << ": " << gdr::FormatSize(l->size()) << " over "
+        << absl::StrJoin(l->members(), ",") << ", stripe unit " << gdr::FormatSize(l->stripe_unit())
+        << ", replicas " << l->replicas() << "\n";
   }
   return kExitOk;
 }
@@ -74,16 +72,17 @@ class ClusterCommand final : public Command {
         "cluster", "the cluster of --cluster / --cluster-file: its members and volumes");
     cluster->require_subcommand(1);
     status_ = cluster->add_subcommand(
-        "status", "members (address, lease left, version, volumes, health) and volume layouts; "
-                  "exit 1 when a member is absent or does not answer");
+        "status",
+        "members (address, lease left, version, volumes, health) and volume layouts; "
+        "exit 1 when a member is absent or does not answer");
     create_ = cluster->add_subcommand(
         "create-volume", "lay out cluster volume NAME over members serving a volume of that name");
-    create_->add_option("name", name_, "volume name (each member serves one so named)")
-        ->required();
+    create_->add_option("name", name_, "volume name (each member serves one so named)")->required();
     AddSizeOption(create_, "--stripe-unit", &unit_,
                   "bytes of each stripe unit (a power of two, 4KiB..1GiB; default 4MiB)");
     create_->add_option("--replicas", replicas_, "copies of each stripe")
-        ->capture_default_str()->check(CLI::Range(1u, 1024u));
+        ->capture_default_str()
+        ->check(CLI::Range(1u, 1024u));
     create_->add_option("--members", members_,
                         "comma list of member ids, in placement order (default: every "
                         "member registered now)");
@@ -97,8 +96,7 @@ class ClusterCommand final : public Command {
     return ctx.target.WithCluster([&](gdrstore::ClusterClient& cluster) {
       if (status_->parsed()) return ClusterStatus(cluster, ctx.global.json, std::cout);
       const std::vector<std::string> ids = absl::StrSplit(members_, ',', absl::SkipEmpty());
-      return ClusterCreateVolume(cluster, name_, unit_, replicas_, ids, ctx.global.json,
-                                 std::cout);
+      return ClusterCreateVolume(cluster, name_, unit_, replicas_, ids, ctx.global.json, std::cout);
     });
   }
 

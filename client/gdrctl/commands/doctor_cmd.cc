@@ -19,7 +19,8 @@ class DoctorCommand final : public Command {
         "distance, IOMMU, ACS, BAR1, ARP, the daemon; PASS/WARN/FAIL/SKIP per line, exit 1 on "
         "any FAIL");
     doctor->add_option("--role", role_, "client (GPU checks) or storage (the gdrstored host)")
-        ->capture_default_str()->check(CLI::IsMember({"client", "storage"}));
+        ->capture_default_str()
+        ->check(CLI::IsMember({"client", "storage"}));
     // Hidden: tests point these at fake trees.
     doctor->add_option("--sysfs-root", doc_.sysfs_root)->group("");
     doctor->add_option("--proc-root", doc_.proc_root)->group("");

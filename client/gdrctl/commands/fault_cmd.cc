@@ -26,13 +26,12 @@ int Refused(const char* rpc, const grpc::Status& s) {
 }
 
 std::string Describe(const v1::FaultState& f) {
-  const std::string state = !f.active()             ? std::string("over")
-                            : f.remaining_ms() < 0 ? std::string("active, no end")
-                                                   : absl::StrCat("active, ", f.remaining_ms(),
-                                                                  " ms left");
-  return absl::StrCat("fault ", f.id(), "  ", f.text(), "\n    ", state,
-                      "; matched ", f.matched(), " ops, hit ", f.hits(),
-                      "; seed ", f.seed(), "; from ", f.origin(), "\n");
+  const std::string state = !f.active() ? std::string("over")
+                            : f.remaining_ms() < 0
+                                ? std::string("active, no end")
+                                : absl::StrCat("active, ", f.remaining_ms(), " ms left");
+  return absl::StrCat("fault ", f.id(), "  ", f.text(), "\n    ", state, "; matched ", f.matched(),
+                      " ops, hit ", f.hits(), "; seed ", f.seed(), "; from ", f.origin(), "\n");
 }
 
 int FaultSet(v1::Admin::Stub* stub, const std::string& text, bool json, absl::Duration timeout,
@@ -87,12 +86,14 @@ class FaultCommand final : public Command {
  public:
   CLI::App* Register(CLI::App& app) override {
     CLI::App* fault = app.add_subcommand(
-        "fault", "injected faults of the daemon (its Admin service; an admin=yes token when it "
-                 "has a token file)");
+        "fault",
+        "injected faults of the daemon (its Admin service; an admin=yes token when it "
+        "has a token file)");
     fault->require_subcommand(1);
     set_ = fault->add_subcommand(
-        "set", "add a rule: kind=error|stall|corrupt|drop-link|qp-error|rail-down and its "
-               "fields (docs/simulation.md)");
+        "set",
+        "add a rule: kind=error|stall|corrupt|drop-link|qp-error|rail-down and its "
+        "fields (docs/simulation.md)");
     set_->add_option("spec", spec_, "e.g. kind=error,volume=vol0,rate=0.1,code=UNAVAILABLE")
         ->required();
     clear_ = fault->add_subcommand("clear", "remove rules by id, or --all");

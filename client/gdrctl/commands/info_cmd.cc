@@ -18,7 +18,8 @@ using gdr::json::Json;
 Json InfoJson(const gdrstore::v1::GetInfoResponse& info, gdrstore::Client& client) {
   Json transports = Json::array(), volumes = Json::array();
   for (const auto& t : info.transports()) {
-    transports.push_back({{"name", gdr::TransportName(t.transport())}, {"available", t.available()}});
+    transports.push_back(
+        {{"name", gdr::TransportName(t.transport())}, {"available", t.available()}});
   }
   for (const auto& v : info.volumes()) volumes.push_back({{"name", v.name()}, {"size", v.size()}});
   const auto& l = info.limits();
@@ -41,10 +42,14 @@ Json InfoJson(const gdrstore::v1::GetInfoResponse& info, gdrstore::Client& clien
   }
   if (info.has_rdma()) {
     const auto& r = info.rdma();
-    doc["rdma"] = {{"device", r.device()},         {"port", r.port()},
-                   {"port_state", r.port_state()}, {"gid_index", r.gid_index()},
-                   {"gid", r.gid_address()},       {"mtu", r.mtu()},
-                   {"rc_qps", r.rc_qps()},         {"rc_max_qps", r.rc_max_qps()},
+    doc["rdma"] = {{"device", r.device()},
+                   {"port", r.port()},
+                   {"port_state", r.port_state()},
+                   {"gid_index", r.gid_index()},
+                   {"gid", r.gid_address()},
+                   {"mtu", r.mtu()},
+                   {"rc_qps", r.rc_qps()},
+                   {"rc_max_qps", r.rc_max_qps()},
                    {"rc_connections", r.rc_connections()}};
   }
   if (info.rails_size() > 0) {
@@ -64,10 +69,14 @@ Json InfoJson(const gdrstore::v1::GetInfoResponse& info, gdrstore::Client& clien
     doc["rails"] = std::move(rails);
   }
   if (auto mine = client.rdma_info()) {
-    doc["client_rdma"] = {{"device", mine->device},         {"port", mine->port},
-                          {"port_state", mine->port_state}, {"gid_index", mine->gid_index},
-                          {"gid", mine->gid},               {"mtu", mine->mtu},
-                          {"qps", mine->qps},               {"connection_id", mine->connection_id}};
+    doc["client_rdma"] = {{"device", mine->device},
+                          {"port", mine->port},
+                          {"port_state", mine->port_state},
+                          {"gid_index", mine->gid_index},
+                          {"gid", mine->gid},
+                          {"mtu", mine->mtu},
+                          {"qps", mine->qps},
+                          {"connection_id", mine->connection_id}};
   }
   // This client's rails. The text this replaced printed them as a second "rails" key after the
   // daemon's, which a JSON reader takes as the value of "rails": they stay what it reads.
@@ -115,10 +124,11 @@ void PrintInfoText(const gdrstore::v1::GetInfoResponse& response, gdrstore::Clie
                                  r.gid_address(), r.gid_type())
               << absl::StrFormat("  MTU                 %u, max message %s\n", r.mtu(),
                                  gdr::FormatSize(r.max_msg_bytes()))
-              << absl::StrFormat("  rc QPs              %u in use of %u (%u per client), %u "
-                                 "connections, poller %s\n",
-                                 r.rc_qps(), r.rc_max_qps(), r.rc_max_qps_per_client(),
-                                 r.rc_connections(), r.poll_mode());
+              << absl::StrFormat(
+                     "  rc QPs              %u in use of %u (%u per client), %u "
+                     "connections, poller %s\n",
+                     r.rc_qps(), r.rc_max_qps(), r.rc_max_qps_per_client(), r.rc_connections(),
+                     r.poll_mode());
     if (!r.relaxed_ordering().empty()) {
       std::cout << "  relaxed ordering    " << r.relaxed_ordering() << "\n";
     }
@@ -139,22 +149,21 @@ void PrintInfoText(const gdrstore::v1::GetInfoResponse& response, gdrstore::Clie
           "  %-3u %-12s %-4u %-8s %-7s %-10s %-24s %-10s %-4s %s\n", r.index(), r.device(),
           r.port(), r.port_state(), r.serving() ? "yes" : "no", r.link_layer(),
           r.gid_address().empty() ? "-" : r.gid_address(), speed,
-          r.numa_node() >= 0 ? absl::StrCat(r.numa_node()) : "-",
-          r.pci().empty() ? "-" : r.pci());
+          r.numa_node() >= 0 ? absl::StrCat(r.numa_node()) : "-", r.pci().empty() ? "-" : r.pci());
     }
   }
   if (auto mine = client.rdma_info()) {
     std::cout << "rdma (this client):\n"
-              << absl::StrFormat("  device              %s port %u, %s\n", mine->device,
-                                 mine->port, mine->port_state)
+              << absl::StrFormat("  device              %s port %u, %s\n", mine->device, mine->port,
+                                 mine->port_state)
               << absl::StrFormat("  GID index           %d: %s\n", mine->gid_index, mine->gid)
               << absl::StrFormat("  MTU                 %u\n", mine->mtu)
               << absl::StrFormat("  rc connection       %u: %u QPs to %s\n", mine->connection_id,
                                  mine->qps, mine->daemon_device);
     std::cout << ClientRailsText(client);
   } else {
-    std::cout << "client tcp target:  " << client.target_host() << ":"
-              << client.target_port() << "\n";
+    std::cout << "client tcp target:  " << client.target_host() << ":" << client.target_port()
+              << "\n";
   }
 }
 

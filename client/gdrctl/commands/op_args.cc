@@ -47,15 +47,14 @@ absl::StatusOr<std::vector<std::byte>> ReadBack(const gdrstore::Buffer& buffer, 
 }
 
 std::string MismatchText(const std::byte* data, uint64_t seed, uint64_t offset, size_t at) {
-  return absl::StrFormat("verify failed at volume offset %u: got 0x%02x, want 0x%02x",
-                         offset + at, static_cast<unsigned>(data[at]),
+  return absl::StrFormat("verify failed at volume offset %u: got 0x%02x, want 0x%02x", offset + at,
+                         static_cast<unsigned>(data[at]),
                          static_cast<unsigned>(gdr::PatternByte(seed, offset + at)));
 }
 
 std::string BufferPlace(const gdrstore::Buffer& buffer) {
-  return buffer.on_gpu()
-             ? absl::StrCat("GPU ", buffer.gpu_ordinal(), " (", buffer.gpu_pci(), ")")
-             : "buffer";
+  return buffer.on_gpu() ? absl::StrCat("GPU ", buffer.gpu_ordinal(), " (", buffer.gpu_pci(), ")")
+                         : "buffer";
 }
 
 int ClusterOpCommand(const Context& ctx, const OpArgs& a, bool put) {

@@ -23,7 +23,7 @@ struct OpArgs {
   uint64_t buffer_offset = 0;
   bool verify = false;
   uint64_t salt = 0;
-  std::string gpu;  // empty: host memory
+  std::string gpu;    // empty: host memory
   bool sync = false;  // read: answered only after msync to a file-backed volume
 };
 

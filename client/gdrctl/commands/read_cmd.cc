@@ -88,11 +88,10 @@ class ReadCommand final : public Command {
                                    {"verified", a.verify}};
       std::cout << gdr::json::Dump(doc) << "\n";
     } else {
-      std::cout << absl::StrFormat("read %s -> %s@%u +%u: ok, %u bytes in %.1f us%s%s\n",
-                                   BufferPlace(**src), a.volume, a.offset, size, r->bytes,
-                                   r->service_ns / 1e3,
-                                   r->synced ? ", msync'ed to the volume's file" : "",
-                                   a.verify ? ", verified" : "");
+      std::cout << absl::StrFormat(
+          "read %s -> %s@%u +%u: ok, %u bytes in %.1f us%s%s\n", BufferPlace(**src), a.volume,
+          a.offset, size, r->bytes, r->service_ns / 1e3,
+          r->synced ? ", msync'ed to the volume's file" : "", a.verify ? ", verified" : "");
     }
     return kExitOk;
   }

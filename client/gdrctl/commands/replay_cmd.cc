@@ -14,17 +14,21 @@ class ReplayCommand final : public Command {
  public:
   CLI::App* Register(CLI::App& app) override {
     CLI::App* replay = app.add_subcommand(
-        "replay", "issue the ops of a gdrstored --trace file against the daemon, one client per "
-                  "recorded client; recorded vs replayed ops, bytes and latency; exit 1 when an "
-                  "op fails");
+        "replay",
+        "issue the ops of a gdrstored --trace file against the daemon, one client per "
+        "recorded client; recorded vs replayed ops, bytes and latency; exit 1 when an "
+        "op fails");
     replay->add_option("file", ro_.file, "trace file (gdrstored --trace)")->required();
-    replay->add_option("--pace", pace_,
-                       "recorded: each op at its recorded offset from the first; fast: back to "
-                       "back, each client keeping its recorded number of ops in flight")
-        ->capture_default_str()->check(CLI::IsMember({"recorded", "fast"}));
-    replay->add_option("--clients", clients_,
-                       "as-recorded (one client per recorded client) or N (recorded client i "
-                       "replayed by client i % N)")
+    replay
+        ->add_option("--pace", pace_,
+                     "recorded: each op at its recorded offset from the first; fast: back to "
+                     "back, each client keeping its recorded number of ops in flight")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"recorded", "fast"}));
+    replay
+        ->add_option("--clients", clients_,
+                     "as-recorded (one client per recorded client) or N (recorded client i "
+                     "replayed by client i % N)")
         ->capture_default_str();
     replay->add_option("--volume-map", map_,
                        "RECORDED=REPLAYED: issue a recorded volume's ops on another volume; "
@@ -51,7 +55,8 @@ class ReplayCommand final : public Command {
       return Fail(kExitUsage, std::string(s.message()));
     }
     const Target& target = ctx.target;
-    return RunReplay(ro, [&target] { return target.Connect(); }, std::cout, std::cerr);
+    return RunReplay(
+        ro, [&target] { return target.Connect(); }, std::cout, std::cerr);
   }
 
  private:

@@ -13,7 +13,8 @@ class StatsCommand final : public Command {
         app.add_subcommand("stats", "daemon counters: ops, bytes, errors, latency, pools");
     stats->add_flag("-w,--watch", so_.watch, "refresh every --interval seconds, with rates");
     stats->add_option("--interval", interval_s_, "seconds between --watch samples")
-        ->capture_default_str()->check(CLI::Range(0.05, 3600.0));
+        ->capture_default_str()
+        ->check(CLI::Range(0.05, 3600.0));
     stats->add_option("--count", so_.count, "stop --watch after this many samples (0: never)");
     return stats;
   }

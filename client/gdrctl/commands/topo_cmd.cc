@@ -31,8 +31,8 @@ absl::StatusOr<std::vector<std::string>> TopoRails(const gdr::topo::Topology& to
   for (size_t i = 0; i < rails.size(); ++i) {
     if (std::find(all.begin(), all.end(), rails[i]) == all.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--rails: no RDMA device '", rails[i], "' in ", sysfs_root, "/class/infiniband (there: ",
-          all.empty() ? "none" : absl::StrJoin(all, ", "), ")"));
+          "--rails: no RDMA device '", rails[i], "' in ", sysfs_root,
+          "/class/infiniband (there: ", all.empty() ? "none" : absl::StrJoin(all, ", "), ")"));
     }
     if (std::find(rails.begin(), rails.begin() + i, rails[i]) != rails.begin() + i) {
       return absl::InvalidArgumentError(absl::StrCat("--rails: '", rails[i], "' named twice"));
@@ -64,8 +64,9 @@ int RunTopo(bool json, const std::string& sysfs_root, const std::string& rails_l
                                      g.dma_buf ? "supported" : "not supported");
         absl::StatusOr<gdr::cuda::GpuDirectAttributes> gd =
             gdr::cuda::ReadGpuDirectAttributes(g.ordinal);
-        std::cout << "     " << (gd.ok() ? gdr::cuda::DescribeGpuDirect(*gd)
-                                         : std::string(gd.status().message()))
+        std::cout << "     "
+                  << (gd.ok() ? gdr::cuda::DescribeGpuDirect(*gd)
+                              : std::string(gd.status().message()))
                   << "\n";
       }
     } else {

@@ -59,8 +59,8 @@ class WriteCommand final : public Command {
                                    {"gpu", (*buffer)->gpu_pci()}};
       std::cout << gdr::json::Dump(doc) << "\n";
     } else {
-      std::cout << absl::StrFormat("write %s@%u +%u -> %s: ok, %u bytes in %.1f us%s\n",
-                                   a.volume, a.offset, size, BufferPlace(**buffer), r->bytes,
+      std::cout << absl::StrFormat("write %s@%u +%u -> %s: ok, %u bytes in %.1f us%s\n", a.volume,
+                                   a.offset, size, BufferPlace(**buffer), r->bytes,
                                    r->service_ns / 1e3, verdict);
     }
     return kExitOk;
