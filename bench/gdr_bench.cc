@@ -31,6 +31,7 @@
 #include "bench/scale.h"
 #include "bench/scale_client.h"
 #include "client/gdrctl/bench.h"
+#include "common/base/json.h"
 #include "common/cuda/gpu.h"
 #include "common/base/status_macros.h"
 #include "common/base/units.h"
@@ -43,7 +44,6 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using gdrbench::JsonEscape;
 using gdrbench::MachineCpu;
 using gdrbench::Median;
 using gdrbench::TouchedMemory;
@@ -178,25 +178,29 @@ void PrintTable(const std::vector<Row>& rows, const Settings& s, const std::stri
 // `scale`: the scale group's JSON object, or null when it did not run.
 void PrintJson(const std::vector<Row>& rows, const Settings& s, const std::string& daemon_cmd,
                const std::string* scale) {
-  std::string out = absl::StrFormat(
-      "{\"repeats\":%d,\"warmup\":%d,\"nproc\":%u,\"cpu\":\"%s\",\"daemon\":\"%s\",\"rows\":[",
-      s.repeats, s.warmup, std::thread::hardware_concurrency(), JsonEscape(MachineCpu()),
-      JsonEscape(daemon_cmd));
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const Row& r = rows[i];
-    absl::StrAppendFormat(
-        &out,
-        "%s{\"name\":\"%s\",\"unit\":\"%s\",\"product\":%.4f,\"baseline_name\":\"%s\","
-        "\"baseline\":%.4f,\"ratio\":%.4f,\"aim\":\"%s\",\"met\":%s,\"product_samples\":[%s],"
-        "\"baseline_samples\":[%s]}",
-        i ? "," : "", r.name, r.unit, r.product_median(), r.baseline, r.base_median(), r.ratio(),
-        r.aim, r.met() ? "true" : "false", absl::StrJoin(r.product, ","),
-        absl::StrJoin(r.base, ","));
+  using gdr::json::Fixed;
+  using gdr::json::Json;
+  Json rows_json = Json::array();
+  for (const Row& r : rows) {
+    rows_json.push_back({{"name", r.name},
+                         {"unit", r.unit},
+                         {"product", Fixed(r.product_median(), 4)},
+                         {"baseline_name", r.baseline},
+                         {"baseline", Fixed(r.base_median(), 4)},
+                         {"ratio", Fixed(r.ratio(), 4)},
+                         {"aim", r.aim},
+                         {"met", r.met()},
+                         {"product_samples", r.product},
+                         {"baseline_samples", r.base}});
   }
-  out += "]";
-  if (scale) absl::StrAppend(&out, ",\"scale\":", *scale);
-  out += "}\n";
-  std::fputs(out.c_str(), stdout);
+  Json doc = {{"repeats", s.repeats},
+              {"warmup", s.warmup},
+              {"nproc", std::thread::hardware_concurrency()},
+              {"cpu", MachineCpu()},
+              {"daemon", daemon_cmd},
+              {"rows", std::move(rows_json)}};
+  if (scale) doc["scale"] = Json::parse(*scale);
+  std::fputs((gdr::json::Dump(doc) + "\n").c_str(), stdout);
 }
 
 // ---- the run ----

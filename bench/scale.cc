@@ -21,6 +21,7 @@
 #include "bench/report_text.h"
 #include "bench/temp_path.h"
 #include "bench/scale_plot.h"
+#include "common/base/json.h"
 #include "common/cuda/gpu.h"
 #include "common/base/status_macros.h"
 #include "common/base/units.h"
@@ -90,10 +91,11 @@ std::string Fmt(const std::vector<double>& v, int decimals) {
   return absl::StrJoin(parts, ",");
 }
 
-std::string JsonNumbers(const std::vector<double>& v) {
-  std::vector<std::string> parts;
-  for (double x : v) parts.push_back(absl::StrFormat("%.4f", x));
-  return absl::StrCat("[", absl::StrJoin(parts, ","), "]");
+// Samples as a JSON array, each to 4 decimals.
+gdr::json::Json JsonNumbers(const std::vector<double>& v) {
+  gdr::json::Json out = gdr::json::Json::array();
+  for (double x : v) out.push_back(gdr::json::Fixed(x, 4));
+  return out;
 }
 
 struct BulkLine {
@@ -481,81 +483,85 @@ std::string ScaleRun::Table() const {
 }
 
 std::string ScaleRun::Json() const {
-  std::string j = absl::StrFormat(
-      "{\"nproc\":%u,\"cpu\":\"%s\",\"daemon\":\"%s\",\"settings\":{\"size\":%u,\"qd\":%u,"
-      "\"ops\":%u,\"small_size\":%u,\"small_qd\":%u,\"small_ops\":%u,\"many_size\":%u,"
-      "\"many_qd\":%u,\"many_ops\":%u,\"many_base\":%u,\"repeats\":%d,\"warmup\":%d,"
-      "\"clients\":[%s]},",
-      std::thread::hardware_concurrency(), JsonEscape(MachineCpu()),
-      JsonEscape(command_), s_.size, s_.qd, s_.ops, kSmallSize, kSmallQd, s_.small_ops,
-      kManySize, kManyQd, s_.many_ops, kManyBase, s_.repeats, s_.warmup,
-      absl::StrJoin(s_.clients, ","));
-  j += "\"bulk\":[";
-  for (size_t i = 0; i < bulk_.size(); ++i) {
-    const BulkLine& l = bulk_[i];
+  using gdr::json::Fixed;
+  using Doc = gdr::json::Json;
+  Doc bulk = Doc::array(), small = Doc::array(), many = Doc::array(), aims = Doc::array();
+  for (const BulkLine& l : bulk_) {
     const BulkLine* ref = FindBulk(l.kind, s_.clients.front());
-    absl::StrAppendFormat(
-        &j,
-        "%s{\"op\":\"%s\",\"clients\":%u,\"gbps\":%.4f,\"ops_per_sec\":%.1f,"
-        "\"baseline_gbps\":%.4f,\"ratio\":%.4f,\"efficiency\":%.4f,"
-        "\"baseline_efficiency\":%.4f,\"gbps_samples\":%s,\"ops_per_sec_samples\":%s,"
-        "\"baseline_samples\":%s}",
-        i ? "," : "", l.kind == OpKind::kWrite ? "write" : "read", l.clients, Median(l.gbps),
-        Median(l.ops_per_sec), Median(l.base_gbps), Ratio(Median(l.gbps), Median(l.base_gbps)),
-        Efficiency(Median(l.gbps), l.clients, Median(ref->gbps), ref->clients),
-        Efficiency(Median(l.base_gbps), l.clients, Median(ref->base_gbps), ref->clients),
-        JsonNumbers(l.gbps), JsonNumbers(l.ops_per_sec), JsonNumbers(l.base_gbps));
+    bulk.push_back(
+        {{"op", l.kind == OpKind::kWrite ? "write" : "read"},
+         {"clients", l.clients},
+         {"gbps", Fixed(Median(l.gbps), 4)},
+         {"ops_per_sec", Fixed(Median(l.ops_per_sec), 1)},
+         {"baseline_gbps", Fixed(Median(l.base_gbps), 4)},
+         {"ratio", Fixed(Ratio(Median(l.gbps), Median(l.base_gbps)), 4)},
+         {"efficiency",
+          Fixed(Efficiency(Median(l.gbps), l.clients, Median(ref->gbps), ref->clients), 4)},
+         {"baseline_efficiency",
+          Fixed(Efficiency(Median(l.base_gbps), l.clients, Median(ref->base_gbps), ref->clients),
+                4)},
+         {"gbps_samples", JsonNumbers(l.gbps)},
+         {"ops_per_sec_samples", JsonNumbers(l.ops_per_sec)},
+         {"baseline_samples", JsonNumbers(l.base_gbps)}});
   }
-  j += "],\"small\":[";
-  for (size_t i = 0; i < small_.size(); ++i) {
-    const SmallLine& l = small_[i];
-    absl::StrAppendFormat(&j, "%s{\"clients\":%u,\"ops_per_sec\":%.1f,\"efficiency\":%.4f,"
-                          "\"samples\":%s}",
-                          i ? "," : "", l.clients, Median(l.ops_per_sec),
-                          Efficiency(Median(l.ops_per_sec), l.clients,
-                                     Median(small_.front().ops_per_sec), small_.front().clients),
-                          JsonNumbers(l.ops_per_sec));
+  for (const SmallLine& l : small_) {
+    small.push_back({{"clients", l.clients},
+                     {"ops_per_sec", Fixed(Median(l.ops_per_sec), 1)},
+                     {"efficiency", Fixed(Efficiency(Median(l.ops_per_sec), l.clients,
+                                                     Median(small_.front().ops_per_sec),
+                                                     small_.front().clients),
+                                          4)},
+                     {"samples", JsonNumbers(l.ops_per_sec)}});
   }
-  j += "],\"many\":[";
-  for (size_t i = 0; i < many_.size(); ++i) {
-    const ManyLine& l = many_[i];
-    std::vector<std::string> codes;
-    for (const auto& [code, count] : l.codes) {
-      codes.push_back(absl::StrFormat("\"%s\":%u", JsonEscape(code), count));
-    }
-    absl::StrAppendFormat(
-        &j,
-        "%s{\"clients\":%u,\"gbps\":%.4f,\"ops_per_sec\":%.1f,\"vs_base\":%.4f,"
-        "\"failed_clients\":%s,\"failure_codes\":{%s},\"first_failure\":\"%s\","
-        "\"gbps_samples\":%s}",
-        i ? "," : "", l.clients, Median(l.gbps), Median(l.ops_per_sec),
-        Ratio(Median(l.gbps), Median(many_.front().gbps)), JsonNumbers(l.failed),
-        absl::StrJoin(codes, ","), JsonEscape(l.first_failure), JsonNumbers(l.gbps));
+  for (const ManyLine& l : many_) {
+    Doc codes = Doc::object();
+    for (const auto& [code, count] : l.codes) codes[code] = count;
+    many.push_back({{"clients", l.clients},
+                    {"gbps", Fixed(Median(l.gbps), 4)},
+                    {"ops_per_sec", Fixed(Median(l.ops_per_sec), 1)},
+                    {"vs_base", Fixed(Ratio(Median(l.gbps), Median(many_.front().gbps)), 4)},
+                    {"failed_clients", JsonNumbers(l.failed)},
+                    {"failure_codes", std::move(codes)},
+                    {"first_failure", l.first_failure},
+                    {"gbps_samples", JsonNumbers(l.gbps)}});
   }
-  j += "],\"gpu\":";
-  if (!gpu_.asked) {
-    j += "null";
-  } else if (!gpu_.skipped.empty()) {
-    absl::StrAppendFormat(&j, "{\"skipped\":\"%s\"}", JsonEscape(gpu_.skipped));
-  } else {
-    absl::StrAppendFormat(&j,
-                          "{\"gpu\":\"%s\",\"clients\":%u,\"gbps\":%.4f,\"host_gbps\":%.4f,"
-                          "\"ratio\":%.4f,\"gbps_samples\":%s,\"host_samples\":%s}",
-                          JsonEscape(gpu_.gpu), kGpuClients, Median(gpu_.gpu_gbps),
-                          Median(gpu_.host_gbps),
-                          Ratio(Median(gpu_.gpu_gbps), Median(gpu_.host_gbps)),
-                          JsonNumbers(gpu_.gpu_gbps), JsonNumbers(gpu_.host_gbps));
+  Doc gpu;  // null when not asked for
+  if (gpu_.asked && !gpu_.skipped.empty()) {
+    gpu = {{"skipped", gpu_.skipped}};
+  } else if (gpu_.asked) {
+    gpu = {{"gpu", gpu_.gpu},
+           {"clients", kGpuClients},
+           {"gbps", Fixed(Median(gpu_.gpu_gbps), 4)},
+           {"host_gbps", Fixed(Median(gpu_.host_gbps), 4)},
+           {"ratio", Fixed(Ratio(Median(gpu_.gpu_gbps), Median(gpu_.host_gbps)), 4)},
+           {"gbps_samples", JsonNumbers(gpu_.gpu_gbps)},
+           {"host_samples", JsonNumbers(gpu_.host_gbps)}};
   }
-  j += ",\"aims\":[";
-  const std::vector<Aim> aims = Aims();
-  for (size_t i = 0; i < aims.size(); ++i) {
-    absl::StrAppendFormat(&j, "%s{\"name\":\"%s\",\"value\":%.4f,\"aim\":\"%s\",\"met\":%s}",
-                          i ? "," : "", JsonEscape(aims[i].name), aims[i].value,
-                          aims[i].AimText(), aims[i].value >= aims[i].aim ? "true" : "false");
+  for (const Aim& a : Aims()) {
+    aims.push_back({{"name", a.name},
+                    {"value", Fixed(a.value, 4)},
+                    {"aim", a.AimText()},
+                    {"met", a.value >= a.aim}});
   }
-  absl::StrAppendFormat(&j, "],\"plot\":\"%s\",\"plot_data\":\"%s\"}", JsonEscape(s_.plot),
-                        JsonEscape(PlotDataPath(s_.plot)));
-  return j;
+  const Doc settings = {{"size", s_.size},           {"qd", s_.qd},
+                        {"ops", s_.ops},             {"small_size", kSmallSize},
+                        {"small_qd", kSmallQd},      {"small_ops", s_.small_ops},
+                        {"many_size", kManySize},    {"many_qd", kManyQd},
+                        {"many_ops", s_.many_ops},   {"many_base", kManyBase},
+                        {"repeats", s_.repeats},     {"warmup", s_.warmup},
+                        {"clients", s_.clients}};
+  const Doc doc = {{"nproc", std::thread::hardware_concurrency()},
+                   {"cpu", MachineCpu()},
+                   {"daemon", command_},
+                   {"settings", settings},
+                   {"bulk", std::move(bulk)},
+                   {"small", std::move(small)},
+                   {"many", std::move(many)},
+                   {"gpu", std::move(gpu)},
+                   {"aims", std::move(aims)},
+                   {"plot", s_.plot},
+                   {"plot_data", PlotDataPath(s_.plot)}};
+  return gdr::json::Dump(doc);
 }
 
 }  // namespace

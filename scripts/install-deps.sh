@@ -9,14 +9,15 @@
 # protos (rpc.proto and its imports, compiled where Debian installs them) and the real etcd its
 # tests start; libisal-dev: ISA-L's CRC32C (the checksum ops return on request);
 # prometheus-cpp-dev: the daemon's /metrics endpoint (it pulls in civetweb); prometheus: promtool,
-# with which the metrics test checks a scrape.
+# with which the metrics test checks a scrape; nlohmann-json3-dev: the JSON that gdrctl, the
+# cluster status and gdr_bench print (common/base/json.h).
 set -euo pipefail
 
 PKGS=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libsystemd-dev libibverbs-dev rdma-core
-  libgtest-dev libgmock-dev libcli11-dev
+  libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
   libssl-dev openssl
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   procps iproute2

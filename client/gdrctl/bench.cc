@@ -7,7 +7,6 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 
 namespace gdrctl {
 
@@ -122,14 +121,23 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOption
   return r;
 }
 
-std::string BenchResultJson(const BenchOptions& o, const BenchResult& r) {
-  return absl::StrFormat(
-      "{\"op\":\"%s\",\"transport\":\"%s\",\"rpc\":\"%s\",\"size\":%u,\"qd\":%u,\"ops\":%u,"
-      "\"bytes\":%u,\"seconds\":%.6f,\"gbps\":%.4f,\"ops_per_sec\":%.1f,\"lat_us\":{\"p50\":%.1f,"
-      "\"p99\":%.1f,\"max\":%.1f,\"mean\":%.1f}}",
-      o.kind == OpKind::kWrite ? "write" : "read", o.transport, o.unary ? "unary" : "stream",
-      o.size, o.qd,
-      r.ops, r.bytes, r.seconds, r.gbps, r.ops_per_sec, r.p50_us, r.p99_us, r.max_us, r.mean_us);
+gdr::json::Json BenchResultJson(const BenchOptions& o, const BenchResult& r) {
+  using gdr::json::Fixed;
+  return {{"op", o.kind == OpKind::kWrite ? "write" : "read"},
+          {"transport", o.transport},
+          {"rpc", o.unary ? "unary" : "stream"},
+          {"size", o.size},
+          {"qd", o.qd},
+          {"ops", r.ops},
+          {"bytes", r.bytes},
+          {"seconds", Fixed(r.seconds, 6)},
+          {"gbps", Fixed(r.gbps, 4)},
+          {"ops_per_sec", Fixed(r.ops_per_sec, 1)},
+          {"lat_us",
+           {{"p50", Fixed(r.p50_us, 1)},
+            {"p99", Fixed(r.p99_us, 1)},
+            {"max", Fixed(r.max_us, 1)},
+            {"mean", Fixed(r.mean_us, 1)}}}};
 }
 
 }  // namespace gdrctl

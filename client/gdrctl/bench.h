@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/base/json.h"
 #include "gdrstore/client.h"
 
 namespace gdrctl {
@@ -42,6 +43,8 @@ struct BenchResult {
 // Runs the loop on `client`; the first failed op stops it and is returned.
 absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOptions& options);
 
-std::string BenchResultJson(const BenchOptions& o, const BenchResult& r);
+// The JSON object of `gdrctl bench --json`: op, transport, rpc, size, qd, ops, bytes, seconds,
+// gbps, ops_per_sec and lat_us {p50, p99, max, mean}.
+gdr::json::Json BenchResultJson(const BenchOptions& o, const BenchResult& r);
 
 }  // namespace gdrctl

@@ -28,19 +28,18 @@ std::string ClientRailsText(const gdrstore::Client& client) {
   return out;
 }
 
-std::string ClientRailsJson(const gdrstore::Client& client) {
-  const std::vector<gdrstore::RailStats> rails = client.transport_info().rails;
-  if (rails.empty()) return "";
-  std::string out = "\"rails\":[";
-  for (size_t i = 0; i < rails.size(); ++i) {
-    const auto& r = rails[i];
-    absl::StrAppend(&out, i ? "," : "", "{\"device\":\"", r.device, "\",\"daemon_rail\":\"",
-                    r.daemon_rail, "\",\"speed_mbps\":", r.speed_mbps, ",\"ops\":", r.ops,
-                    ",\"bytes\":", r.bytes, ",\"errors\":", r.errors,
-                    ",\"resubmitted\":", r.resubmitted,
-                    ",\"passed_over\":", r.passed_over ? "true" : "false", "}");
+gdr::json::Json ClientRailsJson(const gdrstore::Client& client) {
+  gdr::json::Json out = gdr::json::Json::array();
+  for (const gdrstore::RailStats& r : client.transport_info().rails) {
+    out.push_back({{"device", r.device},
+                   {"daemon_rail", r.daemon_rail},
+                   {"speed_mbps", r.speed_mbps},
+                   {"ops", r.ops},
+                   {"bytes", r.bytes},
+                   {"errors", r.errors},
+                   {"resubmitted", r.resubmitted},
+                   {"passed_over", r.passed_over}});
   }
-  absl::StrAppend(&out, "]");
   return out;
 }
 

@@ -4,13 +4,14 @@
 
 #include <string>
 
+#include "common/base/json.h"
 #include "gdrstore/client.h"
 
 namespace gdrctl {
 
 // Empty when the client runs without rails.
 std::string ClientRailsText(const gdrstore::Client& client);
-// `"rails":[...]` (no leading comma); empty when the client runs without rails.
-std::string ClientRailsJson(const gdrstore::Client& client);
+// The "rails" array of `info --json` and `bench --json`; empty when the client runs without rails.
+gdr::json::Json ClientRailsJson(const gdrstore::Client& client);
 
 }  // namespace gdrctl

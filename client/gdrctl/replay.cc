@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/base/json.h"
 #include "common/base/pattern.h"
 #include "common/wire/trace_format.h"
 
@@ -112,22 +113,24 @@ void PrintTable(Figures& rec, Figures& rep, std::ostream& out) {
   out << absl::StrFormat("%-16s %16s %16u\n", "failed", "-", rep.failed);
 }
 
-std::string KindJson(KindFigures& f) {
-  return absl::StrFormat(
-      "{\"ops\":%u,\"bytes\":%u,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
-      "\"max_us\":%.1f}",
-      f.ops, f.bytes, f.QuantileUs(0.5), f.QuantileUs(0.9), f.QuantileUs(0.99),
-      f.QuantileUs(1.0));
+gdr::json::Json KindJson(KindFigures& f) {
+  using gdr::json::Fixed;
+  return {{"ops", f.ops},
+          {"bytes", f.bytes},
+          {"p50_us", Fixed(f.QuantileUs(0.5), 1)},
+          {"p90_us", Fixed(f.QuantileUs(0.9), 1)},
+          {"p99_us", Fixed(f.QuantileUs(0.99), 1)},
+          {"max_us", Fixed(f.QuantileUs(1.0), 1)}};
 }
 
-std::string FiguresJson(Figures& f) {
-  std::string codes;
-  for (const auto& [code, n] : f.failed_by_code) {
-    absl::StrAppend(&codes, codes.empty() ? "" : ",", "\"", code, "\":", n);
-  }
-  return absl::StrFormat("{\"get\":%s,\"put\":%s,\"span_s\":%.6f,\"failed\":%u,"
-                         "\"failed_by_code\":{%s}}",
-                         KindJson(f.kind[0]), KindJson(f.kind[1]), f.span_s, f.failed, codes);
+gdr::json::Json FiguresJson(Figures& f) {
+  gdr::json::Json codes = gdr::json::Json::object();
+  for (const auto& [code, n] : f.failed_by_code) codes[code] = n;
+  return {{"get", KindJson(f.kind[0])},
+          {"put", KindJson(f.kind[1])},
+          {"span_s", gdr::json::Fixed(f.span_s, 6)},
+          {"failed", f.failed},
+          {"failed_by_code", std::move(codes)}};
 }
 
 // Issues one client's ops: at their recorded offsets from `t0` (or at once when fast), each
@@ -335,10 +338,13 @@ int RunReplay(const ReplayOptions& o, const ClientFactory& connect, std::ostream
   }
   rep.span_s = absl::ToDoubleSeconds(end - t0);
   if (o.json) {
-    out << absl::StrFormat("{\"clients\":%u,\"pace\":\"%s\",\"skipped\":%u,\"recorded\":%s,"
-                           "\"replayed\":%s,\"verify_mismatches\":%u}\n",
-                           n, o.fast ? "fast" : "recorded", skipped, FiguresJson(rec),
-                           FiguresJson(rep), mismatches);
+    const gdr::json::Json doc = {{"clients", n},
+                                 {"pace", o.fast ? "fast" : "recorded"},
+                                 {"skipped", skipped},
+                                 {"recorded", FiguresJson(rec)},
+                                 {"replayed", FiguresJson(rep)},
+                                 {"verify_mismatches", mismatches}};
+    out << gdr::json::Dump(doc) << "\n";
   } else {
     PrintTable(rec, rep, out);
   }

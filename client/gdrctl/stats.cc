@@ -1,6 +1,5 @@
 #include "client/gdrctl/stats.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "client/gdrctl/message_json.h"
 #include "common/wire/transport_kind.h"
 #include "common/base/units.h"
 
@@ -186,12 +186,7 @@ absl::Status RunStats(v1::GdrStore::Stub* stub, const StatsOptions& o) {
                           absl::StrCat("GetStats: ", s.error_message()));
     }
     if (o.json) {
-      std::string json;
-      google::protobuf::util::JsonPrintOptions jo;
-      jo.always_print_primitive_fields = true;
-      jo.preserve_proto_field_names = true;
-      (void)google::protobuf::util::MessageToJsonString(resp, &json, jo);
-      std::cout << json << std::endl;
+      std::cout << MessageJson(resp) << std::endl;
     } else {
       if (o.watch && tty) std::cout << "\033[H\033[2J";  // clear the screen between samples
       std::cout << FormatStats(resp, have_previous ? &previous : nullptr, at - previous_at);

@@ -16,10 +16,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/grpc/grpc_peer.h"
 #include "common/grpc/grpc_status.h"
-#include "common/base/host_port.h"
 #include "common/base/socket.h"
 #include "common/grpc/tls_material.h"
 #include "gdrstore/client.h"
@@ -99,18 +98,19 @@ std::string ClientHello() {
   return record + hello;
 }
 
-// A connection to the channel's target as gRPC names it: HOST:PORT (dns:///, ipv4: and ipv6:
-// prefixes too) or unix:PATH. INVALID_ARGUMENT for other forms, which are then not probed.
+// A connection to the channel's target as gRPC names it (ParseGrpcTarget): HOST:PORT (dns:///,
+// ipv4: and ipv6: prefixes too) or unix:PATH. INVALID_ARGUMENT for other forms, which are then
+// not probed.
 absl::StatusOr<gdr::ScopedFd> ConnectTarget(absl::string_view target, absl::Duration timeout) {
-  if (absl::StartsWith(target, "unix:")) {
-    absl::string_view path = target;
-    if (!absl::ConsumePrefix(&path, "unix://")) absl::ConsumePrefix(&path, "unix:");
+  absl::StatusOr<gdr::GrpcTarget> t = gdr::ParseGrpcTarget(target);
+  if (!t.ok()) return t.status();
+  if (!t->unix_path.empty()) {
     sockaddr_un sun{};
     sun.sun_family = AF_UNIX;
-    if (path.empty() || path.size() >= sizeof(sun.sun_path)) {
+    if (t->unix_path.size() >= sizeof(sun.sun_path)) {
       return absl::InvalidArgumentError("unix socket path");
     }
-    path.copy(sun.sun_path, path.size());
+    t->unix_path.copy(sun.sun_path, t->unix_path.size());
     gdr::ScopedFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!fd.valid()) return absl::ErrnoToStatus(errno, "socket");
     if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&sun), sizeof(sun)) != 0) {
@@ -118,13 +118,7 @@ absl::StatusOr<gdr::ScopedFd> ConnectTarget(absl::string_view target, absl::Dura
     }
     return fd;
   }
-  absl::string_view rest = target;
-  for (absl::string_view prefix : {"dns:///", "ipv4:", "ipv6:"}) {
-    if (absl::ConsumePrefix(&rest, prefix)) break;
-  }
-  absl::StatusOr<gdr::HostPort> hp = gdr::SplitHostPort(rest);
-  if (!hp.ok()) return hp.status();
-  return gdr::ConnectTcp(hp->host, hp->port, timeout);
+  return gdr::ConnectTcp(t->host_port.host, t->host_port.port, timeout);
 }
 
 // Whether the server at `target` answers a TLS ClientHello with a TLS record (content type

@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace gdr {
 namespace {
@@ -82,6 +83,31 @@ bool SamePeerAddress(absl::string_view a, absl::string_view b) {
   if (!pa.ok() || !pb.ok()) return pa.ok() == pb.ok() && a == b;
   if (pa->kind != pb->kind) return false;
   return pa->kind == GrpcPeer::Kind::kUnix || pa->ip == pb->ip;
+}
+
+std::string GrpcPeerHost(absl::string_view peer) {
+  absl::StatusOr<GrpcPeer> p = ParseGrpcPeer(peer);
+  if (!p.ok() || p->kind != GrpcPeer::Kind::kIp) return std::string(peer);
+  return p->ip.is_v4() ? p->ip.ToString() : absl::StrCat("[", p->ip.ToString(), "]");
+}
+
+absl::StatusOr<GrpcTarget> ParseGrpcTarget(absl::string_view target) {
+  GrpcTarget out;
+  if (absl::StartsWith(target, "unix:")) {
+    absl::string_view path = target;
+    if (!absl::ConsumePrefix(&path, "unix://")) absl::ConsumePrefix(&path, "unix:");
+    if (path.empty()) return absl::InvalidArgumentError("unix socket path");
+    out.unix_path = std::string(path);
+    return out;
+  }
+  absl::string_view rest = target;
+  for (absl::string_view prefix : {"dns:///", "ipv4:", "ipv6:"}) {
+    if (absl::ConsumePrefix(&rest, prefix)) break;
+  }
+  absl::StatusOr<HostPort> hp = SplitHostPort(rest);
+  if (!hp.ok()) return hp.status();
+  out.host_port = *std::move(hp);
+  return out;
 }
 
 }  // namespace gdr

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/base/json.h"
 #include "common/base/status_macros.h"
 
 namespace gdr::topo {
@@ -288,46 +289,44 @@ std::string FormatTopology(const Topology& topo, const std::vector<std::string>&
 }
 
 std::string TopologyJson(const Topology& topo, const std::vector<std::string>& rails) {
-  auto node = [](const PciNode& n) {
-    return absl::StrFormat("\"pci\":\"%s\",\"numa_node\":%d,\"path\":\"%s\"", n.address,
-                           n.numa_node, n.path());
+  using gdr::json::Json;
+  // A node's place: its keys come first in the object of a NIC or a GPU.
+  auto node = [](Json& j, const PciNode& n) {
+    j["pci"] = n.address;
+    j["numa_node"] = n.numa_node;
+    j["path"] = n.path();
   };
-  auto names = [](const std::vector<std::string>& v) {
-    return v.empty() ? std::string("[]") : absl::StrCat("[\"", absl::StrJoin(v, "\",\""), "\"]");
-  };
-  std::string out = "{\"nics\":[";
-  for (size_t i = 0; i < topo.nics.size(); ++i) {
-    absl::StrAppendFormat(&out, "%s{\"name\":\"%s\",%s}", i ? "," : "", topo.nics[i].name,
-                          node(topo.nics[i].pci));
+  Json nics = Json::array(), gpus = Json::array();
+  for (const Nic& nic : topo.nics) {
+    Json j = {{"name", nic.name}};
+    node(j, nic.pci);
+    nics.push_back(std::move(j));
   }
-  absl::StrAppend(&out, "],\"off_tree_nics\":", names(topo.off_tree_nics),
-                  ",\"rails\":", names(rails), ",\"gpus\":[");
-  for (size_t i = 0; i < topo.gpus.size(); ++i) {
-    const Gpu& g = topo.gpus[i];
-    absl::StrAppendFormat(&out, "%s{%s,\"device_id\":\"%s\",\"nics\":{", i ? "," : "",
-                          node(g.pci), g.device_id);
-    for (size_t j = 0; j < topo.nics.size(); ++j) {
-      absl::StrAppendFormat(&out, "%s\"%s\":\"%s\"", j ? "," : "", topo.nics[j].name,
-                            RelationName(Relate(g.pci, topo.nics[j].pci)));
-    }
-    out += "}";
+  for (const Gpu& g : topo.gpus) {
+    Json j = Json::object();
+    node(j, g.pci);
+    j["device_id"] = g.device_id;
+    Json relations = Json::object();
+    for (const Nic& nic : topo.nics) relations[nic.name] = RelationName(Relate(g.pci, nic.pci));
+    j["nics"] = std::move(relations);
     absl::StatusOr<const Nic*> best = NearestNic(topo, g.pci.address);
-    if (best.ok()) absl::StrAppendFormat(&out, ",\"nearest_nic\":\"%s\"", (*best)->name);
+    if (best.ok()) j["nearest_nic"] = (*best)->name;
     absl::StatusOr<NicChoice> c = ChooseNic(topo, g.pci.address, rails);
     if (c.ok() && c->rank.known()) {
-      absl::StrAppendFormat(&out, ",\"rail\":{\"name\":\"%s\",\"relation\":\"%s\",\"hops\":%d}",
-                            c->rank.name, RelationName(c->rank.relation), c->rank.hops);
+      j["rail"] = {{"name", c->rank.name},
+                   {"relation", RelationName(c->rank.relation)},
+                   {"hops", c->rank.hops}};
     } else if (c.ok()) {
-      absl::StrAppendFormat(&out, ",\"rail\":{\"name\":\"%s\",\"relation\":\"unknown\"}",
-                            c->rank.name);
+      j["rail"] = {{"name", c->rank.name}, {"relation", "unknown"}};
     }
-    if (c.ok() && !c->warning.empty()) {
-      absl::StrAppendFormat(&out, ",\"rail_warning\":\"%s\"", c->warning);
-    }
-    out += "}";
+    if (c.ok() && !c->warning.empty()) j["rail_warning"] = c->warning;
+    gpus.push_back(std::move(j));
   }
-  out += "]}";
-  return out;
+  const Json doc = {{"nics", std::move(nics)},
+                    {"off_tree_nics", topo.off_tree_nics},
+                    {"rails", rails},
+                    {"gpus", std::move(gpus)}};
+  return gdr::json::Dump(doc);
 }
 
 }  // namespace gdr::topo

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/grpc/grpc_peer.h"
 #include "common/wire/fault_spec.h"
 #include "common/base/log.h"
 
@@ -39,16 +40,6 @@ bool KindFits(v1::FaultKind kind, Direction direction, TransportKind transport) 
 }
 
 }  // namespace
-
-std::string PeerHost(absl::string_view peer) {
-  for (absl::string_view prefix : {"ipv4:", "ipv6:"}) {
-    if (!absl::StartsWith(peer, prefix)) continue;
-    absl::string_view rest = peer.substr(prefix.size());
-    const size_t colon = rest.rfind(':');
-    return std::string(colon == absl::string_view::npos ? rest : rest.substr(0, colon));
-  }
-  return std::string(peer);
-}
 
 absl::Time StallHold::until() const {
   absl::MutexLock lock(&mu_);
@@ -295,7 +286,7 @@ FaultDecision FaultInjector::Decide(absl::Time start, Direction direction,
       if (!s.volume().empty() && s.volume() != volume) continue;
       if (!MatchesOps(s.ops(), direction) || !KindFits(s.kind(), direction, transport)) continue;
       if (!s.client().empty() && s.client() != client.label) {
-        if (host.empty()) host = PeerHost(client.peer);
+        if (host.empty()) host = GrpcPeerHost(client.peer);
         if (s.client() != host) continue;
       }
       ++r.matched;
@@ -348,7 +339,7 @@ FaultDecision FaultInjector::Decide(absl::Time start, Direction direction,
       NoteLocked(absl::StrCat("fault ", r.id, " hit: ",
                               direction == Direction::kStoreToClient ? "get " : "put ", volume,
                               " [", offset, ", +", length, ") from ",
-                              client.label.empty() ? PeerHost(client.peer)
+                              client.label.empty() ? GrpcPeerHost(client.peer)
                                                    : std::string(client.label),
                               ": ", what, " (hit ", r.hits, ")"),
                  &log);

@@ -168,7 +168,4 @@ class FaultInjector {
   uint64_t not_logged_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// "127.0.0.1" of "ipv4:127.0.0.1:4242", "[::1]" of "ipv6:[::1]:4242"; other forms as given.
-std::string PeerHost(absl::string_view peer);
-
 }  // namespace gdr

@@ -66,5 +66,35 @@ TEST(GrpcPeerTest, SamePeerAddressComparesAddressesNotPorts) {
   EXPECT_TRUE(SamePeerAddress("inproc", "inproc"));
 }
 
+// What a fault rule's client= is compared with (it was the fault injector's PeerHost).
+TEST(GrpcPeerTest, GrpcPeerHostDropsThePort) {
+  EXPECT_EQ(GrpcPeerHost("ipv4:127.0.0.1:4242"), "127.0.0.1");
+  EXPECT_EQ(GrpcPeerHost("ipv6:[::1]:4242"), "[::1]");
+  EXPECT_EQ(GrpcPeerHost("unix:/run/x.sock"), "unix:/run/x.sock");
+  EXPECT_EQ(GrpcPeerHost("ipv6:%5B::1%5D:4242"), "[::1]");
+  EXPECT_EQ(GrpcPeerHost("ipv6:[::ffff:10.0.0.7]:1"), "10.0.0.7");
+  EXPECT_EQ(GrpcPeerHost("inproc"), "inproc");
+}
+
+TEST(GrpcPeerTest, ParseGrpcTargetTakesTheChannelForms) {
+  for (const char* t : {"10.0.0.7:50051", "dns:///10.0.0.7:50051", "ipv4:10.0.0.7:50051"}) {
+    absl::StatusOr<GrpcTarget> p = ParseGrpcTarget(t);
+    ASSERT_TRUE(p.ok()) << t << ": " << p.status();
+    EXPECT_EQ(p->unix_path, "") << t;
+    EXPECT_EQ(p->host_port.host, "10.0.0.7") << t;
+    EXPECT_EQ(p->host_port.port, 50051) << t;
+  }
+  absl::StatusOr<GrpcTarget> p = ParseGrpcTarget("ipv6:[fd00::7]:1");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->host_port.host, "fd00::7");
+  for (const char* t : {"unix:/run/gdrstored.sock", "unix:///run/gdrstored.sock"}) {
+    p = ParseGrpcTarget(t);
+    ASSERT_TRUE(p.ok()) << t << ": " << p.status();
+    EXPECT_EQ(p->unix_path, "/run/gdrstored.sock") << t;
+  }
+  EXPECT_FALSE(ParseGrpcTarget("unix:").ok());
+  EXPECT_FALSE(ParseGrpcTarget("10.0.0.7").ok());
+}
+
 }  // namespace
 }  // namespace gdr

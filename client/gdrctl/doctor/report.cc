@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/base/json.h"
 
 namespace gdrctl::doctor {
 namespace {
@@ -15,25 +16,6 @@ std::array<int, 4> Count(const std::vector<CheckResult>& results) {
 }
 
 }  // namespace
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string FormatText(const ReportHeader& h, const std::vector<CheckResult>& results) {
   std::string out = absl::StrCat("gdrctl doctor: ", h.role, " host ", h.host,
@@ -52,20 +34,23 @@ std::string FormatText(const ReportHeader& h, const std::vector<CheckResult>& re
 }
 
 std::string FormatJson(const ReportHeader& h, const std::vector<CheckResult>& results) {
-  std::string out = absl::StrCat("{\"host\":", JsonString(h.host), ",\"role\":",
-                                 JsonString(h.role), ",\"sysfs_root\":", JsonString(h.sysfs_root),
-                                 ",\"proc_root\":", JsonString(h.proc_root), ",\"checks\":[");
-  for (size_t i = 0; i < results.size(); ++i) {
-    const CheckResult& r = results[i];
-    absl::StrAppend(&out, i ? "," : "", "{\"check\":", JsonString(r.check),
-                    ",\"subject\":", JsonString(r.subject), ",\"status\":\"",
-                    VerdictName(r.verdict), "\",\"found\":", JsonString(r.found),
-                    ",\"advice\":", JsonString(r.advice), "}");
+  using gdr::json::Json;
+  Json checks = Json::array();
+  for (const CheckResult& r : results) {
+    checks.push_back({{"check", r.check},
+                      {"subject", r.subject},
+                      {"status", VerdictName(r.verdict)},
+                      {"found", r.found},
+                      {"advice", r.advice}});
   }
   const std::array<int, 4> n = Count(results);
-  absl::StrAppendFormat(&out, "],\"summary\":{\"pass\":%d,\"warn\":%d,\"fail\":%d,\"skip\":%d}}",
-                        n[0], n[1], n[2], n[3]);
-  return out;
+  const Json doc = {{"host", h.host},
+                    {"role", h.role},
+                    {"sysfs_root", h.sysfs_root},
+                    {"proc_root", h.proc_root},
+                    {"checks", std::move(checks)},
+                    {"summary", {{"pass", n[0]}, {"warn", n[1]}, {"fail", n[2]}, {"skip", n[3]}}}};
+  return gdr::json::Dump(doc);
 }
 
 }  // namespace gdrctl::doctor

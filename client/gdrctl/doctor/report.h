@@ -24,7 +24,4 @@ std::string FormatText(const ReportHeader& header, const std::vector<CheckResult
 // "found","advice"}...],"summary":{"pass":N,"warn":N,"fail":N,"skip":N}}
 std::string FormatJson(const ReportHeader& header, const std::vector<CheckResult>& results);
 
-// A JSON string literal of `s`: quotes, backslashes and control characters escaped.
-std::string JsonString(const std::string& s);
-
 }  // namespace gdrctl::doctor

@@ -1,11 +1,11 @@
 // A cluster's status as JSON: what `gdrctl cluster status --json` prints and
-// gdrstore_cluster_status_json returns.
+// gdrstore_cluster_status_json returns, written with the one JSON writer (common/base/json.h).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
+#include "common/base/json.h"
 #include "gdrstore/cluster.h"
 
 namespace gdr::cluster {
@@ -16,7 +16,8 @@ std::string StatusJson(const std::string& source,
                        const std::vector<gdrstore::ClusterMemberStatus>& members,
                        const std::vector<gdrstore::v1::ClusterVolume>& volumes);
 
-// `s` as a JSON string literal, quotes included.
-std::string JsonQuote(absl::string_view s);
+// `message` in protobuf's JSON mapping (proto field names; what ToJson of layout.h prints) as a
+// value of the one writer, to nest in a larger document. Null if the printer failed.
+gdr::json::Json MessageJson(const google::protobuf::Message& message);
 
 }  // namespace gdr::cluster

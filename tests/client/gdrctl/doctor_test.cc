@@ -16,6 +16,7 @@
 #include "client/gdrctl/doctor/host_facts.h"
 #include "client/gdrctl/doctor/pci_config.h"
 #include "client/gdrctl/doctor/report.h"
+#include "common/base/json.h"
 #include "tests/client/gdrctl/fake_host.h"
 
 namespace gdrctl::doctor {
@@ -403,7 +404,8 @@ TEST(DoctorRules, NvidiaSmiDistanceNames) {
 }
 
 TEST(DoctorReport, JsonEscapesAndCounts) {
-  EXPECT_EQ(JsonString("a\"b\\c\nd\x01"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+  // The report's strings go through the one JSON writer (common/base/json.h).
+  EXPECT_EQ(gdr::json::Dump(gdr::json::Json("a\"b\\c\nd\x01")), "\"a\\\"b\\\\c\\nd\\u0001\"");
   const std::string json = FormatJson(
       ReportHeader{"h", "client", "/sys", "/proc"},
       {CheckResult{"memlock", "", Verdict::kWarn, "64 KiB", "ulimit -l unlimited"},

@@ -307,11 +307,5 @@ TEST(FaultInjectorTest, RailDownGoesToTheRailsOnceWhenSet) {
   EXPECT_EQ(stats.faults(0).volume(), "");
 }
 
-TEST(FaultInjectorTest, PeerHostDropsThePort) {
-  EXPECT_EQ(PeerHost("ipv4:127.0.0.1:4242"), "127.0.0.1");
-  EXPECT_EQ(PeerHost("ipv6:[::1]:4242"), "[::1]");
-  EXPECT_EQ(PeerHost("unix:/run/x.sock"), "unix:/run/x.sock");
-}
-
 }  // namespace
 }  // namespace gdr

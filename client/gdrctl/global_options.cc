@@ -1,0 +1,156 @@
+#include "client/gdrctl/global_options.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/gdrctl/size_flag.h"
+#include "common/base/host_port.h"
+#include "common/wire/token_file.h"
+
+namespace gdrctl {
+namespace {
+
+// The daemon's HOST:PORT from --daemon, or from -a (HOST, HOST:PORT, V6, [V6] or [V6]:PORT)
+// and -p. A port in -a that disagrees with an explicit -p is refused rather than guessed at.
+absl::StatusOr<std::string> DaemonAddress(const GlobalOptions& c) {
+  if (!c.daemon.empty()) {
+    if (absl::StatusOr<gdr::HostPort> hp = gdr::SplitHostPort(c.daemon); !hp.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--daemon: ", hp.status().message()));
+    }
+    return c.daemon;
+  }
+  const std::string& a = c.address;
+  const size_t colons = std::count(a.begin(), a.end(), ':');
+  if (a.empty()) return absl::InvalidArgumentError("-a: empty daemon host");
+  if (a.front() == '[' && a.back() == ']') {
+    return gdr::JoinHostPort(a.substr(1, a.size() - 2), c.port);
+  }
+  if (a.front() != '[' && colons != 1) return gdr::JoinHostPort(a, c.port);  // a host or a bare V6
+  absl::StatusOr<gdr::HostPort> hp = gdr::SplitHostPort(a);
+  if (!hp.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "-a: ", hp.status().message(), "; -a takes HOST, HOST:PORT or [V6]:PORT (or use -p)"));
+  }
+  if (c.port_given && hp->port != c.port) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "-a ", a, " names port ", hp->port, " but -p says ", c.port, ": give the port once"));
+  }
+  return gdr::JoinHostPort(hp->host, hp->port);
+}
+
+}  // namespace
+
+void AddJsonFlag(CLI::App* app, GlobalOptions* g) {
+  app->add_flag("--json", g->json, "machine-readable output");
+}
+
+void AddGlobalOptions(CLI::App& app, GlobalOptions* g) {
+  GlobalOptions& c = *g;
+  app.add_option("-a,--address", c.address, "daemon host: HOST, HOST:PORT or [V6]:PORT")
+      ->capture_default_str();
+  app.add_option("-p,--port", c.port, "daemon gRPC port")->capture_default_str();
+  app.add_option("--daemon", c.daemon, "daemon HOST:PORT (overrides -a/-p)");
+  app.add_option("--target-host", c.target_host,
+                 "address the daemon uses to reach this client's tcp target (default: automatic)");
+  app.add_option("--timeout-ms", c.timeout_ms, "deadline of each RPC")->capture_default_str();
+  AddJsonFlag(&app, g);
+  app.add_option("--transport", c.transport,
+                 "how the daemon reaches this process's memory: tcp, rc, dc (mlx5 DCT) or auto "
+                 "(dc, else rc, else tcp)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tcp", "rc", "dc", "auto"}));
+  app.add_option("--rdma-device", c.rdma_device, "rc: RDMA device by name (default: first ACTIVE)");
+  app.add_option("--rdma-addr", c.rdma_addr, "rc: RDMA device by local IP address");
+  app.add_option("--rdma-gid-index", c.gid_index, "rc: GID index (-1: RoCE v2 IPv4-mapped)")
+      ->capture_default_str();
+  app.add_option("--rc-qps", c.rc_qps, "rc: QPs to connect")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
+  app.add_option("--rails", c.rails,
+                 "rc over several RDMA devices: a comma list (rxe0,rxe1) or auto (every ACTIVE "
+                 "one); large ops are striped over them");
+  app.add_flag("--crc", c.crc32c,
+               "ask the daemon for the CRC32C of every op's bytes and check it against the "
+               "buffer (a mismatch fails the op: DATA_LOSS)");
+  AddSizeOption(&app, "--slice-size", &c.slice_bytes,
+                "with --rails: ops this large are cut into slices of this size, spread over the "
+                "rails (default 1MiB)");
+  app.add_option("--token-file", c.token_file,
+                 "send the first token of this file as 'authorization: Bearer' (daemons with "
+                 "--token-file; grants after the token are the daemon's business and ignored "
+                 "here); default $GDRSTORE_TOKEN_FILE");
+  app.add_option("--tls-ca", c.tls_ca,
+                 "TLS to the daemon, trusting the CA(s) of this PEM file (daemons with "
+                 "--tls-cert); default $GDRSTORE_TLS_CA");
+  app.add_option("--tls-cert", c.tls_cert,
+                 "client certificate (PEM) for daemons with --tls-client-ca; default "
+                 "$GDRSTORE_TLS_CERT");
+  app.add_option("--tls-key", c.tls_key, "private key of --tls-cert; default $GDRSTORE_TLS_KEY");
+  app.add_option("--tls-server-name", c.tls_server_name,
+                 "name to check the daemon's certificate against instead of the -a host; "
+                 "default $GDRSTORE_TLS_SERVER_NAME");
+  app.add_option("--cluster", c.cluster_url,
+                 "write/read/bench on a cluster volume of the cluster kept in etcd: "
+                 "etcd://HOST:PORT[,HOST:PORT]/PREFIX (each member reached with the transport "
+                 "and security flags given here)");
+  app.add_option("--cluster-file", c.cluster_file,
+                 "the same with a static members file (JSON: members and volumes)");
+  app.set_version_flag("--version", GDR_VERSION);
+}
+
+absl::Status FinishGlobalOptions(const CLI::App& app, GlobalOptions* g) {
+  g->port_given = app.count("--port") > 0;
+  g->daemon_explicit =
+      app.count("--daemon") > 0 || app.count("--address") > 0 || app.count("--port") > 0;
+  if (g->timeout_ms <= 0) return absl::InvalidArgumentError("--timeout-ms must be > 0");
+  absl::StatusOr<std::string> d = DaemonAddress(*g);
+  if (!d.ok()) return d.status();
+  g->daemon = *std::move(d);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const GlobalOptions& c) {
+  gdrstore::ClientOptions o;
+  std::string token_file = c.token_file;
+  if (token_file.empty()) {
+    if (const char* env = std::getenv("GDRSTORE_TOKEN_FILE")) token_file = env;
+  }
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> token = gdr::ReadClientToken(token_file);
+    if (!token.ok()) return token.status();
+    o.token = *std::move(token);
+  }
+  auto flag_or_env = [](const std::string& flag, const char* env) {
+    const char* v = std::getenv(env);
+    return !flag.empty() || v == nullptr ? flag : std::string(v);
+  };
+  o.tls_ca = flag_or_env(c.tls_ca, "GDRSTORE_TLS_CA");
+  o.tls_cert = flag_or_env(c.tls_cert, "GDRSTORE_TLS_CERT");
+  o.tls_key = flag_or_env(c.tls_key, "GDRSTORE_TLS_KEY");
+  o.tls_server_name = flag_or_env(c.tls_server_name, "GDRSTORE_TLS_SERVER_NAME");
+  o.daemon_address = c.daemon;  // resolved by FinishGlobalOptions
+  o.target_host = c.target_host;
+  o.rpc_timeout = std::chrono::milliseconds(c.timeout_ms);
+  std::optional<gdrstore::Transport> transport = gdrstore::ParseTransport(c.transport);
+  if (!transport) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--transport '", c.transport, "' is not one of tcp, rc, dc, auto"));
+  }
+  o.transport = *transport;
+  o.rdma_device = c.rdma_device;
+  o.rdma_address = c.rdma_addr;
+  o.rdma_gid_index = c.gid_index;
+  o.rc_qps = c.rc_qps;
+  if (!c.rails.empty()) {
+    o.rails = absl::StrSplit(c.rails, ',', absl::SkipWhitespace());
+    if (o.rails.empty()) return absl::InvalidArgumentError("--rails: no device named");
+  }
+  o.slice_bytes = c.slice_bytes;
+  o.crc32c = c.crc32c;
+  return o;
+}
+
+}  // namespace gdrctl

@@ -1,0 +1,54 @@
+// gdrctl's global options, given before the command: where the daemon is, how this process
+// reaches it (transport, RDMA device, rails, security), the output format and the cluster
+// target. One struct, added to the app once.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gdrstore/client.h"
+
+namespace gdrctl {
+
+struct GlobalOptions {
+  std::string address = "127.0.0.1";
+  uint16_t port = 50051;
+  std::string daemon;  // HOST:PORT, wins over -a/-p; after Finish, the address resolved
+  std::string target_host;
+  int64_t timeout_ms = 120000;
+  bool json = false;  // --json, before the command or after it (main wires it once)
+  std::string transport = "tcp";
+  std::string rdma_device;
+  std::string rdma_addr;
+  int gid_index = -1;
+  uint32_t rc_qps = 2;
+  std::string rails;  // --rails: comma list of devices, or auto; empty: one device
+  uint64_t slice_bytes = 1 << 20;
+  std::string token_file;  // --token-file, else $GDRSTORE_TOKEN_FILE
+  // --tls-ca/--tls-cert/--tls-key/--tls-server-name, else $GDRSTORE_TLS_CA etc.
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
+  bool crc32c = false;                    // --crc
+  std::string cluster_url, cluster_file;  // --cluster / --cluster-file: the target is a cluster
+
+  // Set by Finish from what the command line named.
+  bool port_given = false;       // -p
+  bool daemon_explicit = false;  // --daemon, -a or -p
+};
+
+// Adds the global options (and --version, --json) to the root app, bound to `*g`.
+void AddGlobalOptions(CLI::App& app, GlobalOptions* g);
+
+// The one --json flag: on the root app and, by main(), after each command that prints JSON.
+void AddJsonFlag(CLI::App* app, GlobalOptions* g);
+
+// After parsing: notes which options were given, checks --timeout-ms and resolves the daemon's
+// HOST:PORT into `daemon`. INVALID_ARGUMENT (a usage error) with the message gdrctl prints.
+absl::Status FinishGlobalOptions(const CLI::App& app, GlobalOptions* g);
+
+// The client's options from the global ones (token file and TLS files from the environment
+// where the flags are absent). Errors: the token file cannot be read, a bad --rails list.
+absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const GlobalOptions& g);
+
+}  // namespace gdrctl
