@@ -9,17 +9,13 @@
 
 #include "absl/status/statusor.h"
 #include "common/wire/transport_kind.h"
+#include "daemon/store/direction.h"
 #include "daemon/transport/dc_endpoint.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {
 
 class Store;
-
-enum class Direction {
-  kStoreToClient,  // RPC Write: daemon writes store bytes into the client's buffer
-  kClientToStore,  // RPC Read: daemon reads the client's buffer into the store
-};
 
 // A transport fault an op carries when fault injection picked it (daemon/service/
 // fault_injector.h): the transport that moves the op makes it happen, as a real link or QP
