@@ -11,7 +11,7 @@
 #include "common/wire/token_file.h"
 #include "common/base/units.h"
 #include "daemon/ops/dc_flags.h"
-#include "daemon/ops/metrics_exporter.h"
+#include "daemon/observe/metrics_exporter.h"
 #include "daemon/ops/tls_flags.h"
 
 namespace gdr {

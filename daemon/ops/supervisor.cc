@@ -144,6 +144,11 @@ int ServeUntilStopped(SupervisedDaemon& d, const sigset_t& signals) {
     break;
   }
   monitor.Stop();
+  return Drain(d);
+}
+
+int Drain(SupervisedDaemon& d) {
+  const SystemdNotifier& notifier = *d.notifier;
   notifier.Stopping(absl::StrCat("draining ", d.service->inflight_ops(), " ops in flight (up to ",
                                  absl::FormatDuration(d.config.drain_timeout), ")"));
   d.server->GetHealthCheckService()->SetServingStatus(false);

@@ -10,17 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "daemon/observe/stats.h"
+#include "daemon/observe/trace_recorder.h"
 #include "daemon/ops/daemon_config.h"
-#include "daemon/store/delay_queue.h"
-#include "daemon/transport/transport_set.h"
-#include "daemon/store/media_timing.h"
-#include "daemon/service/stats.h"
-#include "daemon/store/store.h"
-#include "daemon/service/store_service.h"
-#include "daemon/service/trace_recorder.h"
-#include "daemon/store/sync_worker.h"
 #include "daemon/ops/systemd_notifier.h"
 #include "daemon/ops/tls_reloader.h"
+#include "daemon/service/store_service.h"
+#include "daemon/sim/delay_queue.h"
+#include "daemon/sim/fault_injector.h"
+#include "daemon/sim/media_timing.h"
+#include "daemon/store/store.h"
+#include "daemon/store/sync_worker.h"
+#include "daemon/transport/transport_set.h"
 
 namespace gdr {
 
@@ -52,5 +53,9 @@ std::string StatusLine(const SupervisedDaemon& d);
 // within the configured deadline, and returns the process exit code (0 after a clean drain).
 // `signals` must be blocked in every thread (sigwait takes them here).
 int ServeUntilStopped(SupervisedDaemon& d, const sigset_t& signals);
+// The stop after the signal: refuses new ops, lets those in flight finish until the drain
+// deadline (cancelling the rest), stops the server and the threads behind the ops, and flushes
+// file-backed volumes. Returns the exit code. Once.
+int Drain(SupervisedDaemon& d);
 
 }  // namespace gdr

@@ -3,7 +3,7 @@
 // with admin=yes may call it.
 #pragma once
 
-#include "daemon/service/fault_injector.h"
+#include "daemon/sim/fault_injector.h"
 #include "daemon/service/store_service.h"
 #include "gdrstore/v1/admin.grpc.pb.h"
 

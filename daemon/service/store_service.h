@@ -1,6 +1,7 @@
 // The gdrstore.v1.GdrStore gRPC service on the callback API. A handler validates the request,
-// takes an admission permit, hands the op to the initiator and returns; the transport thread
-// that sees the last chunk complete finishes the RPC. No reaction blocks.
+// starts it through the op pipeline (admission and the daemon's other stages, op_pipeline.h),
+// hands the op to the initiator and returns; the transport thread that sees the last chunk
+// complete ends it through the pipeline, which answers the RPC. No reaction blocks.
 #pragma once
 
 #include <atomic>
@@ -13,18 +14,14 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/store/delay_queue.h"
-#include "daemon/service/fault_injector.h"
 #include "daemon/service/inflight_limiter.h"
-#include "daemon/transport/connect_handler.h"
-#include "daemon/transport/transport_set.h"
-#include "daemon/store/media_timing.h"
-#include "daemon/service/stats.h"
-#include "daemon/store/store.h"
-#include "daemon/store/sync_worker.h"
+#include "daemon/service/op_pipeline.h"
+#include "daemon/service/op_stages.h"
 #include "daemon/service/token_auth.h"
-#include "daemon/service/trace_recorder.h"
+#include "daemon/store/store.h"
+#include "daemon/transport/connect_handler.h"
 #include "daemon/transport/transfer_op.h"
+#include "daemon/transport/transport_set.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
 
 namespace gdr {
@@ -38,23 +35,25 @@ struct ServiceLimits {
   uint32_t max_links = 64;
 };
 
-// Optional parts the daemon plugs into the service (all nullptr in a bare service). Each must
-// outlive the service and every RPC it started.
-struct ServiceExtras {
-  DaemonStats* stats = nullptr;    // op accounting (GetStats, systemd STATUS)
-  MediaTiming* media = nullptr;    // simulated media timing; needs `delays`
-  DelayQueue* delays = nullptr;    // holds completions until the simulated media is done
-  SyncWorker* syncer = nullptr;    // msync for Read{sync=true} on file volumes
-  FaultInjector* faults = nullptr;  // injected faults (Admin service, --fault); needs `delays`
-  TraceRecorder* trace = nullptr;  // --trace: every answered op recorded to a file
+// An op Prepare started: the submission for the initiator, and the ticket that refuses the op
+// if the initiator does not take it.
+struct PreparedOp {
+  Submission sub;
+  OpTicket ticket;
 };
 
 class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
  public:
   // `store` and `transports` must outlive the service and every RPC it started; requests
-  // naming a transport the set does not run answer UNIMPLEMENTED.
-  StoreService(const Store* store, TransportSet* transports, ServiceLimits limits,
-               ServiceExtras extras = {});
+  // naming a transport the set does not run answer UNIMPLEMENTED. Ops pass admission alone
+  // until SetPipeline.
+  StoreService(const Store* store, TransportSet* transports, ServiceLimits limits);
+
+  // The stages every op passes, in order (op_stages.h lists the daemon's); admission() must be
+  // among them. Set once, before serving; each must outlive the service and every RPC.
+  void SetPipeline(std::vector<OpStage*> stages);
+  // The service's own stage: its admission limits (InflightLimiter).
+  OpStage* admission() { return &admission_; }
 
   grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext* ctx,
                                   const gdrstore::v1::WriteRequest* request,
@@ -81,7 +80,8 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
                                      const gdrstore::v1::GetStatsRequest* request,
                                      gdrstore::v1::GetStatsResponse* response) override;
   // What GetStats answers `caller` (a default Caller: everything, as the metrics exporter
-  // reads it). FAILED_PRECONDITION when the daemon collects no statistics. Thread-safe.
+  // reads it). FAILED_PRECONDITION when the daemon collects no statistics (no stats stage).
+  // Thread-safe.
   absl::Status FillStats(const Caller& caller, gdrstore::v1::GetStatsResponse* response) const;
 
   // From now on new ops are refused with UNAVAILABLE; ops already started run to completion.
@@ -115,14 +115,15 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   // `sync`: a Read into a file-backed volume is answered only after msync of the extent.
   // `client`: the identity the op is counted under per client (ClientIdentity), and that
   // fault rules match.
-  using Done = std::function<void(absl::Status, uint64_t service_ns)>;
+  using Done = OpContext::Done;
   absl::Status StartOp(Direction direction, const gdrstore::v1::Extent* extent,
                        const gdrstore::v1::RemoteBuffer* buffer, bool sync,
                        absl::string_view peer, absl::string_view client, Done done);
-  // The first half of StartOp: validates the request and takes its admission permit. The
-  // returned submission, handed to the initiator, starts the op; dropped unstarted, it gives
-  // the permit back and `done` never runs (then call CountRefused with its status set).
-  absl::StatusOr<Submission> Prepare(Direction direction, const gdrstore::v1::Extent* extent,
+  // The first half of StartOp: validates the request and runs the pipeline's start (admission
+  // included). The returned submission, handed to the initiator, starts the op; tell the
+  // ticket the initiator's answer (OpTicket::Submitted): a refused or dropped one is refused,
+  // and `done` never runs. A non-OK return has been refused (and counted) already.
+  absl::StatusOr<PreparedOp> Prepare(Direction direction, const gdrstore::v1::Extent* extent,
                                      const gdrstore::v1::RemoteBuffer* buffer, bool sync,
                                      absl::string_view peer, absl::string_view client,
                                      Done done);
@@ -134,25 +135,17 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   // Whether an op so described will be answered only after msync: a Read (client -> store)
   // with sync into a file-backed volume.
   bool SyncsToFile(Direction direction, const gdrstore::v1::Extent* extent, bool sync) const {
-    return SyncVolume(direction, extent, sync) != nullptr;
+    return sync && extent != nullptr && syncs_ &&
+           SyncStage::VolumeToSync(*store_, direction, extent->volume(), sync) != nullptr;
   }
   // CRC32C of the store bytes of `extent` (asked for by WriteRequest/ReadRequest.crc32c, taken
   // once the op has completed); nullopt for an extent outside every volume.
   std::optional<uint32_t> ExtentCrc32c(const gdrstore::v1::Extent& extent) const;
-  // Accounts an op Prepare admitted that the initiator then refused (`sub.status` not OK).
-  void CountRefused(const Submission& sub);
   // Accounts (in the totals) a Stream op refused before Prepare (per-stream limit, bad op).
-  void CountUnstarted(absl::StatusCode code);
+  void CountUnstarted(absl::StatusCode code) { pipeline_.RefuseUnstarted(code); }
 
  private:
-  class StreamCall;  // the reactor of one Stream call
-  // A corrupt fault's follow-up to a get that completed: one byte of the op's extent, with one
-  // bit flipped (`draw` picks which), written into the caller's buffer from the store's fault
-  // source. `done` gets the get's status once that byte has landed (or the write's failure).
-  void DeliverCorruptByte(const TransferOp& op, uint64_t draw, OpDone done);
-  // The file-backed volume such an op must msync before answering; nullptr when none.
-  const Volume* SyncVolume(Direction direction, const gdrstore::v1::Extent* extent,
-                           bool sync) const;
+  class StreamCall;  // the reactor of one Stream call (stream_call.cc)
   // nullptr when the call may proceed (its caller in *caller when given); otherwise a reactor
   // already finished with the refusal.
   grpc::ServerUnaryReactor* RefuseUnauthorized(grpc::CallbackServerContext* ctx,
@@ -176,8 +169,10 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   ServiceLimits limits_ ABSL_GUARDED_BY(limits_mu_);
   std::atomic<uint64_t> max_op_bytes_;
   std::atomic<uint32_t> max_inflight_per_stream_;
-  const ServiceExtras extras_;
   InflightLimiter limiter_;
+  AdmissionStage admission_{&limiter_};
+  OpPipeline pipeline_{{&admission_}};
+  bool syncs_ = false;  // the pipeline has an msync stage
   TokenAuth auth_;
   std::atomic<bool> draining_{false};
   std::atomic<uint32_t> streams_{0};

@@ -14,10 +14,6 @@
 
 namespace gdr {
 
-// The device's direction of an op: a get (Write RPC, store -> caller) reads the
-// device, a put (Read RPC, caller -> store) writes it.
-enum class MediaDirection { kRead = 0, kWrite = 1 };
-
 struct MediaSettings {
   std::string preset;            // the preset the figures started from; "" = none (a label)
   uint64_t latency_us = 0;       // per op: fixed, or the median when p99_us is set; 0 = none

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/wire/transport_kind.h"
+#include "daemon/store/direction.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {
@@ -20,12 +21,7 @@ namespace gdr {
 class Store;
 class TransportSet;
 
-enum class Direction {
-  kStoreToClient,  // RPC Write: daemon writes store bytes into the client's buffer
-  kClientToStore,  // RPC Read: daemon reads the client's buffer into the store
-};
-
-// A transport fault an op carries when fault injection picked it (daemon/service/
+// A transport fault an op carries when fault injection picked it (daemon/sim/
 // fault_injector.h): the transport that moves the op breaks the path the op took, as a real
 // failure would. Each transport says in its Submit what that means for it (tcp: the link the
 // op's chunks went on is closed under them; rc: the QP its work requests went on is moved to

@@ -1,4 +1,4 @@
-// The device model of a volume (daemon/store/media_timing.h) on a real
+// The device model of a volume (daemon/sim/media_timing.h) on a real
 // gdrstored, driven by 16 concurrent clients (one Client, connection and thread
 // each). Each figure is checked as a ratio computed from op counts, bytes and
 // timestamps:
@@ -29,7 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "daemon/store/latency_sampler.h"
+#include "daemon/sim/latency_sampler.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/stats_rpc.h"

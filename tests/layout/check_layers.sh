@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Checks that includes point down the layers of the tree under ROOT (default: the repository):
-#   daemon: main.cc -> ops -> service -> transport (interface) -> transport/{tcp,rc,dc}
-#           -> verbs_core -> store
+#   daemon: main.cc -> ops -> service -> {sim, observe} -> transport (interface)
+#           -> transport/{tcp,rc,dc} -> verbs_core -> store
+#           sim (faults, media models, delay queue) and observe (stats, trace, metrics) sit side
+#           by side: neither includes the other, the service or ops, nor a transport's own folder
+#           (they see transfer_op.h and the interface only).
 #   client: Client -> src/transport (interface, factory) -> src/transport/{tcp,rc,dc}; the
 #           transports see the public types (gdrstore/types.h), never the façade (client.h)
 #   common/ sees neither daemon/ nor client/, and its folders by kind point down too:
@@ -21,13 +24,14 @@ table=$(find daemon client common -type f \( -name '*.h' -o -name '*.cc' \) -pri
   sed 's/^\([^:]*\):[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1\t\2/' || true)
 # includes FILE -> the quoted project includes of FILE
 includes() { awk -F'\t' -v f="$1" '$1 == f { print $2 }' <<<"$table"; }
-# forbid DIR REGEX WHY [ALLOW]: no file under DIR may include a path matching REGEX (unless it
-# also matches ALLOW).
+# forbid DIR REGEX WHY [ALLOW [EXEMPT_FILE]]: no file under DIR (but EXEMPT_FILE) may include a
+# path matching REGEX (unless it also matches ALLOW).
 forbid() {
-  local dir=$1 re=$2 why=$3 allow=${4:-} f inc
+  local dir=$1 re=$2 why=$3 allow=${4:-} exempt=${5:-} f inc
   [[ -d $dir ]] || return 0
   while IFS=$'\t' read -r f inc; do
     [[ -n $f && $f == "$dir"/* ]] || continue
+    [[ -n $exempt && $f == "$exempt" ]] && continue
     if [[ $inc =~ $re ]] && ! [[ -n $allow && $inc =~ $allow ]]; then
       echo "$f includes \"$inc\": $why"
       bad=1
@@ -35,14 +39,23 @@ forbid() {
   done <<<"$table"
 }
 
-forbid daemon/store '^daemon/(service|ops|transport|verbs_core)/' "the store is the bottom layer"
-forbid daemon/verbs_core '^daemon/(service|ops|transport)/' \
+forbid daemon/store '^daemon/(service|ops|sim|observe|transport|verbs_core)/' \
+  "the store is the bottom layer"
+forbid daemon/verbs_core '^daemon/(service|ops|sim|observe|transport)/' \
   "the verbs core sits below the transports and knows none of them"
-forbid daemon/transport '^daemon/(service|ops)/' "a transport never reaches up to the service or ops"
+forbid daemon/transport '^daemon/(service|ops|sim|observe)/' \
+  "a transport never reaches up to sim, observe, the service or ops"
+forbid daemon/sim '^daemon/(service|ops)/' "simulation never reaches up to the service or ops"
+forbid daemon/observe '^daemon/(service|ops)/' "observation never reaches up to the service or ops"
+forbid daemon/sim '^daemon/observe/' "sim and observe sit side by side and include each other not"
+forbid daemon/observe '^daemon/sim/' "sim and observe sit side by side and include each other not"
+forbid daemon/sim '^daemon/transport/(tcp|rc|dc)/' "sim sees the transport interface only"
+forbid daemon/observe '^daemon/transport/(tcp|rc|dc)/' "observe sees the transport interface only"
 forbid daemon/service '^daemon/ops/' "the service never reaches up to ops"
-# ops sees a transport's settings (*_options.h) and the interface, never a transport's code.
+# ops sees a transport's settings (*_options.h) and the interface, never a transport's code;
+# daemon_transports.cc, where the Daemon builds the transports, is the one place that names them.
 forbid daemon/ops '^daemon/transport/(tcp|rc|dc)/' "ops may include a transport's *_options.h only" \
-  '^daemon/transport/(tcp|rc|dc)/[a-z]+_options\.h$'
+  '^daemon/transport/(tcp|rc|dc)/[a-z]+_options\.h$' daemon/ops/daemon_transports.cc
 for t in tcp rc dc; do
   siblings=$(echo tcp rc dc | tr ' ' '\n' | grep -vx "$t" | paste -sd'|')
   forbid "daemon/transport/$t" "^daemon/transport/($siblings)/" "transports do not include each other"
@@ -90,11 +103,21 @@ forbid client/src/transport '^gdrstore/client\.h$' \
 forbid client '^daemon/' "the client never includes the daemon"
 forbid daemon '^client/' "the daemon never includes the client"
 
+# main.cc parses the flags and runs the Daemon: it sees ops/ only.
+if [[ -f daemon/main.cc ]]; then
+  while IFS= read -r inc; do
+    if [[ $inc =~ ^daemon/ && ! $inc =~ ^daemon/ops/ ]]; then
+      echo "daemon/main.cc includes \"$inc\": main runs the Daemon (daemon/ops/) and sees nothing else"
+      bad=1
+    fi
+  done < <(includes daemon/main.cc)
+fi
+
 # daemon/main.cc is the only file at the top of daemon/.
 for f in daemon/*.h daemon/*.cc; do
   [[ -f $f && $f != daemon/main.cc ]] || continue
-  echo "$f: only main.cc lives at the top of daemon/ (put it in ops/, service/, transport/," \
-    "verbs_core/ or store/)"
+  echo "$f: only main.cc lives at the top of daemon/ (put it in ops/, service/, sim/," \
+    "observe/, transport/, verbs_core/ or store/)"
   bad=1
 done
 

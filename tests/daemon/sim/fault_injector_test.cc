@@ -1,7 +1,7 @@
 // FaultInjector on its own, with a clock the test moves: what rules match, which ops a seeded
 // rate or an every-N trigger hits, count and window limits, the decisions of each kind, and the
 // bookkeeping (list, clear, configured rules replaced, totals kept after a clear).
-#include "daemon/service/fault_injector.h"
+#include "daemon/sim/fault_injector.h"
 
 #include <gtest/gtest.h>
 

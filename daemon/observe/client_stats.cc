@@ -1,4 +1,4 @@
-#include "daemon/service/client_stats.h"
+#include "daemon/observe/client_stats.h"
 
 #include "common/grpc/grpc_peer.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/store/media_timing.h"
+#include "daemon/sim/media_timing.h"
 
 #include <algorithm>
 
@@ -44,9 +44,9 @@ MediaCounters MediaModel::counters(absl::Time now) const {
   return c;
 }
 
-absl::Time MediaModel::Reserve(MediaDirection direction, uint64_t bytes, absl::Time now) {
+absl::Time MediaModel::Reserve(Direction direction, uint64_t bytes, absl::Time now) {
   if (!enabled_.load(std::memory_order_relaxed)) return now;
-  const int dir = static_cast<int>(direction);
+  const int dir = direction == Direction::kStoreToClient ? 0 : 1;  // 0: device reads
   absl::MutexLock lock(&mu_);
   const MediaSettings& s = settings_;
   // 1. A slot in the device: ops that completed by `now` have left; a full

@@ -1,4 +1,4 @@
-#include "daemon/ops/stats_metrics.h"
+#include "daemon/observe/stats_metrics.h"
 
 #include <limits>
 #include <map>

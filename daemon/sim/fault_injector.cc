@@ -1,4 +1,4 @@
-#include "daemon/service/fault_injector.h"
+#include "daemon/sim/fault_injector.h"
 
 #include <algorithm>
 

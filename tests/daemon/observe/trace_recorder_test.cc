@@ -1,7 +1,7 @@
 // TraceRecorder: ops recorded from many threads all reach the file by Close; the cap stops
 // recording and counts the drops; Reopen starts a new file at the path; ops after Close are
 // dropped, not lost silently.
-#include "daemon/service/trace_recorder.h"
+#include "daemon/observe/trace_recorder.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

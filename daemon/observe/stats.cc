@@ -1,10 +1,10 @@
-#include "daemon/service/stats.h"
+#include "daemon/observe/stats.h"
 
 #include <algorithm>
 #include <bit>
 
 #include "absl/time/clock.h"
-#include "daemon/service/client_stats.h"
+#include "daemon/observe/client_stats.h"
 
 namespace gdr {
 
@@ -133,6 +133,18 @@ OpScopes DaemonStats::Resolve(std::optional<TransportKind> transport, absl::stri
   auto it = volumes_.find(volume);
   if (it != volumes_.end()) s.volume = it->second.get();
   return s;
+}
+
+OpScopes DaemonStats::Begin(TransportKind transport, absl::string_view volume,
+                            absl::string_view client, uint64_t bytes) {
+  OpScopes s = Resolve(transport, volume, client);
+  Started(s, bytes);
+  return s;
+}
+
+void DaemonStats::Refused(std::optional<TransportKind> transport, absl::string_view volume,
+                          absl::string_view client, Direction direction, absl::StatusCode code) {
+  Finished(Resolve(transport, volume, client), direction, code, 0, 0, /*started=*/false);
 }
 
 void DaemonStats::Started(const OpScopes& scopes, uint64_t bytes) {

@@ -25,7 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/wire/transport_kind.h"
-#include "daemon/store/delay_queue.h"
+#include "daemon/sim/delay_queue.h"
 #include "daemon/transport/transfer_op.h"
 #include "gdrstore/v1/admin.pb.h"
 #include "gdrstore/v1/gdrstore.pb.h"

@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "daemon/service/stats.h"
+#include "daemon/observe/stats.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 #include "prometheus/metric_family.h"
 

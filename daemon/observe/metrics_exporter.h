@@ -1,10 +1,11 @@
 // The Prometheus endpoint of gdrstored (--metrics-listen): an HTTP server
 // (prometheus-cpp's Exposer on civetweb) whose /metrics is built at each scrape
-// from the daemon's statistics (daemon/ops/stats_metrics.h). Off unless an
+// from the daemon's statistics (daemon/observe/stats_metrics.h). Off unless an
 // address is given.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,8 +14,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "daemon/service/stats.h"
-#include "daemon/service/store_service.h"
+#include "daemon/observe/stats.h"
+#include "gdrstore/v1/gdrstore.pb.h"
 
 namespace prometheus {
 class Collectable;
@@ -39,12 +40,16 @@ absl::Status CheckMetricsListen(absl::string_view address);
 
 class MetricsExporter {
  public:
-  // Serves /metrics on `address` (CheckMetricsListen's form) from `service`'s
-  // statistics and `stats`' latency buckets; both must outlive the exporter.
+  // What a scrape reads: the daemon's GetStats answer as its operator sees it
+  // (every volume and client); not OK: the scrape answers no family. Runs on a
+  // civetweb thread; must only read atomics and small maps, as GetStats does.
+  using StatsSource = std::function<absl::Status(gdrstore::v1::GetStatsResponse*)>;
+  // Serves /metrics on `address` (CheckMetricsListen's form) from `source` and
+  // `stats`' latency buckets; what they read must outlive the exporter.
   // INVALID_ARGUMENT for a malformed address, UNAVAILABLE naming
   // --metrics-listen when it cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsExporter>> Start(const std::string& address,
-                                                                const StoreService* service,
+                                                                StatsSource source,
                                                                 const DaemonStats* stats);
   // Stops serving; a scrape in progress completes first.
   ~MetricsExporter();

@@ -1,6 +1,6 @@
 // ClientStats: identities from labels and gRPC peers, and the bound on how many
 // are tracked.
-#include "daemon/service/client_stats.h"
+#include "daemon/observe/client_stats.h"
 
 #include <gtest/gtest.h>
 

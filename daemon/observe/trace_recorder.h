@@ -1,6 +1,7 @@
 // gdrstored --trace: records every op the service answers into a trace file
 // (common/wire/trace_format.h) without putting file I/O on the op's path: ops are queued under a
-// short critical section and a writer thread encodes and writes them.
+// short critical section and a writer thread encodes and writes them. The op pipeline's trace
+// stage (daemon/service/op_stages.h) fills each op's entry.
 #pragma once
 
 #include <atomic>
@@ -14,7 +15,6 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/wire/trace_format.h"
-#include "daemon/transport/transfer_op.h"
 
 namespace gdr {
 
@@ -77,19 +77,6 @@ class TraceRecorder {
   std::atomic<uint64_t> dropped_{0};  // queue-side drops plus the writers' drops
   std::atomic<uint64_t> bytes_{0};
   std::thread thread_;
-};
-
-// One op's trace entry: taken when Prepare admits the op, recorded when it is answered.
-// Without a recorder it copies nothing and Finish does nothing.
-class TracedOp {
- public:
-  TracedOp(TraceRecorder* recorder, const TransferOp& op, int64_t start_unix_ns);
-  // Records the op with its answer's code and its latency; once (later calls do nothing).
-  void Finish(absl::StatusCode code, uint64_t latency_ns);
-
- private:
-  TraceRecorder* recorder_;
-  trace::OpEvent event_;
 };
 
 }  // namespace gdr

@@ -1,4 +1,4 @@
-#include "daemon/store/delay_queue.h"
+#include "daemon/sim/delay_queue.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"

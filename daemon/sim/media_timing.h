@@ -20,7 +20,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "daemon/store/latency_sampler.h"
+#include "daemon/sim/latency_sampler.h"
+#include "daemon/store/direction.h"
 #include "daemon/store/media_settings.h"
 
 namespace gdr {
@@ -45,11 +46,12 @@ class MediaModel {
   MediaSettings settings() const;
   MediaCounters counters(absl::Time now) const;
 
-  // Books an op of `bytes` in `direction` arriving at `now`; returns the
-  // earliest time it may complete (`now` when timing is off). Ops are served in
+  // Books an op of `bytes` in `direction` arriving at `now` (kStoreToClient
+  // reads the device, kClientToStore writes it); returns the earliest time it
+  // may complete (`now` when timing is off). Ops are served in
   // the order they are booked. Times passed in should not go backwards by more
   // than scheduling jitter.
-  absl::Time Reserve(MediaDirection direction, uint64_t bytes, absl::Time now);
+  absl::Time Reserve(Direction direction, uint64_t bytes, absl::Time now);
 
  private:
   std::atomic<bool> enabled_{false};

@@ -1,4 +1,4 @@
-#include "daemon/ops/metrics_exporter.h"
+#include "daemon/observe/metrics_exporter.h"
 
 #include <exception>
 #include <string>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/ip_address.h"
 #include "common/base/status_macros.h"
-#include "daemon/ops/stats_metrics.h"
+#include "daemon/observe/stats_metrics.h"
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
 #include "prometheus/metric_family.h"
@@ -18,16 +18,14 @@ namespace {
 
 class StatsCollectable final : public prometheus::Collectable {
  public:
-  StatsCollectable(const StoreService* service, const DaemonStats* stats)
-      : service_(service), stats_(stats) {}
+  StatsCollectable(MetricsExporter::StatsSource source, const DaemonStats* stats)
+      : source_(std::move(source)), stats_(stats) {}
 
   // Runs on a civetweb thread per scrape: reads only atomics and small maps, as
   // GetStats does.
   std::vector<prometheus::MetricFamily> Collect() const override {
     gdrstore::v1::GetStatsResponse response;
-    // A default Caller: the endpoint is the operator's and shows every volume
-    // and client.
-    if (!service_->FillStats(Caller(), &response).ok()) return {};
+    if (!source_(&response).ok()) return {};
     std::vector<prometheus::MetricFamily> out = StatsMetricFamilies(response);
     for (prometheus::MetricFamily& f : LatencyMetricFamilies(*stats_)) {
       out.push_back(std::move(f));
@@ -36,7 +34,7 @@ class StatsCollectable final : public prometheus::Collectable {
   }
 
  private:
-  const StoreService* service_;
+  const MetricsExporter::StatsSource source_;
   const DaemonStats* stats_;
 };
 
@@ -86,11 +84,11 @@ absl::Status CheckMetricsListen(absl::string_view address) {
 }
 
 absl::StatusOr<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(const std::string& address,
-                                                                        const StoreService* service,
+                                                                        StatsSource source,
                                                                         const DaemonStats* stats) {
   GDR_RETURN_IF_ERROR(CheckMetricsListen(address));
   std::unique_ptr<MetricsExporter> e(new MetricsExporter());
-  e->collectable_ = std::make_shared<StatsCollectable>(service, stats);
+  e->collectable_ = std::make_shared<StatsCollectable>(std::move(source), stats);
   // civetweb reports a failed bind by an exception through prometheus-cpp; it
   // stops here.
   try {

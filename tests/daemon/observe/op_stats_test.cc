@@ -1,6 +1,6 @@
 // Unit tests of the op accounting (daemon/stats.h): histogram buckets and percentiles, counter
 // scopes, errors by code, in-flight bookkeeping.
-#include "daemon/service/stats.h"
+#include "daemon/observe/stats.h"
 
 #include <random>
 

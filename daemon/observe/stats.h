@@ -15,7 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "daemon/transport/transfer_op.h"
+#include "common/wire/transport_kind.h"
+#include "daemon/store/direction.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {
@@ -93,12 +94,19 @@ class DaemonStats {
   ~DaemonStats();
 
   // Scopes for a request's transport (none when it named none), volume name and client
-  // identity (daemon/service/client_stats.h: ClientIdentity; empty: not counted per client).
+  // identity (daemon/observe/client_stats.h: ClientIdentity; empty: not counted per client).
   OpScopes Resolve(std::optional<TransportKind> transport, absl::string_view volume,
                    absl::string_view client = {});
   void Started(const OpScopes& scopes, uint64_t bytes);
   void Finished(const OpScopes& scopes, Direction direction, absl::StatusCode code,
                 uint64_t bytes, uint64_t latency_ns, bool started);
+  // An op's two entries on the op path: Begin (Resolve, then Started) when it starts, and
+  // Finished on its scopes when it is answered; an op refused before it started is one
+  // Refused (Resolve, then Finished with started = false).
+  OpScopes Begin(TransportKind transport, absl::string_view volume, absl::string_view client,
+                 uint64_t bytes);
+  void Refused(std::optional<TransportKind> transport, absl::string_view volume,
+               absl::string_view client, Direction direction, absl::StatusCode code);
 
   const OpCounters& total() const { return total_; }
   const OpCounters& transport(TransportKind kind) const {

@@ -1,4 +1,4 @@
-#include "daemon/service/trace_recorder.h"
+#include "daemon/observe/trace_recorder.h"
 
 #include "absl/time/time.h"
 #include "common/base/log.h"
@@ -128,26 +128,6 @@ void TraceRecorder::OpenNext() {
   writer_ = std::move(*w);
   bytes_.store(writer_->bytes());
   GDR_LOG(kInfo) << "trace " << path_ << " reopened";
-}
-
-TracedOp::TracedOp(TraceRecorder* recorder, const TransferOp& op, int64_t start_unix_ns)
-    : recorder_(recorder) {
-  if (recorder_ == nullptr) return;
-  event_.start_unix_ns = start_unix_ns;
-  event_.offset = op.offset;
-  event_.length = op.length;
-  event_.volume = op.volume;
-  event_.client = op.caller;
-  event_.kind = op.direction == Direction::kStoreToClient ? trace::OpKind::kGet
-                                                          : trace::OpKind::kPut;
-}
-
-void TracedOp::Finish(absl::StatusCode code, uint64_t latency_ns) {
-  if (recorder_ == nullptr) return;
-  event_.code = static_cast<uint16_t>(code);
-  event_.latency_ns = latency_ns;
-  recorder_->Record(std::move(event_));
-  recorder_ = nullptr;
 }
 
 }  // namespace gdr

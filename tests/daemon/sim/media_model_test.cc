@@ -1,7 +1,7 @@
-// Unit tests of the simulated device (daemon/store/media_timing.h: queue depth,
+// Unit tests of the simulated device (daemon/sim/media_timing.h: queue depth,
 // IOPS, bandwidth per direction, seeded latency samples) on synthetic times,
 // and of the delay queue that holds completions until the media is done
-// (daemon/store/delay_queue.h).
+// (daemon/sim/delay_queue.h).
 #include <algorithm>
 #include <atomic>
 #include <vector>
@@ -9,16 +9,17 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "daemon/store/delay_queue.h"
-#include "daemon/store/latency_sampler.h"
-#include "daemon/store/media_timing.h"
+#include "daemon/sim/delay_queue.h"
+#include "daemon/sim/latency_sampler.h"
+#include "daemon/sim/media_timing.h"
 #include "gtest/gtest.h"
 
 namespace gdr {
 namespace {
 
-constexpr MediaDirection kRead = MediaDirection::kRead;
-constexpr MediaDirection kWrite = MediaDirection::kWrite;
+// A get reads the simulated device, a put writes it.
+constexpr Direction kRead = Direction::kStoreToClient;
+constexpr Direction kWrite = Direction::kClientToStore;
 
 MediaSettings Latency(uint64_t us) {
   MediaSettings s;

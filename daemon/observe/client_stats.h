@@ -13,7 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/service/stats.h"
+#include "daemon/observe/stats.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {

@@ -1,4 +1,4 @@
-#include "daemon/store/latency_sampler.h"
+#include "daemon/sim/latency_sampler.h"
 
 #include <algorithm>
 #include <cmath>

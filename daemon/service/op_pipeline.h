@@ -1,0 +1,165 @@
+// One data op's way through the daemon between its gRPC handler and its answer: the stages it
+// passes (msync, fault injection, admission, media timing, statistics, trace), each behind one
+// interface (OpStage), assembled once at start-up; a stage the daemon does not run is simply
+// not in the list. The op itself is one OpContext, allocated once when the handler starts it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/wire/trace_format.h"
+#include "daemon/observe/stats.h"
+#include "daemon/service/inflight_limiter.h"
+#include "daemon/service/token_auth.h"
+#include "daemon/store/direction.h"
+#include "daemon/transport/transfer_op.h"
+#include "gdrstore/v1/gdrstore.pb.h"
+
+namespace gdr {
+
+class OpPipeline;
+class Volume;
+struct OpFault;  // a fault stage's state of an op a rule hit (op_stages.h)
+
+// One op, from the handler to its answer. Stages keep what they need of it here (one field
+// group each), so an op costs one allocation however many stages run. The request fields are
+// valid only until the handler's call returns (refusals are counted from them); the rest live
+// as long as the op.
+class OpContext {
+ public:
+  // The final status and the daemon-side service time.
+  using Done = std::function<void(absl::Status, uint64_t service_ns)>;
+
+  OpContext(const OpPipeline* pipeline, Direction direction, const gdrstore::v1::Extent* extent,
+            const gdrstore::v1::RemoteBuffer* buffer, bool sync, absl::string_view peer,
+            absl::string_view client, Done done);
+  ~OpContext();
+
+  // A stage that held the op (OnTransferred returned false) hands it on to the next stage with
+  // `status` updated as its step ended. Any thread.
+  void Resume();
+
+  // The request.
+  const Direction direction;
+  const gdrstore::v1::Extent* const extent;
+  const gdrstore::v1::RemoteBuffer* const buffer;
+  const bool sync;  // a put into a file volume is answered after msync
+  const absl::string_view peer;
+  const absl::string_view client;
+
+  // Set once the op is validated, from the TransferOp.
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  int64_t start_ns = 0;  // the one reading of the clock an op's times are measured from
+  // The op's status as it goes: the transfer's, then as each stage's step leaves it.
+  absl::Status status;
+
+  // admission
+  InflightLimiter::Permit permit;
+  // msync: the file volume to msync before answering; null when none
+  const Volume* sync_volume = nullptr;
+  // faults: what the rules decided, when one hit the op (stall, corrupt); null otherwise
+  std::unique_ptr<OpFault> fault;
+  // media: the op may not be answered before its slot on the simulated device ends
+  absl::Time ready_at = absl::InfinitePast();
+  // stats: the counters the op is accounted in, and whether it was counted as started
+  OpScopes scopes;
+  bool counted = false;
+  // trace: the op's entry, filled when it starts and recorded with its answer
+  std::optional<trace::OpEvent> trace;
+
+ private:
+  friend class OpPipeline;
+  friend class OpTicket;
+  const OpPipeline* pipeline_;
+  Done done_;
+  size_t next_ = 0;  // the stage whose OnTransferred runs next
+};
+
+// A step every op passes. Each hook has a default that does nothing, so a stage overrides only
+// the phases it takes part in. Hooks run on whichever thread the op is on (a gRPC thread at
+// start, a transport's completion thread after); they must not block.
+class OpStage {
+ public:
+  virtual ~OpStage() = default;
+  // For logs: "admission", "faults", "media", "msync", "stats", "trace".
+  virtual const char* name() const = 0;
+  // A validated op starts (ctx.start_ns, offset, length set). Not OK: the op is refused with
+  // that status; nothing starts and later stages' OnStart do not run.
+  virtual absl::Status OnStart(OpContext& ctx, TransferOp& op) { return absl::OkStatus(); }
+  // Its transfer and the stages before this one ended with ctx.status. true: go on at once;
+  // false: the stage holds the op and calls ctx.Resume() once its step is done.
+  virtual bool OnTransferred(OpContext& ctx) { return true; }
+  // The op is answered now with ctx.status after `service_ns`: release, count, record.
+  virtual void OnFinish(OpContext& ctx, uint64_t service_ns) {}
+  // The op was refused with `why` (non-OK): before it started (no OnStart ran, or only some
+  // of them) or by the transport after every OnStart ran; nothing of it was transferred.
+  virtual void OnRefused(OpContext& ctx, const absl::Status& why) {}
+  // Its part of a GetStats answer for `caller`.
+  virtual void FillStats(const Caller& caller, gdrstore::v1::GetStatsResponse* out) const {}
+};
+
+// The stages in the order ops pass them. Read-only once serving: an op walks a fixed list.
+class OpPipeline {
+ public:
+  // Each stage must outlive the pipeline and every op started through it.
+  explicit OpPipeline(std::vector<OpStage*> stages = {}) : stages_(std::move(stages)) {}
+
+  std::span<OpStage* const> stages() const { return stages_; }
+  // Whether a stage of that name runs.
+  bool Has(absl::string_view name) const;
+
+  // A validated op: runs every OnStart in order. OK: the op is the pipeline's and ends with
+  // Transferred(); otherwise it has been refused (Refuse) and `ctx` is gone.
+  absl::Status Start(std::unique_ptr<OpContext>& ctx, TransferOp& op) const;
+  // The transfer of a started op ended: the stages' OnTransferred, then its answer.
+  void Transferred(OpContext* ctx, absl::Status status) const;
+  // Refuses an op (every stage's OnRefused), logging what a client could cause at line rate
+  // when `log`. Deletes `ctx`.
+  void Refuse(std::unique_ptr<OpContext> ctx, const absl::Status& why, bool log = true) const;
+  // A refusal of a request that never became an op (a bad stream op, a missing grant): the
+  // stages see it as an op that named nothing (the totals count it). Not logged.
+  void RefuseUnstarted(absl::StatusCode code) const;
+
+ private:
+  friend class OpContext;
+  void Continue(OpContext* ctx) const;
+  void Finish(OpContext* ctx) const;
+
+  std::vector<OpStage*> stages_;
+};
+
+// An op the pipeline started, until the transport has taken it: given back as refused if the
+// transport does not (Submitted with its refusal, or dropped). Move-only.
+class OpTicket {
+ public:
+  OpTicket() = default;
+  explicit OpTicket(OpContext* ctx) : ctx_(ctx) {}
+  OpTicket(OpTicket&& o) noexcept : ctx_(std::exchange(o.ctx_, nullptr)) {}
+  OpTicket& operator=(OpTicket&& o) noexcept;
+  OpTicket(const OpTicket&) = delete;
+  OpTicket& operator=(const OpTicket&) = delete;
+  ~OpTicket();
+
+  // The transport's answer to the op's submission. OK: the op is the transport's (its
+  // completion ends it; it may already have); otherwise it is refused with `status`.
+  void Submitted(const absl::Status& status);
+
+ private:
+  OpContext* ctx_ = nullptr;
+};
+
+// Refusals a client can cause at line rate are logged at most every few seconds (the counts
+// are in GetStats); pressure and shutdown refusals are expected and only counted.
+void LogRefusal(const absl::Status& s);
+
+}  // namespace gdr

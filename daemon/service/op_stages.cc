@@ -1,0 +1,239 @@
+#include "daemon/service/op_stages.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "daemon/store/mapping_guard.h"
+
+namespace gdr {
+
+namespace v1 = gdrstore::v1;
+
+absl::Status AdmissionStage::OnStart(OpContext& ctx, TransferOp& op) {
+  return limiter_->TryAcquire(ctx.length, &ctx.permit);
+}
+
+void AdmissionStage::OnFinish(OpContext& ctx, uint64_t service_ns) { ctx.permit.Release(); }
+
+const Volume* SyncStage::VolumeToSync(const Store& store, Direction direction,
+                                      absl::string_view volume, bool sync) {
+  if (!sync || direction != Direction::kClientToStore) return nullptr;
+  const Volume* v = store.Find(volume);
+  return v != nullptr && !v->file().empty() ? v : nullptr;
+}
+
+absl::Status SyncStage::OnStart(OpContext& ctx, TransferOp& op) {
+  ctx.sync_volume = VolumeToSync(*store_, ctx.direction, op.volume, ctx.sync);
+  return absl::OkStatus();
+}
+
+bool SyncStage::OnTransferred(OpContext& ctx) {
+  if (!ctx.status.ok() || ctx.sync_volume == nullptr) return true;
+  syncer_->Post([c = &ctx] {
+    c->status = c->sync_volume->Sync(c->offset, c->length);
+    c->Resume();
+  });
+  return false;
+}
+
+absl::Status FaultStage::OnStart(OpContext& ctx, TransferOp& op) {
+  FaultDecision d = faults_->Decide(absl::FromUnixNanos(ctx.start_ns), ctx.direction,
+                                    op.transport, op.volume, op.offset, op.length,
+                                    FaultClient{ctx.client, ctx.peer});
+  if (!d.error.ok()) return d.error;
+  op.inject = d.transport;
+  if (d.stall != nullptr || d.corrupt.has_value()) {
+    ctx.fault = std::make_unique<OpFault>();
+    ctx.fault->stall = std::move(d.stall);
+    ctx.fault->corrupt = d.corrupt;
+    if (d.corrupt.has_value()) ctx.fault->op = op;
+  }
+  return absl::OkStatus();
+}
+
+bool FaultStage::OnTransferred(OpContext& ctx) {
+  if (ctx.fault == nullptr || !ctx.status.ok()) return true;
+  if (ctx.fault->corrupt.has_value()) {
+    // The byte goes out from the delay queue's thread: a transport's completion never submits
+    // new work to the transports from inside itself.
+    delays_->RunAt(absl::InfinitePast(), [this, c = &ctx] { DeliverCorruptByte(*c); });
+    return false;
+  }
+  return Hold(ctx);
+}
+
+bool FaultStage::Hold(OpContext& ctx) {
+  if (!ctx.status.ok() || ctx.fault == nullptr || ctx.fault->stall == nullptr) return true;
+  // Held while its stall rules stand (a rule cleared meanwhile lets it go at once). The local
+  // reference keeps the hold alive through Arm even when the op is answered inside it (a
+  // queue that has shut down runs the answer at once) and the op's own reference goes.
+  std::shared_ptr<StallHold> stall = ctx.fault->stall;
+  stall->Arm(delays_, absl::InfinitePast(), [c = &ctx] { c->Resume(); });
+  return false;
+}
+
+void FaultStage::DeliverCorruptByte(OpContext& ctx) {
+  const uint64_t draw = *ctx.fault->corrupt;
+  ctx.fault->corrupt.reset();
+  const TransferOp& op = ctx.fault->op;
+  auto delivered = [this](OpContext& c, absl::Status s) {
+    c.status = std::move(s);
+    if (Hold(c)) c.Resume();
+  };
+  const Volume& source = store_->fault_source();
+  const uint64_t at = (draw >> 3) % op.length;
+  // A read of the volume's mapping, guarded as every copy out of a file volume is.
+  uint8_t stored = 0;
+  if (std::optional<const void*> fault =
+          RunGuarded([&stored, &op, at] { stored = static_cast<uint8_t>(op.local[at]); })) {
+    delivered(ctx, MappingFaultStatus(*fault));
+    return;
+  }
+  const auto flipped = static_cast<uint8_t>(stored ^ (1u << (draw & 7)));
+  TransferOp one = op;
+  one.volume = source.name();
+  one.offset = flipped;
+  one.local = source.data() + flipped;  // the source holds every byte value at its own offset
+  one.length = 1;
+  one.remote_address = op.remote_address + at;
+  one.inject = InjectedFault::kNone;
+  absl::Status s = transports_->Submit(one, [delivered, c = &ctx](absl::Status st) {
+    delivered(*c, st.ok() ? absl::OkStatus()
+                          : absl::Status(st.code(), absl::StrCat("delivering an injected "
+                                                                 "corrupt byte: ",
+                                                                 st.message())));
+  });
+  if (!s.ok()) delivered(ctx, std::move(s));
+}
+
+void FaultStage::FillStats(const Caller& caller, v1::GetStatsResponse* out) const {
+  faults_->FillStats(out);
+  // As for volumes: fault counts of volumes the caller may not see are left out.
+  auto* faults = out->mutable_faults();
+  faults->erase(std::remove_if(faults->begin(), faults->end(),
+                               [&caller](const v1::FaultStats& f) {
+                                 return !f.volume().empty() && !caller.MaySee(f.volume());
+                               }),
+                faults->end());
+}
+
+absl::Status MediaStage::OnStart(OpContext& ctx, TransferOp& op) {
+  if (MediaModel* m = media_->Find(op.volume)) {
+    ctx.ready_at = m->Reserve(ctx.direction, op.length, absl::FromUnixNanos(ctx.start_ns));
+  }
+  return absl::OkStatus();
+}
+
+bool MediaStage::OnTransferred(OpContext& ctx) {
+  if (!ctx.status.ok() || ctx.ready_at == absl::InfinitePast() || ctx.ready_at <= absl::Now()) {
+    return true;
+  }
+  delays_->RunAt(ctx.ready_at, [c = &ctx] { c->Resume(); });
+  return false;
+}
+
+namespace {
+
+void FillMedia(const MediaModel& m, v1::MediaTiming* out) {
+  const MediaSettings s = m.settings();
+  out->set_latency_us(s.latency_us);
+  out->set_bandwidth_bytes_per_sec(s.bandwidth);
+  out->set_preset(s.preset);
+  out->set_p99_us(s.p99_us);
+  out->set_read_bandwidth_bytes_per_sec(s.read_bandwidth);
+  out->set_write_bandwidth_bytes_per_sec(s.write_bandwidth);
+  out->set_iops(s.iops);
+  out->set_read_iops(s.read_iops);
+  out->set_write_iops(s.write_iops);
+  out->set_queue_depth(s.queue_depth);
+  out->set_seed(s.seed);
+  const MediaCounters c = m.counters(absl::Now());
+  out->set_ops(c.ops);
+  out->set_queued_ops(c.queued_ops);
+  out->set_queue_wait_us(c.wait_ns / 1000);
+  out->set_in_device(c.in_device);
+}
+
+}  // namespace
+
+void MediaStage::FillStats(const Caller& caller, v1::GetStatsResponse* out) const {
+  for (v1::VolumeStats& v : *out->mutable_volumes()) {
+    if (MediaModel* m = media_->Find(v.name())) FillMedia(*m, v.mutable_media());
+  }
+}
+
+absl::Status StatsStage::OnStart(OpContext& ctx, TransferOp& op) {
+  ctx.scopes = stats_->Begin(op.transport, op.volume, ctx.client, op.length);
+  ctx.counted = true;
+  return absl::OkStatus();
+}
+
+void StatsStage::OnFinish(OpContext& ctx, uint64_t service_ns) {
+  stats_->Finished(ctx.scopes, ctx.direction, ctx.status.code(), ctx.length, service_ns, true);
+}
+
+void StatsStage::OnRefused(OpContext& ctx, const absl::Status& why) {
+  if (ctx.counted) {
+    // Counted as started: closed as failed with the transport's reason.
+    stats_->Finished(ctx.scopes, ctx.direction, why.code(), ctx.length, 0, true);
+    return;
+  }
+  // Refused before it started: counted where the request pointed, as far as it did.
+  stats_->Refused(ctx.buffer ? TransportOfEndpoint(ctx.buffer->endpoint_case()) : std::nullopt,
+                  ctx.extent ? absl::string_view(ctx.extent->volume()) : absl::string_view(),
+                  ctx.client, ctx.direction, why.code());
+}
+
+void StatsStage::FillStats(const Caller& caller, v1::GetStatsResponse* out) const {
+  stats_->Fill(out);
+  // Per-volume figures only of the volumes the caller has a grant on (the totals, per
+  // transport figures and admission stay daemon-wide).
+  auto* volumes = out->mutable_volumes();
+  volumes->erase(std::remove_if(volumes->begin(), volumes->end(),
+                                [&caller](const v1::VolumeStats& v) {
+                                  return !caller.MaySee(v.name());
+                                }),
+                 volumes->end());
+  // A caller with a credential sees its own client entry only: the others' labels and
+  // traffic are theirs.
+  if (!caller.label().empty()) {
+    auto* clients = out->mutable_clients();
+    clients->erase(std::remove_if(clients->begin(), clients->end(),
+                                  [&caller](const v1::ClientStats& c) {
+                                    return c.client() != caller.label();
+                                  }),
+                   clients->end());
+  }
+}
+
+absl::Status TraceStage::OnStart(OpContext& ctx, TransferOp& op) {
+  trace::OpEvent& e = ctx.trace.emplace();
+  e.start_unix_ns = ctx.start_ns;
+  e.offset = op.offset;
+  e.length = op.length;
+  e.volume = op.volume;
+  e.client = op.caller;
+  // The trace file keeps the wire's words: a get is RPC Write, a put RPC Read.
+  e.kind = ctx.direction == Direction::kStoreToClient ? trace::OpKind::kGet : trace::OpKind::kPut;
+  return absl::OkStatus();
+}
+
+void TraceStage::OnFinish(OpContext& ctx, uint64_t service_ns) {
+  if (!ctx.trace.has_value()) return;
+  ctx.trace->code = static_cast<uint16_t>(ctx.status.code());
+  ctx.trace->latency_ns = service_ns;
+  trace_->Record(std::move(*ctx.trace));
+  ctx.trace.reset();
+}
+
+void TraceStage::FillStats(const Caller& caller, v1::GetStatsResponse* out) const {
+  const TraceRecorder::Stats t = trace_->stats();
+  v1::TraceStats* ts = out->mutable_trace();
+  ts->set_records(t.records);
+  ts->set_dropped(t.dropped);
+  ts->set_bytes(t.bytes);
+  ts->set_file(t.file);
+}
+
+}  // namespace gdr
