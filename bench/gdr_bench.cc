@@ -25,6 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/bench_report.h"
 #include "bench/daemon_process.h"
 #include "bench/raw_tcp.h"
 #include "bench/report_text.h"
@@ -45,6 +46,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using gdrbench::MachineCpu;
+using gdrbench::PrintJson;
+using gdrbench::PrintTable;
+using gdrbench::Row;
 using gdrbench::Median;
 using gdrbench::TouchedMemory;
 
@@ -120,87 +124,6 @@ absl::StatusOr<std::vector<uint64_t>> PingLoop(gdrstore::Client& client, uint64_
   cv.wait(lock, [&] { return finished; });
   if (!error.ok()) return error;
   return latency_ns;
-}
-
-// ---- the report ----
-
-struct Row {
-  std::string name;       // what the product number is
-  std::string unit;       // "GB/s", "us", "ops/s"
-  std::string baseline;   // what the baseline number is
-  std::string aim;        // ">= 0.85"
-  double aim_ratio = 0;
-  bool higher_is_better = true;
-  bool informational = false;  // no aim: the ratio is reported, not judged
-  std::vector<double> product, base;  // one sample per repeat
-  double product_median() const { return Median(product); }
-  double base_median() const { return Median(base); }
-  double ratio() const { return base_median() == 0 ? 0 : product_median() / base_median(); }
-  bool met() const {
-    if (informational) return true;
-    return higher_is_better ? ratio() >= aim_ratio : ratio() <= aim_ratio;
-  }
-  const char* verdict() const { return informational ? "-" : (met() ? "yes" : "NO"); }
-};
-
-std::string FormatValue(double v, const std::string& unit) {
-  if (unit == "GB/s") return absl::StrFormat("%.3f", v);
-  if (unit == "us" || unit == "%") return absl::StrFormat("%.1f", v);
-  return absl::StrFormat("%.0f", v);
-}
-
-std::string Samples(const std::vector<double>& v, const std::string& unit) {
-  std::vector<std::string> parts;
-  for (double x : v) parts.push_back(FormatValue(x, unit));
-  return absl::StrJoin(parts, ",");
-}
-
-void PrintTable(const std::vector<Row>& rows, const Settings& s, const std::string& daemon_cmd) {
-  std::printf("gdr_bench: %d repeats (median shown) after %d warm-up, nproc %u, CPU %s\n",
-              s.repeats, s.warmup, std::thread::hardware_concurrency(), MachineCpu().c_str());
-  std::printf("daemon: %s\n\n", daemon_cmd.c_str());
-  std::printf("%-46s %12s   %-34s %12s %7s  %-7s %s\n", "measurement", "product", "baseline",
-              "baseline", "ratio", "aim", "met");
-  for (const Row& r : rows) {
-    std::printf("%-46s %12s   %-34s %12s %7.2f  %-7s %s\n",
-                absl::StrCat(r.name, " [", r.unit, "]").c_str(),
-                FormatValue(r.product_median(), r.unit).c_str(), r.baseline.c_str(),
-                FormatValue(r.base_median(), r.unit).c_str(), r.ratio(), r.aim.c_str(),
-                r.verdict());
-  }
-  std::printf("\nsamples (product | baseline):\n");
-  for (const Row& r : rows) {
-    std::printf("  %-46s %s | %s\n", r.name.c_str(), Samples(r.product, r.unit).c_str(),
-                Samples(r.base, r.unit).c_str());
-  }
-}
-
-// `scale`: the scale group's JSON object, or null when it did not run.
-void PrintJson(const std::vector<Row>& rows, const Settings& s, const std::string& daemon_cmd,
-               const std::string* scale) {
-  using gdr::json::Fixed;
-  using gdr::json::Json;
-  Json rows_json = Json::array();
-  for (const Row& r : rows) {
-    rows_json.push_back({{"name", r.name},
-                         {"unit", r.unit},
-                         {"product", Fixed(r.product_median(), 4)},
-                         {"baseline_name", r.baseline},
-                         {"baseline", Fixed(r.base_median(), 4)},
-                         {"ratio", Fixed(r.ratio(), 4)},
-                         {"aim", r.aim},
-                         {"met", r.met()},
-                         {"product_samples", r.product},
-                         {"baseline_samples", r.base}});
-  }
-  Json doc = {{"repeats", s.repeats},
-              {"warmup", s.warmup},
-              {"nproc", std::thread::hardware_concurrency()},
-              {"cpu", MachineCpu()},
-              {"daemon", daemon_cmd},
-              {"rows", std::move(rows_json)}};
-  if (scale) doc["scale"] = Json::parse(*scale);
-  std::fputs((gdr::json::Dump(doc) + "\n").c_str(), stdout);
 }
 
 // ---- the run ----
@@ -640,10 +563,10 @@ int Main(int argc, char** argv) {
     scale = *std::move(r);
   }
   if (s.json) {
-    PrintJson(rows, s, cmd, scale ? &scale->json : nullptr);
+    PrintJson(rows, s.repeats, s.warmup, cmd, scale ? &scale->json : nullptr);
     if (scale) std::fprintf(stderr, "gdr_bench: %s\n", scale->plot_note.c_str());
   } else {
-    if (want_groups) PrintTable(rows, s, cmd);
+    if (want_groups) PrintTable(rows, s.repeats, s.warmup, cmd);
     if (scale) {
       std::printf("%s%s\n%s\n", want_groups ? "\n" : "", scale->table.c_str(),
                   scale->plot_note.c_str());

@@ -1,3 +1,7 @@
+// The scale group of gdr_bench (bench/scale.h): N client processes against one daemon, the bulk,
+// small-op and many-client lines with their raw-TCP baselines, the aims, the table and the JSON.
+// Over 600 lines because: one ScaleRun owns the run's state from the first line to the report,
+// and its table and JSON read that state directly; split, they would need it all in a header.
 #include "bench/scale.h"
 
 #include <stdlib.h>
