@@ -36,7 +36,8 @@ constexpr uint64_t kMaxOpBytes = 256 << 10;
 const gdr::Store& FuzzStore() {
   static const gdr::Store* store = [] {
     absl::StatusOr<std::unique_ptr<gdr::Store>> s =
-        gdr::Store::Create({{"vol0", 1 << 20}, {"small", 4096}, {"odd", 12345}});
+        gdr::Store::Create(
+            {{"vol0", 1 << 20, {}, {}}, {"small", 4096, {}, {}}, {"odd", 12345, {}, {}}});
     GDR_FUZZ_CHECK(s.ok());
     return s->release();
   }();
