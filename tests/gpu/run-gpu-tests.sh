@@ -122,7 +122,11 @@ else fail "gdr_bench"; fi
 
 step "Python: torch CUDA tensors and CuPy arrays (python/gdrstore over libgdrclient.so)"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-export GDRSTORE_LIBRARY=${GDRSTORE_LIBRARY:-$(dirname "$GDRCTL")/libgdrclient.so.1}
+# The library beside gdrctl (a build tree) or, as scripts/gpu-carry.sh packs it, on
+# LD_LIBRARY_PATH, where the package's loader finds it by name.
+if [[ -z ${GDRSTORE_LIBRARY:-} && -f $(dirname "$GDRCTL")/libgdrclient.so.1 ]]; then
+  export GDRSTORE_LIBRARY=$(dirname "$GDRCTL")/libgdrclient.so.1
+fi
 if PYTHONPATH=$SRC/python python3 "$SRC/tests/gpu/python_gpu_check.py" "127.0.0.1:$PORT"; then
   pass "python GPU checks"
 else fail "python GPU checks"; fi
