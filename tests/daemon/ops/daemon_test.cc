@@ -15,7 +15,7 @@ namespace v1 = gdrstore::v1;
 TEST(DaemonTest, ServesPingAndGetInfoOnALoopbackPortAndStops) {
   DaemonConfig config;
   config.listen = "127.0.0.1:0";
-  config.volumes = {{"vol0", 1 << 20}};
+  config.volumes = {{"vol0", 1 << 20, {}, {}}};
   config.rc_mode = DaemonConfig::RcMode::kOff;
   config.dc.mode = dc::DcTransportConfig::Mode::kOff;
   config.drain_timeout = absl::Seconds(2);
@@ -51,7 +51,7 @@ TEST(DaemonTest, ServesPingAndGetInfoOnALoopbackPortAndStops) {
 TEST(DaemonTest, AStartUpFailureIsReturnedNotFatal) {
   DaemonConfig config;
   config.listen = "127.0.0.1:0";
-  config.volumes = {{"vol0", 1 << 20}, {"vol0", 1 << 20}};  // a repeated name
+  config.volumes = {{"vol0", 1 << 20, {}, {}}, {"vol0", 1 << 20, {}, {}}};  // a repeated name
   config.rc_mode = DaemonConfig::RcMode::kOff;
   config.dc.mode = dc::DcTransportConfig::Mode::kOff;
   absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(config);
