@@ -12,24 +12,47 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh -DGDR_WERROR=ON
 status=0
-echo "== plain tree: packaging (label deploy) and timing tests (label timing) =="
-ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure --timeout 600 -L 'deploy|timing' ||
-  status=$?
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+names=()
+# Runs one stage with its output also kept, so that the end of the run (what a CI log's tail
+# shows) can name every stage's result and repeat its summary and failure lines.
+stage() {
+  local name=$1 rc t0=$SECONDS
+  shift
+  echo "== $name: $* =="
+  set +e
+  "$@" 2>&1 | tee "$logs/${#names[@]}"
+  rc=${PIPESTATUS[0]}
+  set -e
+  names+=("$name|$rc|$((SECONDS - t0))")
+  ((rc == 0)) || status=$rc
+}
+B=$(cd "${BUILD_DIR:-build}" && pwd)
+stage "plain tree: packaging (label deploy) and timing tests (label timing)" \
+  ctest --test-dir "$B" --output-on-failure --timeout 600 -L 'deploy|timing'
 # The Python package against the shared library just built (Debian's python3 has its numpy and
 # pytest; a python3 earlier on the PATH may not).
-echo "== Python package: /usr/bin/python3 -m pytest tests/python =="
-B=$(cd "${BUILD_DIR:-build}" && pwd)
-GDRSTORE_LIBRARY="$B/client/libgdrclient.so.1" GDRSTORED_BIN="$B/daemon/gdrstored" \
-  /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider tests/python || status=$?
+stage "Python package (pytest)" env GDRSTORE_LIBRARY="$B/client/libgdrclient.so.1" \
+  GDRSTORED_BIN="$B/daemon/gdrstored" \
+  /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider tests/python
 if [[ ${GDR_SKIP_SANITIZE:-0} != 1 ]]; then
-  echo "== sanitizers: scripts/sanitize-tests.sh (clang ASan+UBSan, build-asan): the host suite =="
-  bash scripts/sanitize-tests.sh -DGDR_WERROR=ON || status=$?
+  stage "sanitizers: the host suite (clang ASan+UBSan, build-asan)" \
+    bash scripts/sanitize-tests.sh -DGDR_WERROR=ON
   # The libFuzzer targets, built in the same tree, 25 s each on their corpora.
-  echo "== fuzz smoke: scripts/fuzz-smoke.sh (build-asan) =="
-  bash scripts/fuzz-smoke.sh -DGDR_WERROR=ON || status=$?
+  stage "fuzz smoke (build-asan)" bash scripts/fuzz-smoke.sh -DGDR_WERROR=ON
 fi
 if [[ ${GDR_SKIP_RXE:-0} != 1 ]]; then
-  echo "== verbs tests inside the SoftRoCE guest: tests/rxe/run-in-guest.sh tests/rxe/guest-ci.sh =="
-  tests/rxe/run-in-guest.sh bash tests/rxe/guest-ci.sh || status=$?
+  stage "verbs tests inside the SoftRoCE guest" \
+    tests/rxe/run-in-guest.sh bash tests/rxe/guest-ci.sh
 fi
+echo
+echo "== every stage =="
+for i in "${!names[@]}"; do
+  IFS='|' read -r name rc secs <<<"${names[$i]}"
+  if ((rc == 0)); then verdict=passed; else verdict="FAILED (exit $rc)"; fi
+  echo "-- $name: $verdict after ${secs}s"
+  grep -aE 'tests passed|tests failed|Failed|FAILED|passed|failed|error:|ERROR|SUMMARY:' \
+    "$logs/$i" | grep -v '   Passed ' | tail -n 12 | sed 's/^/   /' || true
+done
 exit "$status"
