@@ -9,6 +9,7 @@ const char* TransportName(TransportKind kind) {
     case TransportKind::kTcp: return "tcp";
     case TransportKind::kRc: return "rc";
     case TransportKind::kDc: return "dc";
+    case TransportKind::kLocal: return "local";
   }
   return "unknown";
 }
@@ -18,6 +19,7 @@ v1::Transport ToProto(TransportKind kind) {
     case TransportKind::kTcp: return v1::TRANSPORT_TCP;
     case TransportKind::kRc: return v1::TRANSPORT_RC;
     case TransportKind::kDc: return v1::TRANSPORT_DC;
+    case TransportKind::kLocal: return v1::TRANSPORT_LOCAL;
   }
   return v1::TRANSPORT_UNSPECIFIED;
 }
@@ -39,6 +41,7 @@ std::optional<TransportKind> TransportOfEndpoint(v1::RemoteBuffer::EndpointCase 
     case v1::RemoteBuffer::kTcp: return TransportKind::kTcp;
     case v1::RemoteBuffer::kRc: return TransportKind::kRc;
     case v1::RemoteBuffer::kDc: return TransportKind::kDc;
+    case v1::RemoteBuffer::kLocal: return TransportKind::kLocal;
     case v1::RemoteBuffer::ENDPOINT_NOT_SET: break;
   }
   return std::nullopt;

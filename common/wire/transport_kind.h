@@ -9,12 +9,12 @@
 
 namespace gdr {
 
-enum class TransportKind { kTcp, kRc, kDc };
+enum class TransportKind { kTcp, kRc, kDc, kLocal };
 
 inline constexpr TransportKind kTransportKinds[] = {TransportKind::kTcp, TransportKind::kRc,
-                                                    TransportKind::kDc};
+                                                    TransportKind::kDc, TransportKind::kLocal};
 
-// "tcp", "rc", "dc": flags, logs, GetInfo lines and errors all use these.
+// "tcp", "rc", "dc", "local": flags, logs, GetInfo lines and errors all use these.
 const char* TransportName(TransportKind kind);
 
 gdrstore::v1::Transport ToProto(TransportKind kind);

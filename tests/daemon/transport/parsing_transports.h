@@ -35,6 +35,8 @@ inline std::unique_ptr<TransportSet> ParsingTransports(const OfferedTransports& 
           return dc::ParseDcDestination(b);
         });
         break;
+      case TransportKind::kLocal:
+        break;  // no parser yet: every local endpoint is refused
     }
     set->Add(std::move(fake));
   }

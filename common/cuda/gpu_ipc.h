@@ -1,0 +1,90 @@
+// GPU memory across processes on one host, without copies and without CUDA in any header:
+// exporting a device pointer the way its allocation allows (a legacy CUDA IPC handle for
+// cuMemAlloc memory, a POSIX file descriptor for VMM allocations made shareable), importing it
+// in another process (gdrstored's local transport, gdragent), copies between host and imported
+// device memory, and page-locking host memory the copies read or write (store pages).
+// Every function answers FAILED_PRECONDITION naming the cause on a host without a driver.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/base/socket.h"
+
+namespace gdr::cuda {
+
+inline constexpr size_t kIpcHandleBytes = 64;  // sizeof(CUipcMemHandle)
+
+// How the allocation that holds a device pointer can be handed to another process.
+struct GpuExport {
+  enum class Kind { kIpcHandle, kVmmFd };
+  Kind kind = Kind::kIpcHandle;
+  std::array<uint8_t, kIpcHandleBytes> ipc_handle{};  // kIpcHandle
+  ScopedFd fd;                                         // kVmmFd: the shareable handle
+  uint64_t allocation_base = 0;  // the allocation's start in this process
+  size_t allocation_size = 0;
+  std::string pci;  // the GPU's canonical PCI address
+  int ordinal = -1;
+};
+
+// Exports the allocation holding `ptr`: a VMM allocation (cuMemRetainAllocationHandle
+// succeeds) as a POSIX fd, which needs its handle type to have been requested at creation
+// (FAILED_PRECONDITION saying so otherwise); any other device allocation as a CUDA IPC handle
+// (cuIpcGetMemHandle). INVALID_ARGUMENT when `ptr` is not device memory the driver knows.
+absl::StatusOr<GpuExport> ExportAllocation(uint64_t ptr);
+
+// Device memory another process exported, mapped into this one on the GPU `pci` names. Closed
+// (cuIpcCloseMemHandle, or unmapped and released for VMM) on destruction. Thread-safe copies.
+class ImportedGpuMemory {
+ public:
+  // cuIpcOpenMemHandle with CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS; `allocation_size` is what the
+  // exporter said, checked against what the driver maps.
+  static absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> OpenIpcHandle(
+      const std::array<uint8_t, kIpcHandleBytes>& handle, const std::string& pci,
+      size_t allocation_size);
+  // cuMemImportFromShareableHandle, then reserve, map and make read-write for the GPU `pci`.
+  static absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportVmmFd(
+      int fd, const std::string& pci, size_t allocation_size);
+  ~ImportedGpuMemory();
+  ImportedGpuMemory(const ImportedGpuMemory&) = delete;
+  ImportedGpuMemory& operator=(const ImportedGpuMemory&) = delete;
+
+  uint64_t ptr() const { return ptr_; }  // the allocation's base here
+  size_t size() const { return size_; }
+  int ordinal() const { return ordinal_; }
+
+  // Host <-> device copies of n bytes at `offset` of the allocation, complete when they return
+  // (a Write reported done is seen by later GPU work). OUT_OF_RANGE outside the allocation.
+  // `host` should be page-locked (PinnedHostRange) for the link's rate.
+  absl::Status CopyFromHost(size_t offset, const void* host, size_t n) const;
+  absl::Status CopyToHost(size_t offset, void* host, size_t n) const;
+
+ private:
+  struct Vmm;
+  ImportedGpuMemory() = default;
+  uint64_t ptr_ = 0;
+  size_t size_ = 0;
+  int ordinal_ = -1;
+  std::unique_ptr<Vmm> vmm_;  // set for VMM imports
+};
+
+// Page-locks [p, p + n) of host memory this process mapped (cuMemHostRegister, portable), so
+// copies to and from any GPU run at the link's rate; unlocked on destruction. For store pages.
+class PinnedHostRange {
+ public:
+  static absl::StatusOr<std::unique_ptr<PinnedHostRange>> Create(void* p, size_t n);
+  ~PinnedHostRange();
+  PinnedHostRange(const PinnedHostRange&) = delete;
+  PinnedHostRange& operator=(const PinnedHostRange&) = delete;
+
+ private:
+  PinnedHostRange(void* p) : p_(p) {}
+  void* p_;
+};
+
+}  // namespace gdr::cuda

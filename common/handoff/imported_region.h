@@ -1,0 +1,65 @@
+// Memory a client process handed over (common/wire/handoff_message.h), as the receiving server
+// (gdrstored's local transport, gdragent) holds it: mapped into this process, with the
+// client's address and rkey that descriptors name it by. Shared: an op in flight holds a
+// reference, so a region deregistered or whose client went away stays mapped until that op is
+// done, and is unmapped (memfd munmap'ed, CUDA IPC handle closed, VMM mapping released) when
+// the last reference goes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/base/socket.h"
+#include "common/wire/handoff_message.h"
+
+namespace gdr::cuda {
+class ImportedGpuMemory;
+}
+
+namespace gdr::handoff {
+
+class ImportedRegion {
+ public:
+  // Maps what `r` describes. kHostMemfd: `fd` must be a memfd or regular file (fstat) at least
+  // offset + size bytes long (else INVALID_ARGUMENT saying "not a memfd" / "past the end of the
+  // memfd"); mapped shared, writable only when r.writable. GPU kinds: imported through
+  // common/cuda/gpu_ipc.h on the GPU r.gpu names (FAILED_PRECONDITION naming the cause when
+  // this host has no driver or cannot import, INVALID_ARGUMENT for a range past the
+  // allocation). `rkey` is what the server assigned.
+  static absl::StatusOr<std::shared_ptr<ImportedRegion>> Import(const Register& r, ScopedFd fd,
+                                                                uint32_t rkey);
+  ~ImportedRegion();
+  ImportedRegion(const ImportedRegion&) = delete;
+  ImportedRegion& operator=(const ImportedRegion&) = delete;
+
+  MemoryKind kind() const { return kind_; }
+  bool gpu() const { return kind_ != MemoryKind::kHostMemfd; }
+  uint64_t address() const { return address_; }  // the client's address of byte 0
+  uint64_t size() const { return size_; }
+  uint32_t rkey() const { return rkey_; }
+  bool writable() const { return writable_; }
+  // Host kinds: byte 0 of the region in this process. Null for GPU memory.
+  std::byte* host() const { return host_; }
+  // GPU kinds: byte 0 of the region as a device pointer in this process, and its GPU.
+  uint64_t device_ptr() const;
+  int gpu_ordinal() const;
+  const cuda::ImportedGpuMemory* gpu_memory() const { return gpu_.get(); }
+
+ private:
+  ImportedRegion() = default;
+  MemoryKind kind_ = MemoryKind::kHostMemfd;
+  uint64_t address_ = 0;
+  uint64_t size_ = 0;
+  uint32_t rkey_ = 0;
+  bool writable_ = false;
+  // Host: the whole mapping (page-aligned start and length) and byte 0 inside it.
+  void* map_ = nullptr;
+  size_t map_len_ = 0;
+  std::byte* host_ = nullptr;
+  std::unique_ptr<cuda::ImportedGpuMemory> gpu_;
+};
+
+}  // namespace gdr::handoff
