@@ -86,6 +86,9 @@ void CheckAccepted(const gdr::TransferOp& op, Direction direction, const v1::Ext
       GDR_FUZZ_CHECK(dc->key.dct_number != 0 && dc->key.dct_number <= 0xFFFFFF);
       break;
     }
+    case gdr::TransportKind::kLocal:
+      GDR_FUZZ_CHECK(buffer.has_local());
+      break;
   }
   // Touch both ends of the store range: the sanitizers see an access outside the mapping.
   volatile std::byte first = op.local[0];
