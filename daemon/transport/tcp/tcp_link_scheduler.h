@@ -217,9 +217,8 @@ class TcpLinkScheduler {
   }
   // The link to retire for a destination waiting for one.
   Pick PickForWaiter(absl::Time now, const Plan& plan);
-  // The link to retire for a growing destination: for the one with fewest links that a
-  // destination above its share holds two more than.
-  Pick PickForGrower(const Plan& plan);
+  // The link to retire for `grower`, a growing destination.
+  Pick PickForGrower(const std::string& grower, const Plan& plan);
   // The growing destination with fewest links (the first to ask among equals): the next to get
   // one, as PickForGrower retires for it. Drops those no longer growing; end() when none is.
   typename std::deque<Grower>::iterator NextGrower(const Plan& plan) {
@@ -435,35 +434,28 @@ typename TcpLinkScheduler<Link>::Pick TcpLinkScheduler<Link>::PickForWaiter(absl
 }
 
 template <class Link>
-typename TcpLinkScheduler<Link>::Pick TcpLinkScheduler<Link>::PickForGrower(const Plan& plan) {
-  std::vector<const Grower*> order;
-  for (const Grower& g : growing_) order.push_back(&g);
-  std::stable_sort(order.begin(), order.end(), [this](const Grower* a, const Grower* b) {
-    return links_of(a->key) < links_of(b->key);
-  });
-  for (const Grower* g : order) {
-    const size_t has = links_of(g->key);
-    Pick best;
-    std::tuple<int64_t, uint64_t, int64_t> best_rank{0, 0, 0};
-    for (auto& [key, vec] : links_) {
-      // Only from a destination above its share holding two more: the grower then holds no
-      // more than it, so neither ever has a reason to take the link back.
-      if (key == g->key || !AboveShare(vec.size()) || vec.size() < has + 2) continue;
-      for (size_t i = 0; i < vec.size(); ++i) {
-        const LinkPtr& l = vec[i];
-        if (plan.Has(l)) continue;
-        const std::tuple<int64_t, uint64_t, int64_t> rank{
-            -static_cast<int64_t>(vec.size()), l->outstanding_bytes(),
-            -absl::ToUnixNanos(l->opened_at())};
-        if (best.vec == nullptr || rank < best_rank) {
-          best_rank = rank;
-          best = Pick{&vec, i};
-        }
+typename TcpLinkScheduler<Link>::Pick TcpLinkScheduler<Link>::PickForGrower(
+    const std::string& grower, const Plan& plan) {
+  const size_t has = links_of(grower);
+  Pick best;
+  std::tuple<int64_t, uint64_t, int64_t> best_rank;
+  for (auto& [key, vec] : links_) {
+    // Only from a destination above its share holding two more: the grower then holds no more
+    // than it, so neither ever has a reason to take the link back.
+    if (key == grower || !AboveShare(vec.size()) || vec.size() < has + 2) continue;
+    for (size_t i = 0; i < vec.size(); ++i) {
+      if (plan.Has(vec[i])) continue;
+      // The most links first, then the least loaded (it drains soonest), then the newest.
+      const std::tuple<int64_t, uint64_t, int64_t> rank{-static_cast<int64_t>(vec.size()),
+                                                        vec[i]->outstanding_bytes(),
+                                                        -absl::ToUnixNanos(vec[i]->opened_at())};
+      if (best.vec == nullptr || rank < best_rank) {
+        best_rank = rank;
+        best = Pick{&vec, i};
       }
     }
-    if (best.vec != nullptr) return best;
   }
-  return {};
+  return best;
 }
 
 template <class Link>
@@ -474,13 +466,14 @@ void TcpLinkScheduler<Link>::Schedule(absl::Time now, Plan& plan) {
   const size_t most = std::max<uint32_t>(1, options_.max_links / 8);
   // Each round retires a link or closes one and hands its place over; the bound is a guard.
   for (uint32_t round = 0; round <= options_.max_links; ++round) {
-    const bool grows = NextGrower(plan) != growing_.end();
+    const auto grower = NextGrower(plan);
+    const bool grows = grower != growing_.end();
     // As many retiring as destinations wait (HandOver serves them first), and one more while
     // any grows: links move to growing destinations one at a time, each to the one with
-    // fewest, which HandOver serves next.
+    // fewest, which HandOver serves next (if it has no link to take, none has).
     if (retiring_.size() >= std::min(wait_order_.size() + (grows ? 1 : 0), most)) return;
     const Pick pick = retiring_.size() < wait_order_.size() ? PickForWaiter(now, plan)
-                                                            : PickForGrower(plan);
+                                                            : PickForGrower(grower->key, plan);
     if (pick.vec == nullptr) return;
     LinkPtr link = std::move((*pick.vec)[pick.index]);
     pick.vec->erase(pick.vec->begin() + static_cast<ptrdiff_t>(pick.index));
