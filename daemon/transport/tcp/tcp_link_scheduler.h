@@ -25,11 +25,10 @@
 //    of a destination above its share first, at once (of the one with most links), then links
 //    past their turn, a destination's extra links first, then the longest-serving. For a
 //    growing one: only a link of a destination above its share holding at least two more
-//    links than it, at once. So a share is kept whoever comes, links above shares are spread
-//    evenly, and no link moves back and forth: links above a share need no turn to protect
-//    them, because their destination cannot take one back while anybody waits or grows. A
-//    retired link that does not drain within `handover_timeout` is overdue: the initiator
-//    fails its ops.
+//    links than it, or idle for a turn, at once. So a share is kept whoever comes, links above
+//    shares spread evenly over busy destinations, and none moves back and forth: they need no
+//    turn, as their destination cannot take one back while anybody waits or grows. A retired
+//    link that does not drain within `handover_timeout` is overdue: its ops are failed.
 //  - Links idle for `idle_timeout` are closed, those above the share already after
 //    `extra_idle_timeout`; dead ones leave the pool (counted as errors unless the pool closed
 //    them itself); ops that wait longer than `op_timeout` expire.
@@ -175,15 +174,9 @@ class TcpLinkScheduler {
 
  private:
   // A destination with links that asked for one more; `op` opens it.
-  struct Grower {
-    std::string key;
-    TransferOp op;
-  };
+  struct Grower { std::string key; TransferOp op; };
   // A pooled link chosen to retire or to be evicted: links_[key][index].
-  struct Pick {
-    std::vector<LinkPtr>* vec = nullptr;
-    size_t index = 0;
-  };
+  struct Pick { std::vector<LinkPtr>* vec = nullptr; size_t index = 0; };
 
   LinkPtr Open(const TransferOp& op, const std::string& key) {
     LinkPtr link = open_(op);
@@ -218,7 +211,7 @@ class TcpLinkScheduler {
   // The link to retire for a destination waiting for one.
   Pick PickForWaiter(absl::Time now, const Plan& plan);
   // The link to retire for `grower`, a growing destination.
-  Pick PickForGrower(const std::string& grower, const Plan& plan);
+  Pick PickForGrower(const std::string& grower, absl::Time now, const Plan& plan);
   // The growing destination with fewest links (the first to ask among equals): the next to get
   // one, as PickForGrower retires for it. Drops those no longer growing; end() when none is.
   typename std::deque<Grower>::iterator NextGrower(const Plan& plan) {
@@ -435,16 +428,22 @@ typename TcpLinkScheduler<Link>::Pick TcpLinkScheduler<Link>::PickForWaiter(absl
 
 template <class Link>
 typename TcpLinkScheduler<Link>::Pick TcpLinkScheduler<Link>::PickForGrower(
-    const std::string& grower, const Plan& plan) {
+    const std::string& grower, absl::Time now, const Plan& plan) {
   const size_t has = links_of(grower);
   Pick best;
   std::tuple<int64_t, uint64_t, int64_t> best_rank;
   for (auto& [key, vec] : links_) {
-    // Only from a destination above its share holding two more: the grower then holds no more
-    // than it, so neither ever has a reason to take the link back.
-    if (key == grower || !AboveShare(vec.size()) || vec.size() < has + 2) continue;
+    // Only from a destination above its share, and only one holding two more (the grower then
+    // holds no more than it, so neither has a reason to take the link back) or a link idle
+    // for a turn (unused, not between two ops).
+    if (key == grower || !AboveShare(vec.size())) continue;
+    const bool more = vec.size() >= has + 2;
     for (size_t i = 0; i < vec.size(); ++i) {
       if (plan.Has(vec[i])) continue;
+      if (!more && (vec[i]->outstanding_chunks() != 0 ||
+                    now - vec[i]->last_activity() < options_.turn)) {
+        continue;
+      }
       // The most links first, then the least loaded (it drains soonest), then the newest.
       const std::tuple<int64_t, uint64_t, int64_t> rank{-static_cast<int64_t>(vec.size()),
                                                         vec[i]->outstanding_bytes(),
@@ -473,7 +472,7 @@ void TcpLinkScheduler<Link>::Schedule(absl::Time now, Plan& plan) {
     // fewest, which HandOver serves next (if it has no link to take, none has).
     if (retiring_.size() >= std::min(wait_order_.size() + (grows ? 1 : 0), most)) return;
     const Pick pick = retiring_.size() < wait_order_.size() ? PickForWaiter(now, plan)
-                                                            : PickForGrower(grower->key, plan);
+                                                            : PickForGrower(grower->key, now, plan);
     if (pick.vec == nullptr) return;
     LinkPtr link = std::move((*pick.vec)[pick.index]);
     pick.vec->erase(pick.vec->begin() + static_cast<ptrdiff_t>(pick.index));

@@ -190,6 +190,36 @@ TEST(TcpLinkGrowthTest, AGrowingDestinationTakesNoLinkOfAnothersShare) {
   EXPECT_EQ(pool.scheduler.link_errors(), 0u);
 }
 
+// Two destinations hold half the pool each; one stops. The other, still busy, takes the idle
+// one's links above its share once they have been idle for a turn (not before: they may be
+// between two ops), without waiting for them to close. When the first is busy again it gets
+// links back until both hold as many.
+TEST(TcpLinkGrowthTest, ABusyDestinationTakesIdleLinksAboveAnothersShare) {
+  TcpInitiatorOptions o = Options(kMiB, 2, 16);
+  o.turn = absl::Milliseconds(200);
+  PoolDriver pool(o);
+  pool.Submit("a", 8 * kMiB);
+  pool.Submit("b", 8 * kMiB);
+  pool.CompleteAll();
+  ASSERT_EQ(pool.scheduler.links_of("a"), 8u);
+  ASSERT_EQ(pool.scheduler.links_of("b"), 8u);
+  auto busy_round = [&](std::vector<std::pair<std::string, uint64_t>> ops) {
+    pool.Submit(ops);
+    pool.Housekeep();
+    pool.CompleteAll();
+  };
+  for (int round = 0; round < 4; ++round) busy_round({{"b", 16 * kMiB}});
+  EXPECT_EQ(pool.scheduler.links_of("a"), 8u) << "idle for less than a turn";
+  pool.now += o.turn;
+  for (int round = 0; round < 10; ++round) busy_round({{"b", 16 * kMiB}});
+  EXPECT_EQ(pool.scheduler.links_of("a"), 2u) << "its share stays";
+  EXPECT_EQ(pool.scheduler.links_of("b"), 14u);
+  for (int round = 0; round < 10; ++round) busy_round({{"a", 16 * kMiB}, {"b", 16 * kMiB}});
+  EXPECT_EQ(pool.scheduler.links_of("a"), 8u);
+  EXPECT_EQ(pool.scheduler.links_of("b"), 8u);
+  EXPECT_EQ(pool.scheduler.link_errors(), 0u);
+}
+
 // Idle links above the share close after extra_idle_timeout, the newest first; the share stays
 // for idle_timeout. Closes the pool chose are not errors.
 TEST(TcpLinkGrowthTest, IdleLinksAboveTheShareCloseSooner) {
