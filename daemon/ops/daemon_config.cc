@@ -50,8 +50,9 @@ absl::Status SetRails(const std::vector<std::string>& named, VerbsCoreOptions* v
 // --tcp-max-links-per-target: checked against the pool when given, else derived from it.
 absl::Status SetMaxLinksPerTarget(bool given, TcpInitiatorOptions* tcp) {
   if (!given) {
-    tcp->max_links_per_target =
-        std::max(tcp->links_per_target, std::min<uint32_t>(16, tcp->max_links));
+    tcp->max_links_per_target = std::max(
+        tcp->links_per_target,
+        std::min(TcpInitiatorOptions{}.max_links_per_target, tcp->max_links));
     return absl::OkStatus();
   }
   if (tcp->max_links_per_target < tcp->links_per_target) {
