@@ -47,6 +47,27 @@ absl::Status SetRails(const std::vector<std::string>& named, VerbsCoreOptions* v
   return absl::OkStatus();
 }
 
+// --tcp-max-links-per-target: checked against the pool when given, else derived from it.
+absl::Status SetMaxLinksPerTarget(bool given, TcpInitiatorOptions* tcp) {
+  if (!given) {
+    tcp->max_links_per_target = std::max(
+        tcp->links_per_target,
+        std::min(TcpInitiatorOptions{}.max_links_per_target, tcp->max_links));
+    return absl::OkStatus();
+  }
+  if (tcp->max_links_per_target < tcp->links_per_target) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tcp-max-links-per-target (", tcp->max_links_per_target,
+        ") must be >= --tcp-links-per-target (", tcp->links_per_target, ")"));
+  }
+  if (tcp->max_links_per_target > tcp->max_links) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tcp-max-links-per-target (", tcp->max_links_per_target,
+                     ") must be <= --tcp-max-links (", tcp->max_links, ")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
@@ -83,7 +104,14 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   app.add_option("--tcp-max-links", cfg.tcp.max_links, "tcp initiator pool size (all clients)")
       ->capture_default_str()->check(CLI::Range(1u, 4096u));
   app.add_option("--tcp-links-per-target", cfg.tcp.links_per_target,
-                 "tcp links to one client target")->capture_default_str()->check(CLI::Range(1u, 64u));
+                 "tcp links one client target keeps however many others there are (its share)")
+      ->capture_default_str()->check(CLI::Range(1u, 64u));
+  CLI::Option* max_per_target =
+      app.add_option("--tcp-max-links-per-target", cfg.tcp.max_links_per_target,
+                     "tcp links one client target may have while the pool has room; those "
+                     "past its share go back first when other clients need links (default: "
+                     "16, or --tcp-max-links if smaller, never below --tcp-links-per-target)")
+          ->check(CLI::Range(1u, 4096u));
   app.add_option("--tcp-connect-timeout-ms", connect_ms, "connect timeout to a client target")
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{600000}));
   app.add_option("--op-timeout-ms", op_timeout_ms,
@@ -210,6 +238,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   }
   cfg.limits.chunk_bytes = cfg.tcp.chunk_bytes;
   cfg.limits.max_links = cfg.tcp.max_links;
+  GDR_RETURN_IF_ERROR(SetMaxLinksPerTarget(max_per_target->count() != 0, &cfg.tcp));
   cfg.tcp.link.connect_timeout = absl::Milliseconds(connect_ms);
   cfg.tcp.op_timeout = absl::Milliseconds(op_timeout_ms);
   cfg.tcp.idle_timeout = absl::Seconds(idle_s);

@@ -160,6 +160,8 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   Compare("tcp-max-links", current.tcp.max_links, next.tcp.max_links, &plan.needs_restart);
   Compare("tcp-links-per-target", current.tcp.links_per_target, next.tcp.links_per_target,
           &plan.needs_restart);
+  Compare("tcp-max-links-per-target", current.tcp.max_links_per_target,
+          next.tcp.max_links_per_target, &plan.needs_restart);
   CompareDuration("tcp-connect-timeout", current.tcp.link.connect_timeout,
                   next.tcp.link.connect_timeout, &plan.needs_restart);
   CompareDuration("op-timeout", current.tcp.op_timeout, next.tcp.op_timeout,

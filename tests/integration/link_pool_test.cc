@@ -137,5 +137,64 @@ TEST(LinkPoolTest, AStoppedClientCannotHoldTheOnlyLink) {
   EXPECT_EQ(DescribeWaitStatus(*st), "exited 0") << (*d)->Stderr();
 }
 
+// A lone client with bulk ops in flight gets more links than its share (--tcp-links-per-target,
+// 2 by default): here the whole pool of 16 (--tcp-max-links-per-target defaults to it). A second
+// client then gets links of the first's past its share, at once (no turn), and its verified
+// ops succeed while the first goes on, no op of either failing.
+TEST(LinkPoolTest, ALoneClientGetsLinksPastItsShareAndGivesThemBackToASecond) {
+  constexpr uint64_t kVolume = 512 * kMiB;
+  auto d = DaemonProcess::Start({"--volume", absl::StrCat("vol0=", kVolume), "--tcp-max-links",
+                                 "16", "--tcp-link-turn-ms", "60000"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string addr = (*d)->address();
+  auto dir = TempDir::Create("link-pool");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto bulk = ChildProcess::Spawn({GDR_GDRCTL_BIN, "--daemon", addr, "bench", "-t", "write", "-s",
+                                   "32MiB", "-n", "100000", "--qd", "2", "--span", "256MiB",
+                                   "-q"},
+                                  (*dir)->File("bulk.out"), (*dir)->File("bulk.err"));
+  ASSERT_TRUE(bulk.ok()) << bulk.status();
+
+  gdrstore::ClientOptions o;
+  o.daemon_address = addr;
+  auto observer = gdrstore::Client::Connect(o);
+  ASSERT_TRUE(observer.ok()) << observer.status();
+  v1::PoolStats alone;
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        absl::StatusOr<v1::TransportStats> t = Tcp(**observer);
+        if (t.ok()) alone = t->pool();
+        return t.ok() && t->pool().in_use() == 16;
+      },
+      absl::Seconds(60), absl::Milliseconds(2)))
+      << alone.DebugString() << ReadFileOrEmpty((*bulk)->stderr_path());
+  EXPECT_EQ(alone.destinations(), 1u);
+  EXPECT_EQ(alone.handovers(), 0u);
+
+  // The turn is a minute: only links past the first client's share can move.
+  absl::Status s = VerifiedClient(addr, 1, 256 * kMiB, 256 * kMiB, kVolume);
+  EXPECT_TRUE(s.ok()) << s;
+  absl::StatusOr<v1::TransportStats> tcp = Tcp(**observer);
+  ASSERT_TRUE(tcp.ok()) << tcp.status();
+  EXPECT_GE(tcp->pool().handovers(), 1u) << tcp->DebugString();
+  EXPECT_LE(tcp->pool().in_use(), 16u);
+  EXPECT_EQ(tcp->ops().errors_size(), 0) << tcp->DebugString();
+  // The first client is still moving bytes.
+  const uint64_t written = tcp->ops().write_bytes();
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        absl::StatusOr<v1::TransportStats> t = Tcp(**observer);
+        return t.ok() && t->ops().write_bytes() > written;
+      },
+      absl::Seconds(60), absl::Milliseconds(2)))
+      << ReadFileOrEmpty((*bulk)->stderr_path());
+
+  ASSERT_TRUE((*bulk)->Signal(SIGKILL).ok());
+  ASSERT_TRUE((*bulk)->Wait(absl::Seconds(30)).ok());
+  auto st = (*d)->Terminate(absl::Seconds(30));
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(DescribeWaitStatus(*st), "exited 0") << (*d)->Stderr();
+}
+
 }  // namespace
 }  // namespace gdr::integ

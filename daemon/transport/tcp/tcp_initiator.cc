@@ -36,6 +36,11 @@ absl::StatusOr<std::unique_ptr<TcpInitiator>> TcpInitiator::Create(TcpInitiatorO
   if (options.links_per_target == 0) {
     return absl::InvalidArgumentError("links_per_target must be >= 1");
   }
+  if (options.max_links_per_target < options.links_per_target) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_links_per_target (", options.max_links_per_target,
+        ") must be >= links_per_target (", options.links_per_target, ")"));
+  }
   if (options.chunk_bytes < 4096 || options.chunk_bytes > tcpwire::kMaxPayload) {
     return absl::InvalidArgumentError(absl::StrCat("chunk size ", options.chunk_bytes,
                                                    " must be in 4096..", tcpwire::kMaxPayload));
@@ -121,9 +126,10 @@ InitiatorStats TcpInitiator::stats() const {
 
 std::string TcpInitiator::Describe() const {
   return absl::StrCat("software one-sided emulation over TCP; up to ", options_.max_links,
-                      " links (", options_.links_per_target,
-                      " per client; beyond that, turns of ", absl::FormatDuration(options_.turn),
-                      "), chunks of ",
+                      " links (", options_.links_per_target, " per client, up to ",
+                      options_.max_links_per_target,
+                      " while the pool has room; beyond that, turns of ",
+                      absl::FormatDuration(options_.turn), "), chunks of ",
                       FormatSize(options_.chunk_bytes), "; ", rule_->Describe(),
                       ", each proving the caller's secret");
 }
@@ -200,8 +206,9 @@ absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
     if (shutdown_) return absl::CancelledError("daemon is shutting down");
     const size_t waiting_before = scheduler_.waiting_destinations();
     s = PlanLocked(op, done, plan);
-    // Only a destination that started waiting now can change what is due; turns that end are
-    // the housekeeper's (a scan of every link on every op would serialise the pool).
+    // Only a destination that started waiting now can change what is due; turns that end and
+    // links for destinations that asked for one more are the housekeeper's (a scan of every
+    // link on every op would serialise the pool).
     if (scheduler_.waiting_destinations() > waiting_before) scheduler_.Schedule(absl::Now(), plan);
     // Enqueued under mu_, so housekeeping never sees a planned link as idle; sent after it.
     EnqueueLocked(plan);
@@ -268,10 +275,10 @@ void TcpInitiator::Housekeeping() {
                 absl::FormatDuration(options_.op_timeout), ": all ", options_.max_links,
                 " links stayed busy (--tcp-max-links)")));
       }
-      if (scheduler_.waiting_destinations() != 0) scheduler_.Schedule(now, plan);
+      if (scheduler_.wanting() != 0) scheduler_.Schedule(now, plan);
       EnqueueLocked(plan);
-      // While destinations wait, come round often enough to end turns on time.
-      period = scheduler_.waiting_destinations() == 0
+      // While destinations wait (or grow), come round often enough to end turns on time.
+      period = scheduler_.wanting() == 0
                    ? absl::Milliseconds(100)
                    : std::clamp(options_.turn / 4, absl::Milliseconds(1), absl::Milliseconds(100));
       reap = scheduler_.TakeClosed();

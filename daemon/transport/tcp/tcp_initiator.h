@@ -1,9 +1,11 @@
 // The tcp transport's initiator pool: the stand-in for a DCI pool. Links (connections) to client
 // targets are reused per destination and capped in total; an op is split into chunks spread
-// over its destination's links and pipelined. Like a DCI pool it serves more destinations than
-// it has links by scheduling, never by refusing: a destination with no link waits in FIFO order;
-// a link that has served its destination for a turn is retired (takes no new work), and once
-// its last chunk completes it is closed and a link to the next waiting destination opened. A
+// over its destination's links and pipelined. A destination with bytes for more links than its
+// share opens more while the pool has room, and gives those back first when others need them.
+// Like a DCI pool it serves more destinations than it has links by scheduling, never by
+// refusing: a destination with no link waits in FIFO order; a link that has served its
+// destination for a turn is retired (takes no new work), and once its last chunk completes it
+// is closed and a link to the next waiting destination opened. A
 // retired link that does not drain within the handover timeout has its ops failed, so a stuck
 // client cannot hold a link others wait for. A housekeeping thread fails stalled links, closes
 // idle ones, reaps dead ones and retires links whose turn is over, so a vanished client never

@@ -6,22 +6,32 @@
 //
 // Policy:
 //  - Links are pooled per destination key (TcpInitiator: host:port, caller class, secret
-//    digest) and capped: `links_per_target` per destination, `max_links` in all.
+//    digest), `max_links` in all. A destination's share is `links_per_target`; it may hold up
+//    to `max_links_per_target` while the pool has room. Links past the share are "above share".
 //  - An op is cut into `chunk_bytes` chunks. Each goes to the first of its destination's links
 //    with less than a chunk outstanding (so small ops keep to one link however many bulk ones
 //    opened); when every link carries a full chunk, to a new link while the destination has
-//    fewer than `links_per_target`, the pool has room and nobody waits, else to the least
-//    loaded.
+//    fewer than `max_links_per_target`, the pool has room and nobody waits, else to the least
+//    loaded. A destination that wanted that link and could not have it asks for one (it
+//    "grows"); asking stops once its links no longer all carry a full chunk.
 //  - A destination with no link opens one when the pool has room, or closes the longest-idle
-//    link of another destination whose turn (`turn` since it opened) is over; otherwise it
-//    waits, in FIFO order, as do its later ops and every destination that comes after it.
-//  - While destinations wait, links past their turn retire (take no new work; a destination's
-//    extra links first, then the longest-serving; at most max(1, max_links / 8) at a time and
-//    no more than destinations wait), and each one that drains is closed and its place given
-//    to the next waiting destination. A retired link that does not drain within
-//    `handover_timeout` is overdue: the initiator fails its ops.
-//  - Links idle for `idle_timeout` are closed; dead ones leave the pool (counted as errors
-//    unless the pool closed them itself); ops that wait longer than `op_timeout` expire.
+//    link of another destination that is above its share or whose turn (`turn` since it
+//    opened) is over; otherwise it waits, in FIFO order, as do its later ops and every
+//    destination that comes after it.
+//  - While destinations wait or grow, links retire (take no new work; at most
+//    max(1, max_links / 8) at a time, one per waiting destination and one more while any
+//    grows), and each one that drains is closed and its place given to the next waiting
+//    destination, else to the growing one with fewest links. For a waiting destination: a link
+//    of a destination above its share first, at once (of the one with most links), then links
+//    past their turn, a destination's extra links first, then the longest-serving. For a
+//    growing one: only a link of a destination above its share holding at least two more
+//    links than it, or idle for a turn, at once. So a share is kept whoever comes, links above
+//    shares spread evenly over busy destinations, and none moves back and forth: they need no
+//    turn, as their destination cannot take one back while anybody waits or grows. A retired
+//    link that does not drain within `handover_timeout` is overdue: its ops are failed.
+//  - Links idle for `idle_timeout` are closed, those above the share already after
+//    `extra_idle_timeout`; dead ones leave the pool (counted as errors unless the pool closed
+//    them itself); ops that wait longer than `op_timeout` expire.
 // Header-only: `Link` is TcpLink in the daemon and a fake in the tests.
 #pragma once
 
@@ -32,6 +42,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -109,7 +120,8 @@ class TcpLinkScheduler {
   void Drained(Link* link, absl::Time now, Plan& plan);
 
   // Housekeeping. Closes pooled links with nothing outstanding and no activity for
-  // `idle_timeout` (they are reaped once dead).
+  // `idle_timeout`, or for `extra_idle_timeout` while their destination is above its share
+  // (they are reaped once dead).
   void CloseIdle(absl::Time now);
   // Moves dead links out of the pool.
   void ReapDead();
@@ -148,6 +160,12 @@ class TcpLinkScheduler {
   }
   size_t retiring() const { return retiring_.size(); }
   size_t waiting_destinations() const { return wait_order_.size(); }
+  // Destinations that asked for one more link (none left stale by Schedule).
+  size_t growing() const { return growing_.size(); }
+  // Waiting or growing: while nonzero, Schedule may have work (the initiator schedules on a
+  // Submit when a destination starts waiting, and on every housekeeping round while this is
+  // nonzero).
+  size_t wanting() const { return wait_order_.size() + growing_.size(); }
   uint64_t waiting_ops() const { return waiting_ops_; }
   // Links closed so that a waiting destination could have one.
   uint64_t handovers() const { return handovers_; }
@@ -155,16 +173,58 @@ class TcpLinkScheduler {
   uint64_t link_errors() const { return link_errors_; }
 
  private:
+  // A destination with links that asked for one more; `op` opens it.
+  struct Grower { std::string key; TransferOp op; };
+  // A pooled link chosen to retire or to be evicted: links_[key][index].
+  struct Pick { std::vector<LinkPtr>* vec = nullptr; size_t index = 0; };
+
   LinkPtr Open(const TransferOp& op, const std::string& key) {
     LinkPtr link = open_(op);
     links_[key].push_back(link);
     ++total_links_;
     return link;
   }
+  uint32_t cap() const {
+    return std::max(options_.links_per_target, options_.max_links_per_target);
+  }
+  bool AboveShare(size_t links) const { return links > options_.links_per_target; }
+  // `key` may open a link now: room, no destination waits, no other grows (HandOver decides
+  // between several).
+  bool MayOpen(const std::string& key) const {
+    return total_links_ < options_.max_links && wait_order_.empty() &&
+           (growing_.empty() || (growing_.size() == 1 && growing_.front().key == key));
+  }
+  // A link's load: outstanding, plus what `plan` put on it.
+  static uint64_t Load(const LinkPtr& l, const Plan& plan) {
+    for (size_t i = 0; i < plan.links_.size(); ++i)
+      if (plan.links_[i] == l) return l->outstanding_bytes() + plan.bytes_[i];
+    return l->outstanding_bytes();
+  }
+  // A growing destination still has links, fewer than the cap, each carrying a full chunk.
+  bool StillGrowing(const std::string& key, const Plan& plan) const {
+    auto it = links_.find(key);
+    if (it == links_.end() || it->second.size() >= cap()) return false;
+    for (const LinkPtr& l : it->second)
+      if (l->dead() || Load(l, plan) < options_.chunk_bytes) return false;
+    return true;
+  }
+  // The link to retire for a destination waiting for one.
+  Pick PickForWaiter(absl::Time now, const Plan& plan);
+  // The link to retire for `grower`, a growing destination.
+  Pick PickForGrower(const std::string& grower, absl::Time now, const Plan& plan);
+  // The growing destination with fewest links (the first to ask among equals): the next to get
+  // one, as PickForGrower retires for it. Drops those no longer growing; end() when none is.
+  typename std::deque<Grower>::iterator NextGrower(const Plan& plan) {
+    std::erase_if(growing_, [&](const Grower& g) { return !StillGrowing(g.key, plan); });
+    return std::min_element(growing_.begin(), growing_.end(),
+                            [this](const Grower& a, const Grower& b) {
+                              return links_of(a.key) < links_of(b.key);
+                            });
+  }
   // Cuts `op` into chunks over the links of `key` (at least one).
   void PlaceChunks(const std::string& key, const TransferOp& op, OpDone& done, Plan& plan);
-  // Closes the longest-idle link of another destination whose turn is over (never one that
-  // `plan` has chunks for); false when there is none.
+  // Closes an idle link of another destination: above its share if any, else the longest-idle
+  // one whose turn is over (never one that `plan` has chunks for); false when there is none.
   bool EvictIdle(const std::string& key, const Plan& plan, absl::Time now);
   void HandOver(absl::Time now, Plan& plan);
   // Closes a link with nothing outstanding that leaves its destination for a waiting one.
@@ -184,6 +244,8 @@ class TcpLinkScheduler {
   // Destinations without a link, in the order they started waiting, and their ops.
   std::deque<std::string> wait_order_;
   std::map<std::string, std::deque<TcpWaiter>> waiting_;
+  // Destinations that asked for one more link, in the order they asked (each once).
+  std::deque<Grower> growing_;
   uint64_t waiting_ops_ = 0;
   uint64_t handovers_ = 0;
   uint32_t total_links_ = 0;
@@ -247,12 +309,19 @@ void TcpLinkScheduler<Link>::PlaceChunks(const std::string& key, const TransferO
       best = 0;
       for (size_t j = 1; j < load.size(); ++j)
         if (load[j] < load[best]) best = j;
-      // Every link carries a full chunk: open another, while nobody waits for one.
-      if (mine.size() < options_.links_per_target && wait_order_.empty() &&
-          total_links_ < options_.max_links) {
-        mine.push_back(plan.IndexOf(Open(op, key)));
-        load.push_back(0);
-        best = mine.size() - 1;
+      // Every link carries a full chunk: open another, while the pool has room and nobody
+      // waits for one; else ask for one (Schedule may take it from a destination above its
+      // share; HandOver gives it when room comes).
+      if (mine.size() < cap()) {
+        if (MayOpen(key)) {
+          std::erase_if(growing_, [&key](const Grower& g) { return g.key == key; });
+          mine.push_back(plan.IndexOf(Open(op, key)));
+          load.push_back(0);
+          best = mine.size() - 1;
+        } else if (std::none_of(growing_.begin(), growing_.end(),
+                                [&key](const Grower& g) { return g.key == key; })) {
+          growing_.push_back(Grower{key, op});
+        }
       }
     }
     const auto length = static_cast<uint32_t>(std::min(chunk, op.length - i * chunk));
@@ -267,20 +336,26 @@ bool TcpLinkScheduler<Link>::EvictIdle(const std::string& key, const Plan& plan,
                                        absl::Time now) {
   std::vector<LinkPtr>* victim_vec = nullptr;
   size_t victim = 0;
+  bool victim_above = false;
   absl::Time oldest = absl::InfiniteFuture();
   for (auto& [k, vec] : links_) {
     if (k == key) continue;
+    const bool above = AboveShare(vec.size());
     for (size_t i = 0; i < vec.size(); ++i) {
       const auto& l = vec[i];
       // A link inside its turn is not taken even when idle for a moment between two ops:
       // taking it would only make its destination take another's, and so on (thrashing).
-      if (l->outstanding_chunks() != 0 || now - l->opened_at() < options_.turn) continue;
+      // One above its destination's share is: that destination cannot take one back.
+      if (l->outstanding_chunks() != 0 || (!above && now - l->opened_at() < options_.turn)) {
+        continue;
+      }
       if (plan.Has(l)) continue;
       const absl::Time t = l->last_activity();
-      if (t < oldest) {
+      if ((above && !victim_above) || (above == victim_above && t < oldest)) {
         oldest = t;
         victim_vec = &vec;
         victim = i;
+        victim_above = above;
       }
     }
   }
@@ -302,14 +377,84 @@ void TcpLinkScheduler<Link>::HandedOver(LinkPtr link) {
 
 template <class Link>
 void TcpLinkScheduler<Link>::HandOver(absl::Time now, Plan& plan) {
-  while (!wait_order_.empty() && total_links_ < options_.max_links) {
-    auto node = waiting_.extract(wait_order_.front());
-    wait_order_.pop_front();
-    std::deque<TcpWaiter>& queue = node.mapped();
-    waiting_ops_ -= queue.size();
-    Open(queue.front().op, node.key());
-    for (TcpWaiter& w : queue) Place(node.key(), w.op, w.done, now, plan);
+  while (total_links_ < options_.max_links) {
+    if (!wait_order_.empty()) {
+      auto node = waiting_.extract(wait_order_.front());
+      wait_order_.pop_front();
+      std::deque<TcpWaiter>& queue = node.mapped();
+      waiting_ops_ -= queue.size();
+      Open(queue.front().op, node.key());
+      for (TcpWaiter& w : queue) Place(node.key(), w.op, w.done, now, plan);
+      continue;
+    }
+    auto next = NextGrower(plan);
+    if (next == growing_.end()) return;
+    Grower g = std::move(*next);
+    growing_.erase(next);
+    Open(g.op, g.key);
   }
+}
+
+template <class Link>
+typename TcpLinkScheduler<Link>::Pick TcpLinkScheduler<Link>::PickForWaiter(absl::Time now,
+                                                                           const Plan& plan) {
+  // Ranked: 0, a link of a destination above its share (most links first, then the least
+  // loaded: it drains soonest), at any age; 1, a link past its turn of a destination with
+  // more than one; 2, any link past its turn; within 1 and 2 the longest-serving first.
+  Pick best;
+  std::tuple<int, int64_t, uint64_t, int64_t> best_rank{3, 0, 0, 0};
+  for (auto& [key, vec] : links_) {
+    const bool above = AboveShare(vec.size());
+    for (size_t i = 0; i < vec.size(); ++i) {
+      const LinkPtr& l = vec[i];
+      if (plan.Has(l)) continue;
+      const int64_t opened = absl::ToUnixNanos(l->opened_at());
+      std::tuple<int, int64_t, uint64_t, int64_t> rank;
+      if (above) {
+        rank = {0, -static_cast<int64_t>(vec.size()), l->outstanding_bytes(), -opened};
+      } else if (now - l->opened_at() >= options_.turn) {
+        rank = {vec.size() > 1 ? 1 : 2, 0, 0, opened};
+      } else {
+        continue;
+      }
+      if (rank < best_rank) {
+        best_rank = rank;
+        best = Pick{&vec, i};
+      }
+    }
+  }
+  return best;
+}
+
+template <class Link>
+typename TcpLinkScheduler<Link>::Pick TcpLinkScheduler<Link>::PickForGrower(
+    const std::string& grower, absl::Time now, const Plan& plan) {
+  const size_t has = links_of(grower);
+  Pick best;
+  std::tuple<int64_t, uint64_t, int64_t> best_rank;
+  for (auto& [key, vec] : links_) {
+    // Only from a destination above its share, and only one holding two more (the grower then
+    // holds no more than it, so neither has a reason to take the link back) or a link idle
+    // for a turn (unused, not between two ops).
+    if (key == grower || !AboveShare(vec.size())) continue;
+    const bool more = vec.size() >= has + 2;
+    for (size_t i = 0; i < vec.size(); ++i) {
+      if (plan.Has(vec[i])) continue;
+      if (!more && (vec[i]->outstanding_chunks() != 0 ||
+                    now - vec[i]->last_activity() < options_.turn)) {
+        continue;
+      }
+      // The most links first, then the least loaded (it drains soonest), then the newest.
+      const std::tuple<int64_t, uint64_t, int64_t> rank{-static_cast<int64_t>(vec.size()),
+                                                        vec[i]->outstanding_bytes(),
+                                                        -absl::ToUnixNanos(vec[i]->opened_at())};
+      if (best.vec == nullptr || rank < best_rank) {
+        best_rank = rank;
+        best = Pick{&vec, i};
+      }
+    }
+  }
+  return best;
 }
 
 template <class Link>
@@ -317,43 +462,27 @@ void TcpLinkScheduler<Link>::Schedule(absl::Time now, Plan& plan) {
   HandOver(now, plan);
   // Links retire a few at a time: retiring every link whose turn is over at once would stall
   // the whole pool while they drain and reconnect together, turn after turn.
-  const size_t most_retiring =
-      std::min<size_t>(wait_order_.size(), std::max<uint32_t>(1, options_.max_links / 8));
-  if (retiring_.size() >= most_retiring) return;
-  // Candidates: links past their turn, not carrying chunks planned by this very call. A
-  // destination's extra links go first, then the longest-serving.
-  struct Candidate {
-    std::string key;
-    LinkPtr link;
-    bool extra;
-  };
-  std::vector<Candidate> candidates;
-  for (auto& [key, vec] : links_) {
-    for (auto& l : vec) {
-      if (now - l->opened_at() < options_.turn) continue;
-      if (plan.Has(l)) continue;
-      candidates.push_back({key, l, vec.size() > 1});
-    }
-  }
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.extra != b.extra) return a.extra;
-    return a.link->opened_at() < b.link->opened_at();
-  });
-  for (Candidate& c : candidates) {
-    if (retiring_.size() >= most_retiring) break;
-    auto it = links_.find(c.key);
-    if (it == links_.end()) continue;
-    auto& vec = it->second;
-    auto pos = std::find(vec.begin(), vec.end(), c.link);
-    if (pos == vec.end()) continue;
-    vec.erase(pos);
-    if (vec.empty()) links_.erase(it);
-    Link* raw = c.link.get();
-    if (c.link->Retire([this, raw] { on_drained_(raw); })) {
-      HandedOver(std::move(c.link));
+  const size_t most = std::max<uint32_t>(1, options_.max_links / 8);
+  // Each round retires a link or closes one and hands its place over; the bound is a guard.
+  for (uint32_t round = 0; round <= options_.max_links; ++round) {
+    const auto grower = NextGrower(plan);
+    const bool grows = grower != growing_.end();
+    // As many retiring as destinations wait (HandOver serves them first), and one more while
+    // any grows: links move to growing destinations one at a time, each to the one with
+    // fewest, which HandOver serves next (if it has no link to take, none has).
+    if (retiring_.size() >= std::min(wait_order_.size() + (grows ? 1 : 0), most)) return;
+    const Pick pick = retiring_.size() < wait_order_.size() ? PickForWaiter(now, plan)
+                                                            : PickForGrower(grower->key, now, plan);
+    if (pick.vec == nullptr) return;
+    LinkPtr link = std::move((*pick.vec)[pick.index]);
+    pick.vec->erase(pick.vec->begin() + static_cast<ptrdiff_t>(pick.index));
+    std::erase_if(links_, [](const auto& kv) { return kv.second.empty(); });
+    Link* raw = link.get();
+    if (link->Retire([this, raw] { on_drained_(raw); })) {
+      HandedOver(std::move(link));
       HandOver(now, plan);
     } else {
-      retiring_.push_back(std::move(c.link));
+      retiring_.push_back(std::move(link));
     }
   }
 }
@@ -373,10 +502,18 @@ void TcpLinkScheduler<Link>::Drained(Link* raw, absl::Time now, Plan& plan) {
 
 template <class Link>
 void TcpLinkScheduler<Link>::CloseIdle(absl::Time now) {
+  const absl::Duration extra = std::min(options_.extra_idle_timeout, options_.idle_timeout);
   for (auto& [key, vec] : links_) {
-    for (auto& l : vec) {
-      if (l->outstanding_bytes() == 0 && now - l->last_activity() > options_.idle_timeout) {
+    size_t live = std::count_if(vec.begin(), vec.end(),
+                                [](const LinkPtr& l) { return !l->dead(); });
+    // Newest first: small ops keep to the first links, so the last opened idle first.
+    for (auto it = vec.rbegin(); it != vec.rend(); ++it) {
+      const LinkPtr& l = *it;
+      if (l->dead() || l->outstanding_bytes() != 0) continue;
+      const absl::Duration idle = now - l->last_activity();
+      if (idle > options_.idle_timeout || (AboveShare(live) && idle > extra)) {
         l->Fail(absl::CancelledError("idle link closed"));
+        --live;
       }
     }
   }
@@ -445,6 +582,7 @@ void TcpLinkScheduler<Link>::TakeAll(std::vector<LinkPtr>& links,
   links_.clear();
   for (auto& l : retiring_) links.push_back(std::move(l));
   retiring_.clear();
+  growing_.clear();
   total_links_ = 0;
   for (auto& l : closed_) links.push_back(std::move(l));
   closed_.clear();

@@ -23,10 +23,20 @@ struct TcpLinkOptions {
 
 struct TcpInitiatorOptions {
   uint32_t max_links = 64;          // links in total, all destinations
-  uint32_t links_per_target = 2;    // links to one destination
+  // A destination's share: the links it may open whoever else is there, and keeps when the
+  // pool is contended (links of destinations above their share are taken for it first).
+  uint32_t links_per_target = 2;
+  // Links one destination may hold while the pool has room and nobody waits: a lone client
+  // with many bytes in flight gets them, and gives those past its share back first, without
+  // waiting for a turn, when another client needs a link (>= links_per_target).
+  uint32_t max_links_per_target = 16;
   uint64_t chunk_bytes = 1 << 20;   // split size; <= tcpwire::kMaxPayload
   absl::Duration op_timeout = absl::Seconds(30);     // no response for this long: link fails
   absl::Duration idle_timeout = absl::Seconds(60);   // idle links are closed after this
+  // A destination's links past its share are closed sooner once idle (no more than
+  // idle_timeout): a burst's extra sockets and threads go back within seconds, while the gaps
+  // of one load (the next file, the next batch of ops) keep them.
+  absl::Duration extra_idle_timeout = absl::Seconds(2);
   // When more destinations want links than the pool holds: a link serves one destination for
   // at least `turn` before it may be handed to a waiting one (so links are not thrashed), and
   // a link whose turn is over gets `handover_timeout` to finish its ops before they are failed

@@ -66,6 +66,8 @@ TEST(DaemonConfigTest, Defaults) {
   EXPECT_EQ(cfg->tcp.chunk_bytes, 1u << 20);
   EXPECT_EQ(cfg->limits.chunk_bytes, 1u << 20);
   EXPECT_EQ(cfg->limits.max_links, cfg->tcp.max_links);
+  EXPECT_EQ(cfg->tcp.links_per_target, 2u);
+  EXPECT_EQ(cfg->tcp.max_links_per_target, 16u);
   EXPECT_EQ(cfg->tcp.link.connect_timeout, absl::Seconds(3));
   EXPECT_EQ(cfg->tcp.op_timeout, absl::Seconds(30));
   EXPECT_EQ(cfg->tcp.idle_timeout, absl::Seconds(60));
@@ -82,7 +84,7 @@ TEST(DaemonConfigTest, EveryFlagParses) {
       "--volume", "b=1MiB", "--max-op-size", "64MiB", "--chunk-size", "256KiB",
       "--max-inflight-per-stream", "17", "--max-inflight-ops", "99", "--max-inflight-bytes",
       "1GiB", "--tcp-max-links", "5", "--tcp-links-per-target", "3",
-      "--tcp-connect-timeout-ms", "1500", "--op-timeout-ms", "2500", "--tcp-idle-timeout-s",
+      "--tcp-max-links-per-target", "4", "--tcp-connect-timeout-ms", "1500", "--op-timeout-ms", "2500", "--tcp-idle-timeout-s",
       "7", "--tcp-link-turn-ms", "40", "--tcp-handover-timeout-ms", "900",
       "--tcp-poll-spin-us", "25", "--drain-timeout-ms", "0", "--log-level", "debug"});
   ASSERT_TRUE(cfg.ok()) << cfg.status();
@@ -102,6 +104,7 @@ TEST(DaemonConfigTest, EveryFlagParses) {
   EXPECT_EQ(cfg->tcp.max_links, 5u);
   EXPECT_EQ(cfg->limits.max_links, 5u);
   EXPECT_EQ(cfg->tcp.links_per_target, 3u);
+  EXPECT_EQ(cfg->tcp.max_links_per_target, 4u);
   EXPECT_EQ(cfg->tcp.link.connect_timeout, absl::Milliseconds(1500));
   EXPECT_EQ(cfg->tcp.op_timeout, absl::Milliseconds(2500));
   EXPECT_EQ(cfg->tcp.idle_timeout, absl::Seconds(7));
@@ -209,6 +212,7 @@ TEST(DaemonConfigTest, OutOfRangeNumbersNameTheFlag) {
   ExpectInvalidNaming({"--tcp-max-links", "0"}, "--tcp-max-links");
   ExpectInvalidNaming({"--tcp-max-links", "4097"}, "--tcp-max-links");
   ExpectInvalidNaming({"--tcp-links-per-target", "65"}, "--tcp-links-per-target");
+  ExpectInvalidNaming({"--tcp-max-links-per-target", "0"}, "--tcp-max-links-per-target");
   ExpectInvalidNaming({"--tcp-connect-timeout-ms", "0"}, "--tcp-connect-timeout-ms");
   ExpectInvalidNaming({"--op-timeout-ms", "0"}, "--op-timeout-ms");
   ExpectInvalidNaming({"--tcp-idle-timeout-s", "0"}, "--tcp-idle-timeout-s");
@@ -217,6 +221,33 @@ TEST(DaemonConfigTest, OutOfRangeNumbersNameTheFlag) {
   ExpectInvalidNaming({"--tcp-poll-spin-us", "10001"}, "--tcp-poll-spin-us");
   ExpectInvalidNaming({"--drain-timeout-ms", "-1"}, "--drain-timeout-ms");
   ExpectInvalidNaming({"--max-inflight-ops", "many"}, "--max-inflight-ops");
+}
+
+// --tcp-max-links-per-target: given, it must lie between the share and the pool; not given,
+// it is 16, or the pool when smaller, never below the share.
+TEST(DaemonConfigTest, MaxLinksPerTargetIsCheckedOrDerived) {
+  ExpectInvalidNaming({"--tcp-max-links-per-target", "1"}, "--tcp-max-links-per-target");
+  ExpectInvalidNaming({"--tcp-links-per-target", "4", "--tcp-max-links-per-target", "3"},
+                      "--tcp-links-per-target");
+  ExpectInvalidNaming({"--tcp-max-links-per-target", "65"}, "--tcp-max-links-per-target");
+  ExpectInvalidNaming({"--tcp-max-links", "8", "--tcp-max-links-per-target", "9"},
+                      "--tcp-max-links (8)");
+  absl::StatusOr<DaemonConfig> cfg = Parse({"--tcp-max-links-per-target", "64"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->tcp.max_links_per_target, 64u);
+  cfg = Parse({"--tcp-max-links", "4"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->tcp.max_links_per_target, 4u);
+  cfg = Parse({"--tcp-max-links", "1"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->tcp.max_links_per_target, 2u) << "never below the share";
+  cfg = Parse({"--tcp-links-per-target", "32"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->tcp.max_links_per_target, 32u);
+  TempDir dir;
+  cfg = Parse({"--config", dir.Write("gdrstored.conf", "tcp-max-links-per-target = 8\n")});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->tcp.max_links_per_target, 8u);
 }
 
 // --trace: off by default; a path and a cap by flag or by the config file's keys.

@@ -24,6 +24,8 @@ TEST(ExampleConfigTest, ShippedConfigParses) {
   EXPECT_EQ(cfg->volumes[1].file, "/var/lib/gdrstored/nvme0.img");
   EXPECT_EQ(cfg->volumes[1].media.latency_us, 80u);
   EXPECT_EQ(cfg->volumes[1].media.bandwidth, 3ull << 30);
+  EXPECT_EQ(cfg->tcp.links_per_target, 2u);
+  EXPECT_EQ(cfg->tcp.max_links_per_target, 16u);
   EXPECT_EQ(cfg->drain_timeout, absl::Seconds(10));
   EXPECT_EQ(cfg->log_level, LogLevel::kInfo);
 }

@@ -68,6 +68,7 @@ TEST(ReloadTest, RestartOnlySettingsAreReportedNotApplied) {
   next.tcp.chunk_bytes = 4096;
   next.limits.chunk_bytes = 4096;
   next.tcp.max_links = 3;
+  next.tcp.max_links_per_target = 3;
   next.tcp.target_allow = {*Cidr::Parse("10.0.0.0/8"), *Cidr::Parse("fd00::/8")};
   next.volumes[0].size = 4 << 20;
   next.volumes[1].file = "/srv/other.img";
@@ -78,6 +79,7 @@ TEST(ReloadTest, RestartOnlySettingsAreReportedNotApplied) {
   EXPECT_THAT(p.needs_restart,
               UnorderedElementsAre("listen: 127.0.0.1:50051 -> 0.0.0.0:1",
                                    "chunk-size: 1 MiB -> 4 KiB", "tcp-max-links: 64 -> 3",
+                                   "tcp-max-links-per-target: 16 -> 3",
                                    "tcp-target-allow: (none) -> 10.0.0.0/8,fd00::/8",
                                    "volume b file: '/srv/b.img' -> '/srv/other.img'",
                                    "volume c: added", "volume a: removed"));

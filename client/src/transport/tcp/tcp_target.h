@@ -80,7 +80,9 @@ class TcpTarget {
   // Connections still in their challenge at once: past this, or when every slot is taken, the
   // oldest of them is dropped for the newcomer, so that anyone who reaches the port cannot hold
   // the slots with idle sockets (a daemon's link answers within milliseconds; idle ones age).
-  static constexpr size_t kMaxUnproven = 16;
+  // Room for the links that several daemons open at once for one bulk op (up to
+  // --tcp-max-links-per-target, 16 by default, each), so none of theirs is dropped.
+  static constexpr size_t kMaxUnproven = 64;
   // A daemon link that has not sent its CHALLENGE by then is dropped.
   static constexpr absl::Duration kChallengeTimeout = absl::Seconds(10);
 

@@ -137,7 +137,7 @@ class PoolDriver {
     scheduler.CloseIdle(now);
     scheduler.ReapDead();
     for (TcpWaiter& w : scheduler.TakeExpired(now)) expired.push_back(w.op.volume);
-    if (scheduler.waiting_destinations() != 0) scheduler.Schedule(now, plan);
+    if (scheduler.wanting() != 0) scheduler.Schedule(now, plan);
     Enqueue(plan);
     closed += scheduler.TakeClosed().size();
     return plan;

@@ -21,6 +21,10 @@ TEST(TcpInitiatorCreateTest, RejectsBadOptions) {
   o.links_per_target = 0;
   EXPECT_EQ(TcpInitiator::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
   o = {};
+  o.links_per_target = 4;
+  o.max_links_per_target = 3;
+  EXPECT_EQ(TcpInitiator::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = {};
   o.chunk_bytes = 4095;
   EXPECT_EQ(TcpInitiator::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
   o.chunk_bytes = tcpwire::kMaxPayload + 1;
@@ -80,6 +84,7 @@ TEST_F(TcpInitiatorTest, ManyConcurrentOpsInBothDirections) {
   TcpInitiatorOptions o;
   o.chunk_bytes = 8192;
   o.links_per_target = 3;
+  o.max_links_per_target = 3;
   StartInitiator(o);
   constexpr int kOps = 400;
   constexpr size_t kSlot = 32768;
@@ -132,6 +137,29 @@ TEST_F(TcpInitiatorTest, ManyConcurrentOpsInBothDirections) {
   // Each op leaves the in-flight count before its callback runs.
   EXPECT_EQ(st.in_flight, 0u);
   EXPECT_EQ(st.errors, 0u);
+}
+
+// A lone destination with bulk in flight opens links past its share (links_per_target), up to
+// max_links_per_target, and the bytes arrive as over one link.
+TEST_F(TcpInitiatorTest, ALoneDestinationOpensLinksPastItsShareForBulk) {
+  TcpInitiatorOptions o;
+  o.chunk_bytes = 64 << 10;
+  ASSERT_EQ(o.links_per_target, 2u);
+  o.max_links_per_target = 8;
+  o.extra_idle_timeout = absl::Hours(1);  // none closes before the test looks
+  StartInitiator(o);
+  constexpr size_t kLen = 4 << 20;  // 64 chunks
+  ClientMemory client(*target_, kLen, 1);
+  StoreMemory store(kLen, 2);
+  for (Direction d : {Direction::kStoreToClient, Direction::kClientToStore}) {
+    ASSERT_TRUE(Run(MakeOp(d, store.at(0), kLen, client.address(0), client.rkey(),
+                           target_->port()))
+                    .ok());
+    EXPECT_EQ(initiator_->stats().in_use, 8u);
+  }
+  EXPECT_EQ(PatternMismatch(store.seed(), 0, client.span(0, kLen)), std::nullopt);
+  EXPECT_EQ(initiator_->stats().errors, 0u);
+  EXPECT_EQ(target_->stats().accepted, 8u);
 }
 
 // A full pool schedules, it does not refuse: the op waits for a link. The only link is held by
@@ -281,6 +309,7 @@ TEST_F(TcpInitiatorTest, MoreDestinationsThanLinksAreServedInTurns) {
 TEST_F(TcpInitiatorTest, SubmitBatchMovesEveryOpOnce) {
   TcpInitiatorOptions o;
   o.chunk_bytes = 64 << 10;
+  o.max_links_per_target = o.links_per_target;
   StartInitiator(o);
   std::shared_ptr<TcpTarget> other = StartTarget();
   ASSERT_NE(other, nullptr);

@@ -17,6 +17,16 @@ namespace {
 using ::testing::Each;
 using ::testing::ElementsAre;
 
+// Options whose destinations hold no more than their share (max_links_per_target =
+// links_per_target): the pool before a lone destination could grow past it, for the tests that
+// pin that cap.
+TcpInitiatorOptions ShareOnly(uint64_t chunk_bytes, uint32_t links_per_target,
+                              uint32_t max_links = 64) {
+  TcpInitiatorOptions o = Options(chunk_bytes, links_per_target, max_links);
+  o.max_links_per_target = links_per_target;
+  return o;
+}
+
 // The chunk planner: an op is cut into chunk_bytes pieces, in order, covering it exactly (the
 // shapes TcpInitiatorTest.MovesBytesBothDirectionsAtEveryChunkSizeAndAlignment moves for real).
 TEST(TcpLinkSchedulerTest, ChunksCoverTheOpInOrderAtEveryChunkSize) {
@@ -43,7 +53,7 @@ TEST(TcpLinkSchedulerTest, ChunksCoverTheOpInOrderAtEveryChunkSize) {
 // Small ops share one link; a destination gets its second link only once the first carries a
 // full chunk, so bulk transfers stripe and small ones do not pay extra thread wake-ups.
 TEST(TcpLinkSchedulerTest, SecondLinkOnlyForBulk) {
-  PoolDriver pool(Options(1 << 20, 2));
+  PoolDriver pool(ShareOnly(1 << 20, 2));
   std::vector<std::pair<std::string, uint64_t>> batch(32, {"a", 4096});
   RecordingPlan small = pool.Submit(batch);
   EXPECT_EQ(small.begun.size(), 32u);
@@ -62,7 +72,7 @@ TEST(TcpLinkSchedulerTest, SecondLinkOnlyForBulk) {
 // (one thread pair, one burst of answers), so a small-op rate does not depend on what ran
 // before it.
 TEST(TcpLinkSchedulerTest, SmallOpsKeepToOneLinkAfterBulkOpenedTwo) {
-  PoolDriver pool(Options(1 << 20, 2));
+  PoolDriver pool(ShareOnly(1 << 20, 2));
   RecordingPlan bulk = pool.Submit("a", 8 << 20);
   ASSERT_EQ(pool.scheduler.links(), 2u);
   ASSERT_EQ(LinksOf(bulk).size(), 2u);
@@ -84,7 +94,7 @@ TEST(TcpLinkSchedulerTest, SmallOpsKeepToOneLinkAfterBulkOpenedTwo) {
 // Links are reused per destination: alternating ops to two destinations open no more links to
 // each than links_per_target (the connections each target would see).
 TEST(TcpLinkSchedulerTest, LinksAreReusedPerDestination) {
-  PoolDriver pool(Options(4096, 2));
+  PoolDriver pool(ShareOnly(4096, 2));
   for (int i = 0; i < 200; ++i) {
     pool.Submit(i % 2 ? "a" : "b", 3 * 4096);
     ASSERT_LE(pool.scheduler.links(), 2 * pool.options.links_per_target) << "op " << i;
@@ -97,10 +107,10 @@ TEST(TcpLinkSchedulerTest, LinksAreReusedPerDestination) {
   EXPECT_EQ(pool.scheduler.link_errors(), 0u);
 }
 
-// However many chunks are in flight, a destination holds links_per_target links at most; the
-// chunks beyond go to the least loaded of them.
+// However many chunks are in flight, a destination holds max_links_per_target links at most
+// (here its share); the chunks beyond go to the least loaded of them.
 TEST(TcpLinkSchedulerTest, LinksPerDestinationAreCappedAndLoadIsSpread) {
-  PoolDriver pool(Options(8192, 3));
+  PoolDriver pool(ShareOnly(8192, 3));
   for (int i = 0; i < 400; ++i) pool.Submit("a", 1 + (i * 7919) % (32768 - 16));
   EXPECT_EQ(pool.scheduler.links(), 3u);
   EXPECT_EQ(pool.scheduler.destinations(), 1u);
