@@ -42,7 +42,13 @@ def _poll_ms(timeout: Optional[float]) -> int:
 class Client:
     """A connection to one gdrstored: `Client("127.0.0.1:50051", transport="auto")`.
 
-    transport: "tcp", "rc", "dc" or "auto". token / token_file: the bearer token a daemon
+    transport: "tcp", "rc", "dc", "local" (a daemon on this host: memory handed over through its
+    Unix socket, no copy) or "auto". agent: the node agent's socket path
+    (`Client(agent="/run/gdragent/agent.sock")`): every call goes through gdragent, which
+    reaches the daemons itself (address, transport, token and TLS are then its own); memory is
+    handed to it without copies, so host memory must come from `allocate` (a tensor or array of
+    your own is refused, naming it). local_socket: transport local's socket when not the path the
+    daemon names. token / token_file: the bearer token a daemon
     started with --token-file expects. timeout: seconds per op (None: no deadline).
     tls_ca: PEM file of the CA the daemon's certificate must chain to (TLS on; daemons with
     --tls-cert). tls_cert / tls_key: this client's certificate and key (daemons with
@@ -64,11 +70,12 @@ class Client:
                  rdma_device: Optional[str] = None, timeout: Optional[float] = 120.0,
                  tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
                  tls_key: Optional[str] = None, tls_server_name: Optional[str] = None,
-                 crc32c: bool = False, fail_when_full: bool = False):
+                 crc32c: bool = False, fail_when_full: bool = False,
+                 agent: Optional[str] = None, local_socket: Optional[str] = None):
         self._handle = None
         opts, self._keep = client_options(address, transport, token, token_file, rdma_device,
                                           timeout, tls_ca, tls_cert, tls_key, tls_server_name,
-                                          crc32c, fail_when_full)
+                                          crc32c, fail_when_full, agent, local_socket)
         handle = open_handle(lib.gdrstore_client_open, opts)
         self._handle = handle
         # Registrations kept while their object lives (objects that take weak references).
