@@ -220,6 +220,7 @@ def _declare(cdll):
                                        ("buffer", P_out)]),
         "gdrstore_register_gpu": (i, [("client", P), ("device pointer", u64), ("nbytes", sz),
                                       ("buffer", P_out)]),
+        "gdrstore_alloc_host": (i, [("client", P), ("nbytes", sz), ("buffer", P_out)]),
         "gdrstore_buffer_release": (None, [("buffer", P)]),
         "gdrstore_buffer_get_info": (None, [("buffer", P), ("info", ctypes.POINTER(BufferInfo))]),
         "gdrstore_verify": (i, [("buffer", P), ("buffer_offset", sz), ("length", sz),

@@ -9,7 +9,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import errors
-from ._native import Completion, Result, client_options, lib, open_handle
+from ._native import BufferInfo, Completion, Result, client_options, lib, open_handle
 from .memory import Memory, describe
 from .registrations import Registration, RegistrationCache
 
@@ -37,6 +37,19 @@ def _poll_ms(timeout: Optional[float]) -> int:
     if timeout != timeout:
         raise ValueError("timeout is NaN")
     return int(min(max(0.0, timeout) * 1000, _POLL_MAX_MS))
+
+
+class _Releaser:
+    """Releases a registration when the object holding it is collected."""
+
+    def __init__(self, reg: Registration):
+        self._reg = reg
+
+    def __del__(self):
+        try:
+            self._reg.release()
+        except Exception:
+            pass
 
 
 class Client:
@@ -115,6 +128,27 @@ class Client:
                                                 ctypes.byref(out))
         _check(status, self._handle)
         return Registration(out, mem.nbytes, lib.gdrstore_buffer_release)
+
+    def allocate(self, nbytes: int) -> memoryview:
+        """`nbytes` of zeroed host memory the library allocates and registers (a memfd, which
+        transport local and the node agent map without a copy): a writable memoryview (format
+        'B') to fill in place, wrap (numpy.frombuffer, torch.frombuffer) and pass to get/put.
+        The memory stays registered, and mapped, while the view or anything made from it
+        lives."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int):
+            raise TypeError(f"nbytes must be an int, not {type(nbytes).__name__}")
+        if not 0 < nbytes < (1 << 63):
+            raise errors.ArgumentOutOfRange(f"nbytes {nbytes} is outside [1, 2^63)")
+        out = ctypes.c_void_p()
+        _check(lib.gdrstore_alloc_host(self._handle, nbytes, ctypes.byref(out)), self._handle)
+        info = BufferInfo()
+        lib.gdrstore_buffer_get_info(out, ctypes.byref(info))
+        reg = Registration(out, nbytes, lib.gdrstore_buffer_release)
+        array = (ctypes.c_ubyte * nbytes).from_address(info.host)
+        # The array's life holds the registration (and so the mapping): every view of it
+        # keeps the array alive.
+        array._gdrstore_registration = _Releaser(reg)
+        return memoryview(array).cast("B")
 
     def _acquire(self, obj) -> Tuple[Registration, bool]:
         """The registration for `obj` and whether the caller must release it after the op."""
