@@ -58,10 +58,16 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions* g) {
   app.add_option("--timeout-ms", c.timeout_ms, "deadline of each RPC")->capture_default_str();
   AddJsonFlag(&app, g);
   app.add_option("--transport", c.transport,
-                 "how the daemon reaches this process's memory: tcp, rc, dc (mlx5 DCT) or auto "
-                 "(dc, else rc, else tcp)")
+                 "how the daemon reaches this process's memory: tcp, rc, dc (mlx5 DCT), local "
+                 "(a daemon on this host; memory handed over, no copy) or auto (local, else dc, "
+                 "else rc, else tcp)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"tcp", "rc", "dc", "auto"}));
+      ->check(CLI::IsMember({"tcp", "rc", "dc", "local", "auto"}));
+  app.add_option("--local-socket", c.local_socket,
+                 "local: the daemon's handoff socket (default: the path the daemon names)");
+  app.add_option("--agent", c.agent,
+                 "go through the node agent at this socket (gdragent --socket): it reaches the "
+                 "daemons, so --transport and the RDMA, TLS and token options are its own");
   app.add_option("--rdma-device", c.rdma_device, "rc: RDMA device by name (default: first ACTIVE)");
   app.add_option("--rdma-addr", c.rdma_addr, "rc: RDMA device by local IP address");
   app.add_option("--rdma-gid-index", c.gid_index, "rc: GID index (-1: RoCE v2 IPv4-mapped)")
@@ -137,9 +143,11 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const GlobalOptions& c) 
   std::optional<gdrstore::Transport> transport = gdrstore::ParseTransport(c.transport);
   if (!transport) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--transport '", c.transport, "' is not one of tcp, rc, dc, auto"));
+        absl::StrCat("--transport '", c.transport, "' is not one of tcp, rc, dc, local, auto"));
   }
   o.transport = *transport;
+  o.local_socket = c.local_socket;
+  o.agent = flag_or_env(c.agent, "GDRSTORE_AGENT");
   o.rdma_device = c.rdma_device;
   o.rdma_address = c.rdma_addr;
   o.rdma_gid_index = c.gid_index;

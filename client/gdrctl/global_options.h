@@ -20,6 +20,8 @@ struct GlobalOptions {
   int64_t timeout_ms = 120000;
   bool json = false;  // --json, before the command or after it (main wires it once)
   std::string transport = "tcp";
+  std::string local_socket;  // --local-socket
+  std::string agent;         // --agent, else $GDRSTORE_AGENT
   std::string rdma_device;
   std::string rdma_addr;
   int gid_index = -1;

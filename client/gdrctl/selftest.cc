@@ -46,6 +46,7 @@ v1::Transport Wire(gdrstore::Transport t) {
     case gdrstore::Transport::kTcp: return v1::TRANSPORT_TCP;
     case gdrstore::Transport::kRc: return v1::TRANSPORT_RC;
     case gdrstore::Transport::kDc: return v1::TRANSPORT_DC;
+    case gdrstore::Transport::kLocal: return v1::TRANSPORT_LOCAL;
     case gdrstore::Transport::kAuto: return v1::TRANSPORT_UNSPECIFIED;
   }
   return v1::TRANSPORT_UNSPECIFIED;

@@ -223,7 +223,7 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsFromC(const gdrstore_client
     std::optional<gdrstore::Transport> t = gdrstore::ParseTransport(o->transport);
     if (!t) {
       return absl::InvalidArgumentError(
-          absl::StrCat("transport '", o->transport, "' is not one of tcp, rc, dc, auto"));
+          absl::StrCat("transport '", o->transport, "' is not one of tcp, rc, dc, local, auto"));
     }
     opts.transport = *t;
   }
@@ -253,6 +253,9 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsFromC(const gdrstore_client
   if (o->struct_size >= offsetof(gdrstore_client_options, fail_when_full) + sizeof(uint32_t)) {
     opts.fail_when_full = o->fail_when_full != 0;
   }
+  take(offsetof(gdrstore_client_options, agent), &gdrstore_client_options::agent, &opts.agent);
+  take(offsetof(gdrstore_client_options, local_socket), &gdrstore_client_options::local_socket,
+       &opts.local_socket);
   return opts;
 }
 

@@ -17,7 +17,9 @@
 #include "client/src/page_rounding.h"
 #include "client/src/registration.h"
 #include "client/src/sliced_op.h"
+#include "client/src/transport/agent/agent_channel.h"
 #include "client/src/transport/client_transport.h"
+#include "client/src/transport/local/local_transport.h"
 #include "client/src/transport/region.h"
 #include "client/src/transport/open_client_transport.h"
 #include "common/cuda/gpu.h"
@@ -40,6 +42,7 @@ std::optional<TransportKind> KindOf(gdrstore::Transport t) {
     case gdrstore::Transport::kTcp: return TransportKind::kTcp;
     case gdrstore::Transport::kRc: return TransportKind::kRc;
     case gdrstore::Transport::kDc: return TransportKind::kDc;
+    case gdrstore::Transport::kLocal: return TransportKind::kLocal;
     case gdrstore::Transport::kAuto: break;
   }
   return std::nullopt;
@@ -117,6 +120,21 @@ Client::WindowStats Client::window_stats() const {
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  if (!options.agent.empty()) {
+    // Through the node agent: its socket carries the memory and the calls; it reaches the
+    // daemons its own way.
+    absl::Duration timeout = absl::Seconds(10);
+    if (options.rpc_timeout.count() > 0) {
+      timeout = std::min(timeout, absl::FromChrono(options.rpc_timeout));
+    }
+    GDR_ASSIGN_OR_RETURN(gdr::AgentConnection agent, gdr::ConnectAgent(options.agent, timeout));
+    auto client = std::unique_ptr<Client>(new Client(options, std::move(agent.channel)));
+    client->options_.transport = Transport::kLocal;
+    client->options_.local_socket = options.agent;
+    client->transport_ = gdr::LocalTransport::Over(std::move(agent.session), /*agent=*/true);
+    client->StartWindow(nullptr);
+    return client;
+  }
   if (absl::StatusOr<gdr::HostPort> daemon = gdr::SplitHostPort(options.daemon_address);
       !daemon.ok()) {
     return daemon.status();
@@ -153,7 +171,8 @@ const char* TransportName(Transport t) {
 }
 
 std::optional<Transport> ParseTransport(const std::string& name) {
-  for (Transport t : {Transport::kTcp, Transport::kRc, Transport::kDc, Transport::kAuto}) {
+  for (Transport t :
+       {Transport::kTcp, Transport::kRc, Transport::kDc, Transport::kLocal, Transport::kAuto}) {
     if (name == TransportName(t)) return t;
   }
   return std::nullopt;
@@ -168,16 +187,14 @@ TransportInfo Client::transport_info() const {
 
 absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
   GDR_ASSIGN_OR_RETURN(const size_t mapped, gdr::PageRounded(bytes));
-  void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes: ",
-                                                     strerror(errno)));
-  }
+  // From a memfd, so that the local transport and the agent can map the same pages.
+  GDR_ASSIGN_OR_RETURN(gdr::SharedHostMemory mem, gdr::AllocateSharedHostMemory(mapped));
   auto region = std::make_shared<gdr::Region>();
-  region->host = static_cast<std::byte*>(p);
-  region->base = reinterpret_cast<uint64_t>(p);
+  region->host = mem.data;
+  region->base = reinterpret_cast<uint64_t>(mem.data);
   region->size = bytes;
-  region->release = [p, mapped] { ::munmap(p, mapped); };
+  region->memfd = mem.fd;
+  region->release = [mem] { gdr::FreeSharedHostMemory(mem); };
   absl::StatusOr<std::function<void()>> withdraw = transport_->Register(region);
   if (!withdraw.ok()) return withdraw.status();
   auto registration = std::make_shared<gdr::Registration>(std::move(region), std::move(*withdraw));

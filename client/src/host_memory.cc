@@ -1,12 +1,41 @@
 #include "client/src/host_memory.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace gdr {
+
+absl::StatusOr<SharedHostMemory> AllocateSharedHostMemory(size_t bytes) {
+  auto fail = [bytes](const char* call) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", bytes, " bytes: ", call, ": ", strerror(errno)));
+  };
+  const int fd = ::memfd_create("gdrstore-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return fail("memfd_create");
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) return fail("ftruncate");
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) return fail("F_ADD_SEALS");
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return fail("mmap");
+  std::move(close_fd).Cancel();
+  return SharedHostMemory{static_cast<std::byte*>(p), bytes, fd};
+}
+
+void FreeSharedHostMemory(const SharedHostMemory& mem) {
+  ::munmap(mem.data, mem.bytes);
+  ::close(mem.fd);
+}
 
 absl::StatusOr<bool> HostRangeWritable(const void* p, size_t n) {
   const uint64_t begin = reinterpret_cast<uint64_t>(p);

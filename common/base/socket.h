@@ -38,6 +38,8 @@ class ScopedFd {
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
   void Reset();
+  // Gives the descriptor up to a new owner without closing it.
+  int Release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_ = -1;

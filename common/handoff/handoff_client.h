@@ -41,6 +41,10 @@ class HandoffClient {
   // Passes one end of a connected SOCK_STREAM socket for the server to serve gRPC on (agent).
   absl::Status OpenChannel(int fd);
 
+  // Closes the connection: the server ends the session (its regions go once their ops are
+  // done); later requests are UNAVAILABLE. Idempotent.
+  void Close();
+
   // OK while the connection is open; UNAVAILABLE once the server hung up or a request failed
   // on the socket.
   absl::Status status() const;

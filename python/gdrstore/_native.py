@@ -32,6 +32,8 @@ class ClientOptions(ctypes.Structure):
         ("tls_server_name", ctypes.c_char_p),
         ("crc32c", ctypes.c_uint32),
         ("fail_when_full", ctypes.c_uint32),
+        ("agent", ctypes.c_char_p),
+        ("local_socket", ctypes.c_char_p),
     ]
 
 
@@ -218,6 +220,7 @@ def _declare(cdll):
                                        ("buffer", P_out)]),
         "gdrstore_register_gpu": (i, [("client", P), ("device pointer", u64), ("nbytes", sz),
                                       ("buffer", P_out)]),
+        "gdrstore_alloc_host": (i, [("client", P), ("nbytes", sz), ("buffer", P_out)]),
         "gdrstore_buffer_release": (None, [("buffer", P)]),
         "gdrstore_buffer_get_info": (None, [("buffer", P), ("info", ctypes.POINTER(BufferInfo))]),
         "gdrstore_verify": (i, [("buffer", P), ("buffer_offset", sz), ("length", sz),
@@ -304,18 +307,19 @@ def millis(name, seconds, ctype=ctypes.c_uint32, minimum=1):
 
 
 def client_options(address, transport, token, token_file, rdma_device, timeout, tls_ca,
-                   tls_cert, tls_key, tls_server_name, crc32c=False, fail_when_full=False):
+                   tls_cert, tls_key, tls_server_name, crc32c=False, fail_when_full=False,
+                   agent=None, local_socket=None):
     """A filled gdrstore_client_options and the encoded strings it points into (keep both
     alive while the library may read them). `address` None: the library's default."""
     opts = ClientOptions()
     lib.gdrstore_client_options_init(ctypes.byref(opts))
     names = ("daemon_address", "transport", "token", "token_file", "rdma_device", "tls_ca",
-             "tls_cert", "tls_key", "tls_server_name")
+             "tls_cert", "tls_key", "tls_server_name", "agent", "local_socket")
     values = (address, transport, token, token_file, rdma_device, tls_ca, tls_cert, tls_key,
-              tls_server_name)
+              tls_server_name, agent, local_socket)
     keep = []
     for field, value in zip(names, values):
-        if field == "token_file" and value is not None:
+        if field in ("token_file", "agent", "local_socket") and value is not None:
             value = os.fsencode(value)  # a path (str, bytes or os.PathLike)
         value = checked_str("address" if field == "daemon_address" else field, value)
         keep.append(value)

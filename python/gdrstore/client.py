@@ -9,7 +9,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import errors
-from ._native import Completion, Result, client_options, lib, open_handle
+from ._native import BufferInfo, Completion, Result, client_options, lib, open_handle
 from .memory import Memory, describe
 from .registrations import Registration, RegistrationCache
 
@@ -39,10 +39,29 @@ def _poll_ms(timeout: Optional[float]) -> int:
     return int(min(max(0.0, timeout) * 1000, _POLL_MAX_MS))
 
 
+class _Releaser:
+    """Releases a registration when the object holding it is collected."""
+
+    def __init__(self, reg: Registration):
+        self._reg = reg
+
+    def __del__(self):
+        try:
+            self._reg.release()
+        except Exception:
+            pass
+
+
 class Client:
     """A connection to one gdrstored: `Client("127.0.0.1:50051", transport="auto")`.
 
-    transport: "tcp", "rc", "dc" or "auto". token / token_file: the bearer token a daemon
+    transport: "tcp", "rc", "dc", "local" (a daemon on this host: memory handed over through its
+    Unix socket, no copy) or "auto". agent: the node agent's socket path
+    (`Client(agent="/run/gdragent/agent.sock")`): every call goes through gdragent, which
+    reaches the daemons itself (address, transport, token and TLS are then its own); memory is
+    handed to it without copies, so host memory must come from `allocate` (a tensor or array of
+    your own is refused, naming it). local_socket: transport local's socket when not the path the
+    daemon names. token / token_file: the bearer token a daemon
     started with --token-file expects. timeout: seconds per op (None: no deadline).
     tls_ca: PEM file of the CA the daemon's certificate must chain to (TLS on; daemons with
     --tls-cert). tls_cert / tls_key: this client's certificate and key (daemons with
@@ -64,11 +83,12 @@ class Client:
                  rdma_device: Optional[str] = None, timeout: Optional[float] = 120.0,
                  tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
                  tls_key: Optional[str] = None, tls_server_name: Optional[str] = None,
-                 crc32c: bool = False, fail_when_full: bool = False):
+                 crc32c: bool = False, fail_when_full: bool = False,
+                 agent: Optional[str] = None, local_socket: Optional[str] = None):
         self._handle = None
         opts, self._keep = client_options(address, transport, token, token_file, rdma_device,
                                           timeout, tls_ca, tls_cert, tls_key, tls_server_name,
-                                          crc32c, fail_when_full)
+                                          crc32c, fail_when_full, agent, local_socket)
         handle = open_handle(lib.gdrstore_client_open, opts)
         self._handle = handle
         # Registrations kept while their object lives (objects that take weak references).
@@ -108,6 +128,27 @@ class Client:
                                                 ctypes.byref(out))
         _check(status, self._handle)
         return Registration(out, mem.nbytes, lib.gdrstore_buffer_release)
+
+    def allocate(self, nbytes: int) -> memoryview:
+        """`nbytes` of zeroed host memory the library allocates and registers (a memfd, which
+        transport local and the node agent map without a copy): a writable memoryview (format
+        'B') to fill in place, wrap (numpy.frombuffer, torch.frombuffer) and pass to get/put.
+        The memory stays registered, and mapped, while the view or anything made from it
+        lives."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int):
+            raise TypeError(f"nbytes must be an int, not {type(nbytes).__name__}")
+        if not 0 < nbytes < (1 << 63):
+            raise errors.ArgumentOutOfRange(f"nbytes {nbytes} is outside [1, 2^63)")
+        out = ctypes.c_void_p()
+        _check(lib.gdrstore_alloc_host(self._handle, nbytes, ctypes.byref(out)), self._handle)
+        info = BufferInfo()
+        lib.gdrstore_buffer_get_info(out, ctypes.byref(info))
+        reg = Registration(out, nbytes, lib.gdrstore_buffer_release)
+        array = (ctypes.c_ubyte * nbytes).from_address(info.host)
+        # The array's life holds the registration (and so the mapping): every view of it
+        # keeps the array alive.
+        array._gdrstore_registration = _Releaser(reg)
+        return memoryview(array).cast("B")
 
     def _acquire(self, obj) -> Tuple[Registration, bool]:
         """The registration for `obj` and whether the caller must release it after the op."""

@@ -76,7 +76,7 @@ GDRSTORE_EXPORT const char* gdrstore_error(const void* handle);
 typedef struct gdrstore_client_options {
   size_t struct_size;         /* sizeof(gdrstore_client_options); set by _init */
   const char* daemon_address; /* "HOST:PORT"; NULL: 127.0.0.1:50051 */
-  const char* transport;      /* "tcp", "rc", "dc" or "auto"; NULL: tcp */
+  const char* transport;      /* "tcp", "rc", "dc", "local" or "auto"; NULL: tcp */
   const char* token;          /* bearer token; NULL or "": none */
   const char* token_file;     /* read the token from this file (first token line; grants after
                                  it are ignored); NULL: none */
@@ -94,6 +94,11 @@ typedef struct gdrstore_client_options {
                                   as GetInfo states them) waits in this process until answers
                                   free room, within the op's deadline; nonzero: it fails at once
                                   with GDRSTORE_RESOURCE_EXHAUSTED */
+  const char* agent;           /* the node agent's socket (gdragent --socket): every call goes
+                                  through it; daemon_address, transport, token and TLS are the
+                                  agent's own. NULL: the daemon directly */
+  const char* local_socket;    /* transport local: the daemon's handoff socket; NULL: the path
+                                  its GetInfo names */
 } gdrstore_client_options;
 
 GDRSTORE_EXPORT void gdrstore_client_options_init(gdrstore_client_options* options);

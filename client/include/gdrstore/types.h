@@ -20,10 +20,12 @@ enum class Transport {
   kTcp,  // the library's software target (any host)
   kRc,   // reliable-connected RDMA QPs on a verbs device (RoCE, InfiniBand, SoftRoCE)
   kDc,   // an mlx5 DC target (DCT) the daemon's DC initiators reach; ConnectX-5 or later
-  kAuto, // dc where the daemon offers it and this device can, else rc, else tcp
+  kLocal,  // a daemon on this host: memory handed over through its Unix socket, no copy
+  kAuto, // local where the daemon shares this host, else dc where the daemon offers it and this
+         // device can, else rc, else tcp
 };
 
-// "tcp", "rc", "dc", "auto".
+// "tcp", "rc", "dc", "local", "auto".
 const char* TransportName(Transport t);
 // The inverse of TransportName; nullopt for any other name.
 std::optional<Transport> ParseTransport(const std::string& name);
@@ -32,6 +34,14 @@ struct ClientOptions {
   Transport transport = Transport::kTcp;
   // gdrstored's gRPC address, HOST:PORT.
   std::string daemon_address = "127.0.0.1:50051";
+  // local: the daemon's handoff socket. Empty: the path the daemon's GetInfo names.
+  std::string local_socket;
+  // The node agent's socket (gdragent --socket): when set, every call goes through the agent,
+  // which owns the RDMA devices and the daemon connections; daemon_address, transport and the
+  // RDMA, TLS and token options are the agent's business and ignored here. Memory is handed
+  // to the agent without copies (AllocateBuffer's memory, GPU memory); host memory the caller
+  // owns is refused, naming AllocateBuffer.
+  std::string agent;
   // Address the daemon uses to reach this process's tcp target. Empty: 127.0.0.1 when the
   // daemon is on loopback, otherwise this host's address on the route to the daemon.
   std::string target_host;
@@ -127,7 +137,7 @@ struct RdmaLocalInfo {
 // The transport a Client runs on, for display: what it is, and what it has done.
 // Fields of other transports keep their empty defaults.
 struct TransportInfo {
-  Transport kind = Transport::kTcp;  // tcp, rc or dc: never kAuto (auto resolves at Connect)
+  Transport kind = Transport::kTcp;  // tcp, rc, dc or local: never kAuto (resolved at Connect)
   // One line for people: "tcp target 10.0.0.5:40123", "rc on rxe0 port 1 (2 QPs)",
   // "dc: DCT 0x000123 on mlx5_0 port 1"; with rails, the rails' count and devices.
   std::string description;
@@ -146,6 +156,10 @@ struct TransportInfo {
   std::string rail_notes;
   // kAuto: why a faster transport was not picked ("dc: ...; rc: ..."); empty otherwise.
   std::string auto_notes;
+  // local: the handoff socket memory is handed over through, and whether that is a node
+  // agent's (which then reaches the daemons its own way) rather than the daemon's.
+  std::string local_socket;
+  bool through_agent = false;
 };
 
 // A range of the daemon's store.

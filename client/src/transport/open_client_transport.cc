@@ -5,7 +5,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "client/src/transport/dc/dc_session.h"
+#include "client/src/transport/local/local_transport.h"
 #include "client/src/transport/rail_set.h"
 #include "client/src/transport/rc/rc_session.h"
 #include "client/src/transport/tcp/tcp_transport.h"
@@ -170,6 +172,47 @@ absl::StatusOr<std::shared_ptr<ClientTransport>> OpenRails(gdrstore::ClientOptio
 // and it is not there yet) and kept for the next kind auto tries and for the Client.
 using InfoSlot = std::optional<v1::GetInfoResponse>;
 
+// local: the daemon must say it serves the transport and run on this host (the same boot id);
+// its handoff socket is the one it names unless options->local_socket says otherwise.
+absl::StatusOr<std::shared_ptr<ClientTransport>> OpenLocal(gdrstore::ClientOptions* options,
+                                                           v1::GdrStore::Stub* stub,
+                                                           InfoSlot* info) {
+  if (!options->rails.empty()) {
+    return absl::InvalidArgumentError("rails are for transport rc: local moves no bytes on a NIC");
+  }
+  if (!info->has_value()) {
+    absl::StatusOr<v1::GetInfoResponse> got = DaemonInfo(*options, stub);
+    if (!got.ok()) {
+      return absl::Status(got.status().code(),
+                          absl::StrCat("transport local: ", got.status().message()));
+    }
+    *info = std::move(*got);
+  }
+  const v1::GetInfoResponse& daemon = **info;
+  if (!daemon.has_local() || daemon.local().socket_path().empty()) {
+    return absl::FailedPreconditionError(
+        "transport local: the daemon serves no handoff socket (gdrstored --local-socket)");
+  }
+  const std::string here = LocalHostId();
+  if (daemon.local().host_id() != here) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "transport local: the daemon runs on another host (its boot id ", daemon.local().host_id(),
+        ", this host's ", here.empty() ? "unreadable" : here, ")"));
+  }
+  if (options->local_socket.empty()) options->local_socket = daemon.local().socket_path();
+  absl::Duration timeout = absl::Seconds(10);
+  if (options->rpc_timeout.count() > 0) {
+    timeout = std::min(timeout, absl::FromChrono(options->rpc_timeout));
+  }
+  absl::StatusOr<std::shared_ptr<LocalTransport>> opened =
+      LocalTransport::Open(options->local_socket, timeout);
+  if (!opened.ok()) {
+    return absl::Status(opened.status().code(),
+                        absl::StrCat("transport local: ", opened.status().message()));
+  }
+  return std::shared_ptr<ClientTransport>(std::move(*opened));
+}
+
 absl::StatusOr<std::shared_ptr<ClientTransport>> OpenKind(gdrstore::ClientOptions* options,
                                                           v1::GdrStore::Stub* stub,
                                                           InfoSlot* info) {
@@ -227,6 +270,8 @@ absl::StatusOr<std::shared_ptr<ClientTransport>> OpenKind(gdrstore::ClientOption
       if (!session.ok()) return session.status();
       return std::shared_ptr<ClientTransport>(std::move(*session));
     }
+    case gdrstore::Transport::kLocal:
+      return OpenLocal(options, stub, info);
     case gdrstore::Transport::kAuto:
       break;
   }
@@ -235,8 +280,8 @@ absl::StatusOr<std::shared_ptr<ClientTransport>> OpenKind(gdrstore::ClientOption
                    " cannot be opened directly"));
 }
 
-// auto: asks the daemon what it offers, then tries dc, rc, tcp in that order; the first that
-// opens is the one, and `options->transport` names it.
+// auto: asks the daemon what it offers, then tries local (a daemon on this host), dc, rc, tcp
+// in that order; the first that opens is the one, and `options->transport` names it.
 absl::StatusOr<OpenedTransport> OpenAuto(gdrstore::ClientOptions* options,
                                          v1::GdrStore::Stub* stub) {
   grpc::ClientContext ctx;
@@ -258,7 +303,8 @@ absl::StatusOr<OpenedTransport> OpenAuto(gdrstore::ClientOptions* options,
     return false;
   };
   std::string notes;
-  for (auto [t, wire] : {std::pair{gdrstore::Transport::kDc, v1::TRANSPORT_DC},
+  for (auto [t, wire] : {std::pair{gdrstore::Transport::kLocal, v1::TRANSPORT_LOCAL},
+                         std::pair{gdrstore::Transport::kDc, v1::TRANSPORT_DC},
                          std::pair{gdrstore::Transport::kRc, v1::TRANSPORT_RC},
                          std::pair{gdrstore::Transport::kTcp, v1::TRANSPORT_TCP}}) {
     std::string why;

@@ -35,6 +35,10 @@ struct Region {
   // (gpu_direct.h). Empty where nothing is needed.
   std::function<absl::Status()> write_fence;
   std::function<void()> release;
+  // Host memory the library allocated: the memfd it is mapped from (at offset 0, sealed against
+  // shrinking), which the local transport and the agent hand over; -1 for memory the caller
+  // owns. Closed by `release`.
+  int memfd = -1;
   ~Region() {
     if (release) release();
   }

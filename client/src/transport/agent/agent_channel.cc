@@ -1,0 +1,41 @@
+#include "client/src/transport/agent/agent_channel.h"
+
+#include <grpcpp/create_channel_posix.h>
+#include <grpcpp/support/channel_arguments.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/socket.h"
+
+namespace gdr {
+
+absl::StatusOr<AgentConnection> ConnectAgent(const std::string& socket_path,
+                                             absl::Duration timeout) {
+  absl::StatusOr<std::unique_ptr<handoff::HandoffClient>> session = handoff::HandoffClient::Connect(
+      socket_path, absl::StrCat("gdrstore client ", getpid()), timeout);
+  if (!session.ok()) return session.status();
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("agent ", socket_path, ": socketpair: ", strerror(errno)));
+  }
+  ScopedFd ours(pair[0]);
+  ScopedFd theirs(pair[1]);
+  if (absl::Status st = (*session)->OpenChannel(theirs.get()); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("agent ", socket_path, ": ", st.message()));
+  }
+  theirs.Reset();  // the agent holds its end now
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  // gRPC owns the descriptor from here on.
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomInsecureChannelFromFd("gdragent", ours.Release(), args);
+  return AgentConnection{std::shared_ptr<handoff::HandoffClient>(std::move(*session)),
+                         std::move(channel)};
+}
+
+}  // namespace gdr

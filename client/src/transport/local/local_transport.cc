@@ -1,0 +1,97 @@
+#include "client/src/transport/local/local_transport.h"
+
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/cuda/gpu_ipc.h"
+
+namespace gdr {
+
+namespace v1 = gdrstore::v1;
+
+absl::StatusOr<std::shared_ptr<LocalTransport>> LocalTransport::Open(
+    const std::string& socket_path, absl::Duration timeout) {
+  absl::StatusOr<std::unique_ptr<handoff::HandoffClient>> session =
+      handoff::HandoffClient::Connect(socket_path, absl::StrCat("gdrstore client ", getpid()),
+                                      timeout);
+  if (!session.ok()) return session.status();
+  return Over(std::move(*session), /*agent=*/false);
+}
+
+std::shared_ptr<LocalTransport> LocalTransport::Over(
+    std::shared_ptr<handoff::HandoffClient> session, bool agent) {
+  return std::shared_ptr<LocalTransport>(new LocalTransport(std::move(session), agent));
+}
+
+LocalTransport::~LocalTransport() { Close(); }
+
+absl::StatusOr<std::function<void()>> LocalTransport::Register(
+    const std::shared_ptr<Region>& region) {
+  handoff::Register r;
+  r.address = region->base;
+  r.size = region->size;
+  r.writable = region->writable;
+  int fd = -1;
+  cuda::GpuExport exported;
+  if (region->gpu != nullptr) {
+    absl::StatusOr<cuda::GpuExport> got = cuda::ExportAllocation(region->base);
+    if (!got.ok()) return got.status();
+    exported = std::move(*got);
+    r.kind = exported.kind == cuda::GpuExport::Kind::kVmmFd ? handoff::MemoryKind::kGpuVmmFd
+                                                              : handoff::MemoryKind::kGpuIpc;
+    r.offset = region->base - exported.allocation_base;
+    r.allocation_size = exported.allocation_size;
+    r.ipc_handle = exported.ipc_handle;
+    r.gpu = exported.pci;
+    fd = exported.fd.get();  // -1 for an IPC handle
+  } else if (region->memfd >= 0) {
+    r.kind = handoff::MemoryKind::kHostMemfd;
+    r.offset = 0;
+    fd = region->memfd;
+  } else {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "host memory the caller owns cannot be handed to ", agent_ ? "the node agent" : "the daemon",
+        " without a copy: allocate the buffer with Client::AllocateBuffer (Python: "
+        "Client.allocate), whose memory is shareable, and fill it in place"));
+  }
+  absl::StatusOr<uint32_t> rkey = session_->Register(r, fd);
+  if (!rkey.ok()) return rkey.status();
+  region->rkey = *rkey;
+  return [session = session_, rkey = *rkey] { (void)session->Deregister(rkey); };
+}
+
+void LocalTransport::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
+  v1::LocalEndpoint* local = buffer->mutable_local();
+  local->set_session(session_->session());
+  local->set_key(session_->key());
+}
+
+void LocalTransport::Close() { session_->Close(); }
+
+absl::Status LocalTransport::session_status() const { return session_->status(); }
+
+void LocalTransport::FillInfo(gdrstore::TransportInfo* info) const {
+  info->kind = gdrstore::Transport::kLocal;
+  info->local_socket = session_->socket_path();
+  info->through_agent = agent_;
+  info->description = absl::StrCat(agent_ ? "local to the node agent " : "local to the daemon ",
+                                   session_->server(), " through ", session_->socket_path(),
+                                   " (session ", session_->session(), ")");
+}
+
+absl::StatusOr<std::shared_ptr<ClientTransport>> LocalTransport::Attach(
+    v1::GdrStore::Stub* stub) {
+  return absl::FailedPreconditionError(
+      "transport local serves the one daemon it was opened with; reach a cluster's members "
+      "over tcp, rc or dc, or through the node agent");
+}
+
+std::string LocalHostId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return std::string(absl::StripAsciiWhitespace(id));
+}
+
+}  // namespace gdr
