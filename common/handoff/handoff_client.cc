@@ -116,6 +116,12 @@ std::string HandoffClient::key() const {
   return std::string(reinterpret_cast<const char*>(hello_.key.data()), hello_.key.size());
 }
 
+void HandoffClient::Close() {
+  absl::MutexLock lock(&mu_);
+  if (broken_.ok()) broken_ = absl::UnavailableError("the handoff session was closed");
+  fd_.Reset();
+}
+
 absl::Status HandoffClient::status() const {
   absl::MutexLock lock(&mu_);
   return broken_;
