@@ -3,13 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 
 #include "absl/base/call_once.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/base/log.h"
@@ -245,7 +245,7 @@ void LocalInitiator::SubmitBatch(std::span<Submission> batch) {
 }
 
 void LocalInitiator::Run(size_t index) {
-  SetThreadName(absl::StrCat("local-copy-", index));
+  SetThreadName(absl::StrCat("local-copy-", index).c_str());
   for (;;) {
     Piece piece;
     {
@@ -280,10 +280,11 @@ absl::Status LocalInitiator::Copy(const Piece& piece) {
     if (!fault) return absl::OkStatus();
     const auto* f = static_cast<const std::byte*>(*fault);
     if (f >= region.host() && f < region.host() + region.size()) {
+      // The memfd is sealed against shrinking (ImportedRegion), so this is not expected; if
+      // it happens anyway it is the client's memory that failed, not the daemon.
       return absl::FailedPreconditionError(absl::StrCat(
           "the client's memory of rkey ", region.rkey(), " is no longer backed at +",
-          f - region.host(), " (its memfd shrank after it was handed over; seal it with "
-          "F_SEAL_SHRINK)"));
+          f - region.host()));
     }
     return MappingFaultStatus(*fault);
   }
@@ -364,8 +365,7 @@ std::string LocalInitiator::Describe() const {
   for (const auto& [name, pin] : pins_) {
     if (pin->pinned()) pinned.push_back(name);
   }
-  char mode[8];
-  std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(LocalSocketMode(options_)));
+  const std::string mode = absl::StrFormat("%04o", LocalSocketMode(options_) & 07777);
   return absl::StrCat(
       "socket ", server_->socket_path(), " (mode ", mode, "; admits ",
       Admitted(options_, ::getuid()), "), ", options_.copy_threads, " copy threads, ",
