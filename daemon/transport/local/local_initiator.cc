@@ -256,6 +256,9 @@ void LocalInitiator::Run(size_t index) {
       queue_.pop_front();
     }
     if (!piece.op->started.exchange(true)) waiting_.fetch_sub(1);
+    // A GPU op's store pages are page-locked first (once per volume; a large volume takes a
+    // while), outside the copy the health probe times.
+    if (piece.op->pin != nullptr && piece.op->region->gpu()) piece.op->pin->Ensure();
     busy_.fetch_add(1);
     busy_since_[index].store(absl::GetCurrentTimeNanos());
     const absl::Status s = Copy(piece);
@@ -288,8 +291,7 @@ absl::Status LocalInitiator::Copy(const Piece& piece) {
     }
     return MappingFaultStatus(*fault);
   }
-  // GPU memory: from page-locked store pages where the driver allowed it.
-  if (op.pin != nullptr) op.pin->Ensure();
+  // GPU memory: from the store pages Run has had page-locked where the driver allowed it.
   const cuda::ImportedGpuMemory* gpu = region.gpu_memory();
   const uint64_t in_allocation = region.device_ptr() - gpu->ptr() + at;
   return op.direction == Direction::kStoreToClient
