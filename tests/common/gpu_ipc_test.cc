@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -167,8 +168,12 @@ TEST(GpuIpcChild, ImportCheckAndWrite) {
   }
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ((*m)->size(), s.allocation_size);
-  std::vector<std::byte> buf(s.length);
-  auto pinned = PinnedHostRange::Create(buf.data(), buf.size());
+  // Page-aligned host memory, page-locked as the daemon locks its store pages.
+  const size_t mapped = (s.length + 4095) / 4096 * 4096;
+  void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  std::span<std::byte> buf(static_cast<std::byte*>(p), s.length);
+  auto pinned = PinnedHostRange::Create(p, mapped);
   ASSERT_TRUE(pinned.ok()) << pinned.status();
   ASSERT_TRUE((*m)->CopyToHost(s.offset, buf.data(), buf.size()).ok());
   EXPECT_EQ(PatternMismatch(PatternSeed("parent"), s.offset, buf), std::nullopt);
