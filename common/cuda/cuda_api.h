@@ -50,6 +50,27 @@ struct CudaApi {
   GDR_CUDA_FN(cuPointerGetAttribute)
   GDR_CUDA_FN(cuMemGetHandleForAddressRange)
   GDR_CUDA_FN(cuFlushGPUDirectRDMAWrites)
+  // GPU memory across processes (gpu_ipc.cc); cuIpcOpenMemHandle, cuMemGetAddressRange and
+  // cuMemHostRegister resolve to their _v2 entry points (cuda.h's macros; cuGetProcAddress
+  // gives the version of CUDA_VERSION).
+  GDR_CUDA_FN(cuIpcGetMemHandle)
+  GDR_CUDA_FN(cuIpcOpenMemHandle)
+  GDR_CUDA_FN(cuIpcCloseMemHandle)
+  GDR_CUDA_FN(cuMemRetainAllocationHandle)
+  GDR_CUDA_FN(cuMemRelease)
+  GDR_CUDA_FN(cuMemCreate)
+  GDR_CUDA_FN(cuMemExportToShareableHandle)
+  GDR_CUDA_FN(cuMemImportFromShareableHandle)
+  GDR_CUDA_FN(cuMemGetAllocationPropertiesFromHandle)
+  GDR_CUDA_FN(cuMemGetAllocationGranularity)
+  GDR_CUDA_FN(cuMemAddressReserve)
+  GDR_CUDA_FN(cuMemAddressFree)
+  GDR_CUDA_FN(cuMemMap)
+  GDR_CUDA_FN(cuMemUnmap)
+  GDR_CUDA_FN(cuMemSetAccess)
+  GDR_CUDA_FN(cuMemGetAddressRange)
+  GDR_CUDA_FN(cuMemHostRegister)
+  GDR_CUDA_FN(cuMemHostUnregister)
 #undef GDR_CUDA_FN
   int driver_version = 0;  // e.g. 13000
 };

@@ -73,6 +73,31 @@ class ImportedGpuMemory {
   std::unique_ptr<Vmm> vmm_;  // set for VMM imports
 };
 
+// Device memory allocated with the VMM API (cuMemCreate, requestedHandleTypes including
+// CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) and mapped read-write here: what a process allocates
+// when it will hand GPU memory over as a descriptor, which needs no shared IPC namespace
+// (ExportAllocation gives the fd). Unmapped and released on destruction. Never dereference ptr()
+// on the host.
+class ShareableGpuMemory {
+ public:
+  // `bytes` is rounded up to the GPU's allocation granularity (size() says what was made).
+  // INVALID_ARGUMENT for 0 bytes, RESOURCE_EXHAUSTED when the GPU is full.
+  static absl::StatusOr<std::unique_ptr<ShareableGpuMemory>> Create(int ordinal, size_t bytes);
+  ~ShareableGpuMemory();
+  ShareableGpuMemory(const ShareableGpuMemory&) = delete;
+  ShareableGpuMemory& operator=(const ShareableGpuMemory&) = delete;
+
+  uint64_t ptr() const { return ptr_; }
+  size_t size() const { return size_; }
+  int ordinal() const { return ordinal_; }
+
+ private:
+  ShareableGpuMemory() = default;
+  uint64_t ptr_ = 0;
+  size_t size_ = 0;
+  int ordinal_ = -1;
+};
+
 // Page-locks [p, p + n) of host memory this process mapped (cuMemHostRegister, portable), so
 // copies to and from any GPU run at the link's rate; unlocked on destruction. For store pages.
 class PinnedHostRange {

@@ -2,6 +2,7 @@
 // point answers FAILED_PRECONDITION, so host memory keeps working and --gpu says why it cannot.
 #include "absl/strings/str_cat.h"
 #include "common/cuda/gpu.h"
+#include "common/cuda/gpu_ipc.h"
 #include "common/cuda/gpu_select.h"
 #include "common/cuda/staging_pipe.h"
 #include "common/base/status_macros.h"
@@ -59,5 +60,29 @@ StagingPipe::Result StagingPipe::FromDevice(
 }
 absl::Status StagingPipe::Sync() { return absl::OkStatus(); }
 bool StagingPipe::busy() const { return false; }
+
+absl::StatusOr<GpuExport> ExportAllocation(uint64_t) { return NoCuda(); }
+struct ImportedGpuMemory::Vmm {};
+absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::OpenIpcHandle(
+    const std::array<uint8_t, kIpcHandleBytes>&, const std::string&, size_t) {
+  return NoCuda();
+}
+absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::ImportVmmFd(
+    int, const std::string&, size_t) {
+  return NoCuda();
+}
+ImportedGpuMemory::~ImportedGpuMemory() = default;
+absl::Status ImportedGpuMemory::CopyFromHost(size_t, const void*, size_t) const {
+  return NoCuda();
+}
+absl::Status ImportedGpuMemory::CopyToHost(size_t, void*, size_t) const { return NoCuda(); }
+absl::StatusOr<std::unique_ptr<PinnedHostRange>> PinnedHostRange::Create(void*, size_t) {
+  return NoCuda();
+}
+PinnedHostRange::~PinnedHostRange() = default;
+absl::StatusOr<std::unique_ptr<ShareableGpuMemory>> ShareableGpuMemory::Create(int, size_t) {
+  return NoCuda();
+}
+ShareableGpuMemory::~ShareableGpuMemory() = default;
 
 }  // namespace gdr::cuda

@@ -11,6 +11,7 @@
 #include "common/wire/token_file.h"
 #include "common/base/units.h"
 #include "daemon/ops/dc_flags.h"
+#include "daemon/ops/local_flags.h"
 #include "daemon/observe/metrics_exporter.h"
 #include "daemon/ops/tls_flags.h"
 
@@ -181,6 +182,8 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{600000}));
   DcFlagValues dc_flags;
   AddDcFlags(app, &dc_flags);
+  LocalFlagValues local_flags;
+  AddLocalFlags(app, &local_flags);
   app.add_option("--log-level", log_level, "debug, info, warning, error")->capture_default_str();
   app.add_option("--token-file", cfg.token_file,
                  "callers must send 'authorization: Bearer <token>' with a token of this file, or "
@@ -264,6 +267,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(absl::StrCat("--rc must be auto, on or off, not '", rc_mode, "'"));
   }
   GDR_ASSIGN_OR_RETURN(cfg.dc, FinishDcFlags(dc_flags));
+  GDR_ASSIGN_OR_RETURN(cfg.local, FinishLocalFlags(app, local_flags));
   GDR_RETURN_IF_ERROR(SetRails(rails, &cfg.verbs));
   if (cfg.verbs.NamesDevice()) {
     if (cfg.rc_mode == DaemonConfig::RcMode::kOff &&

@@ -15,6 +15,7 @@
 #include "daemon/service/store_service.h"
 #include "daemon/store/store.h"
 #include "daemon/transport/dc/dc_options.h"
+#include "daemon/transport/local/local_options.h"
 #include "daemon/transport/rc/rc_options.h"
 #include "daemon/transport/tcp/tcp_options.h"
 #include "daemon/verbs_core/verbs_core_options.h"
@@ -37,6 +38,8 @@ struct DaemonConfig {
   RcInitiatorOptions rc;
   // dc: auto offers it where the device is mlx5 and can do DC; it runs with or without rc.
   dc::DcTransportConfig dc;
+  // local: on when local.socket_path is set (--local-socket); off otherwise.
+  LocalOptions local;
   // The RDMA devices (rails) rc spans and the first of which dc runs on, and their pollers.
   VerbsCoreOptions verbs;
   absl::Duration drain_timeout = absl::Seconds(10);

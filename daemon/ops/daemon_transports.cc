@@ -6,6 +6,7 @@
 #include "common/base/log.h"
 #include "daemon/ops/daemon.h"
 #include "daemon/transport/dc/dc_transport.h"
+#include "daemon/transport/local/local_initiator.h"
 #include "daemon/transport/rc/rc_connect_service.h"
 #include "daemon/transport/rc/rc_initiator.h"
 #include "daemon/transport/tcp/tcp_initiator.h"
@@ -54,6 +55,16 @@ absl::Status Daemon::MakeTransports() {
     transports_->Add(std::move(dc->initiator));
   } else {
     transports_->SetAbsent(TransportKind::kDc, dc->detail);
+  }
+  // local: on where a socket is named. It loads CUDA only when a GPU handle arrives, so it
+  // starts on hosts without a driver.
+  if (config_.local.socket_path.empty()) {
+    transports_->SetAbsent(TransportKind::kLocal, "off (no --local-socket)");
+  } else {
+    absl::StatusOr<std::unique_ptr<LocalInitiator>> local =
+        LocalInitiator::Create(config_.local, store_.get(), "gdrstored " GDR_VERSION);
+    if (!local.ok()) return local.status();
+    transports_->Add(std::move(*local));
   }
   // Devices no transport runs on are closed again: GetInfo shows a device only where one works.
   if (rails_ != nullptr && transports_->Find(TransportKind::kRc) == nullptr &&

@@ -221,6 +221,22 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   Compare("dc-flow-label", cd.ah.flow_label, nd.ah.flow_label, &plan.needs_restart);
   Compare("dc-ah-cache", cd.ah_cache_size, nd.ah_cache_size, &plan.needs_restart);
   Compare("dc-spread", cd.max_spread, nd.max_spread, &plan.needs_restart);
+  // local: the socket, its admission rule and the copy threads are made once.
+  const LocalOptions& cl = current.local;
+  const LocalOptions& nl = next.local;
+  Compare("local-socket", cl.socket_path, nl.socket_path, &plan.needs_restart);
+  Compare("local-socket-mode", cl.socket_mode, nl.socket_mode, &plan.needs_restart);
+  auto uids = [](const LocalOptions& o) {
+    return absl::StrCat(absl::StrJoin(o.allow_uids, ","), o.allow_any ? " *" : "");
+  };
+  Compare("local-allow-uid", uids(cl), uids(nl), &plan.needs_restart);
+  Compare("local-allow-gid", absl::StrJoin(cl.allow_gids, ","),
+          absl::StrJoin(nl.allow_gids, ","), &plan.needs_restart);
+  CompareSize("local-max-bytes-per-client", cl.max_bytes_per_client, nl.max_bytes_per_client,
+              &plan.needs_restart);
+  Compare("local-max-clients", cl.max_clients, nl.max_clients, &plan.needs_restart);
+  Compare("local-copy-threads", cl.copy_threads, nl.copy_threads, &plan.needs_restart);
+  CompareSize("local-split-size", cl.split_bytes, nl.split_bytes, &plan.needs_restart);
   return plan;
 }
 

@@ -4,7 +4,8 @@
 // live; switching TLS on or off does not;
 // everything that shapes sockets, memory or the initiator pools (listen address, volumes'
 // size/file, chunk size, pool sizes, timeouts of the tcp links, the rc device and QP settings,
-// the dc mode, DCI and address-handle settings) needs a restart and is reported, not applied.
+// the dc mode, DCI and address-handle settings, the local socket and its admission rule and
+// copy threads) needs a restart and is reported, not applied.
 #pragma once
 
 #include <string>

@@ -25,7 +25,7 @@ class TransportSet;
 // fault_injector.h): the transport that moves the op breaks the path the op took, as a real
 // failure would. Each transport says in its Submit what that means for it (tcp: the link the
 // op's chunks went on is closed under them; rc: the QP its work requests went on is moved to
-// the error state; dc: not applicable, no rule hits a dc op).
+// the error state; dc and local: not applicable, no rule hits their ops).
 enum class InjectedFault : uint8_t {
   kNone,
   kBreakPath,

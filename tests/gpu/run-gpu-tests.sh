@@ -5,7 +5,11 @@
 #   2. gdrstored + verified gdrctl Writes (store -> GPU) and Reads (GPU -> store), 4 KiB .. 256 MiB,
 #      by full PCI address, short B:D.F and CUDA ordinal;
 #   3. two gdrctl clients on the same GPU at once, each verifying its own extents;
-#   4. the GoogleTest suites that need a GPU (they skip elsewhere);
+#   4. the GoogleTest suites that need a GPU (they skip elsewhere), among them GPU memory across
+#      processes (gpu_ipc_test: a child imports cuMemAlloc memory by IPC handle and VMM memory by
+#      descriptor, interior pointers too) and the local transport into GPU memory
+#      (local_transport_test's GPU case: a real gdrstored imports both kinds and moves verified
+#      bytes);
 #   5. gdr_bench --only gpu: tcp 64 MiB Writes into GPU memory vs pinned cuMemcpyHtoD;
 #   6. the Python package on torch CUDA tensors and CuPy arrays, and docs/python.md's example.
 # Usage: tests/gpu/run-gpu-tests.sh [BIN_DIR]   (BIN_DIR holds gdrstored, gdrctl, gdr_bench and the
@@ -19,9 +23,11 @@ if [[ -z $BIN ]]; then
   GDRSTORED=$B/daemon/gdrstored GDRCTL=$B/client/gdrctl BENCH=$B/bench/gdr_bench
   T_MEM=$B/tests/common/gpu_memory_test T_PATH=$B/tests/integration/gpu_data_path_test
   T_CTL=$B/tests/integration/gdrctl_gpu_test
+  T_IPC=$B/tests/common/gpu_ipc_test T_LOCAL=$B/tests/integration/local_transport_test
 else
   GDRSTORED=$BIN/gdrstored GDRCTL=$BIN/gdrctl BENCH=$BIN/gdr_bench
   T_MEM=$BIN/gpu_memory_test T_PATH=$BIN/gpu_data_path_test T_CTL=$BIN/gdrctl_gpu_test
+  T_IPC=$BIN/gpu_ipc_test T_LOCAL=$BIN/local_transport_test
 fi
 export GDR_GDRSTORED_BIN=$GDRSTORED GDR_GDRCTL_BIN=$GDRCTL
 WORK=$(mktemp -d /tmp/gdr-gpu-tests.XXXXXX)
@@ -108,9 +114,12 @@ b1=$!
 if wait $b0 && wait $b1; then pass "two concurrent gdrctl bench runs on one GPU"; else fail "concurrent bench"; fi
 
 step "GoogleTest suites that need a GPU"
-for t in "$T_MEM" "$T_PATH"; do
+for t in "$T_MEM" "$T_PATH" "$T_IPC"; do
   if "$t" --gtest_brief=1; then pass "$(basename "$t")"; else fail "$(basename "$t")"; fi
 done
+if "$T_LOCAL" --gtest_brief=1 --gtest_filter='*Gpu*'; then
+  pass "$(basename "$T_LOCAL") (GPU memory over local)"
+else fail "$(basename "$T_LOCAL")"; fi
 if "$T_CTL" --gtest_brief=1 --gtest_filter='*VerifiedWriteAndReadIntoGpu*:*MalformedGpu*'; then
   pass "$(basename "$T_CTL")"
 else fail "$(basename "$T_CTL")"; fi

@@ -59,7 +59,7 @@ TEST(StatsTest, CountersMatchTheOpsAndGdrctlShowsThem) {
   // Reads on b waited for 200 us of simulated latency plus 64 KiB at 1 GiB/s.
   EXPECT_GE(s->total().read_latency().p50_us(), 200);
 
-  ASSERT_EQ(s->transports_size(), 3);
+  ASSERT_EQ(s->transports_size(), 4);  // tcp, rc, dc, local: counters for every kind
   const v1::TransportStats* tcp = nullptr;
   for (const auto& t : s->transports())
     if (t.transport() == v1::TRANSPORT_TCP) tcp = &t;

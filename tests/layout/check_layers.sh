@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Checks that includes point down the layers of the tree under ROOT (default: the repository):
 #   daemon: main.cc -> ops -> service -> {sim, observe} -> transport (interface)
-#           -> transport/{tcp,rc,dc} -> verbs_core -> store
+#           -> transport/{tcp,rc,dc,local} -> verbs_core -> store
 #           sim (faults, media models, delay queue) and observe (stats, trace, metrics) sit side
 #           by side: neither includes the other, the service or ops, nor a transport's own folder
 #           (they see transfer_op.h and the interface only).
-#   client: Client -> src/transport (interface, factory) -> src/transport/{tcp,rc,dc}; the
+#   client: Client -> src/transport (interface, factory) -> src/transport/{tcp,rc,dc,local}; the
 #           transports see the public types (gdrstore/types.h), never the façade (client.h)
 #   common/ sees neither daemon/ nor client/, and its folders by kind point down too:
 #           base (utilities) <- wire (formats both sides speak) <- grpc (gRPC glue);
@@ -51,15 +51,15 @@ forbid daemon/sim '^daemon/(service|ops)/' "simulation never reaches up to the s
 forbid daemon/observe '^daemon/(service|ops)/' "observation never reaches up to the service or ops"
 forbid daemon/sim '^daemon/observe/' "sim and observe sit side by side and include each other not"
 forbid daemon/observe '^daemon/sim/' "sim and observe sit side by side and include each other not"
-forbid daemon/sim '^daemon/transport/(tcp|rc|dc)/' "sim sees the transport interface only"
-forbid daemon/observe '^daemon/transport/(tcp|rc|dc)/' "observe sees the transport interface only"
+forbid daemon/sim '^daemon/transport/(tcp|rc|dc|local)/' "sim sees the transport interface only"
+forbid daemon/observe '^daemon/transport/(tcp|rc|dc|local)/' "observe sees the transport interface only"
 forbid daemon/service '^daemon/ops/' "the service never reaches up to ops"
 # ops sees a transport's settings (*_options.h) and the interface, never a transport's code;
 # daemon_transports.cc, where the Daemon builds the transports, is the one place that names them.
-forbid daemon/ops '^daemon/transport/(tcp|rc|dc)/' "ops may include a transport's *_options.h only" \
-  '^daemon/transport/(tcp|rc|dc)/[a-z]+_options\.h$' daemon/ops/daemon_transports.cc
-for t in tcp rc dc; do
-  siblings=$(echo tcp rc dc | tr ' ' '\n' | grep -vx "$t" | paste -sd'|')
+forbid daemon/ops '^daemon/transport/(tcp|rc|dc|local)/' "ops may include a transport's *_options.h only" \
+  '^daemon/transport/(tcp|rc|dc|local)/[a-z]+_options\.h$' daemon/ops/daemon_transports.cc
+for t in tcp rc dc local; do
+  siblings=$(echo tcp rc dc local | tr ' ' '\n' | grep -vx "$t" | paste -sd'|')
   forbid "daemon/transport/$t" "^daemon/transport/($siblings)/" "transports do not include each other"
   forbid "client/src/transport/$t" "^client/src/transport/($siblings)/" "transports do not include each other"
   forbid "client/src/transport/$t" '^client/src/[^/]*$' "a transport never reaches up to the Client"
@@ -68,7 +68,7 @@ done
 for f in daemon/transport/*.h daemon/transport/*.cc; do
   [[ -f $f ]] || continue
   while IFS= read -r inc; do
-    if [[ $inc =~ ^daemon/transport/(tcp|rc|dc)/ ]]; then
+    if [[ $inc =~ ^daemon/transport/(tcp|rc|dc|local)/ ]]; then
       echo "$f includes \"$inc\": the transport interface names no transport"; bad=1
     fi
   done < <(includes "$f")
@@ -76,7 +76,7 @@ done
 for f in client/src/*.h client/src/*.cc client/src/transport/*.h client/src/transport/*.cc; do
   [[ -f $f && $f != client/src/transport/open_client_transport.cc ]] || continue
   while IFS= read -r inc; do
-    if [[ $inc =~ ^client/src/transport/(tcp|rc|dc)/ ]]; then
+    if [[ $inc =~ ^client/src/transport/(tcp|rc|dc|local)/ ]]; then
       echo "$f includes \"$inc\": only open_client_transport.cc picks a transport"; bad=1
     fi
   done < <(includes "$f")

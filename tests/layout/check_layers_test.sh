@@ -58,6 +58,11 @@ expect daemon/transport/dc/dc_transport.cc daemon/transport/rc/rc_initiator.h 1
 expect daemon/verbs_core/verbs_core.cc daemon/transport/initiator.h 1
 expect daemon/store/store.cc daemon/verbs_core/verbs_core.h 1
 expect daemon/transport/dc/dc_transport.cc daemon/verbs_core/verbs_core.h 0
+expect daemon/transport/local/local_initiator.cc daemon/transport/tcp/tcp_link.h 1
+expect daemon/transport/tcp/tcp_link.cc daemon/transport/local/local_initiator.h 1
+expect daemon/ops/daemon.cc daemon/transport/local/local_initiator.h 1
+expect daemon/ops/daemon_config.cc daemon/transport/local/local_options.h 0
+expect daemon/sim/fault_injector.cc daemon/transport/local/local_destination.h 1
 expect daemon/transport/initiator.h daemon/transport/rc/rc_initiator.h 1
 expect client/src/transport/tcp/tcp_target.cc client/src/transport/rc/rc_session.h 1
 expect client/src/transport/rc/rc_session.cc client/src/op_request.h 1

@@ -1,11 +1,12 @@
 // A TransportSet whose initiators move nothing but read endpoints with the real transports'
-// parsers (tcp/, rc/, dc/ *_destination.h, dc_endpoint.h): what ValidateOp sees of a daemon
+// parsers (tcp/, rc/, local/ *_destination.h, dc_endpoint.h): what ValidateOp sees of a daemon
 // offering a given set of transports, without sockets or devices.
 #pragma once
 
 #include <memory>
 
 #include "daemon/transport/dc/dc_endpoint.h"
+#include "daemon/transport/local/local_destination.h"
 #include "daemon/transport/rc/rc_destination.h"
 #include "daemon/transport/tcp/tcp_destination.h"
 #include "daemon/transport/transport_set.h"
@@ -36,7 +37,10 @@ inline std::unique_ptr<TransportSet> ParsingTransports(const OfferedTransports& 
         });
         break;
       case TransportKind::kLocal:
-        break;  // no parser yet: every local endpoint is refused
+        fake->set_parser([](const gdrstore::v1::RemoteBuffer& b) -> Parsed {
+          return ParseLocalDestination(b);
+        });
+        break;
     }
     set->Add(std::move(fake));
   }

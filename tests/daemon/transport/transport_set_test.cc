@@ -92,7 +92,7 @@ TEST(TransportSetTest, GetInfoListsEveryTransportWithItsLineOrWhyItIsAbsent) {
   set.SetAbsent(TransportKind::kRc, "disabled by configuration (--rc off)");
   v1::GetInfoResponse info;
   set.FillInfo(&info);
-  ASSERT_EQ(info.transports_size(), 3);
+  ASSERT_EQ(info.transports_size(), 4);  // every kind, running or not
   std::map<v1::Transport, v1::TransportInfo> by;
   for (const v1::TransportInfo& t : info.transports()) by[t.transport()] = t;
   EXPECT_TRUE(by[v1::TRANSPORT_DC].available());
@@ -100,6 +100,9 @@ TEST(TransportSetTest, GetInfoListsEveryTransportWithItsLineOrWhyItIsAbsent) {
   EXPECT_FALSE(by[v1::TRANSPORT_RC].available());
   EXPECT_EQ(by[v1::TRANSPORT_RC].detail(), "disabled by configuration (--rc off)");
   EXPECT_TRUE(by[v1::TRANSPORT_TCP].available());
+  EXPECT_FALSE(by[v1::TRANSPORT_LOCAL].available());
+  EXPECT_EQ(by[v1::TRANSPORT_LOCAL].detail(), "not configured");
+  EXPECT_FALSE(info.has_local()) << "no local transport runs";
   EXPECT_FALSE(info.has_rdma()) << "no verbs core was given";
   EXPECT_EQ(set.Describe(TransportKind::kRc), "disabled by configuration (--rc off)");
 }
