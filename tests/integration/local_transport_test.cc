@@ -2,10 +2,10 @@
 // directory; this process hands sealed memfds over with handoff::HandoffClient and calls the
 // real gRPC Write/Read/Stream with a LocalEndpoint (the generated stub, no client library), and
 // verifies every byte against the store's pattern. Also: GetInfo.local, the refusals (wrong key,
-// unknown rkey, out-of-range address, a get into a read-only region), a media model and fault
-// rules applied to local ops unchanged, per-transport stats, the admission rule (a client of
-// another uid through setpriv), and a handing process SIGKILLed mid-run (this binary again,
-// LocalChild.*) leaving the daemon serving.
+// unknown rkey, out-of-range address, a get into a read-only region), a media model, fault
+// rules and the trace applied to local ops unchanged, per-transport stats, the admission rule
+// (a client of another uid through setpriv), a handing process SIGKILLed mid-run (this binary
+// again, LocalChild.*) leaving the daemon serving, and GPU memory where there is a GPU.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -313,7 +313,8 @@ TEST_F(LocalTransportTest, RefusalsNameTheirCause) {
 
 TEST_F(LocalTransportTest, MediaModelAndFaultRulesApplyToLocalOps) {
   StartDaemon({"--volume", "slow=8MiB,latency_us=30000", "--fault",
-               "kind=error,volume=vol0,count=1,code=UNAVAILABLE"});
+               "kind=error,volume=vol0,count=1,code=UNAVAILABLE", "--trace",
+               dir_->File("ops.trace")});
   Memfd m(4 * kMiB);
   const uint32_t rkey = client_->Register(m);
   const v1::RemoteBuffer b = client_->Buffer(m.address(), kMiB, rkey);
@@ -354,6 +355,17 @@ TEST_F(LocalTransportTest, MediaModelAndFaultRulesApplyToLocalOps) {
       EXPECT_EQ(v.media().ops(), 3u);
     }
   }
+  // The trace recorded every op that started, as on any transport: five (the one the error
+  // rule refused never started). Its writer thread records them a moment after the answers.
+  uint64_t records = 0;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        auto s = client_->Stats();
+        records = s.ok() ? s->trace().records() : 0;
+        return records == 5;
+      },
+      absl::Seconds(30)))
+      << records;
 }
 
 TEST_F(LocalTransportTest, ByDefaultTheSocketIsTheDaemonsUidsAlone) {
