@@ -2,6 +2,7 @@
 
 #include <grpcpp/create_channel_posix.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,6 +30,11 @@ absl::StatusOr<AgentConnection> ConnectAgent(const std::string& socket_path,
     return absl::Status(st.code(), absl::StrCat("agent ", socket_path, ": ", st.message()));
   }
   theirs.Reset();  // the agent holds its end now
+  // gRPC's poller expects a non-blocking socket: a blocking read would stall it.
+  if (const int flags = ::fcntl(ours.get(), F_GETFL); flags < 0 ||
+      ::fcntl(ours.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+    return absl::InternalError(absl::StrCat("agent channel: O_NONBLOCK: ", strerror(errno)));
+  }
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
   // gRPC owns the descriptor from here on.
