@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 B=${FUZZ_BUILD_DIR:-build-asan}
 seconds=${FUZZ_SECONDS:-25}
 all="tcp_frame_fuzz transfer_op_fuzz volume_spec_fuzz daemon_config_fuzz token_file_fuzz units_fuzz
-  address_fuzz etcd_url_fuzz fault_spec_fuzz trace_file_fuzz"
+  address_fuzz etcd_url_fuzz fault_spec_fuzz trace_file_fuzz handoff_message_fuzz"
 targets=${FUZZ_TARGETS:-$all}
 
 echo "== fuzz: build the fuzz targets in $B (scripts/build-sanitized.sh) =="

@@ -60,6 +60,7 @@ class ImportedRegion {
   size_t map_len_ = 0;
   std::byte* host_ = nullptr;
   std::unique_ptr<cuda::ImportedGpuMemory> gpu_;
+  uint64_t gpu_offset_ = 0;  // GPU: byte 0 of the region from the allocation's base
 };
 
 }  // namespace gdr::handoff

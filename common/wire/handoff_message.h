@@ -21,6 +21,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -124,5 +125,10 @@ std::string Encode(const Message& message);
 // (bad magic or version, unknown type or memory kind, a length past the packet, a string over
 // its limit, trailing bytes, a zero size or rkey, the wrong number of descriptors for the type).
 absl::StatusOr<Message> Decode(absl::string_view packet, size_t fd_count);
+
+// The request id of a packet whose header is sound (long enough, right magic and version),
+// whatever its body: so a receiver can answer a bad request with an ERROR the sender can match.
+// nullopt when even the header is not this protocol's.
+std::optional<uint32_t> RequestIdOf(absl::string_view packet);
 
 }  // namespace gdr::handoff

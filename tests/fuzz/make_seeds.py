@@ -3,7 +3,7 @@
 formats: tcp frames of every opcode and status and the proof exchange's, gdrstore.v1 requests
 of every kind (encoded by protoc from text, tcp endpoints with a valid secret), the shipped
 config and the volume specs of the docs, credential files with grants and san: lines, sizes
-with every unit, addresses, prefixes and gRPC peers, etcd:// URLs. Run it again after a format changes: python3 tests/fuzz/make_seeds.py
+with every unit, addresses, prefixes and gRPC peers, etcd:// URLs, handoff protocol packets of every type. Run it again after a format changes: python3 tests/fuzz/make_seeds.py
 Inputs a fuzzer found (crash-*, regressions) are kept in the same folders; this script only
 rewrites the files it names.
 """
@@ -361,6 +361,48 @@ def hostile_trace_records():
     }
 
 
+# --- handoff_message_fuzz: byte 0 is the number of descriptors the packet came with (mod 3);
+# then one handoff packet (common/wire/handoff_message.h): header magic "GDRH", version 1, type,
+# request id, body length; little-endian bodies.
+HANDOFF_MAGIC, HANDOFF_VERSION = 0x48524447, 1
+
+
+def handoff(mtype, body, request_id=1):
+    return struct.pack("<IHHII", HANDOFF_MAGIC, HANDOFF_VERSION, mtype, request_id, len(body)) + body
+
+
+def hstr(s):
+    return struct.pack("<H", len(s)) + s
+
+
+def hregister(kind, writable, address, size, offset, allocation_size, handle=b"", gpu=b""):
+    return (struct.pack("<BBHQQQQ", kind, 1 if writable else 0, 0, address, size, offset,
+                        allocation_size) + handle.ljust(64, b"\0") + hstr(gpu))
+
+
+def handoff_message_seeds():
+    t = "handoff_message_fuzz"
+    put(t, "hello", b"\x00" + handoff(1, hstr(b"trainer rank 0")))
+    put(t, "hello_ok", b"\x00" + handoff(2, struct.pack("<Q", 0x1122334455667788) +
+                                        bytes(range(16)) + hstr(b"gdragent 1.4.0")))
+    put(t, "register_memfd", b"\x01" + handoff(3, hregister(1, True, 0x7F0000001000, 1 << 20,
+                                                             4096, 0), 7))
+    put(t, "register_gpu_ipc", b"\x00" + handoff(3, hregister(
+        2, True, 0x7F8000000000, 4096, 8192, 1 << 21, bytes(range(64)), b"0000:b7:00.0"), 8))
+    put(t, "register_gpu_vmm_fd", b"\x01" + handoff(3, hregister(
+        3, False, 0x7F8000200000, 1 << 20, 0, 1 << 21, b"", b"0000:18:00.0"), 9))
+    put(t, "registered", b"\x00" + handoff(4, struct.pack("<I", 0xDEADBEEF), 7))
+    put(t, "deregister", b"\x00" + handoff(5, struct.pack("<I", 0xDEADBEEF), 10))
+    put(t, "deregistered", b"\x00" + handoff(6, b"", 10))
+    put(t, "open_channel", b"\x01" + handoff(7, b"", 11))
+    put(t, "channel_open", b"\x00" + handoff(8, b"", 11))
+    put(t, "error", b"\x00" + handoff(9, struct.pack("<I", 7) + hstr(b"uid 65534 is not admitted"), 1))
+    # Near misses: the wrong descriptor count, a string past the end, a zero size.
+    put(t, "register_memfd_no_fd", b"\x00" + handoff(3, hregister(1, True, 0x1000, 4096, 0, 0)))
+    put(t, "hello_name_past_end", b"\x00" + handoff(1, struct.pack("<H", 40) + b"short"))
+    put(t, "register_zero_size", b"\x01" + handoff(3, hregister(1, True, 0x1000, 0, 0, 0)))
+
+
 if __name__ == "__main__":
     tcp_frame_seeds()
     transfer_op_seeds()
@@ -373,3 +415,4 @@ if __name__ == "__main__":
     etcd_url_seeds()
     fault_spec_seeds()
     trace_file_seeds()
+    handoff_message_seeds()

@@ -9,7 +9,9 @@
 #           transports see the public types (gdrstore/types.h), never the façade (client.h)
 #   common/ sees neither daemon/ nor client/, and its folders by kind point down too:
 #           base (utilities) <- wire (formats both sides speak) <- grpc (gRPC glue);
-#           base <- verbs <- cuda; base <- topo; base, grpc <- etcd; no file loose in common/.
+#           base <- verbs <- cuda; base <- topo; base, grpc <- etcd; base, wire, cuda <- handoff
+#           (the handoff protocol's ends, which daemon/, client/ and agent/ use); no file loose
+#           in common/.
 #   public client headers see no private header.
 # Prints one line per include that runs the wrong way and exits 1 if there is any.
 set -euo pipefail
@@ -92,9 +94,10 @@ common_room verbs 'base' "common/verbs sees only common/base"
 common_room cuda 'base|verbs' "common/cuda sees only common/base and common/verbs"
 common_room topo 'base' "common/topo sees only common/base"
 common_room etcd 'base|grpc' "common/etcd sees only common/base and common/grpc"
+common_room handoff 'base|wire|cuda' "common/handoff sees only common/base, common/wire and common/cuda"
 for f in common/*.h common/*.cc; do
   [[ -f $f ]] || continue
-  echo "$f: common/ keeps every file in a room by kind (base, wire, grpc, verbs, cuda, topo, etcd)"
+  echo "$f: common/ keeps every file in a room by kind (base, wire, grpc, verbs, cuda, topo, etcd, handoff)"
   bad=1
 done
 forbid client/include '^(client/src|common|daemon)/' "public headers include no private header"
