@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
 
 absl::Status Agent::StartParts() {
   GDR_ASSIGN_OR_RETURN(upstream_, Upstream::Connect(config_.upstream, config_.upstream_streams));
-  sessions_ = std::make_unique<SessionTable>(config_.max_ops_per_client);
+  sessions_ = std::make_unique<ClientTable>(config_.max_ops_per_client);
   service_ = std::make_unique<AgentService>(
       upstream_.get(), sessions_.get(),
       AgentServiceOptions{config_.socket_path, HostBootId(), ::getuid()});

@@ -16,7 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "agent/agent_config.h"
 #include "agent/agent_service.h"
-#include "agent/session_table.h"
+#include "agent/client_table.h"
 #include "agent/upstream.h"
 #include "common/handoff/handoff_server.h"
 
@@ -54,7 +54,7 @@ class Agent {
 
   const AgentConfig config_;
   std::unique_ptr<Upstream> upstream_;
-  std::unique_ptr<SessionTable> sessions_;
+  std::unique_ptr<ClientTable> sessions_;
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<handoff::HandoffServer> handoff_;

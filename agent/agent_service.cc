@@ -78,7 +78,7 @@ absl::Status UpstreamError(const std::string& address, const absl::Status& statu
   return Reworded(status, absl::StrCat("gdragent: daemon ", address, ": ", status.message()));
 }
 
-AgentService::AgentService(Upstream* upstream, SessionTable* sessions,
+AgentService::AgentService(Upstream* upstream, ClientTable* sessions,
                            AgentServiceOptions options)
     : upstream_(upstream),
       sessions_(sessions),
@@ -145,7 +145,7 @@ void AgentService::StartOp(bool write, const v1::Extent* extent, const v1::Remot
   op.offset = buffer->address() - (*region)->address();
   op.crc32c = crc;
   op.deadline = deadline;
-  region->reset();  // the op holds the region through `admitted` (SessionTable::Sweep)
+  region->reset();  // the op holds the region through `admitted` (ClientTable::Sweep)
   upstream_->Submit(op, lane,
                     [this, admitted = *std::move(admitted),
                      done = std::move(done)](absl::StatusOr<gdrstore::OpResult> r) mutable {

@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "agent/session_table.h"
+#include "agent/client_table.h"
 #include "agent/upstream.h"
 #include "common/handoff/handoff_server.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
@@ -35,7 +35,7 @@ struct AgentServiceOptions {
 class AgentService final : public gdrstore::v1::GdrStore::CallbackService {
  public:
   // `upstream` and `sessions` must outlive the service and every call it started.
-  AgentService(Upstream* upstream, SessionTable* sessions, AgentServiceOptions options);
+  AgentService(Upstream* upstream, ClientTable* sessions, AgentServiceOptions options);
 
   // The handoff server that issued the sessions ops name; until set, ops are UNAVAILABLE.
   // Must outlive the service's calls.
@@ -87,7 +87,7 @@ class AgentService final : public gdrstore::v1::GdrStore::CallbackService {
                                     gdrstore::v1::OpResponse* response, bool sync, bool crc);
 
   Upstream* const upstream_;
-  SessionTable* const sessions_;
+  ClientTable* const sessions_;
   const AgentServiceOptions options_;
   const absl::Time started_;
   std::atomic<const handoff::HandoffServer*> handoff_{nullptr};

@@ -6,7 +6,7 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 CHECK="$SRC/tests/layout/check_layers.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp -r "$SRC/daemon" "$SRC/client" "$SRC/common" "$work/"
+cp -r "$SRC/daemon" "$SRC/client" "$SRC/common" "$SRC/agent" "$work/"
 
 bash "$CHECK" "$work" >/dev/null || { echo "FAIL: the unchanged tree does not pass"; exit 1; }
 fails=0
@@ -82,6 +82,12 @@ expect common/handoff/imported_region.cc common/cuda/gpu_ipc.h 0
 expect common/wire/handoff_message.cc common/handoff/handoff_server.h 1
 expect common/cuda/gpu.cc common/handoff/imported_region.h 1
 expect common/base/fd_passing.cc common/handoff/handoff_client.h 1
+expect agent/upstream.cc client/src/registration.h 1
+expect agent/agent.cc daemon/ops/systemd_notifier.h 1
+expect agent/upstream.cc gdrstore/client.h 0
+expect agent/agent.cc common/handoff/handoff_server.h 0
+expect client/src/client.cc agent/upstream.h 1
+expect daemon/ops/daemon.cc agent/agent.h 1
 
 # A file at the top of daemon/ other than main.cc.
 echo '// stray' >"$work/daemon/stray.cc"

@@ -1,4 +1,4 @@
-#include "agent/session_table.h"
+#include "agent/client_table.h"
 
 #include <utility>
 #include <vector>
@@ -48,13 +48,13 @@ void CountEnd(OpCounts& c, bool write, uint64_t bytes, absl::StatusCode code) {
 
 }  // namespace
 
-std::shared_ptr<Session> SessionTable::Find(uint64_t session) const {
+std::shared_ptr<Session> ClientTable::Find(uint64_t session) const {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(session);
   return it == sessions_.end() ? nullptr : it->second;
 }
 
-void SessionTable::Add(const handoff::SessionInfo& info,
+void ClientTable::Add(const handoff::SessionInfo& info,
                        std::shared_ptr<handoff::ImportedRegion> region,
                        std::unique_ptr<gdrstore::Buffer> buffer) {
   std::shared_ptr<Session> s;
@@ -77,7 +77,7 @@ void SessionTable::Add(const handoff::SessionInfo& info,
   s->registered_bytes += size;
 }
 
-void SessionTable::End(uint64_t session) {
+void ClientTable::End(uint64_t session) {
   std::shared_ptr<Session> s;
   {
     absl::MutexLock lock(&mu_);
@@ -96,7 +96,7 @@ void SessionTable::End(uint64_t session) {
   // when their last op ends.
 }
 
-void SessionTable::Sweep() {
+void ClientTable::Sweep() {
   std::vector<std::shared_ptr<Session>> all;
   {
     absl::MutexLock lock(&mu_);
@@ -121,7 +121,7 @@ void SessionTable::Sweep() {
   }
 }
 
-absl::StatusOr<AdmittedOp> SessionTable::Begin(
+absl::StatusOr<AdmittedOp> ClientTable::Begin(
     uint64_t session, const std::shared_ptr<const handoff::ImportedRegion>& region, bool write,
     uint64_t bytes) {
   std::shared_ptr<Session> s = Find(session);
@@ -162,7 +162,7 @@ absl::StatusOr<AdmittedOp> SessionTable::Begin(
   return op;
 }
 
-void SessionTable::Finish(const AdmittedOp& op, const absl::Status& status) {
+void ClientTable::Finish(const AdmittedOp& op, const absl::Status& status) {
   {
     absl::MutexLock lock(&op.session->mu);
     CountEnd(op.session->counts, op.write, op.bytes, status.code());
@@ -173,12 +173,12 @@ void SessionTable::Finish(const AdmittedOp& op, const absl::Status& status) {
   CountEnd(total_, op.write, op.bytes, status.code());
 }
 
-void SessionTable::CountRefused(absl::StatusCode code) {
+void ClientTable::CountRefused(absl::StatusCode code) {
   absl::MutexLock lock(&total_mu_);
   ++total_.errors[static_cast<int>(code)];
 }
 
-void SessionTable::Fill(v1::GetStatsResponse* out, v1::AgentStats* agent,
+void ClientTable::Fill(v1::GetStatsResponse* out, v1::AgentStats* agent,
                         std::optional<uid_t> viewer, bool see_all) const {
   {
     absl::MutexLock lock(&total_mu_);

@@ -50,9 +50,9 @@ struct AdmittedOp {
   uint64_t bytes = 0;
 };
 
-class SessionTable {
+class ClientTable {
  public:
-  explicit SessionTable(uint32_t max_ops_per_session) : max_ops_(max_ops_per_session) {}
+  explicit ClientTable(uint32_t max_ops_per_session) : max_ops_(max_ops_per_session) {}
 
   // The handoff server's on_register: keeps `region` with its upstream registration under its
   // rkey (replacing one the session held under the same rkey). Thread-safe.
