@@ -100,9 +100,10 @@ absl::Status Agent::StartParts() {
   housekeeping_ = std::thread([this] { Housekeeping(); });
   GDR_LOG(kInfo) << "gdragent " << GDR_VERSION << " serving " << config_.socket_path
                  << " (mode 0" << std::oct << config_.socket_mode << std::dec
-                 << "; uids 0, " << ::getuid()
-                 << (config_.allow_uids.empty() ? ""
-                                                : absl::StrCat(", ", absl::StrJoin(config_.allow_uids, ", ")))
+                 << "; uids 0" << (::getuid() == 0 ? "" : absl::StrCat(", ", ::getuid()))
+                 << (config_.allow_uids.empty()
+                         ? ""
+                         : absl::StrCat(", ", absl::StrJoin(config_.allow_uids, ", ")))
                  << (config_.allow_gids.empty()
                          ? ""
                          : absl::StrCat("; gids ", absl::StrJoin(config_.allow_gids, ", ")))
@@ -147,6 +148,14 @@ handoff::HandoffServerOptions Agent::HandoffOptions() {
     const int channel = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0);
     if (channel < 0) {
       return absl::ErrnoToStatus(errno, "gdragent: cannot take the channel's socket");
+    }
+    // gRPC's server side takes the socket as it is, and its pollers must never block on it
+    // (one blocking read stalls every call of the server).
+    const int flags = ::fcntl(channel, F_GETFL, 0);
+    if (flags < 0 || ::fcntl(channel, F_SETFL, flags | O_NONBLOCK) != 0) {
+      const int err = errno;
+      ::close(channel);
+      return absl::ErrnoToStatus(err, "gdragent: cannot make the channel's socket non-blocking");
     }
     service_->AddChannel(channel, s);
     grpc::AddInsecureChannelFromFd(server_.get(), channel);

@@ -20,6 +20,11 @@ absl::StatusOr<AgentConfig> Parse(std::vector<std::string> args) {
   return ParseAgentConfig(static_cast<int>(argv.size()), argv.data());
 }
 
+// Why `args` are refused ("" when they are not).
+std::string Why(std::vector<std::string> args) {
+  return std::string(Parse(std::move(args)).status().message());
+}
+
 TEST(AgentConfigTest, FlagsBecomeTheSettings) {
   auto cfg = Parse({"--daemon", "10.0.0.7:50051", "--socket", "/run/x/agent.sock",
                     "--socket-mode", "0666", "--allow-uid", "1000", "--allow-uid", "1001",
@@ -50,31 +55,38 @@ TEST(AgentConfigTest, DefaultsAreTheDocumentedOnes) {
 }
 
 TEST(AgentConfigTest, RefusesWhatCannotWork) {
-  EXPECT_THAT(Parse({}).status().message(), HasSubstr("--daemon"));
-  EXPECT_THAT(Parse({"--daemon", "nohostport"}).status().message(), HasSubstr("--daemon"));
-  EXPECT_THAT(Parse({"--daemon", "127.0.0.1:1", "--socket", "agent.sock"}).status().message(),
-              HasSubstr("absolute"));
-  EXPECT_THAT(
-      Parse({"--daemon", "127.0.0.1:1", "--socket", "/" + std::string(200, 'a')}).status().message(),
-      HasSubstr("longer than a Unix socket path"));
-  EXPECT_THAT(Parse({"--daemon", "127.0.0.1:1", "--socket-mode", "0066"}).status().message(),
-              HasSubstr("owner"));
-  EXPECT_THAT(Parse({"--daemon", "127.0.0.1:1", "--socket-mode", "rw"}).status().message(),
-              HasSubstr("octal"));
-  EXPECT_THAT(Parse({"--daemon", "127.0.0.1:1", "--max-bytes-per-client", "lots"})
-                  .status()
-                  .message(),
+  EXPECT_THAT(Why({}), HasSubstr("--daemon"));
+  EXPECT_THAT(Why({"--daemon", "nohostport"}), HasSubstr("--daemon"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--socket", "agent.sock"}), HasSubstr("absolute"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--socket", "/" + std::string(200, 'a')}),
+              HasSubstr("longer than a Unix socket path"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--socket-mode", "0066"}), HasSubstr("owner"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--socket-mode", "rw"}), HasSubstr("octal"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--max-bytes-per-client", "lots"}),
               HasSubstr("--max-bytes-per-client"));
   EXPECT_FALSE(Parse({"--daemon", "127.0.0.1:1", "--transport", "carrier-pigeon"}).ok());
   EXPECT_FALSE(Parse({"--daemon", "127.0.0.1:1", "--max-ops-per-client", "0"}).ok());
-  EXPECT_THAT(Parse({"--daemon", "127.0.0.1:1", "--tls-cert", "/x.pem"}).status().message(),
-              HasSubstr("--tls-key"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--tls-cert", "/x.pem"}), HasSubstr("--tls-key"));
+}
+
+TEST(AgentConfigTest, ThePackagedConfigParses) {
+  auto cfg = Parse({"--config", GDR_SOURCE_DIR "/deploy/systemd/gdragent.conf"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->socket_path, "/run/gdragent/agent.sock");
+  EXPECT_EQ(cfg->socket_mode, 0666u);
+  EXPECT_EQ(cfg->upstream.daemon_address, "127.0.0.1:50051");
+  EXPECT_EQ(cfg->max_ops_per_client, 1024u);
+  // A flag wins over the file.
+  cfg = Parse({"--config", GDR_SOURCE_DIR "/deploy/systemd/gdragent.conf", "--daemon",
+               "10.1.1.1:7000"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->upstream.daemon_address, "10.1.1.1:7000");
 }
 
 TEST(AgentConfigTest, HelpIsNotAnError) {
   auto cfg = Parse({"--help"});
   EXPECT_TRUE(absl::IsCancelled(cfg.status()));
-  EXPECT_THAT(cfg.status().message(), HasSubstr("--allow-uid"));
+  EXPECT_THAT(std::string(cfg.status().message()), HasSubstr("--allow-uid"));
 }
 
 }  // namespace

@@ -101,6 +101,7 @@ TEST(AgentLifecycleTest, RegisteredBytesPerClientAreCapped) {
   ASSERT_TRUE(first.ok()) << first.status();
   auto second = c->Register(**more);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("1048576"));  // the limit
   // What was refused was never registered upstream; what goes is withdrawn there too.
   ASSERT_TRUE(c->session->Deregister(*first).ok());
   second = c->Register(**more);
@@ -264,7 +265,8 @@ TEST(AgentLifecycleTest, ARestartedAgentServesNewConnections) {
 TEST(AgentLifecycleTest, StartsWithoutItsDaemonAndServesOnceItIsUp) {
   // The daemon of a tcp agent may come later (or restart): ops fail UNAVAILABLE meanwhile and
   // go through once it answers.
-  auto daemon = StartDaemon();
+  // The agent's Streams stay open on it: a short drain lets it go at once.
+  auto daemon = StartDaemon({"--volume", "vol0=64MiB", "--drain-timeout-ms", "200"});
   ASSERT_NE(daemon, nullptr);
   const std::string address = daemon->address();
   auto agent = AgentProcess::Start(address, {});
@@ -279,7 +281,8 @@ TEST(AgentLifecycleTest, StartsWithoutItsDaemonAndServesOnceItIsUp) {
   daemon.reset();  // SIGTERM: it drains and exits
   auto down = c->Get("vol0", 0, c->Describe(**mem, *rkey, 0, 4096));
   EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable) << down.status();
-  EXPECT_THAT(down.status().message(), HasSubstr(absl::StrCat("gdragent: daemon ", address)));
+  EXPECT_THAT(std::string(down.status().message()),
+              HasSubstr(absl::StrCat("gdragent: daemon ", address)));
   EXPECT_TRUE((*agent)->Running());
 
   // A daemon back on the same address: the agent's streams to it are opened again.

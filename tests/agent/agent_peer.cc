@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc/grpc_status.h"
 #include "tests/agent/agent_harness.h"
 
 namespace {

@@ -173,8 +173,8 @@ TEST_F(AgentTest, RefusesWhatItCannotServeAndPassesTheDaemonsErrors) {
   tcp.mutable_tcp()->set_port(1);
   auto r = client_.Get("vol0", 0, tcp);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
-  EXPECT_THAT(r.status().message(), StartsWith("gdragent: "));
-  EXPECT_THAT(r.status().message(), HasSubstr("local transport"));
+  EXPECT_THAT(std::string(r.status().message()), StartsWith("gdragent: "));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("local transport"));
 
   // A key that is not the session's.
   v1::RemoteBuffer wrong = client_.Describe(*mem_, rkey_, 0, 4096);
@@ -193,7 +193,7 @@ TEST_F(AgentTest, RefusesWhatItCannotServeAndPassesTheDaemonsErrors) {
   // The daemon's answer, code kept, said to come through the agent.
   r = client_.Get("nosuchvolume", 0, client_.Describe(*mem_, rkey_, 0, 4096));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
-  EXPECT_THAT(r.status().message(),
+  EXPECT_THAT(std::string(r.status().message()),
               StartsWith(absl::StrCat("gdragent: daemon ", daemon_->address(), ": ")));
   r = client_.Get("vol0", kVolBytes - 100, client_.Describe(*mem_, rkey_, 0, 4096));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kOutOfRange) << r.status();
@@ -233,7 +233,7 @@ TEST_F(AgentTest, ChannelDescriptorMustBeAConnectedStreamSocket) {
   ASSERT_TRUE(lone.valid());
   s = client_.session->OpenChannel(lone.get());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  EXPECT_THAT(s.message(), HasSubstr("not connected"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not connected"));
   // The session and its channel go on.
   auto ok = client_.Get("vol0", 0, client_.Describe(*mem_, rkey_, 0, 4096));
   EXPECT_TRUE(ok.ok()) << ok.status();
