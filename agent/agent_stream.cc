@@ -26,7 +26,10 @@ class AgentService::StreamCall final
       : service_(service),
         lane_(service->upstream_->PickLane()),
         deadline_(ctx->deadline()),
-        writes_([this](std::deque<v1::StreamResult>& unsent) { return StartWriteLocked(unsent); },
+        // The queue runs this under mu_, which every caller of the queue holds.
+        writes_([this](std::deque<v1::StreamResult>& unsent) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                  return StartWriteLocked(unsent);
+                },
                 [this](bool all_written) { Finish(grpc::Status::OK); }) {
     service_->streams_.fetch_add(1);
     StartRead(&request_);

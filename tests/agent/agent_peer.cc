@@ -4,9 +4,14 @@
 //                                      "error CODE MESSAGE" (exit 3)
 //   agent_peer load SOCKET VOLUME      hands over 4 MiB and keeps 16 gets in flight on a Stream
 //                                      for ever; prints "running" once the first are answered
+//   agent_peer bench SOCKET VOLUME SIZE QD N
+//                                      N gets of SIZE bytes, QD in flight on one Stream, as
+//                                      `gdrctl bench` runs them on a daemon; prints GB/s
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -77,11 +82,68 @@ int Load(const std::string& socket, const std::string& volume) {
   }
 }
 
+int Bench(const std::string& socket, const std::string& volume, uint64_t size, uint32_t qd,
+          uint64_t n) {
+  absl::StatusOr<AgentClient> c = AgentClient::Connect(socket, "agent_peer bench");
+  if (!c.ok()) return Fail(c.status());
+  absl::StatusOr<std::unique_ptr<SharedMemory>> mem = SharedMemory::Create(size * qd);
+  if (!mem.ok()) return Fail(mem.status());
+  absl::StatusOr<uint32_t> rkey = c->Register(**mem);
+  if (!rkey.ok()) return Fail(rkey.status());
+  grpc::ClientContext ctx;
+  auto stream = c->stub->Stream(&ctx);
+  const uint64_t span = 256ull << 20;
+  uint64_t sent = 0, done = 0;
+  // Op i uses slot i % qd of the memory: a slot is free again once its op is answered.
+  auto add = [&](v1::StreamRequest* req, uint64_t i) {
+    v1::StreamOp* op = req->add_ops();
+    op->set_id(i);
+    v1::WriteRequest* w = op->mutable_write();
+    w->mutable_extent()->set_volume(volume);
+    w->mutable_extent()->set_offset((i * size) % (span - size + 1));
+    w->mutable_extent()->set_length(size);
+    *w->mutable_buffer() = c->Describe(**mem, *rkey, (i % qd) * size, size);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  v1::StreamRequest req;
+  while (sent < n && sent < qd) add(&req, sent++);
+  if (!stream->Write(req)) return Fail(gdr::FromGrpcStatus(stream->Finish()));
+  while (done < n) {
+    v1::StreamResponse resp;
+    if (!stream->Read(&resp)) return Fail(gdr::FromGrpcStatus(stream->Finish()));
+    req.Clear();
+    for (const v1::StreamResult& r : resp.results()) {
+      if (r.code() != 0) {
+        return Fail(absl::Status(static_cast<absl::StatusCode>(r.code()), r.message()));
+      }
+      ++done;
+      if (sent < n) add(&req, sent++);
+    }
+    if (req.ops_size() > 0 && !stream->Write(req)) {
+      return Fail(gdr::FromGrpcStatus(stream->Finish()));
+    }
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stream->WritesDone();
+  (void)stream->Finish();
+  std::printf("ops %llu size %llu qd %u seconds %.3f GB/s %.3f\n",
+              static_cast<unsigned long long>(done), static_cast<unsigned long long>(size), qd, s,
+              static_cast<double>(done * size) / s / 1e9);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "hello") == 0) return Hello(argv[2]);
   if (argc == 4 && std::strcmp(argv[1], "load") == 0) return Load(argv[2], argv[3]);
-  std::fprintf(stderr, "usage: agent_peer hello SOCKET | load SOCKET VOLUME\n");
+  if (argc == 7 && std::strcmp(argv[1], "bench") == 0) {
+    return Bench(argv[2], argv[3], std::strtoull(argv[4], nullptr, 10),
+                 static_cast<uint32_t>(std::strtoul(argv[5], nullptr, 10)),
+                 std::strtoull(argv[6], nullptr, 10));
+  }
+  std::fprintf(stderr,
+               "usage: agent_peer hello SOCKET | load SOCKET VOLUME | bench SOCKET VOLUME SIZE "
+               "QD N\n");
   return 2;
 }
