@@ -22,7 +22,8 @@ namespace v1 = gdrstore::v1;
 
 absl::StatusOr<std::unique_ptr<AgentProcess>> AgentProcess::Start(
     const std::string& daemon, const std::vector<std::string>& args,
-    std::shared_ptr<integ::TempDir> dir, absl::Duration timeout) {
+    std::shared_ptr<integ::TempDir> dir, absl::Duration timeout,
+    const std::vector<std::string>& env) {
   std::unique_ptr<AgentProcess> a(new AgentProcess());
   if (dir == nullptr) {
     absl::StatusOr<std::unique_ptr<integ::TempDir>> d = integ::TempDir::Create("gdragent-test");
@@ -37,8 +38,8 @@ absl::StatusOr<std::unique_ptr<AgentProcess>> AgentProcess::Start(
                                    "0666", "--daemon", daemon};
   argv.insert(argv.end(), args.begin(), args.end());
   const std::string tag = absl::StrCat(absl::ToUnixNanos(absl::Now()));
-  absl::StatusOr<std::unique_ptr<integ::ChildProcess>> child = integ::ChildProcess::Spawn(
-      argv, a->dir_->File("agent-" + tag + ".out"), a->dir_->File("agent-" + tag + ".err"));
+  absl::StatusOr<std::unique_ptr<integ::ChildProcess>> child = integ::ChildProcess::SpawnWithEnv(
+      argv, env, a->dir_->File("agent-" + tag + ".out"), a->dir_->File("agent-" + tag + ".err"));
   if (!child.ok()) return child.status();
   a->child_ = std::move(*child);
   absl::Status last = absl::UnavailableError("not tried");

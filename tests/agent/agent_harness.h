@@ -27,9 +27,11 @@ class AgentProcess {
   // plus `args`; ready once a session can be opened on the socket (within `timeout`). Its
   // stderr in the error when it exits or never gets ready. `dir`: reuse that directory's socket
   // path (a restart), else a fresh one.
+  // `env`: NAME=value added to its environment (NOTIFY_SOCKET, WATCHDOG_USEC).
   static absl::StatusOr<std::unique_ptr<AgentProcess>> Start(
       const std::string& daemon, const std::vector<std::string>& args,
-      std::shared_ptr<integ::TempDir> dir = nullptr, absl::Duration timeout = absl::Seconds(30));
+      std::shared_ptr<integ::TempDir> dir = nullptr, absl::Duration timeout = absl::Seconds(30),
+      const std::vector<std::string>& env = {});
   ~AgentProcess();  // SIGTERM, then SIGKILL if it has not exited in 20 s
 
   pid_t pid() const { return child_->pid(); }

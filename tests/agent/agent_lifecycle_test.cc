@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "common/base/pattern.h"
 #include "tests/agent/agent_harness.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/notify_listener.h"
 
 namespace gdr::agent::test {
 namespace {
@@ -299,6 +301,42 @@ TEST(AgentLifecycleTest, StartsWithoutItsDaemonAndServesOnceItIsUp) {
       absl::Seconds(30), absl::Milliseconds(100)))
       << last;
   EXPECT_TRUE(Verified(**mem, 0, "vol0", 555, 1 << 20));
+}
+
+TEST(AgentLifecycleTest, TellsSystemdReadyWatchdogAndStopping) {
+  auto daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  auto dir = integ::TempDir::Create("gdragent-notify");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  std::shared_ptr<integ::TempDir> shared = *std::move(dir);
+  ASSERT_EQ(::chmod(shared->path().c_str(), 0755), 0);
+  const std::string socket = shared->File("agent.sock");
+  // At READY=1 the socket must already take sessions.
+  bool served_at_ready = false;
+  auto listener = integ::NotifyListener::Bind(
+      shared->File("notify"), [&](const integ::NotifyMessage& m) {
+        if (!m.Has("READY=1")) return;
+        served_at_ready =
+            handoff::HandoffClient::Connect(socket, "at-ready", absl::Seconds(5)).ok();
+      });
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  auto agent = AgentProcess::Start(
+      daemon->address(), {}, shared, absl::Seconds(30),
+      {"NOTIFY_SOCKET=" + (*listener)->path(), "WATCHDOG_USEC=400000"});
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  const int ready = (*listener)->WaitFor("READY=1", 0, absl::Seconds(30));
+  ASSERT_GE(ready, 0);
+  EXPECT_TRUE(served_at_ready);
+  EXPECT_THAT((*listener)->messages()[ready].Get("STATUS"),
+              HasSubstr(absl::StrCat("agent -> ", daemon->address(), " over tcp")));
+  // The watchdog is pinged (every half of WATCHDOG_USEC) while the gRPC server answers.
+  EXPECT_GE((*listener)->WaitFor("WATCHDOG=1", ready, absl::Seconds(30)), 0);
+  ASSERT_TRUE((*agent)->Signal(SIGTERM).ok());
+  EXPECT_GE((*listener)->WaitFor("STOPPING=1", ready, absl::Seconds(30)), 0);
+  auto status = (*agent)->Wait(absl::Seconds(20));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << integ::DescribeWaitStatus(*status);
 }
 
 }  // namespace
