@@ -10,7 +10,9 @@ trap 'echo "package_test: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 build_dir=$(realpath "$1")
 tmp=$(mktemp -d)
 pid=""
+agent=""
 cleanup() {
+  if [[ -n $agent ]] && kill -0 "$agent" 2>/dev/null; then kill -KILL "$agent"; fi
   if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; fi
   rm -rf "$tmp"
 }
@@ -25,14 +27,16 @@ grep -q "^ Depends: .*systemd" "$tmp/info"
 # (No `grep -q` at the end of a pipe: under pipefail its early exit fails the writer.)
 control_files=$(dpkg-deb --ctrl-tarfile "$deb" | tar -t)
 grep -qx "./conffiles" <<<"$control_files" || { echo "no conffiles in: $control_files"; exit 1; }
-[[ $(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles) == "/etc/gdrstored/gdrstored.conf" ]]
+[[ $(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles) == $'/etc/gdrstored/gdrstored.conf\n/etc/gdragent/gdragent.conf' ]]
 
 root=$tmp/root
 mkdir "$root"
 dpkg -x "$deb" "$root"
 for f in usr/sbin/gdrstored usr/bin/gdrctl usr/lib/systemd/system/gdrstored.service \
          etc/gdrstored/gdrstored.conf usr/share/doc/gdrstored/operations.md \
-         usr/share/doc/gdrstored/README.md usr/share/gdrstored/grafana/gdrstored.json; do
+         usr/share/doc/gdrstored/README.md usr/share/gdrstored/grafana/gdrstored.json \
+         usr/sbin/gdragent usr/lib/systemd/system/gdragent.service etc/gdragent/gdragent.conf \
+         usr/share/doc/gdrstored/agent.md; do
   [[ -e $root/$f ]] || { echo "missing from the package: /$f"; dpkg-deb -c "$deb"; exit 1; }
 done
 # The library, its development files and the Python package are packages of their own.
@@ -58,6 +62,7 @@ grep -qx "./shlibs" <<<"$lib_ctrl" || { echo "no shlibs in libgdrclient1: $lib_c
 grep -q '^ExecStart=/usr/sbin/gdrstored --config /etc/gdrstored/gdrstored.conf$' \
   "$root/usr/lib/systemd/system/gdrstored.service"
 cmp "$root/usr/lib/systemd/system/gdrstored.service" "$(dirname "$0")/../../deploy/systemd/gdrstored.service"
+cmp "$root/usr/lib/systemd/system/gdragent.service" "$(dirname "$0")/../../deploy/systemd/gdragent.service"
 
 # The unpacked binaries run from the fresh root.
 version=$("$root/usr/bin/gdrctl" --version)
@@ -83,6 +88,22 @@ with gdrstore.Client('127.0.0.1:$(cat "$tmp/port")') as c:
     c.get('vol0', 0, into=b)
 print('python3-gdrstore: 64 KiB moved with the packaged package and library')
 "
+# The packaged agent, with the packaged config but a socket of its own, in front of that daemon.
+"$root/usr/sbin/gdragent" --config "$root/etc/gdragent/gdragent.conf" --socket "$tmp/agent.sock" \
+  --daemon "127.0.0.1:$(cat "$tmp/port")" 2>"$tmp/agent.log" &
+agent=$!
+for _ in $(seq 600); do
+  [[ -S $tmp/agent.sock ]] && break
+  kill -0 "$agent" 2>/dev/null || { cat "$tmp/agent.log"; exit 1; }
+  sleep 0.05
+done
+[[ -S $tmp/agent.sock ]] || { echo "no agent socket"; cat "$tmp/agent.log"; exit 1; }
+kill -TERM "$agent"
+rc=0
+wait "$agent" || rc=$?
+agent=""
+[[ $rc -eq 0 ]] || { echo "gdragent exited $rc"; cat "$tmp/agent.log"; exit 1; }
+grep -q "stopped cleanly" "$tmp/agent.log"
 kill -TERM "$pid"
 rc=0
 wait "$pid" || rc=$?

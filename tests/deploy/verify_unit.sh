@@ -25,4 +25,20 @@ for d in Type=notify WatchdogSec= Restart=on-failure ExecReload= LimitMEMLOCK=in
          DeviceAllow=char-infiniband_verbs StateDirectory=gdrstored ReadWritePaths=; do
   grep -q "^$d" "$unit" || { echo "unit lacks $d"; exit 1; }
 done
+# gdragent's unit, the same way.
+agent_unit=$tmp/prefix/lib/systemd/system/gdragent.service
+grep -q "^ExecStart=$tmp/prefix/sbin/gdragent --config $tmp/prefix/etc/gdragent/gdragent.conf$" "$agent_unit"
+diff <(sed "s|$tmp/prefix/sbin/|/usr/sbin/|; s|$tmp/prefix/etc/|/etc/|; s|file:$tmp/prefix/share/|file:/usr/share/|" "$agent_unit") \
+     "$(dirname "$0")/../../deploy/systemd/gdragent.service"
+out=$(systemd-analyze verify "$agent_unit" 2>&1) || { echo "$out"; exit 1; }
+if [[ -n $out ]]; then
+  echo "systemd-analyze verify printed warnings on gdragent.service:"
+  echo "$out"
+  exit 1
+fi
+for d in Type=notify WatchdogSec= Restart=on-failure LimitMEMLOCK=infinity NoNewPrivileges=yes \
+         ProtectSystem=strict DynamicUser=yes RuntimeDirectory=gdragent \
+         RuntimeDirectoryPreserve=yes DeviceAllow=char-infiniband_verbs; do
+  grep -q "^$d" "$agent_unit" || { echo "gdragent unit lacks $d"; exit 1; }
+done
 echo "systemd-analyze verify: $unit OK ($(systemd-analyze --version | head -1))"

@@ -16,7 +16,7 @@ while IFS= read -r f; do
   if head -n 30 "$f" | grep -q "Over $limit lines because"; then continue; fi
   echo "$f: $n lines (over $limit) with no \"Over $limit lines because\" in its first 30 lines"
   bad=1
-done < <(find daemon client common bench tests python scripts -type f \
+done < <(find daemon client common agent bench tests python scripts -type f \
            \( -name '*.h' -o -name '*.cc' -o -name '*.c' -o -name '*.py' -o -name '*.sh' \) \
            -not -path '*/corpus/*' | sort)
 ((bad == 0)) || exit 1

@@ -13,6 +13,8 @@
 #           (the handoff protocol's ends, which daemon/, client/ and agent/ use); no file loose
 #           in common/.
 #   public client headers see no private header.
+#   agent/ (gdragent) stands on the public client API (gdrstore/...) and common/ only; nothing
+#           else includes it.
 # Prints one line per include that runs the wrong way and exits 1 if there is any.
 set -euo pipefail
 ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -21,7 +23,7 @@ cd "$ROOT"
 bad=0
 # Every quoted include of the tree, read once: lines of "FILE<TAB>INCLUDE" (the rules below only
 # filter this table, so a run takes well under a second however many rules there are).
-table=$(find daemon client common -type f \( -name '*.h' -o -name '*.cc' \) -print0 | sort -z |
+table=$(find daemon client common agent -type f \( -name '*.h' -o -name '*.cc' \) -print0 | sort -z |
   xargs -0 grep -H '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' |
   sed 's/^\([^:]*\):[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1\t\2/' || true)
 # includes FILE -> the quoted project includes of FILE
@@ -104,6 +106,11 @@ forbid client/include '^(client/src|common|daemon)/' "public headers include no 
 forbid client/src/transport '^gdrstore/client\.h$' \
   "transports sit below the public façade: they include gdrstore/types.h, never gdrstore/client.h"
 forbid client '^daemon/' "the client never includes the daemon"
+forbid agent '^(daemon|client)/' \
+  "the agent uses the public client API (gdrstore/...) and common/, never client/ or daemon/ code"
+for side in daemon client common; do
+  forbid "$side" '^agent/' "nothing but gdragent itself includes agent/"
+done
 forbid daemon '^client/' "the daemon never includes the client"
 
 # main.cc parses the flags and runs the Daemon: it sees ops/ only.
@@ -125,4 +132,4 @@ for f in daemon/*.h daemon/*.cc; do
 done
 
 if ((bad)); then exit 1; fi
-echo "layers: every include points down ($(find daemon client common -name '*.h' -o -name '*.cc' | wc -l) files checked)"
+echo "layers: every include points down ($(find daemon client common agent -name '*.h' -o -name '*.cc' | wc -l) files checked)"

@@ -6,7 +6,7 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 CHECK="$SRC/tests/layout/check_layers.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp -r "$SRC/daemon" "$SRC/client" "$SRC/common" "$work/"
+cp -r "$SRC/daemon" "$SRC/client" "$SRC/common" "$SRC/agent" "$work/"
 
 bash "$CHECK" "$work" >/dev/null || { echo "FAIL: the unchanged tree does not pass"; exit 1; }
 fails=0
@@ -84,6 +84,12 @@ expect common/etcd/etcd_client.cc common/wire/token_file.h 1
 expect common/handoff/handoff_server.cc common/etcd/etcd_client.h 1
 expect common/handoff/imported_region.cc common/cuda/gpu_ipc.h 0
 expect common/cuda/gpu.cc common/handoff/imported_region.h 1
+expect agent/upstream.cc client/src/registration.h 1
+expect agent/agent.cc daemon/ops/systemd_notifier.h 1
+expect agent/upstream.cc gdrstore/client.h 0
+expect agent/agent.cc common/handoff/handoff_server.h 0
+expect client/src/client.cc agent/upstream.h 1
+expect daemon/ops/daemon.cc agent/agent.h 1
 
 # A file at the top of daemon/ other than main.cc.
 echo '// stray' >"$work/daemon/stray.cc"

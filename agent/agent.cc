@@ -1,0 +1,265 @@
+#include "agent/agent.h"
+
+#include <grpcpp/server_posix.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/base/log.h"
+#include "common/base/status_macros.h"
+#include "common/base/thread_name.h"
+
+namespace gdr::agent {
+
+namespace {
+
+// One datagram to systemd; a no-op without NOTIFY_SOCKET. A STATUS= value is one line.
+void Notify(const std::string& state) {
+  if (sd_notify(0, state.c_str()) < 0) {
+    GDR_LOG_EVERY_N_SEC(kWarning, 10) << "cannot notify systemd";
+  }
+}
+
+std::string OneLine(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
+// What a client hands over for its channel is anything it likes; gRPC is given only a
+// connected Unix stream socket.
+absl::Status CheckChannelSocket(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    return absl::InvalidArgumentError("gdragent: the channel's descriptor is not a socket");
+  }
+  int type = 0, domain = 0;
+  socklen_t len = sizeof(type);
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) {
+    return absl::InvalidArgumentError(
+        "gdragent: the channel's socket is not SOCK_STREAM (use a socketpair(AF_UNIX, "
+        "SOCK_STREAM))");
+  }
+  len = sizeof(domain);
+  if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_UNIX) {
+    return absl::InvalidArgumentError("gdragent: the channel's socket is not a Unix socket");
+  }
+  sockaddr_un peer{};
+  len = sizeof(peer);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) {
+    return absl::InvalidArgumentError("gdragent: the channel's socket is not connected");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string HostBootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return std::string(absl::StripAsciiWhitespace(id));
+}
+
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
+  std::unique_ptr<Agent> agent(new Agent(std::move(config)));
+  GDR_RETURN_IF_ERROR(agent->StartParts());
+  return agent;
+}
+
+absl::Status Agent::StartParts() {
+  GDR_ASSIGN_OR_RETURN(upstream_, Upstream::Connect(config_.upstream, config_.upstream_streams));
+  sessions_ = std::make_unique<ClientTable>(config_.max_ops_per_client);
+  service_ = std::make_unique<AgentService>(
+      upstream_.get(), sessions_.get(),
+      AgentServiceOptions{config_.socket_path, HostBootId(), ::getuid()});
+  grpc::ServerBuilder builder;
+  builder.RegisterService(service_.get());
+  // No listening port: every channel is a socket a client handed over (AddInsecureChannelFromFd).
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr) return absl::InternalError("cannot start the gRPC server");
+  absl::StatusOr<std::unique_ptr<handoff::HandoffServer>> h =
+      handoff::HandoffServer::Start(HandoffOptions());
+  if (!h.ok()) {
+    return absl::Status(h.status().code(),
+                        absl::StrCat("socket ", config_.socket_path, ": ", h.status().message()));
+  }
+  handoff_ = *std::move(h);
+  service_->set_handoff(handoff_.get());
+  housekeeping_ = std::thread([this] { Housekeeping(); });
+  GDR_LOG(kInfo) << "gdragent " << GDR_VERSION << " serving " << config_.socket_path
+                 << " (mode 0" << std::oct << config_.socket_mode << std::dec
+                 << "; uids 0" << (::getuid() == 0 ? "" : absl::StrCat(", ", ::getuid()))
+                 << (config_.allow_uids.empty()
+                         ? ""
+                         : absl::StrCat(", ", absl::StrJoin(config_.allow_uids, ", ")))
+                 << (config_.allow_gids.empty()
+                         ? ""
+                         : absl::StrCat("; gids ", absl::StrJoin(config_.allow_gids, ", ")))
+                 << "); " << upstream_->Path();
+  return absl::OkStatus();
+}
+
+handoff::HandoffServerOptions Agent::HandoffOptions() {
+  handoff::HandoffServerOptions o;
+  o.socket_path = config_.socket_path;
+  o.socket_mode = config_.socket_mode;
+  o.server_name = absl::StrCat("gdragent ", GDR_VERSION);
+  o.max_regions_per_session = config_.max_regions_per_client;
+  o.max_bytes_per_session = config_.max_bytes_per_client;
+  o.max_sessions = config_.max_clients;
+  o.hello_timeout = config_.hello_timeout;
+  o.admit = [self = ::getuid(), uids = config_.allow_uids,
+             gids = config_.allow_gids](const PeerCredentials& p) -> absl::Status {
+    if (p.uid == 0 || p.uid == self || std::find(uids.begin(), uids.end(), p.uid) != uids.end() ||
+        std::find(gids.begin(), gids.end(), p.gid) != gids.end()) {
+      return absl::OkStatus();
+    }
+    return absl::PermissionDeniedError(absl::StrCat(
+        "gdragent: uid ", p.uid, " (gid ", p.gid, ", pid ", p.pid,
+        ") may not use this agent: its --allow-uid and --allow-gid lists do not name it"));
+  };
+  o.on_register = [this](const handoff::SessionInfo& s,
+                         const std::shared_ptr<handoff::ImportedRegion>& region) -> absl::Status {
+    absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> buffer = upstream_->Register(*region);
+    if (!buffer.ok()) {
+      return absl::Status(buffer.status().code(),
+                          absl::StrCat("gdragent: cannot register the region with ",
+                                       upstream_->Path(), ": ", buffer.status().message()));
+    }
+    sessions_->Add(s, region, *std::move(buffer));
+    return absl::OkStatus();
+  };
+  o.on_channel = [this](const handoff::SessionInfo& s, ScopedFd fd) -> absl::Status {
+    GDR_RETURN_IF_ERROR(CheckChannelSocket(fd.get()));
+    // gRPC takes a descriptor of its own (and closes it when the client's end goes); `fd`
+    // closes this one.
+    const int channel = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0);
+    if (channel < 0) {
+      return absl::ErrnoToStatus(errno, "gdragent: cannot take the channel's socket");
+    }
+    // gRPC's server side takes the socket as it is, and its pollers must never block on it
+    // (one blocking read stalls every call of the server).
+    const int flags = ::fcntl(channel, F_GETFL, 0);
+    if (flags < 0 || ::fcntl(channel, F_SETFL, flags | O_NONBLOCK) != 0) {
+      const int err = errno;
+      ::close(channel);
+      return absl::ErrnoToStatus(err, "gdragent: cannot make the channel's socket non-blocking");
+    }
+    service_->AddChannel(channel, s);
+    grpc::AddInsecureChannelFromFd(server_.get(), channel);
+    GDR_LOG(kDebug) << "channel from " << DescribeClient(s);
+    return absl::OkStatus();
+  };
+  o.on_session_end = [this](const handoff::SessionInfo& s) {
+    sessions_->End(s.id);
+    GDR_LOG(kDebug) << "session " << s.id << " of " << DescribeClient(s) << " ended";
+  };
+  return o;
+}
+
+Agent::~Agent() {
+  stop_.Notify();
+  if (housekeeping_.joinable()) housekeeping_.join();
+  if (handoff_ != nullptr) handoff_->Stop();
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Wait();
+  }
+  handoff_.reset();
+  server_.reset();
+  service_.reset();
+  sessions_.reset();
+  upstream_.reset();
+}
+
+std::string Agent::StatusLine() const {
+  const handoff::HandoffStats hs = handoff_ != nullptr ? handoff_->stats() : handoff::HandoffStats{};
+  return absl::StrCat(hs.sessions, " clients, ", hs.regions, " regions, ",
+                      service_->inflight_ops(), " ops in flight; ", upstream_->Path());
+}
+
+void Agent::Housekeeping() {
+  SetThreadName("gdragent-house");
+  uint64_t usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &usec) > 0 && usec > 0;
+  const absl::Duration ping_every = absl::Microseconds(static_cast<int64_t>(usec)) / 2;
+  std::unique_ptr<gdrstore::v1::GdrStore::Stub> stub;
+  if (watchdog) stub = gdrstore::v1::GdrStore::NewStub(server_->InProcessChannel({}));
+  absl::Time next_status = absl::Now() + absl::Seconds(5);
+  absl::Time next_ping = absl::Now();
+  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    sessions_->Sweep();
+    const absl::Time now = absl::Now();
+    if (watchdog && now >= next_ping) {
+      // The gRPC executor answers: a real Ping through the server must come back.
+      grpc::ClientContext ctx;
+      ctx.set_deadline(absl::ToChronoTime(now + std::min(ping_every, absl::Seconds(2))));
+      gdrstore::v1::PingResponse resp;
+      if (stub->Ping(&ctx, gdrstore::v1::PingRequest(), &resp).ok()) {
+        Notify(absl::StrCat("WATCHDOG=1\nSTATUS=", OneLine(StatusLine())));
+      } else {
+        GDR_LOG_EVERY_N_SEC(kWarning, 10) << "in-process Ping failed: no watchdog ping";
+      }
+      next_ping = now + ping_every;
+    }
+    if (now >= next_status) {
+      Notify(absl::StrCat("STATUS=", OneLine(StatusLine())));
+      next_status = now + absl::Seconds(5);
+    }
+  }
+}
+
+int Agent::ServeUntilSignalled(const sigset_t& signals) {
+  Notify(absl::StrCat("READY=1\nSTATUS=", OneLine(StatusLine())));
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      GDR_LOG(kInfo) << "SIGHUP: nothing to reload (restart the agent to change its settings)";
+      continue;
+    }
+    GDR_LOG(kInfo) << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ": draining ("
+                   << service_->inflight_ops() << " ops in flight, up to "
+                   << absl::FormatDuration(config_.drain_timeout) << ")";
+    break;
+  }
+  if (!Drain()) {
+    // Their upstream calls cannot be cut short from here; the clients see their channels
+    // close (UNAVAILABLE) as the process goes, and the daemon its connection.
+    GDR_LOG(kWarning) << "drain deadline reached with " << service_->inflight_ops()
+                      << " ops in flight; exiting without them";
+    std::_Exit(0);
+  }
+  GDR_LOG(kInfo) << "stopped cleanly";
+  return 0;
+}
+
+bool Agent::Drain() {
+  Notify(absl::StrCat("STOPPING=1\nSTATUS=draining ", service_->inflight_ops(),
+                      " ops in flight"));
+  const absl::Time deadline = absl::Now() + config_.drain_timeout;
+  service_->StartDrain();
+  handoff_->Stop();
+  while (service_->inflight_ops() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  if (service_->inflight_ops() > 0) return false;
+  // Calls still open carry no op (idle Streams): cancelled now.
+  server_->Shutdown(std::chrono::system_clock::now());
+  server_->Wait();
+  return true;
+}
+
+}  // namespace gdr::agent

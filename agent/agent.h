@@ -1,0 +1,68 @@
+// gdragent as a whole: owns its parts (the upstream client, the session table, the gRPC server
+// the clients' channels are served on, the handoff socket) in the order they start and stop,
+// and its life under systemd: READY=1 once the socket listens, STATUS lines, the watchdog, and
+// on SIGTERM a drain within the configured deadline.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "agent/agent_config.h"
+#include "agent/agent_service.h"
+#include "agent/client_table.h"
+#include "agent/upstream.h"
+#include "common/handoff/handoff_server.h"
+
+namespace gdr::agent {
+
+class Agent {
+ public:
+  // Connects upstream, starts the gRPC server (no port: channels come over the socket) and
+  // then the handoff socket. The failing part's error, naming what it was.
+  static absl::StatusOr<std::unique_ptr<Agent>> Start(AgentConfig config);
+  // Stops every part, in reverse order. Ops still in flight must have ended (Drain).
+  ~Agent();
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Tells systemd READY=1 and serves until SIGTERM or SIGINT (SIGHUP is logged and ignored:
+  // nothing is reloadable yet), then drains; returns the process's exit code. `signals` must be
+  // blocked in every thread (sigwait takes them here).
+  int ServeUntilSignalled(const sigset_t& signals);
+
+  // "3 clients, 12 ops in flight, agent -> 127.0.0.1:50051 over tcp (...)".
+  std::string StatusLine() const;
+
+ private:
+  explicit Agent(AgentConfig config) : config_(std::move(config)) {}
+  absl::Status StartParts();
+  handoff::HandoffServerOptions HandoffOptions();
+  // Sweeps deregistered regions, sends STATUS lines and pings the watchdog after an in-process
+  // Ping came back, until stop_ is notified.
+  void Housekeeping();
+  // Refuses new ops, closes the socket (sessions end; their regions live on in their ops),
+  // waits up to the drain deadline for the ops in flight, then stops the server. False when
+  // ops were still in flight at the deadline.
+  bool Drain();
+
+  const AgentConfig config_;
+  std::unique_ptr<Upstream> upstream_;
+  std::unique_ptr<ClientTable> sessions_;
+  std::unique_ptr<AgentService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<handoff::HandoffServer> handoff_;
+  absl::Notification stop_;
+  std::thread housekeeping_;
+};
+
+// This host's boot id (/proc/sys/kernel/random/boot_id), empty when it cannot be read.
+std::string HostBootId();
+
+}  // namespace gdr::agent

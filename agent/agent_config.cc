@@ -1,0 +1,210 @@
+#include "agent/agent_config.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/base/host_port.h"
+#include "common/base/status_macros.h"
+#include "common/base/units.h"
+#include "common/wire/token_file.h"
+
+namespace gdr::agent {
+namespace {
+
+absl::StatusOr<mode_t> ParseMode(const std::string& text) {
+  uint32_t mode = 0;
+  for (char c : text) {
+    if (c < '0' || c > '7') break;
+    mode = mode * 8 + static_cast<uint32_t>(c - '0');
+  }
+  if (text.empty() || text.size() > 4 || text.find_first_not_of("01234567") != std::string::npos ||
+      mode > 0777) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--socket-mode '", text, "' is not an octal mode such as 0660"));
+  }
+  // The socket must at least let its owner (the agent's uid) connect.
+  if ((mode & 0600) != 0600) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--socket-mode ", text, " leaves the owner without read and write on the socket"));
+  }
+  return static_cast<mode_t>(mode);
+}
+
+// The upstream client's settings from the flags (as gdrctl's global options build them).
+struct UpstreamFlags {
+  std::string daemon;
+  std::string transport = "tcp";
+  std::string target_host;
+  std::string rdma_device, rdma_addr, rails;
+  int gid_index = -1;
+  uint32_t rc_qps = 2;
+  std::string token_file, tls_ca, tls_cert, tls_key, tls_server_name;
+  int64_t timeout_ms = 120000;
+};
+
+void AddUpstreamFlags(CLI::App& app, UpstreamFlags* f) {
+  app.add_option("--daemon", f->daemon, "the storage daemon (gdrstored) HOST:PORT; required");
+  app.add_option("--transport", f->transport,
+                 "how the daemon reaches memory the agent registered: tcp, rc, dc or auto")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tcp", "rc", "dc", "auto"}));
+  app.add_option("--target-host", f->target_host,
+                 "tcp: the address the daemon connects back to (default: automatic)");
+  app.add_option("--rdma-device", f->rdma_device, "rc/dc: RDMA device by name");
+  app.add_option("--rdma-addr", f->rdma_addr, "rc: RDMA device by local IP address");
+  app.add_option("--rdma-gid-index", f->gid_index, "rc: GID index (-1: RoCE v2 IPv4-mapped)")
+      ->capture_default_str();
+  app.add_option("--rc-qps", f->rc_qps, "rc: QPs to connect")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
+  app.add_option("--rails", f->rails, "rc over several RDMA devices: a comma list, or auto");
+  app.add_option("--token-file", f->token_file,
+                 "send the first token of this file to the daemon ('authorization: Bearer')");
+  app.add_option("--tls-ca", f->tls_ca, "TLS to the daemon, trusting the CA(s) of this PEM");
+  app.add_option("--tls-cert", f->tls_cert, "client certificate (PEM) for mTLS daemons");
+  app.add_option("--tls-key", f->tls_key, "private key of --tls-cert");
+  app.add_option("--tls-server-name", f->tls_server_name,
+                 "name checked against the daemon's certificate instead of its host");
+  app.add_option("--upstream-timeout-ms", f->timeout_ms,
+                 "deadline of an op whose caller gave none")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{24} * 3600 * 1000));
+}
+
+absl::StatusOr<gdrstore::ClientOptions> FinishUpstream(const UpstreamFlags& f) {
+  gdrstore::ClientOptions o;
+  if (f.daemon.empty()) {
+    return absl::InvalidArgumentError("--daemon HOST:PORT is required: the agent serves ops "
+                                      "through a storage daemon");
+  }
+  if (absl::StatusOr<HostPort> hp = SplitHostPort(f.daemon); !hp.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--daemon: ", hp.status().message()));
+  }
+  o.daemon_address = f.daemon;
+  std::optional<gdrstore::Transport> t = gdrstore::ParseTransport(f.transport);
+  if (!t) return absl::InvalidArgumentError(absl::StrCat("--transport '", f.transport, "'"));
+  o.transport = *t;
+  o.target_host = f.target_host;
+  o.rdma_device = f.rdma_device;
+  o.rdma_address = f.rdma_addr;
+  o.rdma_gid_index = f.gid_index;
+  o.rc_qps = f.rc_qps;
+  if (!f.rails.empty()) {
+    o.rails = absl::StrSplit(f.rails, ',', absl::SkipWhitespace());
+    if (o.rails.empty()) return absl::InvalidArgumentError("--rails: no device named");
+  }
+  if (!f.token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadClientToken(f.token_file);
+    if (!token.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--token-file: ", token.status().message()));
+    }
+    o.token = *std::move(token);
+  }
+  o.tls_ca = f.tls_ca;
+  o.tls_cert = f.tls_cert;
+  o.tls_key = f.tls_key;
+  o.tls_server_name = f.tls_server_name;
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  o.rpc_timeout = std::chrono::milliseconds(f.timeout_ms);
+  return o;
+}
+
+}  // namespace
+
+absl::StatusOr<AgentConfig> ParseAgentConfig(int argc, char** argv) {
+  AgentConfig cfg;
+  CLI::App app{"gdragent: the node agent. Serves processes on this host (containers "
+               "included) through one Unix socket: they hand it their memory (a memfd, a CUDA "
+               "IPC handle or a VMM fd) and their ops, and it moves the bytes through its own "
+               "connection to a storage daemon"};
+  app.set_config("--config", "", "config file (TOML/INI: key = value, keys as the long flags)");
+  std::string socket_mode = "0660", max_bytes = "0", log_level = "info";
+  int64_t drain_ms = 10000, hello_ms = 5000;
+  app.add_option("--socket", cfg.socket_path, "the Unix socket clients connect to")
+      ->capture_default_str();
+  app.add_option("--socket-mode", socket_mode, "permissions of the socket file (octal)")
+      ->capture_default_str();
+  app.add_option("--allow-uid", cfg.allow_uids,
+                 "a uid that may use the agent besides root and the agent's own, repeatable");
+  app.add_option("--allow-gid", cfg.allow_gids,
+                 "processes running with this (effective, primary) gid may use the agent, "
+                 "repeatable");
+  app.add_option("--max-bytes-per-client", max_bytes,
+                 "memory one client session may have registered at once (0: unlimited)")
+      ->capture_default_str();
+  app.add_option("--max-regions-per-client", cfg.max_regions_per_client,
+                 "regions one client session may have registered at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--max-ops-per-client", cfg.max_ops_per_client,
+                 "ops one client session may have in flight; more are refused "
+                 "RESOURCE_EXHAUSTED (not started, may be sent again)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--max-clients", cfg.max_clients, "client sessions open at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 16));
+  app.add_option("--hello-timeout-ms", hello_ms,
+                 "a connection that does not say HELLO (or finish a request) within this is "
+                 "closed")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{600000}));
+  app.add_option("--upstream-streams", cfg.upstream_streams,
+                 "Stream calls to the daemon that carry the clients' ops")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 256u));
+  app.add_option("--drain-timeout-ms", drain_ms,
+                 "on SIGTERM, wait this long for ops in flight before cancelling them")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{600000}));
+  app.add_option("--log-level", log_level, "debug, info, warning, error")->capture_default_str();
+  UpstreamFlags upstream;
+  AddUpstreamFlags(app, &upstream);
+  app.set_version_flag("--version", GDR_VERSION);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return absl::CancelledError(app.help());
+  } catch (const CLI::CallForAllHelp& e) {
+    return absl::CancelledError(app.help());
+  } catch (const CLI::CallForVersion& e) {
+    return absl::CancelledError(absl::StrCat("gdragent ", GDR_VERSION, "\n"));
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  if (cfg.socket_path.empty() || cfg.socket_path.front() != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--socket '", cfg.socket_path, "' must be an absolute path"));
+  }
+  // sockaddr_un.sun_path holds 108 bytes with the terminating NUL.
+  if (cfg.socket_path.size() > 107) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--socket: ", cfg.socket_path.size(), " bytes is longer than a Unix socket path may be "
+        "(107)"));
+  }
+  GDR_ASSIGN_OR_RETURN(cfg.socket_mode, ParseMode(socket_mode));
+  absl::StatusOr<uint64_t> bytes = ParseSize(max_bytes);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-bytes-per-client: ", bytes.status().message()));
+  }
+  cfg.max_bytes_per_client = *bytes;
+  cfg.hello_timeout = absl::Milliseconds(hello_ms);
+  cfg.drain_timeout = absl::Milliseconds(drain_ms);
+  absl::StatusOr<LogLevel> level = ParseLogLevel(log_level);
+  if (!level.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--log-level: ", level.status().message()));
+  }
+  cfg.log_level = *level;
+  GDR_ASSIGN_OR_RETURN(cfg.upstream, FinishUpstream(upstream));
+  return cfg;
+}
+
+}  // namespace gdr::agent

@@ -1,0 +1,48 @@
+// gdragent's settings: flags and an optional config file (same keys as the long flags,
+// TOML/INI `key = value`), checked and turned into what the agent runs on: its Unix socket and
+// who may use it, the per-client limits, and how it reaches its storage daemon.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/base/log.h"
+#include "gdrstore/types.h"
+
+namespace gdr::agent {
+
+struct AgentConfig {
+  // The handoff socket clients connect to: the only thing a container needs mounted.
+  std::string socket_path = "/run/gdragent/agent.sock";
+  mode_t socket_mode = 0660;
+  // Who may open a session besides root and the agent's own uid (which always may): these
+  // uids, and processes whose (effective, primary) gid is one of these gids.
+  std::vector<uid_t> allow_uids;
+  std::vector<gid_t> allow_gids;
+  // Per client session: registered bytes (0: unlimited), regions, ops in flight; sessions at
+  // once.
+  uint64_t max_bytes_per_client = 0;
+  uint32_t max_regions_per_client = 4096;
+  uint32_t max_ops_per_client = 1024;
+  uint32_t max_clients = 1024;
+  absl::Duration hello_timeout = absl::Seconds(5);
+  // The storage daemon and how the agent reaches it (transport, TLS, token, RDMA devices):
+  // daemon_address, rpc_timeout (each op's deadline when its caller gave none) and the rest.
+  gdrstore::ClientOptions upstream;
+  // Long-lived Stream calls to the daemon that carry the clients' ops.
+  uint32_t upstream_streams = 4;
+  // SIGTERM: stop taking new ops and wait this long for those in flight.
+  absl::Duration drain_timeout = absl::Seconds(10);
+  LogLevel log_level = LogLevel::kInfo;
+};
+
+// Parses argv. CANCELLED carrying the help text for --help (print it, exit 0); INVALID_ARGUMENT
+// naming the flag otherwise.
+absl::StatusOr<AgentConfig> ParseAgentConfig(int argc, char** argv);
+
+}  // namespace gdr::agent

@@ -1,0 +1,276 @@
+#include "agent/agent_service.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/base/log.h"
+#include "common/grpc/grpc_status.h"
+
+namespace gdr::agent {
+
+namespace v1 = gdrstore::v1;
+
+namespace {
+
+// A bidi call refused before it starts: finishes at once and deletes itself when gRPC is done.
+template <class Request, class Response>
+class RefusedBidi final : public grpc::ServerBidiReactor<Request, Response> {
+ public:
+  explicit RefusedBidi(const grpc::Status& s) { this->Finish(s); }
+  void OnDone() override { delete this; }
+};
+
+absl::Status Reworded(const absl::Status& status, std::string message) {
+  absl::Status out(status.code(), message);
+  return IsNotAdmitted(status) ? MarkNotAdmitted(std::move(out)) : out;
+}
+
+const char* EndpointName(v1::RemoteBuffer::EndpointCase c) {
+  switch (c) {
+    case v1::RemoteBuffer::kDc: return "dc";
+    case v1::RemoteBuffer::kRc: return "rc";
+    case v1::RemoteBuffer::kTcp: return "tcp";
+    case v1::RemoteBuffer::kLocal: return "local";
+    case v1::RemoteBuffer::ENDPOINT_NOT_SET: break;
+  }
+  return "no endpoint";
+}
+
+// What every op shares, checked before its memory is looked up.
+absl::Status CheckRequest(const v1::Extent* extent, const v1::RemoteBuffer* buffer) {
+  if (extent == nullptr) return absl::InvalidArgumentError("the request has no extent");
+  if (buffer == nullptr) return absl::InvalidArgumentError("the request has no buffer");
+  if (extent->length() == 0) return absl::InvalidArgumentError("extent length is 0");
+  if (buffer->length() != extent->length()) {
+    return absl::InvalidArgumentError(absl::StrCat("buffer length ", buffer->length(),
+                                                   " differs from extent length ",
+                                                   extent->length()));
+  }
+  if (buffer->rkey() == 0) return absl::InvalidArgumentError("buffer rkey is 0");
+  if (buffer->endpoint_case() != v1::RemoteBuffer::kLocal) {
+    return absl::UnimplementedError(absl::StrCat(
+        "this agent serves the local transport only (a LocalEndpoint with the session and key "
+        "its socket gave), and the request names ",
+        EndpointName(buffer->endpoint_case())));
+  }
+  if (buffer->address() + buffer->length() < buffer->address()) {
+    return absl::InvalidArgumentError("buffer address + length wraps around");
+  }
+  return absl::OkStatus();
+}
+
+// The upstream deadline of a call: its own, or none (the upstream default applies).
+std::chrono::system_clock::time_point DeadlineOf(const grpc::CallbackServerContext& ctx) {
+  return ctx.deadline();
+}
+
+}  // namespace
+
+absl::Status AgentError(const absl::Status& status) {
+  return Reworded(status, absl::StrCat("gdragent: ", status.message()));
+}
+
+absl::Status UpstreamError(const std::string& address, const absl::Status& status) {
+  return Reworded(status, absl::StrCat("gdragent: daemon ", address, ": ", status.message()));
+}
+
+AgentService::AgentService(Upstream* upstream, ClientTable* sessions,
+                           AgentServiceOptions options)
+    : upstream_(upstream),
+      sessions_(sessions),
+      options_(std::move(options)),
+      started_(absl::Now()) {}
+
+void AgentService::AddChannel(int fd, const handoff::SessionInfo& session) {
+  absl::MutexLock lock(&channels_mu_);
+  channels_[fd] = session.peer.uid;
+}
+
+std::optional<uid_t> AgentService::CallerUid(const grpc::CallbackServerContext& ctx) const {
+  const std::string peer = ctx.peer();
+  int fd = -1;
+  if (!absl::StartsWith(peer, "fd:") || !absl::SimpleAtoi(peer.substr(3), &fd)) {
+    return std::nullopt;
+  }
+  absl::MutexLock lock(&channels_mu_);
+  auto it = channels_.find(fd);
+  if (it == channels_.end()) return std::nullopt;
+  return it->second;
+}
+
+void AgentService::StartOp(bool write, const v1::Extent* extent, const v1::RemoteBuffer* buffer,
+                           bool sync, bool crc, std::chrono::system_clock::time_point deadline,
+                           uint32_t lane, OpDone done) {
+  auto refuse = [this, &done](const absl::Status& s) {
+    sessions_->CountRefused(s.code());
+    done(AgentError(s));
+  };
+  if (draining_.load(std::memory_order_relaxed)) {
+    refuse(absl::UnavailableError("the agent is shutting down; no new ops are accepted"));
+    return;
+  }
+  if (absl::Status s = CheckRequest(extent, buffer); !s.ok()) {
+    refuse(s);
+    return;
+  }
+  const handoff::HandoffServer* handoff = handoff_.load();
+  if (handoff == nullptr) {
+    refuse(absl::UnavailableError("the agent is starting"));
+    return;
+  }
+  const v1::LocalEndpoint& local = buffer->local();
+  // A get writes into the client's memory: its region must have been handed over writable.
+  absl::StatusOr<std::shared_ptr<const handoff::ImportedRegion>> region =
+      handoff->Resolve(local.session(), local.key(), buffer->rkey(), buffer->address(),
+                       buffer->length(), write);
+  if (!region.ok()) {
+    refuse(region.status());
+    return;
+  }
+  absl::StatusOr<AdmittedOp> admitted =
+      sessions_->Begin(local.session(), *region, write, extent->length());
+  if (!admitted.ok()) {
+    done(AgentError(admitted.status()));  // counted by the table
+    return;
+  }
+  UpstreamOp op;
+  op.kind = write ? gdrstore::OpKind::kWrite
+                  : (sync ? gdrstore::OpKind::kReadSync : gdrstore::OpKind::kRead);
+  op.extent = gdrstore::Extent{extent->volume(), extent->offset(), extent->length()};
+  op.buffer = admitted->mapped->buffer.get();
+  op.offset = buffer->address() - (*region)->address();
+  op.crc32c = crc;
+  op.deadline = deadline;
+  region->reset();  // the op holds the region through `admitted` (ClientTable::Sweep)
+  upstream_->Submit(op, lane,
+                    [this, admitted = *std::move(admitted),
+                     done = std::move(done)](absl::StatusOr<gdrstore::OpResult> r) mutable {
+                      sessions_->Finish(admitted, r.status());
+                      // The registration may go (and the memory be unmapped) as the last
+                      // reference drops, before the answer leaves.
+                      admitted = AdmittedOp{};
+                      if (!r.ok()) r = UpstreamError(upstream_->address(), r.status());
+                      done(std::move(r));
+                    });
+}
+
+grpc::ServerUnaryReactor* AgentService::UnaryOp(grpc::CallbackServerContext* ctx, bool write,
+                                                const v1::Extent* extent,
+                                                const v1::RemoteBuffer* buffer,
+                                                v1::OpResponse* response, bool sync, bool crc) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  StartOp(write, extent, buffer, sync, crc, DeadlineOf(*ctx), upstream_->PickLane(),
+          [ctx, reactor, response](absl::StatusOr<gdrstore::OpResult> r) {
+            if (r.ok()) {
+              response->set_bytes(r->bytes);
+              response->set_service_ns(r->service_ns);
+              response->set_synced(r->synced);
+              if (r->crc32c) response->set_crc32c(*r->crc32c);
+              reactor->Finish(grpc::Status::OK);
+              return;
+            }
+            // Refused for want of room: the client may send it again (grpc_status.h).
+            if (IsNotAdmitted(r.status())) ctx->AddTrailingMetadata(kNotAdmittedKey, "1");
+            reactor->Finish(ToGrpcStatus(r.status()));
+          });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AgentService::Write(grpc::CallbackServerContext* ctx,
+                                              const v1::WriteRequest* request,
+                                              v1::OpResponse* response) {
+  return UnaryOp(ctx, true, request->has_extent() ? &request->extent() : nullptr,
+                 request->has_buffer() ? &request->buffer() : nullptr, response, false,
+                 request->crc32c());
+}
+
+grpc::ServerUnaryReactor* AgentService::Read(grpc::CallbackServerContext* ctx,
+                                             const v1::ReadRequest* request,
+                                             v1::OpResponse* response) {
+  return UnaryOp(ctx, false, request->has_extent() ? &request->extent() : nullptr,
+                 request->has_buffer() ? &request->buffer() : nullptr, response,
+                 request->sync(), request->crc32c());
+}
+
+grpc::ServerUnaryReactor* AgentService::GetInfo(grpc::CallbackServerContext* ctx,
+                                                const v1::GetInfoRequest* request,
+                                                v1::GetInfoResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const auto deadline =
+      std::min(ctx->deadline(), std::chrono::system_clock::now() + std::chrono::seconds(10));
+  upstream_->GetInfo(deadline, [this, reactor, response](absl::StatusOr<v1::GetInfoResponse> r) {
+    if (!r.ok()) {
+      reactor->Finish(ToGrpcStatus(UpstreamError(upstream_->address(), r.status())));
+      return;
+    }
+    response->set_version(GDR_VERSION);
+    v1::TransportInfo* t = response->add_transports();
+    t->set_transport(v1::TRANSPORT_LOCAL);
+    t->set_available(true);
+    // Which path the agent reaches the daemon by: the caller's memory goes no other way.
+    t->set_detail(absl::StrCat("through gdragent ", GDR_VERSION, ": ", upstream_->Path()));
+    *response->mutable_volumes() = r->volumes();
+    // The daemon's limits, but ops in flight as this agent admits one client's.
+    v1::Limits* l = response->mutable_limits();
+    *l = r->limits();
+    const uint32_t per_client = sessions_->max_ops_per_session();
+    l->set_max_inflight_ops(std::min(per_client, l->max_inflight_ops() ? l->max_inflight_ops()
+                                                                       : per_client));
+    l->set_max_inflight_per_stream(l->max_inflight_ops());
+    v1::LocalInfo* local = response->mutable_local();
+    local->set_socket_path(options_.socket_path);
+    local->set_host_id(options_.host_id);
+    response->mutable_tls()->set_enabled(false);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AgentService::Ping(grpc::CallbackServerContext* ctx,
+                                             const v1::PingRequest* request,
+                                             v1::PingResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AgentService::GetStats(grpc::CallbackServerContext* ctx,
+                                                 const v1::GetStatsRequest* request,
+                                                 v1::GetStatsResponse* response) {
+  const std::optional<uid_t> caller = CallerUid(*ctx);
+  const bool see_all = caller && (*caller == 0 || *caller == options_.agent_uid);
+  response->set_version(GDR_VERSION);
+  response->set_uptime_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - started_)));
+  v1::AgentStats* agent = response->mutable_agent();
+  sessions_->Fill(response, agent, caller, see_all);
+  if (const handoff::HandoffServer* h = handoff_.load()) {
+    const handoff::HandoffStats hs = h->stats();
+    agent->set_sessions(static_cast<uint32_t>(hs.sessions));
+    agent->set_regions(hs.regions);
+    agent->set_registered_bytes(hs.bytes);
+    agent->set_sessions_total(hs.sessions_total);
+    agent->set_refused(hs.refused);
+  }
+  agent->set_upstream(upstream_->Path());
+  agent->set_upstream_registrations(upstream_->live_registrations());
+  v1::AdmissionStats* a = response->mutable_admission();
+  a->set_inflight_ops(static_cast<uint32_t>(std::max<int64_t>(0, sessions_->inflight())));
+  a->set_open_streams(streams_.load());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse>* AgentService::Connect(
+    grpc::CallbackServerContext* ctx) {
+  return new RefusedBidi<v1::ConnectRequest, v1::ConnectResponse>(grpc::Status(
+      grpc::StatusCode::UNIMPLEMENTED,
+      "gdragent: the agent offers the local transport only; its own connection to the daemon "
+      "is its business (GetInfo says which)"));
+}
+
+}  // namespace gdr::agent

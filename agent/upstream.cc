@@ -1,0 +1,267 @@
+#include "agent/upstream.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/base/log.h"
+#include "common/base/thread_name.h"
+#include "common/grpc/grpc_status.h"
+
+namespace gdr::agent {
+
+namespace v1 = gdrstore::v1;
+
+namespace {
+
+// The client library's OpStream answers an op it never sent, because its call had already
+// ended or been closed, with these words (client/src/op_stream.cc, Reactor::Submit): such an op
+// may go again on a fresh stream without ever having run twice.
+bool NeverSent(const absl::Status& s) {
+  return absl::StartsWith(s.message(), "stream has ended") ||
+         absl::StartsWith(s.message(), "stream is closed");
+}
+
+// An op failure that may mean its Stream call is over (the daemon restarted, a link or the
+// channel broke) or hung: the lane is replaced. Replacing a healthy one costs one new call.
+bool LaneSuspect(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnauthenticated:
+      return true;
+    default:
+      return NeverSent(s);
+  }
+}
+
+}  // namespace
+
+Upstream::Upstream(std::unique_ptr<gdrstore::Client> client, std::string address)
+    : address_(std::move(address)), client_(std::move(client)) {}
+
+absl::StatusOr<std::unique_ptr<Upstream>> Upstream::Connect(const gdrstore::ClientOptions& options,
+                                                            uint32_t streams) {
+  absl::StatusOr<std::unique_ptr<gdrstore::Client>> client = gdrstore::Client::Connect(options);
+  if (!client.ok()) {
+    return absl::Status(client.status().code(),
+                        absl::StrCat("daemon ", options.daemon_address, " over ",
+                                     gdrstore::TransportName(options.transport), ": ",
+                                     client.status().message()));
+  }
+  std::unique_ptr<Upstream> up(new Upstream(*std::move(client), options.daemon_address));
+  {
+    absl::MutexLock lock(&up->mu_);
+    for (uint32_t i = 0; i < std::max(streams, 1u); ++i) {
+      absl::StatusOr<std::unique_ptr<gdrstore::OpStream>> s = up->client_->OpenStream();
+      if (!s.ok()) return s.status();
+      up->lanes_.push_back(Lane{std::move(*s), 0});
+    }
+  }
+  up->closer_ = std::thread([p = up.get()] { p->CloseRetired(); });
+  return up;
+}
+
+Upstream::~Upstream() {
+  {
+    absl::MutexLock lock(&mu_);
+    for (Lane& l : lanes_) retired_.push_back(std::move(l.stream));
+    lanes_.clear();
+    stopping_ = true;
+  }
+  if (closer_.joinable()) closer_.join();
+  client_.reset();
+}
+
+absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> Upstream::Register(
+    const handoff::ImportedRegion& region) {
+  if (region.gpu()) return client_->RegisterGpuMemory(region.device_ptr(), region.size());
+  return client_->RegisterHostMemory(region.host(), region.size());
+}
+
+uint32_t Upstream::PickLane() { return next_lane_.fetch_add(1, std::memory_order_relaxed); }
+
+std::chrono::system_clock::time_point Upstream::DeadlineOf(const UpstreamOp& op) const {
+  if (op.deadline != std::chrono::system_clock::time_point::max()) return op.deadline;
+  const std::chrono::milliseconds timeout = client_->rpc_timeout();
+  if (timeout.count() == 0) return std::chrono::system_clock::time_point::max();
+  return std::chrono::system_clock::now() + timeout;
+}
+
+void Upstream::Submit(const UpstreamOp& op, uint32_t lane, Done done) {
+  UpstreamOp fixed = op;
+  fixed.deadline = DeadlineOf(op);  // once: a resubmission keeps the op's first deadline
+  // The Client's CRC32C is a setting of the whole client; an op that asks for it alone goes as
+  // a unary call, whose request carries the flag.
+  if (op.crc32c) {
+    SubmitUnary(fixed, std::move(done));
+    return;
+  }
+  SubmitOnLane(fixed, lane, false, std::move(done));
+}
+
+void Upstream::SubmitOnLane(const UpstreamOp& op, uint32_t lane, bool retried, Done done) {
+  std::shared_ptr<gdrstore::OpStream> stream;
+  uint64_t generation = 0;
+  uint32_t index = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!lanes_.empty()) {
+      index = lane % static_cast<uint32_t>(lanes_.size());
+      stream = lanes_[index].stream;
+      generation = lanes_[index].generation;
+    }
+  }
+  if (stream == nullptr) {
+    done(absl::UnavailableError("the agent's upstream client is closing"));
+    return;
+  }
+  stream->Submit(
+      op.kind, op.extent, *op.buffer, op.offset,
+      [this, op, index, generation, retried,
+       done = std::move(done)](absl::StatusOr<gdrstore::OpResult> r) mutable {
+        if (!r.ok() && LaneSuspect(r.status())) {
+          Retire(index, generation);
+          if (!retried && NeverSent(r.status())) {
+            SubmitOnLane(op, index, true, std::move(done));
+            return;
+          }
+        }
+        done(std::move(r));
+      },
+      op.deadline);
+}
+
+void Upstream::Retire(uint32_t lane, uint64_t generation) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_ || lane >= lanes_.size() || lanes_[lane].generation != generation) return;
+  // Opening a stream starts the call and returns; nothing of it runs inline.
+  absl::StatusOr<std::unique_ptr<gdrstore::OpStream>> fresh = client_->OpenStream();
+  if (!fresh.ok()) {
+    GDR_LOG_EVERY_N_SEC(kWarning, 5) << "cannot open a stream to " << address_ << ": "
+                                      << fresh.status().message();
+    return;
+  }
+  retired_.push_back(std::move(lanes_[lane].stream));
+  lanes_[lane].stream = std::move(*fresh);
+  ++lanes_[lane].generation;
+  replaced_.fetch_add(1, std::memory_order_relaxed);
+  GDR_LOG_EVERY_N_SEC(kInfo, 5) << "upstream stream " << lane << " to " << address_
+                                 << " replaced after a failed op";
+}
+
+void Upstream::CloseRetired() {
+  SetThreadName("gdragent-close");
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || !retired_.empty();
+  };
+  for (;;) {
+    std::shared_ptr<gdrstore::OpStream> stream;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&ready));
+      if (retired_.empty()) return;  // stopping, and every retired stream is closed
+      stream = std::move(retired_.front());
+      retired_.pop_front();
+    }
+    if (stream == nullptr) continue;
+    // A submitter may still hold the stream for a Submit it is making (its op would be refused
+    // "stream is closed" and sent again); close once none does. Retired, it is handed out no
+    // more, so this ends.
+    while (stream.use_count() > 1) absl::SleepFor(absl::Milliseconds(1));
+    // Waits for the stream's ops (answered, or failed at their deadline).
+    const absl::Status s = stream->Close();
+    if (!s.ok()) GDR_LOG(kDebug) << "retired upstream stream ended: " << s.message();
+  }
+}
+
+void Upstream::SubmitUnary(const UpstreamOp& op, Done done) {
+  absl::StatusOr<v1::RemoteBuffer> rb =
+      client_->Describe(*op.buffer, op.offset, op.extent.length);
+  if (!rb.ok()) {
+    done(rb.status());
+    return;
+  }
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::WriteRequest write;
+    v1::ReadRequest read;
+    v1::OpResponse response;
+    Done done;
+  };
+  auto* call = new Call();
+  call->done = std::move(done);
+  auto fill = [&op, &rb](auto* request) {
+    v1::Extent* e = request->mutable_extent();
+    e->set_volume(op.extent.volume);
+    e->set_offset(op.extent.offset);
+    e->set_length(op.extent.length);
+    *request->mutable_buffer() = *rb;
+    request->set_crc32c(op.crc32c);
+  };
+  if (op.deadline != std::chrono::system_clock::time_point::max()) {
+    call->ctx.set_deadline(op.deadline);
+  }
+  auto on_done = [call](grpc::Status st) {
+    absl::StatusOr<gdrstore::OpResult> result;
+    if (st.ok()) {
+      result = gdrstore::OpResult{call->response.bytes(), call->response.service_ns(),
+                                  call->response.synced(), std::nullopt};
+      if (call->response.has_crc32c()) result->crc32c = call->response.crc32c();
+    } else {
+      result = FromGrpcStatus(st);
+      const auto& trailers = call->ctx.GetServerTrailingMetadata();
+      if (auto it = trailers.find(kNotAdmittedKey); it != trailers.end() && it->second == "1") {
+        result = MarkNotAdmitted(result.status());
+      }
+    }
+    Done cb = std::move(call->done);
+    delete call;
+    cb(std::move(result));
+  };
+  if (op.kind == gdrstore::OpKind::kWrite) {
+    fill(&call->write);
+    client_->stub()->async()->Write(&call->ctx, &call->write, &call->response,
+                                    std::move(on_done));
+  } else {
+    fill(&call->read);
+    call->read.set_sync(op.kind == gdrstore::OpKind::kReadSync);
+    client_->stub()->async()->Read(&call->ctx, &call->read, &call->response, std::move(on_done));
+  }
+}
+
+void Upstream::GetInfo(std::chrono::system_clock::time_point deadline,
+                       std::function<void(absl::StatusOr<v1::GetInfoResponse>)> done) {
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::GetInfoRequest request;
+    v1::GetInfoResponse response;
+    std::function<void(absl::StatusOr<v1::GetInfoResponse>)> done;
+  };
+  auto* call = new Call();
+  call->done = std::move(done);
+  call->ctx.set_deadline(deadline);
+  client_->stub()->async()->GetInfo(&call->ctx, &call->request, &call->response,
+                                    [call](grpc::Status st) {
+                                      absl::StatusOr<v1::GetInfoResponse> r =
+                                          st.ok() ? absl::StatusOr<v1::GetInfoResponse>(
+                                                        std::move(call->response))
+                                                  : FromGrpcStatus(st);
+                                      auto cb = std::move(call->done);
+                                      delete call;
+                                      cb(std::move(r));
+                                    });
+}
+
+std::string Upstream::Path() const {
+  const gdrstore::TransportInfo info = client_->transport_info();
+  return absl::StrCat("agent -> ", address_, " over ", gdrstore::TransportName(info.kind),
+                      info.description.empty() ? "" : absl::StrCat(" (", info.description, ")"));
+}
+
+}  // namespace gdr::agent

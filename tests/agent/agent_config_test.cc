@@ -1,0 +1,93 @@
+// gdragent's flags: what it needs (a daemon), what it refuses (a relative or too long socket
+// path, a mode that locks its owner out, a malformed size), and what the flags become.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "agent/agent_config.h"
+
+namespace gdr::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<AgentConfig> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "gdragent");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return ParseAgentConfig(static_cast<int>(argv.size()), argv.data());
+}
+
+// Why `args` are refused ("" when they are not).
+std::string Why(std::vector<std::string> args) {
+  return std::string(Parse(std::move(args)).status().message());
+}
+
+TEST(AgentConfigTest, FlagsBecomeTheSettings) {
+  auto cfg = Parse({"--daemon", "10.0.0.7:50051", "--socket", "/run/x/agent.sock",
+                    "--socket-mode", "0666", "--allow-uid", "1000", "--allow-uid", "1001",
+                    "--allow-gid", "2000", "--max-bytes-per-client", "2GiB",
+                    "--max-ops-per-client", "64", "--upstream-timeout-ms", "5000",
+                    "--upstream-streams", "8", "--transport", "tcp"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->upstream.daemon_address, "10.0.0.7:50051");
+  EXPECT_EQ(cfg->socket_path, "/run/x/agent.sock");
+  EXPECT_EQ(cfg->socket_mode, 0666u);
+  EXPECT_EQ(cfg->allow_uids, (std::vector<uid_t>{1000, 1001}));
+  EXPECT_EQ(cfg->allow_gids, (std::vector<gid_t>{2000}));
+  EXPECT_EQ(cfg->max_bytes_per_client, 2ull << 30);
+  EXPECT_EQ(cfg->max_ops_per_client, 64u);
+  EXPECT_EQ(cfg->upstream.rpc_timeout, std::chrono::milliseconds(5000));
+  EXPECT_EQ(cfg->upstream_streams, 8u);
+  EXPECT_EQ(cfg->upstream.transport, gdrstore::Transport::kTcp);
+}
+
+TEST(AgentConfigTest, DefaultsAreTheDocumentedOnes) {
+  auto cfg = Parse({"--daemon", "127.0.0.1:50051"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->socket_path, "/run/gdragent/agent.sock");
+  EXPECT_EQ(cfg->socket_mode, 0660u);
+  EXPECT_TRUE(cfg->allow_uids.empty());
+  EXPECT_EQ(cfg->max_bytes_per_client, 0u);
+  EXPECT_EQ(cfg->max_ops_per_client, 1024u);
+}
+
+TEST(AgentConfigTest, RefusesWhatCannotWork) {
+  EXPECT_THAT(Why({}), HasSubstr("--daemon"));
+  EXPECT_THAT(Why({"--daemon", "nohostport"}), HasSubstr("--daemon"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--socket", "agent.sock"}), HasSubstr("absolute"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--socket", "/" + std::string(200, 'a')}),
+              HasSubstr("longer than a Unix socket path"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--socket-mode", "0066"}), HasSubstr("owner"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--socket-mode", "rw"}), HasSubstr("octal"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--max-bytes-per-client", "lots"}),
+              HasSubstr("--max-bytes-per-client"));
+  EXPECT_FALSE(Parse({"--daemon", "127.0.0.1:1", "--transport", "carrier-pigeon"}).ok());
+  EXPECT_FALSE(Parse({"--daemon", "127.0.0.1:1", "--max-ops-per-client", "0"}).ok());
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--tls-cert", "/x.pem"}), HasSubstr("--tls-key"));
+}
+
+TEST(AgentConfigTest, ThePackagedConfigParses) {
+  auto cfg = Parse({"--config", GDR_SOURCE_DIR "/deploy/systemd/gdragent.conf"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->socket_path, "/run/gdragent/agent.sock");
+  EXPECT_EQ(cfg->socket_mode, 0666u);
+  EXPECT_EQ(cfg->upstream.daemon_address, "127.0.0.1:50051");
+  EXPECT_EQ(cfg->max_ops_per_client, 1024u);
+  // A flag wins over the file.
+  cfg = Parse({"--config", GDR_SOURCE_DIR "/deploy/systemd/gdragent.conf", "--daemon",
+               "10.1.1.1:7000"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->upstream.daemon_address, "10.1.1.1:7000");
+}
+
+TEST(AgentConfigTest, HelpIsNotAnError) {
+  auto cfg = Parse({"--help"});
+  EXPECT_TRUE(absl::IsCancelled(cfg.status()));
+  EXPECT_THAT(std::string(cfg.status().message()), HasSubstr("--allow-uid"));
+}
+
+}  // namespace
+}  // namespace gdr::agent

@@ -1,0 +1,243 @@
+// gdragent's data path against a real gdrstored over tcp: a client hands the agent a memfd and
+// opens a channel through its socket, and its gets and puts (unary and on a Stream) move bytes
+// the daemon's pattern verifies; GetInfo and GetStats say what the agent is and what it did;
+// requests the agent cannot serve are refused with the reason, the daemon's own errors come
+// back with their codes.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <set>
+#include <span>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/crc32c.h"
+#include "common/base/pattern.h"
+#include "tests/agent/agent_harness.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/integration/stats_rpc.h"
+
+namespace gdr::agent::test {
+namespace {
+
+namespace v1 = gdrstore::v1;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr uint64_t kVolBytes = 64ull << 20;
+
+std::span<const std::byte> Bytes(const SharedMemory& m, size_t offset, size_t n) {
+  return {m.data() + offset, n};
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto d = integ::DaemonProcess::Start({"--volume", "vol0=64MiB"});
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = *std::move(d);
+    auto a = AgentProcess::Start(daemon_->address(), {});
+    ASSERT_TRUE(a.ok()) << a.status();
+    agent_ = *std::move(a);
+    auto c = AgentClient::Connect(agent_->socket_path(), "agent_test");
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = *std::move(c);
+    auto m = SharedMemory::Create(4 << 20);
+    ASSERT_TRUE(m.ok()) << m.status();
+    mem_ = *std::move(m);
+    auto rkey = client_.Register(*mem_);
+    ASSERT_TRUE(rkey.ok()) << rkey.status();
+    rkey_ = *rkey;
+  }
+
+  std::unique_ptr<integ::DaemonProcess> daemon_;
+  std::unique_ptr<AgentProcess> agent_;
+  AgentClient client_;
+  std::unique_ptr<SharedMemory> mem_;
+  uint32_t rkey_ = 0;
+};
+
+TEST_F(AgentTest, GetsAndPutsMoveVerifiedBytes) {
+  // A get: store bytes land in the client's memfd at an interior offset.
+  const uint64_t n = 1 << 20;
+  auto got = client_.Get("vol0", 12345, client_.Describe(*mem_, rkey_, 4096, n));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->bytes(), n);
+  std::optional<size_t> bad = PatternMismatch(PatternSeed("vol0"), 12345, Bytes(*mem_, 4096, n));
+  EXPECT_FALSE(bad.has_value()) << "first wrong byte at " << *bad;
+
+  // A put of salted bytes, read back into another part of the memory.
+  const uint64_t salt_seed = PatternSeed("vol0", 7);
+  PatternFill(salt_seed, 0, {mem_->data(), n});
+  auto put = client_.Put("vol0", 8 << 20, client_.Describe(*mem_, rkey_, 0, n));
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ(put->bytes(), n);
+  std::memset(mem_->data() + (2 << 20), 0, n);
+  got = client_.Get("vol0", 8 << 20, client_.Describe(*mem_, rkey_, 2 << 20, n));
+  ASSERT_TRUE(got.ok()) << got.status();
+  bad = PatternMismatch(salt_seed, 0, Bytes(*mem_, 2 << 20, n));
+  EXPECT_FALSE(bad.has_value()) << "first wrong byte at " << *bad;
+
+  // The daemon's own CRC32C comes through.
+  got = client_.Get("vol0", 777, client_.Describe(*mem_, rkey_, 0, 65536), /*crc32c=*/true);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->has_crc32c());
+  EXPECT_EQ(got->crc32c(), Crc32c(mem_->data(), 65536));
+
+  // The daemon served them as ops of its own, from the agent's tcp target.
+  auto direct = integ::ConnectClient(*daemon_);
+  ASSERT_NE(direct, nullptr);
+  auto stats = integ::GetStats(*direct);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->total().write_ops(), 3u);
+  EXPECT_EQ(stats->total().read_ops(), 1u);
+}
+
+TEST_F(AgentTest, StreamOpsMoveVerifiedBytes) {
+  constexpr int kOps = 64;
+  constexpr uint64_t kPiece = 65536;
+  grpc::ClientContext ctx;
+  auto stream = client_.stub->Stream(&ctx);
+  v1::StreamRequest req;
+  for (int i = 0; i < kOps; ++i) {
+    v1::StreamOp* op = req.add_ops();
+    op->set_id(100 + i);
+    v1::WriteRequest* w = op->mutable_write();
+    w->mutable_extent()->set_volume("vol0");
+    w->mutable_extent()->set_offset(kVolBytes - (i + 1) * 1000003ull);
+    w->mutable_extent()->set_length(kPiece);
+    *w->mutable_buffer() = client_.Describe(*mem_, rkey_, i * kPiece, kPiece);
+  }
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->WritesDone());
+  std::set<uint64_t> answered;
+  v1::StreamResponse resp;
+  while (stream->Read(&resp)) {
+    for (const v1::StreamResult& r : resp.results()) {
+      EXPECT_EQ(r.code(), 0) << r.message();
+      EXPECT_EQ(r.bytes(), kPiece);
+      EXPECT_TRUE(answered.insert(r.id()).second) << "answered twice: " << r.id();
+    }
+  }
+  grpc::Status st = stream->Finish();
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(answered.size(), static_cast<size_t>(kOps));
+  for (int i = 0; i < kOps; ++i) {
+    const uint64_t offset = kVolBytes - (i + 1) * 1000003ull;
+    std::optional<size_t> bad =
+        PatternMismatch(PatternSeed("vol0"), offset, Bytes(*mem_, i * kPiece, kPiece));
+    EXPECT_FALSE(bad.has_value()) << "op " << i << ": first wrong byte at " << *bad;
+  }
+}
+
+TEST_F(AgentTest, InfoNamesTheLocalTransportAndThePathToTheDaemon) {
+  auto info = client_.Info();
+  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_EQ(info->transports_size(), 1);
+  EXPECT_EQ(info->transports(0).transport(), v1::TRANSPORT_LOCAL);
+  EXPECT_TRUE(info->transports(0).available());
+  EXPECT_THAT(info->transports(0).detail(),
+              HasSubstr(absl::StrCat("agent -> ", daemon_->address(), " over tcp")));
+  ASSERT_EQ(info->volumes_size(), 1);
+  EXPECT_EQ(info->volumes(0).name(), "vol0");
+  EXPECT_EQ(info->volumes(0).size(), kVolBytes);
+  EXPECT_EQ(info->local().socket_path(), agent_->socket_path());
+  EXPECT_FALSE(info->local().host_id().empty());
+  EXPECT_EQ(info->limits().max_inflight_ops(), 1024u);  // the agent's per-client default
+
+  ASSERT_TRUE(client_.Get("vol0", 0, client_.Describe(*mem_, rkey_, 0, 4096)).ok());
+  auto stats = client_.Stats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  const v1::AgentStats& a = stats->agent();
+  EXPECT_THAT(a.upstream(), HasSubstr(absl::StrCat("agent -> ", daemon_->address(), " over tcp")));
+  EXPECT_EQ(a.regions(), 1u);
+  EXPECT_EQ(a.registered_bytes(), mem_->size());
+  EXPECT_EQ(a.upstream_registrations(), 1u);
+  ASSERT_EQ(a.clients_size(), 1);
+  EXPECT_EQ(a.clients(0).pid(), static_cast<uint32_t>(::getpid()));
+  EXPECT_EQ(a.clients(0).uid(), ::getuid());
+  EXPECT_EQ(a.clients(0).name(), "agent_test");
+  EXPECT_EQ(a.clients(0).regions(), 1u);
+  EXPECT_EQ(a.clients(0).ops().write_ops(), 1u);
+  EXPECT_EQ(a.clients(0).ops().write_bytes(), 4096u);
+  EXPECT_EQ(stats->total().write_ops(), 1u);
+}
+
+TEST_F(AgentTest, RefusesWhatItCannotServeAndPassesTheDaemonsErrors) {
+  // Another transport's endpoint.
+  v1::RemoteBuffer tcp = client_.Describe(*mem_, rkey_, 0, 4096);
+  tcp.mutable_tcp()->set_host("127.0.0.1");
+  tcp.mutable_tcp()->set_port(1);
+  auto r = client_.Get("vol0", 0, tcp);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), StartsWith("gdragent: "));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("local transport"));
+
+  // A key that is not the session's.
+  v1::RemoteBuffer wrong = client_.Describe(*mem_, rkey_, 0, 4096);
+  wrong.mutable_local()->set_key(std::string(16, 'x'));
+  r = client_.Get("vol0", 0, wrong);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << r.status();
+
+  // Past the end of the region.
+  r = client_.Get("vol0", 0, client_.Describe(*mem_, rkey_, mem_->size() - 100, 4096));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+
+  // No such rkey.
+  r = client_.Get("vol0", 0, client_.Describe(*mem_, rkey_ ^ 0x5a5a, 0, 4096));
+  EXPECT_FALSE(r.ok());
+
+  // The daemon's answer, code kept, said to come through the agent.
+  r = client_.Get("nosuchvolume", 0, client_.Describe(*mem_, rkey_, 0, 4096));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+  EXPECT_THAT(std::string(r.status().message()),
+              StartsWith(absl::StrCat("gdragent: daemon ", daemon_->address(), ": ")));
+  r = client_.Get("vol0", kVolBytes - 100, client_.Describe(*mem_, rkey_, 0, 4096));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kOutOfRange) << r.status();
+
+  // Memory handed over read-only takes puts, never gets.
+  auto ro_mem = SharedMemory::Create(1 << 20);
+  ASSERT_TRUE(ro_mem.ok());
+  auto ro = client_.Register(**ro_mem, /*writable=*/false);
+  ASSERT_TRUE(ro.ok()) << ro.status();
+  r = client_.Get("vol0", 0, client_.Describe(**ro_mem, *ro, 0, 4096));
+  EXPECT_FALSE(r.ok());
+  PatternFill(PatternSeed("vol0", 3), 0, {(*ro_mem)->data(), 4096});
+  auto put = client_.Put("vol0", 1 << 20, client_.Describe(**ro_mem, *ro, 0, 4096));
+  EXPECT_TRUE(put.ok()) << put.status();
+
+  // Requests without what every op needs.
+  grpc::ClientContext ctx;
+  v1::WriteRequest empty;
+  v1::OpResponse resp;
+  grpc::Status s = client_.stub->Write(&ctx, empty, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+
+  // None of it hurt: a good op still goes through.
+  auto ok = client_.Get("vol0", 0, client_.Describe(*mem_, rkey_, 0, 4096));
+  EXPECT_TRUE(ok.ok()) << ok.status();
+  EXPECT_TRUE(agent_->Running());
+}
+
+TEST_F(AgentTest, ChannelDescriptorMustBeAConnectedStreamSocket) {
+  // A memfd where the channel's socket should be.
+  auto m = SharedMemory::Create(4096);
+  ASSERT_TRUE(m.ok());
+  absl::Status s = client_.session->OpenChannel((*m)->fd());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  // A stream socket connected to nothing.
+  ScopedFd lone(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(lone.valid());
+  s = client_.session->OpenChannel(lone.get());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not connected"));
+  // The session and its channel go on.
+  auto ok = client_.Get("vol0", 0, client_.Describe(*mem_, rkey_, 0, 4096));
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
+}  // namespace
+}  // namespace gdr::agent::test
