@@ -19,7 +19,7 @@ for e in "${exes[@]}"; do
   [[ -f $B/$e ]] || { echo "gpu-carry: $B/$e is missing (build it first)" >&2; exit 1; }
 done
 # The GPU test binaries (tests/gpu/run-gpu-tests.sh) when they were built.
-for t in tests/common/gpu_memory_test tests/integration/gpu_data_path_test \
+for t in agent/gdragent tests/common/gpu_memory_test tests/integration/gpu_data_path_test \
          tests/integration/gdrctl_gpu_test tests/common/gpu_ipc_test \
          tests/integration/local_transport_test; do
   if [[ -f $B/$t ]]; then exes+=("$t"); else echo "gpu-carry: no $B/$t, not carried" >&2; fi
