@@ -34,6 +34,6 @@ absl::StatusOr<std::unique_ptr<PinnedHostRange>> PinnedHostRange::Create(void*, 
   return NotBuilt();
 }
 
-PinnedHostRange::~PinnedHostRange() = default;
+PinnedHostRange::~PinnedHostRange() { (void)p_; }  // nothing was locked
 
 }  // namespace gdr::cuda

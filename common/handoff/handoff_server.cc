@@ -245,7 +245,9 @@ void HandoffServer::Impl::Serve(Conn* c) {
   SetSendTimeout(fd, opt_.hello_timeout);  // a peer that does not read holds no thread for ever
   if (std::optional<SessionInfo> info = OpenSession(fd)) {
     ServeSession(fd, *info);
-    table_.Close(info->id);
+    const size_t regions = table_.Close(info->id);
+    GDR_LOG(kDebug) << "handoff: session " << absl::StrFormat("%016x", info->id)
+                    << " ended; its " << regions << " regions left the table";
     if (opt_.on_session_end) opt_.on_session_end(*info);
   }
   ::shutdown(fd, SHUT_RDWR);  // the peer sees the end now; the number is freed at reaping
@@ -275,8 +277,9 @@ std::optional<SessionInfo> HandoffServer::Impl::OpenSession(int fd) {
   }
   const auto* hello = std::get_if<Hello>(&m->body);
   if (hello == nullptr) {
-    ReplyError(fd, id, absl::FailedPreconditionError(absl::StrCat(
-                           "the first message must be HELLO, not ", MessageTypeName(TypeOf(m->body)))));
+    ReplyError(fd, id,
+               absl::FailedPreconditionError(absl::StrCat(
+                   "the first message must be HELLO, not ", MessageTypeName(TypeOf(m->body)))));
     return std::nullopt;
   }
   if (absl::Status s = opt_.admit ? opt_.admit(*peer) : absl::OkStatus(); !s.ok()) {
@@ -339,7 +342,9 @@ void HandoffServer::Impl::ServeSession(int fd, const SessionInfo& info) {
 absl::StatusOr<Body> HandoffServer::Impl::Handle(const SessionInfo& info, Message m,
                                                  std::vector<ScopedFd> fds) {
   ScopedFd fd = fds.empty() ? ScopedFd() : std::move(fds[0]);
-  if (const auto* r = std::get_if<Register>(&m.body)) return HandleRegister(info, *r, std::move(fd));
+  if (const auto* r = std::get_if<Register>(&m.body)) {
+    return HandleRegister(info, *r, std::move(fd));
+  }
   if (const auto* d = std::get_if<Deregister>(&m.body)) {
     if (absl::Status s = table_.Remove(info.id, d->rkey); !s.ok()) return s;
     return Deregistered{};

@@ -29,6 +29,10 @@ struct SessionInfo {
   std::string name;  // from HELLO
 };
 
+// Callbacks run on the connection's own thread (one per connection), never under the server's
+// lock, so calls for different sessions may run at once and one session's calls never overlap;
+// they may call Resolve and Session, never Stop. on_register runs before the region is in the
+// table (Resolve does not find it yet) and before REGISTERED is sent.
 struct HandoffServerOptions {
   std::string socket_path;  // created (a stale socket file is replaced); removed on Stop
   mode_t socket_mode = 0660;
@@ -40,6 +44,8 @@ struct HandoffServerOptions {
   // the limit. 0: unlimited bytes.
   uint32_t max_regions_per_session = 4096;
   uint64_t max_bytes_per_session = 0;
+  // Connections served at once, those still before HELLO included; one past it is answered
+  // RESOURCE_EXHAUSTED naming max_sessions and closed.
   uint32_t max_sessions = 1024;
   // A peer that sends nothing for this long after connecting, or in the middle of a request,
   // is not waited on for ever: HELLO must come within it.

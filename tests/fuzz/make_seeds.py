@@ -368,7 +368,8 @@ HANDOFF_MAGIC, HANDOFF_VERSION = 0x48524447, 1
 
 
 def handoff(mtype, body, request_id=1):
-    return struct.pack("<IHHII", HANDOFF_MAGIC, HANDOFF_VERSION, mtype, request_id, len(body)) + body
+    header = struct.pack("<IHHII", HANDOFF_MAGIC, HANDOFF_VERSION, mtype, request_id, len(body))
+    return header + body
 
 
 def hstr(s):
@@ -396,7 +397,8 @@ def handoff_message_seeds():
     put(t, "deregistered", b"\x00" + handoff(6, b"", 10))
     put(t, "open_channel", b"\x01" + handoff(7, b"", 11))
     put(t, "channel_open", b"\x00" + handoff(8, b"", 11))
-    put(t, "error", b"\x00" + handoff(9, struct.pack("<I", 7) + hstr(b"uid 65534 is not admitted"), 1))
+    put(t, "error", b"\x00" + handoff(9, struct.pack("<I", 7) +
+                                     hstr(b"uid 65534 is not admitted"), 1))
     # Near misses: the wrong descriptor count, a string past the end, a zero size.
     put(t, "register_memfd_no_fd", b"\x00" + handoff(3, hregister(1, True, 0x1000, 4096, 0, 0)))
     put(t, "hello_name_past_end", b"\x00" + handoff(1, struct.pack("<H", 40) + b"short"))

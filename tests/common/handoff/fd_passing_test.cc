@@ -68,7 +68,8 @@ TEST(FdPassingTest, MessageBoundariesHold) {
 
 TEST(FdPassingTest, TooManyDescriptorsAreRefusedAndClosed) {
   Pair p = SeqPacketPair();
-  ScopedFd n1(::open("/dev/null", O_RDONLY | O_CLOEXEC)), n2(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  ScopedFd n1(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  ScopedFd n2(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   const int before = OpenFdCount();
   ASSERT_TRUE(SendWithFds(p.a.get(), "two fds", {n1.get(), n2.get()}).ok());
   absl::StatusOr<ReceivedMessage> m =

@@ -155,7 +155,8 @@ TEST_F(HandoffHostileTest, DescriptorsThatAreNoSealedMemfdAreRefused) {
   ExpectAnswered(p, reg, {ro.get()}, 5, "read-write");
   EXPECT_EQ(t_.server->stats().regions, 0u);
   // Only this peer's session is left once the good clients' ends are seen.
-  EXPECT_TRUE(integ::PollUntil([&] { return t_.server->stats().sessions == 1; }, absl::Seconds(30)));
+  EXPECT_TRUE(
+      integ::PollUntil([&] { return t_.server->stats().sessions == 1; }, absl::Seconds(30)));
 }
 
 TEST_F(HandoffHostileTest, WhatIsNotThisProtocolClosesOnlyThatConnection) {

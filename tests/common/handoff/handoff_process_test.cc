@@ -47,15 +47,15 @@ PeerOutput Parse(const std::string& text) {
     std::istringstream words(line);
     std::string word, a, b, c, d;
     words >> word;
-    if (word == "session" && (words >> a >> b >> c) && b == "key") {
-      absl::SimpleHexAtoi(a, &out.session);
+    if (word == "session" && (words >> a >> b >> c) && b == "key" &&
+        absl::SimpleHexAtoi(a, &out.session)) {
       out.key = absl::HexStringToBytes(c);
     } else if (word == "region" && (words >> a >> b >> c >> d)) {
       PeerOutput::Region r;
-      absl::SimpleHexAtoi(b, &r.rkey);
-      absl::SimpleHexAtoi(c, &r.address);
-      absl::SimpleAtoi(d, &r.size);
-      out.regions.push_back(r);
+      if (absl::SimpleHexAtoi(b, &r.rkey) && absl::SimpleHexAtoi(c, &r.address) &&
+          absl::SimpleAtoi(d, &r.size)) {
+        out.regions.push_back(r);
+      }
     } else if (word == "ready") {
       out.ready = true;
     } else if (word == "error") {

@@ -72,7 +72,9 @@ absl::StatusOr<HelloOk> RawPeer::Hello(const std::string& name) {
 }
 
 absl::Status ErrorIn(const absl::StatusOr<Message>& reply) {
-  if (!reply.ok()) return absl::InternalError(absl::StrCat("no reply: ", reply.status().ToString()));
+  if (!reply.ok()) {
+    return absl::InternalError(absl::StrCat("no reply: ", reply.status().ToString()));
+  }
   if (const auto* e = std::get_if<Error>(&reply->body)) {
     return absl::Status(static_cast<absl::StatusCode>(e->code), e->message);
   }
