@@ -91,6 +91,7 @@ void ClientTable::End(uint64_t session) {
     absl::MutexLock lock(&s->mu);
     gone.swap(s->regions);
     s->registered_bytes = 0;
+    s->ended = true;
   }
   // `gone` goes here: each region whose ops are done is withdrawn and unmapped now, the others
   // when their last op ends.
@@ -131,6 +132,7 @@ absl::StatusOr<AdmittedOp> ClientTable::Begin(
   AdmittedOp op;
   {
     absl::MutexLock lock(&s->mu);
+    if (s->ended) return absl::UnavailableError(absl::StrCat("session ", session, " has ended"));
     auto it = s->regions.find(region->rkey());
     if (it == s->regions.end() || it->second->region.get() != region.get()) {
       return absl::InternalError(absl::StrCat("region rkey ", region->rkey(), " of ",

@@ -103,6 +103,7 @@ struct Session {
   std::map<uint32_t, std::shared_ptr<const MappedRegion>> regions ABSL_GUARDED_BY(mu);
   uint64_t registered_bytes ABSL_GUARDED_BY(mu) = 0;
   OpCounts counts ABSL_GUARDED_BY(mu);
+  bool ended ABSL_GUARDED_BY(mu) = false;  // its connection closed: it admits no op more
 };
 
 // "uid 1000 pid 4242 (name)": how logs, errors and GetStats name a client.

@@ -85,11 +85,8 @@ expect common/handoff/handoff_server.cc common/etcd/etcd_client.h 1
 expect common/handoff/imported_region.cc common/cuda/gpu_ipc.h 0
 expect common/cuda/gpu.cc common/handoff/imported_region.h 1
 expect agent/upstream.cc client/src/registration.h 1
-expect agent/agent.cc daemon/ops/systemd_notifier.h 1
 expect agent/upstream.cc gdrstore/client.h 0
-expect agent/agent.cc common/handoff/handoff_server.h 0
 expect client/src/client.cc agent/upstream.h 1
-expect daemon/ops/daemon.cc agent/agent.h 1
 
 # A file at the top of daemon/ other than main.cc.
 echo '// stray' >"$work/daemon/stray.cc"
