@@ -17,9 +17,7 @@
 #include "client/src/page_rounding.h"
 #include "client/src/registration.h"
 #include "client/src/sliced_op.h"
-#include "client/src/transport/agent/agent_channel.h"
 #include "client/src/transport/client_transport.h"
-#include "client/src/transport/local/local_transport.h"
 #include "client/src/transport/region.h"
 #include "client/src/transport/open_client_transport.h"
 #include "common/cuda/gpu.h"
@@ -123,15 +121,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   if (!options.agent.empty()) {
     // Through the node agent: its socket carries the memory and the calls; it reaches the
     // daemons its own way.
-    absl::Duration timeout = absl::Seconds(10);
-    if (options.rpc_timeout.count() > 0) {
-      timeout = std::min(timeout, absl::FromChrono(options.rpc_timeout));
-    }
-    GDR_ASSIGN_OR_RETURN(gdr::AgentConnection agent, gdr::ConnectAgent(options.agent, timeout));
+    GDR_ASSIGN_OR_RETURN(gdr::OpenedAgent agent, gdr::OpenAgent(options));
     auto client = std::unique_ptr<Client>(new Client(options, std::move(agent.channel)));
     client->options_.transport = Transport::kLocal;
     client->options_.local_socket = options.agent;
-    client->transport_ = gdr::LocalTransport::Over(std::move(agent.session), /*agent=*/true);
+    client->transport_ = std::move(agent.transport);
     client->StartWindow(nullptr);
     return client;
   }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/src/transport/agent/agent_channel.h"
 #include "client/src/transport/dc/dc_session.h"
 #include "client/src/transport/local/local_transport.h"
 #include "client/src/transport/rail_set.h"
@@ -368,6 +369,17 @@ absl::StatusOr<OpenedTransport> OpenClientTransport(gdrstore::ClientOptions* opt
   absl::StatusOr<std::shared_ptr<ClientTransport>> opened = OpenKind(options, stub, &info);
   if (!opened.ok()) return opened.status();
   return OpenedTransport{std::move(*opened), std::move(info), ""};
+}
+
+absl::StatusOr<OpenedAgent> OpenAgent(const gdrstore::ClientOptions& options) {
+  absl::Duration timeout = absl::Seconds(10);
+  if (options.rpc_timeout.count() > 0) {
+    timeout = std::min(timeout, absl::FromChrono(options.rpc_timeout));
+  }
+  absl::StatusOr<AgentConnection> agent = ConnectAgent(options.agent, timeout);
+  if (!agent.ok()) return agent.status();
+  return OpenedAgent{std::move(agent->channel),
+                     LocalTransport::Over(std::move(agent->session), /*agent=*/true)};
 }
 
 absl::StatusOr<std::shared_ptr<ClientTransport>> AttachClientTransport(

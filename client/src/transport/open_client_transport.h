@@ -32,6 +32,15 @@ struct OpenedTransport {
 absl::StatusOr<OpenedTransport> OpenClientTransport(gdrstore::ClientOptions* options,
                                                     gdrstore::v1::GdrStore::Stub* stub);
 
+// Through the node agent at options.agent: its socket's handoff session (the transport, local)
+// and the gRPC channel every call goes on (client/src/transport/agent/). The agent's refusal
+// or UNAVAILABLE naming the socket.
+struct OpenedAgent {
+  std::shared_ptr<grpc::Channel> channel;
+  std::shared_ptr<ClientTransport> transport;
+};
+absl::StatusOr<OpenedAgent> OpenAgent(const gdrstore::ClientOptions& options);
+
 // `base` for the daemon behind `stub` (which must outlive what is returned), sharing its target
 // or device and every registration made on it (ClientTransport::Attach). A transport that
 // serves every daemon as it is comes back as a view whose Close leaves it open: `base` is
