@@ -68,6 +68,12 @@ Json InfoJson(const gdrstore::v1::GetInfoResponse& info, gdrstore::Client& clien
     }
     doc["rails"] = std::move(rails);
   }
+  if (const gdrstore::TransportInfo t = client.transport_info();
+      t.kind == gdrstore::Transport::kLocal) {
+    doc["client_local"] = {{"socket", t.local_socket},
+                           {"through_agent", t.through_agent},
+                           {"description", t.description}};
+  }
   if (auto mine = client.transport_info().rdma) {
     doc["client_rdma"] = {{"device", mine->device},
                           {"port", mine->port},
@@ -161,9 +167,12 @@ void PrintInfoText(const gdrstore::v1::GetInfoResponse& response, gdrstore::Clie
               << absl::StrFormat("  rc connection       %u: %u QPs to %s\n", mine->connection_id,
                                  mine->qps, mine->daemon_device);
     std::cout << ClientRailsText(client);
+  } else if (const gdrstore::TransportInfo t = client.transport_info();
+             t.kind == gdrstore::Transport::kLocal) {
+    std::cout << (t.through_agent ? "client (agent):     " : "client (local):     ")
+              << t.description << "\n";
   } else {
-    std::cout << "client tcp target:  " << client.transport_info().target_host << ":" << client.transport_info().target_port
-              << "\n";
+    std::cout << "client tcp target:  " << t.target_host << ":" << t.target_port << "\n";
   }
 }
 
