@@ -195,10 +195,10 @@ TEST_F(BadInputTest, EndpointKindsAreCheckedFirst) {
   ASSERT_EQ(none.endpoint_case(), v1::RemoteBuffer::ENDPOINT_NOT_SET);
   ExpectBoth(MakeExtent("vol0", 0, 4096), none, grpc::INVALID_ARGUMENT, "no endpoint");
 
-  // An endpoint this daemon's schema does not know: only an unknown field number (13, a
+  // An endpoint this daemon's schema does not know: only an unknown field number (14, a
   // length-delimited message as a future transport would be) on the wire.
   std::string raw = none.SerializeAsString();
-  raw += std::string("\x6a\x05\x0a\x03xyz", 7);
+  raw += std::string("\x72\x05\x0a\x03xyz", 7);
   v1::RemoteBuffer unknown;
   ASSERT_TRUE(unknown.ParseFromString(raw));
   ASSERT_EQ(unknown.endpoint_case(), v1::RemoteBuffer::ENDPOINT_NOT_SET);

@@ -125,7 +125,7 @@ TEST(DcSelftestTest, AutoFallsBackAndSaysWhyDcWasNotUsed) {
   EXPECT_TRUE(absl::StrContains(r->out, "PASS local auto: rc") ||
               absl::StrContains(r->out, "PASS local auto: tcp"))
       << r->out;
-  EXPECT_TRUE(absl::StrContains(r->out, "(dc: daemon: ")) << r->out;
+  EXPECT_TRUE(absl::StrContains(r->out, "dc: daemon: ")) << r->out;
 }
 
 }  // namespace
