@@ -11,15 +11,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <fstream>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
 #include "common/base/thread_name.h"
+#include "common/handoff/host_id.h"
 
 namespace gdr::agent {
 
@@ -65,13 +64,6 @@ absl::Status CheckChannelSocket(int fd) {
 
 }  // namespace
 
-std::string HostBootId() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
-  return std::string(absl::StripAsciiWhitespace(id));
-}
-
 absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
   std::unique_ptr<Agent> agent(new Agent(std::move(config)));
   GDR_RETURN_IF_ERROR(agent->StartParts());
@@ -83,7 +75,7 @@ absl::Status Agent::StartParts() {
   sessions_ = std::make_unique<ClientTable>(config_.max_ops_per_client);
   service_ = std::make_unique<AgentService>(
       upstream_.get(), sessions_.get(),
-      AgentServiceOptions{config_.socket_path, HostBootId(), ::getuid()});
+      AgentServiceOptions{config_.socket_path, handoff::HostId(), ::getuid()});
   grpc::ServerBuilder builder;
   builder.RegisterService(service_.get());
   // No listening port: every channel is a socket a client handed over (AddInsecureChannelFromFd).

@@ -62,7 +62,4 @@ class Agent {
   std::thread housekeeping_;
 };
 
-// This host's boot id (/proc/sys/kernel/random/boot_id), empty when it cannot be read.
-std::string HostBootId();
-
 }  // namespace gdr::agent

@@ -13,6 +13,7 @@
 #include "client/src/transport/rc/rc_session.h"
 #include "client/src/transport/tcp/tcp_transport.h"
 #include "common/grpc/grpc_status.h"
+#include "common/handoff/host_id.h"
 #include "common/base/status_macros.h"
 #include "common/verbs/gid_table.h"
 
@@ -173,6 +174,15 @@ absl::StatusOr<std::shared_ptr<ClientTransport>> OpenRails(gdrstore::ClientOptio
 // and it is not there yet) and kept for the next kind auto tries and for the Client.
 using InfoSlot = std::optional<v1::GetInfoResponse>;
 
+// How long a handoff socket's opening exchange may take: 10 s, or the RPC deadline if shorter.
+absl::Duration HandoffTimeout(const gdrstore::ClientOptions& options) {
+  absl::Duration timeout = absl::Seconds(10);
+  if (options.rpc_timeout.count() > 0) {
+    timeout = std::min(timeout, absl::FromChrono(options.rpc_timeout));
+  }
+  return timeout;
+}
+
 // local: the daemon must say it serves the transport and run on this host (the same boot id);
 // its handoff socket is the one it names unless options->local_socket says otherwise.
 absl::StatusOr<std::shared_ptr<ClientTransport>> OpenLocal(gdrstore::ClientOptions* options,
@@ -194,19 +204,15 @@ absl::StatusOr<std::shared_ptr<ClientTransport>> OpenLocal(gdrstore::ClientOptio
     return absl::FailedPreconditionError(
         "transport local: the daemon serves no handoff socket (gdrstored --local-socket)");
   }
-  const std::string here = LocalHostId();
+  const std::string here = handoff::HostId();
   if (daemon.local().host_id() != here) {
     return absl::FailedPreconditionError(absl::StrCat(
         "transport local: the daemon runs on another host (its boot id ", daemon.local().host_id(),
         ", this host's ", here.empty() ? "unreadable" : here, ")"));
   }
   if (options->local_socket.empty()) options->local_socket = daemon.local().socket_path();
-  absl::Duration timeout = absl::Seconds(10);
-  if (options->rpc_timeout.count() > 0) {
-    timeout = std::min(timeout, absl::FromChrono(options->rpc_timeout));
-  }
   absl::StatusOr<std::shared_ptr<LocalTransport>> opened =
-      LocalTransport::Open(options->local_socket, timeout);
+      LocalTransport::Open(options->local_socket, HandoffTimeout(*options));
   if (!opened.ok()) {
     return absl::Status(opened.status().code(),
                         absl::StrCat("transport local: ", opened.status().message()));
@@ -372,11 +378,7 @@ absl::StatusOr<OpenedTransport> OpenClientTransport(gdrstore::ClientOptions* opt
 }
 
 absl::StatusOr<OpenedAgent> OpenAgent(const gdrstore::ClientOptions& options) {
-  absl::Duration timeout = absl::Seconds(10);
-  if (options.rpc_timeout.count() > 0) {
-    timeout = std::min(timeout, absl::FromChrono(options.rpc_timeout));
-  }
-  absl::StatusOr<AgentConnection> agent = ConnectAgent(options.agent, timeout);
+  absl::StatusOr<AgentConnection> agent = ConnectAgent(options.agent, HandoffTimeout(options));
   if (!agent.ok()) return agent.status();
   return OpenedAgent{std::move(agent->channel),
                      LocalTransport::Over(std::move(agent->session), /*agent=*/true)};

@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 
 #include "absl/base/call_once.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -16,6 +14,7 @@
 #include "common/base/thread_name.h"
 #include "common/base/units.h"
 #include "common/cuda/gpu_ipc.h"
+#include "common/handoff/host_id.h"
 #include "common/handoff/imported_region.h"
 #include "daemon/store/mapping_guard.h"
 
@@ -24,13 +23,6 @@ namespace gdr {
 namespace v1 = gdrstore::v1;
 
 namespace {
-
-std::string ReadBootId() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
-  return std::string(absl::StripAsciiWhitespace(id));
-}
 
 std::string Admitted(const LocalOptions& o, uid_t self) {
   if (o.allow_any) return "everyone";
@@ -125,7 +117,7 @@ absl::StatusOr<std::unique_ptr<LocalInitiator>> LocalInitiator::Create(LocalOpti
   // A client may truncate its memfd under an op; the copy then takes SIGBUS, which the guard
   // turns into the op's error (file volumes install it too).
   InstallMappingGuard();
-  std::unique_ptr<LocalInitiator> self(new LocalInitiator(options, ReadBootId()));
+  std::unique_ptr<LocalInitiator> self(new LocalInitiator(options, handoff::HostId()));
   if (self->host_id_.empty()) {
     GDR_LOG(kWarning) << "local: cannot read /proc/sys/kernel/random/boot_id; GetInfo.local "
                          "carries no host id, so clients cannot tell they share this host";

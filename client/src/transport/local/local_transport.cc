@@ -1,8 +1,6 @@
 #include "client/src/transport/local/local_transport.h"
 
-#include <fstream>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/cuda/gpu_ipc.h"
 
@@ -85,13 +83,6 @@ absl::StatusOr<std::shared_ptr<ClientTransport>> LocalTransport::Attach(
   return absl::FailedPreconditionError(
       "transport local serves the one daemon it was opened with; reach a cluster's members "
       "over tcp, rc or dc, or through the node agent");
-}
-
-std::string LocalHostId() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
-  return std::string(absl::StripAsciiWhitespace(id));
 }
 
 }  // namespace gdr

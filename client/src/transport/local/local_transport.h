@@ -47,8 +47,4 @@ class LocalTransport final : public ClientTransport {
   const bool agent_;
 };
 
-// This host's identity as GetInfo's LocalInfo.host_id carries it (the kernel's boot id), so a
-// client can tell whether a daemon shares its host. Empty when it cannot be read.
-std::string LocalHostId();
-
 }  // namespace gdr
