@@ -50,9 +50,10 @@ struct UpstreamFlags {
 void AddUpstreamFlags(CLI::App& app, UpstreamFlags* f) {
   app.add_option("--daemon", f->daemon, "the storage daemon (gdrstored) HOST:PORT; required");
   app.add_option("--transport", f->transport,
-                 "how the daemon reaches memory the agent registered: tcp, rc, dc or auto")
+                 "how the daemon reaches memory the agent registered: tcp, rc, dc, local (a "
+                 "daemon on this host, handed the clients' memory as it came) or auto")
       ->capture_default_str()
-      ->check(CLI::IsMember({"tcp", "rc", "dc", "auto"}));
+      ->check(CLI::IsMember({"tcp", "rc", "dc", "local", "auto"}));
   app.add_option("--target-host", f->target_host,
                  "tcp: the address the daemon connects back to (default: automatic)");
   app.add_option("--rdma-device", f->rdma_device, "rc/dc: RDMA device by name");

@@ -170,6 +170,7 @@ grpc::ServerUnaryReactor* AgentService::UnaryOp(grpc::CallbackServerContext* ctx
               response->set_service_ns(r->service_ns);
               response->set_synced(r->synced);
               if (r->crc32c) response->set_crc32c(*r->crc32c);
+              response->set_path(std::move(r->path));  // the client puts its hop before it
               reactor->Finish(grpc::Status::OK);
               return;
             }

@@ -135,6 +135,7 @@ class AgentService::StreamCall final
       r.set_service_ns(result->service_ns);
       r.set_synced(result->synced);
       if (result->crc32c) r.set_crc32c(*result->crc32c);
+      r.set_path(std::move(result->path));  // the client puts its hop before it
     } else {
       r.set_code(static_cast<int32_t>(result.status().code()));
       r.set_message(std::string(result.status().message()));

@@ -80,8 +80,28 @@ Upstream::~Upstream() {
 
 absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> Upstream::Register(
     const handoff::ImportedRegion& region) {
-  if (region.gpu()) return client_->RegisterGpuMemory(region.device_ptr(), region.size());
-  return client_->RegisterHostMemory(region.host(), region.size());
+  // Registered with the handle it came by: over transport local the daemon is handed the same
+  // memory (the agent could not export imported GPU memory again); tcp, rc and dc register the
+  // agent's mapping.
+  const handoff::Register& s = region.source();
+  gdrstore::HandedOver h;
+  switch (s.kind) {
+    case handoff::MemoryKind::kHostMemfd:
+      h.kind = gdrstore::HandedOver::Kind::kHostMemfd;
+      break;
+    case handoff::MemoryKind::kGpuIpc:
+      h.kind = gdrstore::HandedOver::Kind::kGpuIpcHandle;
+      break;
+    case handoff::MemoryKind::kGpuVmmFd:
+      h.kind = gdrstore::HandedOver::Kind::kGpuVmmFd;
+      break;
+  }
+  h.fd = region.source_fd();
+  h.offset = s.offset;
+  h.allocation_size = s.allocation_size;
+  std::copy(s.ipc_handle.begin(), s.ipc_handle.end(), h.ipc_handle.begin());
+  h.gpu = s.gpu;
+  return client_->RegisterHandedOver(region.host(), region.device_ptr(), region.size(), h);
 }
 
 uint32_t Upstream::PickLane() { return next_lane_.fetch_add(1, std::memory_order_relaxed); }
@@ -207,11 +227,15 @@ void Upstream::SubmitUnary(const UpstreamOp& op, Done done) {
   if (op.deadline != std::chrono::system_clock::time_point::max()) {
     call->ctx.set_deadline(op.deadline);
   }
-  auto on_done = [call](grpc::Status st) {
+  // Sent past the client's dispatch, so the path is named here: the agent's hop to the memory.
+  std::string hop = client_->PathOf(*op.buffer);
+  auto on_done = [call, hop = std::move(hop)](grpc::Status st) {
     absl::StatusOr<gdrstore::OpResult> result;
     if (st.ok()) {
+      const std::string& beyond = call->response.path();
       result = gdrstore::OpResult{call->response.bytes(), call->response.service_ns(),
-                                  call->response.synced(), std::nullopt};
+                                  call->response.synced(), std::nullopt,
+                                  beyond.empty() ? hop : absl::StrCat(hop, ">", beyond)};
       if (call->response.has_crc32c()) result->crc32c = call->response.crc32c();
     } else {
       result = FromGrpcStatus(st);

@@ -11,7 +11,8 @@ norms in bfloat16, scaled to --size-gib with --tensors tensors in all. The page 
 file for every reader (it is read once first), so all four read the same memory.
 
 usage: bench/checkpoint_load.py --gdrstored BIN [--gdragent BIN] [--size-gib 6.5] [--tensors 144]
-       [--dir DIR] [--rounds 2] [--agent-clients 8]
+       [--dir DIR] [--rounds 2] [--transports tcp,local[,agent]]
+With --gdragent, "agent" loads through a gdragent whose upstream is the daemon over local.
 Needs torch with CUDA and safetensors; GDRSTORE_LIBRARY names libgdrclient.so.1 when it is not
 beside the package."""
 
@@ -121,8 +122,8 @@ def gdrstore_load(client, data_start, header, device):
     with client.stream() as s:
         futures = [s.get("shard", data_start + a, arena[a:b]) for a, b, _ in spans if b > a]
         s.wait_all()
-        for f in futures:
-            f.result()
+        paths = {f.result().path for f in futures}
+    gdrstore_load.paths = paths
     torch.cuda.synchronize()
     out = {}
     for a, b, k in spans:
@@ -160,6 +161,20 @@ def main():
           f"{torch.cuda.get_device_name(0)}, {os.cpu_count()} CPUs")
 
     daemon, address, sock = start_daemon(args.gdrstored, work, path, size)
+    agent, agent_sock = None, os.path.join(work, "agent.sock")
+    if args.gdragent:
+        agent = subprocess.Popen([args.gdragent, "--daemon", address, "--transport", "local",
+                                  "--socket", agent_sock, "--log-level", "warning"],
+                                 stdout=open(os.path.join(work, "gdragent.log"), "w"),
+                                 stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(agent_sock) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def client(tr):
+        return gdrstore.Client(agent=agent_sock) if tr == "agent" else \
+            gdrstore.Client(address, transport=tr)
+    seen_paths = {}
     rates = {}
     try:
         best = {}
@@ -173,14 +188,15 @@ def main():
             best["pinned copy"] = min(best.get("pinned copy", t), t)
             del dev, pinned
             for tr in args.transports.split(","):
-                with gdrstore.Client(address, transport=tr) as c:
+                with client(tr) as c:
                     t, loaded = timed(lambda: gdrstore_load(c, data_start, header, "cuda"))
                     best[f"gdrstore {tr}"] = min(best.get(f"gdrstore {tr}", t), t)
+                    seen_paths[f"gdrstore {tr}"] = ", ".join(sorted(gdrstore_load.paths))
                     del loaded
         # Checked once, outside the timing: every tensor as safetensors loads it.
         reference = load_file(path, device="cuda")
         for tr in args.transports.split(","):
-            with gdrstore.Client(address, transport=tr) as c:
+            with client(tr) as c:
                 loaded = gdrstore_load(c, data_start, header, "cuda")
                 # As 16-bit integers: random bf16 bit patterns hold NaNs, which equal nothing.
                 bad = [k for k in reference
@@ -194,9 +210,12 @@ def main():
         base, link = rates["safetensors"], rates["pinned copy"]
         for k, r in rates.items():
             print(f"  {k:<22} {r:7.2f} GB/s   {r / base:5.2f}x safetensors   "
-                  f"{r / link:5.2f}x pinned copy")
+                  f"{r / link:5.2f}x pinned copy   {seen_paths.get(k, '')}")
         print("  every tensor gdrstore loaded equals safetensors' own")
     finally:
+        if agent is not None:
+            agent.send_signal(signal.SIGTERM)
+            agent.wait(timeout=60)
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=60)
         os.unlink(path)

@@ -43,6 +43,7 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOption
   std::condition_variable cv;
   uint64_t submitted = 0, completed = 0, inflight = 0;
   absl::Status first_error;
+  std::string path;
   std::vector<uint64_t> latency_ns(o.iterations);
   const Clock::time_point t0 = Clock::now();
 
@@ -59,6 +60,7 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOption
         ++completed;
         --inflight;
         if (!r.ok() && first_error.ok()) first_error = r.status();
+        if (r.ok() && path.empty()) path = r->path;
         if (first_error.ok() && submitted < o.iterations) {
           next = submitted++;
           ++inflight;
@@ -106,6 +108,7 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOption
   r.seconds = seconds;
   r.gbps = static_cast<double>(r.bytes) / seconds / 1e9;
   r.ops_per_sec = static_cast<double>(r.ops) / seconds;
+  r.path = path;
   std::vector<uint64_t> sorted = latency_ns;
   std::sort(sorted.begin(), sorted.end());
   auto pct = [&](double p) {
@@ -137,7 +140,8 @@ gdr::json::Json BenchResultJson(const BenchOptions& o, const BenchResult& r) {
            {{"p50", Fixed(r.p50_us, 1)},
             {"p99", Fixed(r.p99_us, 1)},
             {"max", Fixed(r.max_us, 1)},
-            {"mean", Fixed(r.mean_us, 1)}}}};
+            {"mean", Fixed(r.mean_us, 1)}}},
+          {"path", r.path}};
 }
 
 }  // namespace gdrctl

@@ -38,13 +38,14 @@ struct BenchResult {
   double gbps = 0;          // 1e9 bytes per second
   double ops_per_sec = 0;
   double p50_us = 0, p99_us = 0, max_us = 0, mean_us = 0;
+  std::string path;  // the first op's (OpResult::path); ops on one buffer go one way
 };
 
 // Runs the loop on `client`; the first failed op stops it and is returned.
 absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOptions& options);
 
 // The JSON object of `gdrctl bench --json`: op, transport, rpc, size, qd, ops, bytes, seconds,
-// gbps, ops_per_sec and lat_us {p50, p99, max, mean}.
+// gbps, ops_per_sec, lat_us {p50, p99, max, mean} and path.
 gdr::json::Json BenchResultJson(const BenchOptions& o, const BenchResult& r);
 
 }  // namespace gdrctl

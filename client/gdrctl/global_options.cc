@@ -68,6 +68,10 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions* g) {
   app.add_option("--agent", c.agent,
                  "go through the node agent at this socket (gdragent --socket): it reaches the "
                  "daemons, so --transport and the RDMA, TLS and token options are its own");
+  app.add_option("--require", c.require,
+                 "fail instead of falling back: comma-separated terms every op's path must meet "
+                 "(tcp, rc, dc, local, agent, direct; for GPU memory dma-buf, peermem, staged, "
+                 "cuda-ipc, vmm-fd); default $GDRSTORE_REQUIRE");
   app.add_option("--rdma-device", c.rdma_device, "rc: RDMA device by name (default: first ACTIVE)");
   app.add_option("--rdma-addr", c.rdma_addr, "rc: RDMA device by local IP address");
   app.add_option("--rdma-gid-index", c.gid_index, "rc: GID index (-1: RoCE v2 IPv4-mapped)")
@@ -148,6 +152,7 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const GlobalOptions& c) 
   o.transport = *transport;
   o.local_socket = c.local_socket;
   o.agent = flag_or_env(c.agent, "GDRSTORE_AGENT");
+  o.require = flag_or_env(c.require, "GDRSTORE_REQUIRE");
   o.rdma_device = c.rdma_device;
   o.rdma_address = c.rdma_addr;
   o.rdma_gid_index = c.gid_index;

@@ -22,6 +22,7 @@ struct GlobalOptions {
   std::string transport = "tcp";
   std::string local_socket;  // --local-socket
   std::string agent;         // --agent, else $GDRSTORE_AGENT
+  std::string require;       // --require, else $GDRSTORE_REQUIRE
   std::string rdma_device;
   std::string rdma_addr;
   int gid_index = -1;

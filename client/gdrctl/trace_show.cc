@@ -49,14 +49,16 @@ int ShowTrace(const std::string& file, uint64_t records, std::ostream& out, std:
   const size_t shown = std::min<size_t>(records, t->ops.size());
   if (shown == 0) return 0;
   out << "first " << shown << " records (in answer order):\n";
-  out << absl::StrFormat("  %-6s %12s %-6s %-3s %-12s %12s %10s %-18s %12s\n", "#", "start_us",
-                         "client", "op", "volume", "offset", "length", "status", "latency_us");
+  out << absl::StrFormat("  %-6s %12s %-6s %-3s %-12s %12s %10s %-18s %12s %s\n", "#",
+                         "start_us", "client", "op", "volume", "offset", "length", "status",
+                         "latency_us", "transport");
   for (size_t i = 0; i < shown; ++i) {
     const trace::TraceOp& op = t->ops[i];
     out << absl::StrFormat(
-        "  %-6u %12.1f %-6u %-3s %-12s %12u %10u %-18s %12.1f\n", i, op.start_ns / 1e3,
+        "  %-6u %12.1f %-6u %-3s %-12s %12u %10u %-18s %12.1f %s\n", i, op.start_ns / 1e3,
         op.client, trace::OpKindName(op.kind), t->volumes[op.volume], op.offset, op.length,
-        absl::StatusCodeToString(static_cast<absl::StatusCode>(op.code)), op.latency_ns / 1e3);
+        absl::StatusCodeToString(static_cast<absl::StatusCode>(op.code)), op.latency_ns / 1e3,
+        trace::TransportCodeName(op.transport));
   }
   return 0;
 }

@@ -31,6 +31,7 @@ using gdr::capi::CheckAddressRange;
 using gdr::capi::CheckExtent;
 using gdr::capi::CheckMemory;
 using gdr::capi::CopyMessage;
+using gdr::capi::CopyText;
 using gdr::capi::FindAs;
 using gdr::capi::Guard;
 using gdr::capi::Invalid;
@@ -75,6 +76,13 @@ gdrstore_status Json(const ClientHandle& c, const google::protobuf::Message& m, 
   return gdr::capi::MallocString(c, *text, json);
 }
 
+// gdrstore_last_path's answer: this thread's last successful blocking op, and its client.
+struct LastPath {
+  const gdrstore_client* client = nullptr;
+  std::string path;
+};
+thread_local LastPath t_last_path;
+
 gdrstore_status Op(gdrstore_client* client, gdrstore::OpKind kind, const char* volume,
                    uint64_t offset, uint64_t n, gdrstore_buffer* buffer, size_t buffer_offset,
                    gdrstore_result* result) {
@@ -83,6 +91,7 @@ gdrstore_status Op(gdrstore_client* client, gdrstore::OpKind kind, const char* v
   if (volume == nullptr) return Invalid(*c, "volume is NULL");
   absl::StatusOr<std::shared_ptr<BufferHandle>> b = FindAs<BufferHandle>(buffer, "buffer");
   if (!b.ok()) return c->Fail(b.status());
+  t_last_path = LastPath{};
   return Guard(*c, [&] {
     const gdrstore::Extent extent{volume, offset, n};
     absl::StatusOr<gdrstore::OpResult> r =
@@ -92,6 +101,7 @@ gdrstore_status Op(gdrstore_client* client, gdrstore::OpKind kind, const char* v
                               kind == gdrstore::OpKind::kReadSync);
     if (!r.ok()) return c->Fail(r.status());
     if (result != nullptr) *result = gdrstore_result{r->bytes, r->service_ns};
+    t_last_path = LastPath{client, std::move(r->path)};
     return GDRSTORE_OK;
   });
 }
@@ -120,6 +130,7 @@ gdrstore_status Submit(gdrstore_stream* stream, gdrstore::OpKind kind, const cha
                         if (r.ok()) {
                           c.bytes = r->bytes;
                           c.service_ns = r->service_ns;
+                          CopyText(r->path, c.message, sizeof(c.message));
                         } else {
                           CopyMessage(r.status(), c.message, sizeof(c.message));
                         }
@@ -146,6 +157,10 @@ const char* gdrstore_status_name(gdrstore_status status) {
       "UNAUTHENTICATED"};
   const int i = static_cast<int>(status);
   return i >= 0 && i < static_cast<int>(std::size(kNames)) ? kNames[i] : "UNKNOWN";
+}
+
+const char* gdrstore_last_path(const gdrstore_client* client) {
+  return client != nullptr && t_last_path.client == client ? t_last_path.path.c_str() : "";
 }
 
 const char* gdrstore_error(const void* handle) {

@@ -183,13 +183,14 @@ absl::Status CheckExtent(uint64_t offset, uint64_t n, const char* what) {
   return absl::OkStatus();
 }
 
-void CopyMessage(const absl::Status& s, char* out, size_t len) {
+void CopyText(absl::string_view text, char* out, size_t len) {
   if (out == nullptr || len == 0) return;
-  const std::string msg(s.message());
-  const size_t n = std::min(len - 1, msg.size());
-  std::memcpy(out, msg.data(), n);
+  const size_t n = std::min(len - 1, text.size());
+  std::memcpy(out, text.data(), n);
   out[n] = '\0';
 }
+
+void CopyMessage(const absl::Status& s, char* out, size_t len) { CopyText(s.message(), out, len); }
 
 gdrstore_status MallocString(const CHandle& h, const std::string& text, char** out) {
   char* p = static_cast<char*>(std::malloc(text.size() + 1));
@@ -256,6 +257,8 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsFromC(const gdrstore_client
   take(offsetof(gdrstore_client_options, agent), &gdrstore_client_options::agent, &opts.agent);
   take(offsetof(gdrstore_client_options, local_socket), &gdrstore_client_options::local_socket,
        &opts.local_socket);
+  take(offsetof(gdrstore_client_options, require), &gdrstore_client_options::require,
+       &opts.require);
   return opts;
 }
 

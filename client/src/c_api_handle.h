@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "gdrstore/client.h"
 #include "gdrstore/gdrstore.h"
 
@@ -125,6 +126,8 @@ absl::Status CheckExtent(uint64_t offset, uint64_t n, const char* what);
 
 // Copies the message of `s` into the caller's `out` (NUL-terminated, truncated to `len`).
 void CopyMessage(const absl::Status& s, char* out, size_t len);
+// `text` into out[len], truncated, NUL-terminated.
+void CopyText(absl::string_view text, char* out, size_t len);
 
 // `text` in memory the caller frees with gdrstore_free; RESOURCE_EXHAUSTED on h otherwise.
 gdrstore_status MallocString(const CHandle& h, const std::string& text, char** out);

@@ -19,6 +19,7 @@
 #include "client/src/sliced_op.h"
 #include "client/src/transport/client_transport.h"
 #include "client/src/transport/region.h"
+#include "client/src/transport/op_path.h"
 #include "client/src/transport/open_client_transport.h"
 #include "common/cuda/gpu.h"
 #include "common/base/host_port.h"
@@ -126,6 +127,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     client->options_.transport = Transport::kLocal;
     client->options_.local_socket = options.agent;
     client->transport_ = std::move(agent.transport);
+    GDR_RETURN_IF_ERROR(client->ApplyRequirement());
     client->StartWindow(nullptr);
     return client;
   }
@@ -142,8 +144,40 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   if (!opened.ok()) return opened.status();
   client->transport_ = std::move(opened->transport);
   client->auto_notes_ = std::move(opened->auto_notes);
+  GDR_RETURN_IF_ERROR(client->ApplyRequirement());
   client->StartWindow(opened->daemon_info ? &*opened->daemon_info : nullptr);
   return client;
+}
+
+absl::Status Client::ApplyRequirement() {
+  if (options_.require.empty()) return absl::OkStatus();
+  GDR_ASSIGN_OR_RETURN(gdr::Requirement required, gdr::ParseRequirement(options_.require));
+  if (required.empty()) return absl::OkStatus();
+  // What connecting decided: through the agent (whose hops beyond are known only from its
+  // answers), or directly over the transport auto or the caller picked.
+  const bool agent = !options_.agent.empty();
+  const std::string hop = agent ? "agent/" : TransportName(options_.transport);
+  GDR_RETURN_IF_ERROR(gdr::CheckPath(required, hop, /*gpu=*/false, /*complete=*/!agent,
+                                     auto_notes_.empty() ? "" : "auto: " + auto_notes_));
+  required_ = std::make_shared<const gdr::Requirement>(std::move(required));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::function<void()>> Client::RegisterRegion(
+    const std::shared_ptr<gdr::Region>& region) {
+  absl::StatusOr<std::function<void()>> withdraw = transport_->Register(region);
+  if (!withdraw.ok() || required_ == nullptr || region->gpu == nullptr) return withdraw;
+  absl::Status st = gdr::CheckPath(*required_, transport_->HopTo(*region, 0), /*gpu=*/true,
+                                   /*complete=*/options_.agent.empty(), region->gpu_way_note);
+  if (!st.ok()) {
+    if (*withdraw) (*withdraw)();
+    return st;
+  }
+  return withdraw;
+}
+
+std::string Client::PathOf(const Buffer& buffer) const {
+  return transport_->HopTo(*buffer.registration_->region(), 0);
 }
 
 void Client::StartWindow(const v1::GetInfoResponse* info) {
@@ -189,7 +223,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateBuffer(size_t bytes) {
   region->size = bytes;
   region->memfd = mem.fd;
   region->release = [mem] { gdr::FreeSharedHostMemory(mem); };
-  absl::StatusOr<std::function<void()>> withdraw = transport_->Register(region);
+  absl::StatusOr<std::function<void()>> withdraw = RegisterRegion(region);
   if (!withdraw.ok()) return withdraw.status();
   auto registration = std::make_shared<gdr::Registration>(std::move(region), std::move(*withdraw));
   registrations_->Add(registration);
@@ -213,7 +247,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::RegisterHostMemory(void* p, size
   region->base = base;
   region->size = n;
   region->writable = writable;
-  absl::StatusOr<std::function<void()>> withdraw = transport_->Register(region);
+  absl::StatusOr<std::function<void()>> withdraw = RegisterRegion(region);
   if (!withdraw.ok()) {
     return absl::Status(withdraw.status().code(),
                         absl::StrCat("host memory 0x", absl::Hex(base), " (+", n,
@@ -247,7 +281,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::AllocateGpuBuffer(const std::str
   region->base = (*mem)->ptr();
   region->size = bytes;
   region->gpu = std::move(*mem);
-  absl::StatusOr<std::function<void()>> withdraw = transport_->Register(region);
+  absl::StatusOr<std::function<void()>> withdraw = RegisterRegion(region);
   if (!withdraw.ok()) {
     return absl::Status(withdraw.status().code(),
                         absl::StrCat("GPU ", info->pci, " ", withdraw.status().message()));
@@ -274,7 +308,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::RegisterGpuMemory(uint64_t devic
     region->base = device_ptr;
     region->size = n;
     region->gpu = std::move(mem);
-    absl::StatusOr<std::function<void()>> withdraw = transport_->Register(region);
+    absl::StatusOr<std::function<void()>> withdraw = RegisterRegion(region);
     if (!withdraw.ok()) {
       return absl::Status(withdraw.status().code(),
                           absl::StrCat("GPU memory 0x", absl::Hex(device_ptr), " (+", n,
@@ -341,9 +375,10 @@ void ClientAccess::DispatchSlices(gdrstore::Client& client, const Extent& extent
   const bool crc = client.options_.crc32c;
   RunSliced(
       client.transport_, client.transport_->Plan(region(buffer), extent.length),
-      [crc, &buffer, extent, buffer_offset, piece = std::move(piece)](
+      [crc, &client, &buffer, extent, buffer_offset, piece = std::move(piece)](
           const ClientTransport::Slice& s, OpCallback cb) {
         if (crc) cb = CrcChecked(buffer, buffer_offset + s.offset, s.length, std::move(cb));
+        cb = PathNamed(client, buffer, s.rail, std::move(cb));
         piece(Extent{extent.volume, extent.offset + s.offset, s.length},
               buffer_offset + s.offset, s.rail, std::move(cb));
       },
@@ -370,6 +405,25 @@ absl::StatusOr<std::unique_ptr<gdrstore::Client>> ClientAccess::ConnectSharing(
   client->auto_notes_ = base.auto_notes_;
   client->StartWindow(nullptr);
   return client;
+}
+
+OpCallback ClientAccess::PathNamed(const gdrstore::Client& client, const Buffer& buffer,
+                                   int rail, OpCallback done) {
+  // The client and the buffer outlive the callback (the buffer's destructor waits for its ops).
+  return [&client, &buffer, rail, done = std::move(done)](absl::StatusOr<OpResult> r) {
+    if (r.ok()) {
+      const Region& reg = region(buffer);
+      r->path = JoinPath(client.transport_->HopTo(reg, rail), r->path);
+      if (client.required_ != nullptr) {
+        if (absl::Status st = CheckPath(*client.required_, r->path, reg.gpu != nullptr,
+                                        /*complete=*/true);
+            !st.ok()) {
+          r = st;
+        }
+      }
+    }
+    done(std::move(r));
+  };
 }
 
 OpCallback ClientAccess::CrcChecked(const Buffer& buffer, size_t offset, uint64_t length,
@@ -432,7 +486,7 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
     absl::StatusOr<OpResult> result;
     if (st.ok()) {
       result = OpResult{call->response.bytes(), call->response.service_ns(),
-                        call->response.synced(), std::nullopt};
+                        call->response.synced(), std::nullopt, call->response.path()};
       if (call->response.has_crc32c()) result->crc32c = call->response.crc32c();
     } else {
       result = FromGrpcStatus(st);

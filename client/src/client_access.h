@@ -20,8 +20,8 @@ class ClientAccess {
  public:
   // Sends an op as one piece, or as slices over the rails (retried once on another rail);
   // `piece(extent, buffer_offset, rail, done)` submits one piece on a rail. `done` runs once,
-  // for the whole op. One rail calls `piece` directly: nothing is kept for a retry, so the
-  // unary and Stream hot paths build no std::function.
+  // for the whole op, with the path it took (OpResult::path) checked against
+  // ClientOptions::require. One rail calls `piece` directly: nothing is kept for a retry.
   template <typename Piece>
   static void Dispatch(gdrstore::Client& client, const gdrstore::Extent& extent,
                        const gdrstore::Buffer& buffer, size_t buffer_offset,
@@ -30,7 +30,7 @@ class ClientAccess {
       if (client.options_.crc32c) {
         done = CrcChecked(buffer, buffer_offset, extent.length, std::move(done));
       }
-      piece(extent, buffer_offset, 0, std::move(done));
+      piece(extent, buffer_offset, 0, PathNamed(client, buffer, 0, std::move(done)));
       return;
     }
     DispatchSlices(client, extent, buffer, buffer_offset, std::move(done),
@@ -52,6 +52,12 @@ class ClientAccess {
  private:
   using PieceSubmit = std::function<void(const gdrstore::Extent&, size_t buffer_offset, int rail,
                                          gdrstore::OpCallback)>;
+  // `done` with the path the piece on `rail` took (this client's hop, then what the server
+  // says lies beyond) and, when the client has a requirement, the op failed unless the path
+  // meets it.
+  static gdrstore::OpCallback PathNamed(const gdrstore::Client& client,
+                                        const gdrstore::Buffer& buffer, int rail,
+                                        gdrstore::OpCallback done);
   // `done` behind a check of the answer's CRC32C against `length` bytes of `buffer` at `offset`.
   static gdrstore::OpCallback CrcChecked(const gdrstore::Buffer& buffer, size_t offset,
                                          uint64_t length, gdrstore::OpCallback done);

@@ -155,7 +155,7 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     }
     for (auto& [cb, r] : ready) {
       if (r->code() == 0) {
-        OpResult result{r->bytes(), r->service_ns(), r->synced(), std::nullopt};
+        OpResult result{r->bytes(), r->service_ns(), r->synced(), std::nullopt, r->path()};
         if (r->has_crc32c()) result.crc32c = r->crc32c();
         cb(std::move(result));
       } else {

@@ -28,8 +28,9 @@ std::shared_ptr<Registration> RegistrationCache::Find(uint64_t base, size_t n, b
       continue;
     }
     const Region& region = *r->region();
-    if ((region.gpu != nullptr) == gpu && base - region.base <= region.size &&
-        n <= region.size - (base - region.base)) {
+    // Memory handed over with its handle (RegisterHandedOver) is that registration's alone.
+    if (!region.handed_over && (region.gpu != nullptr) == gpu &&
+        base - region.base <= region.size && n <= region.size - (base - region.base)) {
       ++hits_;
       return r;
     }

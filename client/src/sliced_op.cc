@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/transport/op_path.h"
 
 namespace gdr {
 
@@ -15,7 +16,7 @@ struct SlicedOp {
   std::mutex mu;
   size_t left = 0;
   bool several = false;
-  gdrstore::OpResult sum{0, 0, true, std::nullopt};
+  gdrstore::OpResult sum{0, 0, true, std::nullopt, ""};
   absl::Status error;
   gdrstore::OpCallback done;
 };
@@ -29,6 +30,7 @@ void Finish(const std::shared_ptr<SlicedOp>& op, const ClientTransport::Slice& s
       op->sum.bytes += r->bytes;
       op->sum.service_ns = std::max(op->sum.service_ns, r->service_ns);
       op->sum.synced = op->sum.synced && r->synced;
+      op->sum.path = MergePaths(op->sum.path, r->path);
     } else if (op->error.ok()) {
       op->error = !op->several ? r.status()
                                : absl::Status(r.status().code(),

@@ -347,19 +347,22 @@ ShareableGpuMemory::~ShareableGpuMemory() {
 
 // ---- PinnedHostRange ----
 
-absl::StatusOr<std::unique_ptr<PinnedHostRange>> PinnedHostRange::Create(void* p, size_t n) {
+absl::StatusOr<std::unique_ptr<PinnedHostRange>> PinnedHostRange::Create(void* p, size_t n,
+                                                                          bool read_only) {
   if (p == nullptr || n == 0) {
     return absl::InvalidArgumentError("page-locking host memory needs a pointer and a size > 0");
   }
   GDR_ASSIGN_OR_RETURN(const CudaApi* api, LoadedApi());
   // Registration needs a current context; PORTABLE makes the pages locked for every context.
   GDR_RETURN_IF_ERROR(UseDevice(*api, 0));
-  const CUresult r = api->cuMemHostRegister(p, n, CU_MEMHOSTREGISTER_PORTABLE);
+  const CUresult r = api->cuMemHostRegister(
+      p, n, CU_MEMHOSTREGISTER_PORTABLE | (read_only ? CU_MEMHOSTREGISTER_READ_ONLY : 0));
   if (r != CUDA_SUCCESS) {
     return absl::Status(
         r == CUDA_ERROR_OUT_OF_MEMORY ? absl::StatusCode::kResourceExhausted
                                       : absl::StatusCode::kFailedPrecondition,
-        absl::StrCat("page-locking ", n, " bytes of host memory at ",
+        absl::StrCat("page-locking ", n, " bytes of host memory", read_only ? " read-only" : "",
+                     " at ",
                      Where(reinterpret_cast<uintptr_t>(p)), ": ",
                      CudaError(*api, r, "cuMemHostRegister", __FILE__, __LINE__).message()));
   }

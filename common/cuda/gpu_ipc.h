@@ -100,9 +100,13 @@ class ShareableGpuMemory {
 
 // Page-locks [p, p + n) of host memory this process mapped (cuMemHostRegister, portable), so
 // copies to and from any GPU run at the link's rate; unlocked on destruction. For store pages.
+// `read_only`: locked for copies out of it only (CU_MEMHOSTREGISTER_READ_ONLY), which the kernel
+// grants for a shared file mapping where a writable long-term pin is refused; a copy into the
+// range must then not be made from a GPU.
 class PinnedHostRange {
  public:
-  static absl::StatusOr<std::unique_ptr<PinnedHostRange>> Create(void* p, size_t n);
+  static absl::StatusOr<std::unique_ptr<PinnedHostRange>> Create(void* p, size_t n,
+                                                                 bool read_only = false);
   ~PinnedHostRange();
   PinnedHostRange(const PinnedHostRange&) = delete;
   PinnedHostRange& operator=(const PinnedHostRange&) = delete;

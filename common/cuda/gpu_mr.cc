@@ -104,7 +104,7 @@ absl::StatusOr<GpuMr> RegisterGpuMemory(ibv_pd* pd, uint64_t dptr, size_t length
     const int err = errno;
     ::close(buf->fd);  // the MR holds its own reference to the dma-buf
     if (mr != nullptr) {
-      return GpuMr{MrPtr(mr), GpuMrMethod::kDmaBuf, std::move(ro), buf->pcie_mapping};
+      return GpuMr{MrPtr(mr), GpuMrMethod::kDmaBuf, std::move(ro), buf->pcie_mapping, ""};
     }
     dmabuf_why = absl::StrCat("ibv_reg_dmabuf_mr failed: ", std::strerror(err ? err : EINVAL));
     if (err == EOPNOTSUPP || err == ENOSYS || err == EPROTONOSUPPORT) {
@@ -122,7 +122,7 @@ absl::StatusOr<GpuMr> RegisterGpuMemory(ibv_pd* pd, uint64_t dptr, size_t length
   if (mr != nullptr) {
     GDR_LOG(kInfo) << "GPU memory registered through nvidia-peermem (dma-buf unavailable: "
                    << dmabuf_why << ")";
-    return GpuMr{MrPtr(mr), GpuMrMethod::kPeerMem, std::move(ro), false};
+    return GpuMr{MrPtr(mr), GpuMrMethod::kPeerMem, std::move(ro), false, dmabuf_why};
   }
   std::string peermem_why = absl::StrCat("ibv_reg_mr on the device pointer failed: ",
                                          std::strerror(err ? err : EINVAL));

@@ -30,6 +30,7 @@ struct GpuMr {
   GpuMrMethod method;
   verbs::RelaxedOrdering relaxed_ordering;
   bool pcie_mapping = false;  // dma-buf exported with the PCIe (BAR1) mapping type
+  std::string dmabuf_unavailable;  // kPeerMem: why dma-buf was not used
 };
 
 // The calls registration makes; tests replace them (no GPU or NIC here), production uses

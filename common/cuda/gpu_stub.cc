@@ -76,7 +76,7 @@ absl::Status ImportedGpuMemory::CopyFromHost(size_t, const void*, size_t) const 
   return NoCuda();
 }
 absl::Status ImportedGpuMemory::CopyToHost(size_t, void*, size_t) const { return NoCuda(); }
-absl::StatusOr<std::unique_ptr<PinnedHostRange>> PinnedHostRange::Create(void*, size_t) {
+absl::StatusOr<std::unique_ptr<PinnedHostRange>> PinnedHostRange::Create(void*, size_t, bool) {
   return NoCuda();
 }
 PinnedHostRange::~PinnedHostRange() = default;

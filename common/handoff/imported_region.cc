@@ -97,6 +97,8 @@ absl::StatusOr<std::shared_ptr<ImportedRegion>> ImportedRegion::Import(const Reg
       region->map_ = p;
       region->map_len_ = len;
       region->host_ = static_cast<std::byte*>(p) + lead;
+      region->source_ = r;
+      region->source_fd_ = std::move(fd);
       return region;
     }
     case MemoryKind::kGpuIpc:
@@ -123,6 +125,8 @@ absl::StatusOr<std::shared_ptr<ImportedRegion>> ImportedRegion::Import(const Reg
       }
       region->gpu_ = *std::move(gpu);
       region->gpu_offset_ = r.offset;
+      region->source_ = r;
+      region->source_fd_ = std::move(fd);
       return region;
     }
   }

@@ -47,6 +47,11 @@ class ImportedRegion {
   uint64_t device_ptr() const;
   int gpu_ordinal() const;
   const cuda::ImportedGpuMemory* gpu_memory() const { return gpu_.get(); }
+  // What was handed over and its descriptor (-1 for an IPC handle), kept so that the memory can
+  // be handed on as it came (gdragent to a daemon over transport local: CUDA does not export
+  // imported memory again, and a memfd is better passed than copied).
+  const Register& source() const { return source_; }
+  int source_fd() const { return source_fd_.get(); }
 
  private:
   ImportedRegion() = default;
@@ -61,6 +66,8 @@ class ImportedRegion {
   std::byte* host_ = nullptr;
   std::unique_ptr<cuda::ImportedGpuMemory> gpu_;
   uint64_t gpu_offset_ = 0;  // GPU: byte 0 of the region from the allocation's base
+  Register source_;
+  ScopedFd source_fd_;
 };
 
 }  // namespace gdr::handoff

@@ -40,6 +40,20 @@ absl::Status BadRecord(size_t offset, size_t record, absl::string_view what) {
 
 }  // namespace
 
+const char* TransportCodeName(uint8_t transport) {
+  switch (transport) {
+    case 1:
+      return "dc";
+    case 2:
+      return "rc";
+    case 3:
+      return "tcp";
+    case 4:
+      return "local";
+  }
+  return "-";
+}
+
 const char* OpKindName(OpKind kind) {
   switch (kind) {
     case OpKind::kGet:
@@ -83,7 +97,9 @@ void TraceEncoder::Encode(const OpEvent& e, std::string* out) {
   Put<uint16_t>(out, e.code);
   Put<uint32_t>(out, client);
   Put<uint32_t>(out, volume);
-  Put<uint32_t>(out, 0);
+  Put<uint8_t>(out, e.transport);
+  Put<uint8_t>(out, 0);
+  Put<uint16_t>(out, 0);
   Put<int64_t>(out, e.start_unix_ns - start_unix_ns_);
   Put<uint64_t>(out, e.offset);
   Put<uint64_t>(out, e.length);
@@ -155,6 +171,10 @@ absl::StatusOr<Trace> ParseTrace(absl::string_view bytes) {
     op.code = Get<uint16_t>(r + 2);
     op.client = Get<uint32_t>(r + 4);
     op.volume = Get<uint32_t>(r + 8);
+    op.transport = static_cast<uint8_t>(r[12]);
+    if (op.transport > kMaxTransport) {
+      return BadRecord(at, index, absl::StrCat("unknown transport ", static_cast<int>(op.transport)));
+    }
     op.start_ns = Get<int64_t>(r + 16);
     op.offset = Get<uint64_t>(r + 24);
     op.length = Get<uint64_t>(r + 32);

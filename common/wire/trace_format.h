@@ -44,6 +44,12 @@ enum class StringTable : uint8_t { kVolume = 1, kClient = 2 };
 
 const char* OpKindName(OpKind kind);
 
+// The transport that moved an op (record byte 12; gdrstore.v1.Transport's numbers). Traces
+// written before it was recorded carry 0 there.
+inline constexpr uint8_t kMaxTransport = 4;
+// "dc", "rc", "tcp", "local"; "-" for 0 (not recorded).
+const char* TransportCodeName(uint8_t transport);
+
 // One op as the daemon saw it, with its names spelled out (what the recorder is handed).
 struct OpEvent {
   int64_t start_unix_ns = 0;  // when the op was admitted
@@ -54,6 +60,7 @@ struct OpEvent {
   std::string client;  // the call's gRPC peer ("ipv4:127.0.0.1:40312")
   OpKind kind = OpKind::kGet;
   uint16_t code = 0;  // absl::StatusCode of the answer
+  uint8_t transport = 0;  // gdrstore.v1.Transport of the op's endpoint
 };
 
 // One op of a parsed trace; `client` and `volume` index Trace::clients / Trace::volumes.
@@ -66,6 +73,7 @@ struct TraceOp {
   uint32_t volume = 0;
   OpKind kind = OpKind::kGet;
   uint16_t code = 0;
+  uint8_t transport = 0;  // 0 (not recorded) or 1..kMaxTransport
 };
 
 struct Trace {

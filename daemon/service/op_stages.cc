@@ -214,6 +214,7 @@ absl::Status TraceStage::OnStart(OpContext& ctx, TransferOp& op) {
   e.length = op.length;
   e.volume = op.volume;
   e.client = op.caller;
+  e.transport = static_cast<uint8_t>(ToProto(op.transport));
   // The trace file keeps the wire's words: a get is RPC Write, a put RPC Read.
   e.kind = ctx.direction == Direction::kStoreToClient ? trace::OpKind::kGet : trace::OpKind::kPut;
   return absl::OkStatus();

@@ -11,7 +11,7 @@ tensors, numpy and CuPy arrays, bytearrays), in place.
         cl.get("vol0", 0, into=tensor)
 """
 
-from .client import Client, Future, Stream, verify
+from .client import Client, Future, Moved, Stream, verify
 from .cluster import Cluster
 from .errors import (Aborted, AlreadyExists, ArgumentOutOfRange, Cancelled, DataLoss,
                      DeadlineExceeded, Error, FailedPrecondition, Internal, InvalidArgument,
@@ -20,7 +20,8 @@ from .errors import (Aborted, AlreadyExists, ArgumentOutOfRange, Cancelled, Data
 from .memory import Memory, describe
 
 __all__ = [
-    "Client", "Cluster", "Stream", "Future", "verify", "Memory", "describe", "Error", "Cancelled",
+    "Client", "Cluster", "Stream", "Future", "Moved", "verify", "Memory", "describe", "Error",
+    "Cancelled",
     "Unknown", "InvalidArgument", "DeadlineExceeded", "NotFound", "AlreadyExists",
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange",
     "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated",

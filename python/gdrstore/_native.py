@@ -34,6 +34,7 @@ class ClientOptions(ctypes.Structure):
         ("fail_when_full", ctypes.c_uint32),
         ("agent", ctypes.c_char_p),
         ("local_socket", ctypes.c_char_p),
+        ("require", ctypes.c_char_p),
     ]
 
 
@@ -209,6 +210,7 @@ def _declare(cdll):
         "gdrstore_abi_version": (u32, []),
         "gdrstore_status_name": (s, [("status", i)]),
         "gdrstore_error": (s, [("handle", P)]),
+        "gdrstore_last_path": (s, [("client", P)]),
         "gdrstore_client_options_init": (None, [("options", ctypes.POINTER(ClientOptions))]),
         "gdrstore_client_open": (i, [("options", ctypes.POINTER(ClientOptions)),
                                      ("client", P_out), ("error", s), ("error_len", sz)]),
@@ -308,15 +310,15 @@ def millis(name, seconds, ctype=ctypes.c_uint32, minimum=1):
 
 def client_options(address, transport, token, token_file, rdma_device, timeout, tls_ca,
                    tls_cert, tls_key, tls_server_name, crc32c=False, fail_when_full=False,
-                   agent=None, local_socket=None):
+                   agent=None, local_socket=None, require=None):
     """A filled gdrstore_client_options and the encoded strings it points into (keep both
     alive while the library may read them). `address` None: the library's default."""
     opts = ClientOptions()
     lib.gdrstore_client_options_init(ctypes.byref(opts))
     names = ("daemon_address", "transport", "token", "token_file", "rdma_device", "tls_ca",
-             "tls_cert", "tls_key", "tls_server_name", "agent", "local_socket")
+             "tls_cert", "tls_key", "tls_server_name", "agent", "local_socket", "require")
     values = (address, transport, token, token_file, rdma_device, tls_ca, tls_cert, tls_key,
-              tls_server_name, agent, local_socket)
+              tls_server_name, agent, local_socket, require)
     keep = []
     for field, value in zip(names, values):
         if field in ("token_file", "agent", "local_socket") and value is not None:

@@ -71,6 +71,10 @@ class Client:
     fail_when_full: an op the daemon would not admit yet (its in-flight limits, as GetInfo
     states them) raises gdrstore.ResourceExhausted at once, instead of waiting (within its
     timeout) until answers free room.
+    require: terms every op's path must meet instead of falling back ("local", "rc,dma-buf",
+    "agent"; docs/python.md "Paths"): a transport, agent or GPU registration that rules one out
+    raises gdrstore.FailedPrecondition naming why. get/put return the bytes moved as a `Moved`
+    (an int) whose `path` names the way they went.
 
     Integers (offsets, lengths) are checked against what the C ABI carries: out of range raises
     gdrstore.ArgumentOutOfRange (an InvalidArgument and an OverflowError) naming the argument;
@@ -84,11 +88,12 @@ class Client:
                  tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
                  tls_key: Optional[str] = None, tls_server_name: Optional[str] = None,
                  crc32c: bool = False, fail_when_full: bool = False,
-                 agent: Optional[str] = None, local_socket: Optional[str] = None):
+                 agent: Optional[str] = None, local_socket: Optional[str] = None,
+                 require: Optional[str] = None):
         self._handle = None
         opts, self._keep = client_options(address, transport, token, token_file, rdma_device,
                                           timeout, tls_ca, tls_cert, tls_key, tls_server_name,
-                                          crc32c, fail_when_full, agent, local_socket)
+                                          crc32c, fail_when_full, agent, local_socket, require)
         handle = open_handle(lib.gdrstore_client_open, opts)
         self._handle = handle
         # Registrations kept while their object lives (objects that take weak references).
@@ -176,7 +181,7 @@ class Client:
             result = Result()
             _check(lib.gdrstore_get(self._handle, volume, offset, n, reg.handle, 0,
                                     ctypes.byref(result)), self._handle)
-            return result.bytes
+            return Moved(result.bytes, _last_path(self._handle))
         finally:
             if temporary:
                 reg.release()
@@ -190,7 +195,7 @@ class Client:
             result = Result()
             _check(lib.gdrstore_put(self._handle, reg.handle, 0, volume, offset, n,
                                     1 if sync else 0, ctypes.byref(result)), self._handle)
-            return result.bytes
+            return Moved(result.bytes, _last_path(self._handle))
         finally:
             if temporary:
                 reg.release()
@@ -220,26 +225,45 @@ class Client:
         return len(self._regs)
 
 
+def _last_path(handle) -> str:
+    # Read on the calling thread right after its op, as the library keeps it per thread.
+    return (lib.gdrstore_last_path(handle) or b"").decode(errors="replace")
+
+
+class Moved(int):
+    """The bytes an op moved (an int, as before), with the path they took: `path`, e.g.
+    "tcp/host", "local/cuda-ipc", "agent/vmm-fd>rc:mlx5_0/dma-buf" (docs/python.md "Paths")."""
+
+    path: str
+
+    def __new__(cls, n: int, path: str):
+        obj = super().__new__(cls, n)
+        obj.path = path
+        return obj
+
+
 class Future:
-    """The outcome of one stream op: result() returns the bytes moved or raises."""
+    """The outcome of one stream op: result() returns the bytes moved (a Moved, which names
+    the path) or raises."""
 
     def __init__(self, stream: "Stream", tag: int):
         self._stream, self._tag = stream, tag
         self._done = False
-        self._bytes = 0
+        self._bytes = Moved(0, "")
         self._error: Optional[errors.Error] = None
 
     def _resolve(self, c: Completion) -> None:
         self._done = True
         if c.status == 0:
-            self._bytes = c.bytes
+            # On success the completion's message is the path the op took.
+            self._bytes = Moved(c.bytes, c.message.decode(errors="replace"))
         else:
             self._error = errors.from_status(c.status, c.message.decode(errors="replace"))
 
     def done(self) -> bool:
         return self._done
 
-    def result(self, timeout: Optional[float] = None) -> int:
+    def result(self, timeout: Optional[float] = None) -> "Moved":
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._done:
             left = None if deadline is None else deadline - time.monotonic()

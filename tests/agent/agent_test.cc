@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <future>
 #include <set>
 #include <span>
 
 #include "absl/strings/str_cat.h"
+#include "gdrstore/client.h"
 #include "common/base/crc32c.h"
 #include "common/base/pattern.h"
 #include "tests/agent/agent_harness.h"
@@ -66,6 +68,8 @@ TEST_F(AgentTest, GetsAndPutsMoveVerifiedBytes) {
   auto got = client_.Get("vol0", 12345, client_.Describe(*mem_, rkey_, 4096, n));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->bytes(), n);
+  // The agent names its own hop (host memory over tcp); the caller puts its hop before it.
+  EXPECT_EQ(got->path(), "tcp/host");
   std::optional<size_t> bad = PatternMismatch(PatternSeed("vol0"), 12345, Bytes(*mem_, 4096, n));
   EXPECT_FALSE(bad.has_value()) << "first wrong byte at " << *bad;
 
@@ -131,6 +135,93 @@ TEST_F(AgentTest, StreamOpsMoveVerifiedBytes) {
         PatternMismatch(PatternSeed("vol0"), offset, Bytes(*mem_, i * kPiece, kPiece));
     EXPECT_FALSE(bad.has_value()) << "op " << i << ": first wrong byte at " << *bad;
   }
+}
+
+TEST_F(AgentTest, TheLibraryNamesThePathThroughTheAgentAndFailsWhatRequireRulesOut) {
+  gdrstore::ClientOptions o;
+  o.agent = agent_->socket_path();
+  auto c = gdrstore::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto buf = (*c)->AllocateBuffer(1 << 20);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  EXPECT_EQ((*c)->PathOf(**buf), "agent/host");
+  auto got = (*c)->Write({"vol0", 4096, 1 << 20}, **buf);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->path, "agent/host>tcp/host");
+  auto stream = (*c)->OpenStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::promise<absl::StatusOr<gdrstore::OpResult>> answered;
+  (*stream)->Submit(gdrstore::OpKind::kRead, {"vol0", 0, 4096}, **buf, 0,
+                    [&answered](absl::StatusOr<gdrstore::OpResult> r) {
+                      answered.set_value(std::move(r));
+                    });
+  absl::StatusOr<gdrstore::OpResult> put = answered.get_future().get();
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ(put->path, "agent/host>tcp/host");
+  ASSERT_TRUE((*stream)->Close().ok());
+
+  // direct rules the agent out at once; rc only once the agent's answer names its hop.
+  o.require = "direct";
+  auto direct = gdrstore::Client::Connect(o);
+  ASSERT_FALSE(direct.ok());
+  EXPECT_EQ(direct.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(direct.status().message()), HasSubstr("require=direct"));
+  o.require = "rc";
+  auto rc = gdrstore::Client::Connect(o);
+  ASSERT_TRUE(rc.ok()) << rc.status();
+  auto rbuf = (*rc)->AllocateBuffer(4096);
+  ASSERT_TRUE(rbuf.ok()) << rbuf.status();
+  auto refused = (*rc)->Write({"vol0", 0, 4096}, **rbuf);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("agent/host>tcp/host"));
+}
+
+// The agent and a daemon on one host: the daemon is handed the clients' memfds as they came
+// (relayed, not copied), and bytes move verified both ways.
+TEST(AgentLocalUpstreamTest, TheDaemonIsHandedTheClientsMemoryAsItCame) {
+  auto dir = integ::TempDir::Create("agent-local");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string sock = (*dir)->File("daemon.sock");
+  auto d = integ::DaemonProcess::Start({"--volume", "vol0=64MiB", "--local-socket", sock});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto a = AgentProcess::Start((*d)->address(), {"--transport", "local"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  gdrstore::ClientOptions o;
+  o.agent = (*a)->socket_path();
+  o.require = "agent,local";
+  auto c = gdrstore::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const size_t n = (4 << 20) + 5;
+  auto buf = (*c)->AllocateBuffer(n);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  std::span<std::byte> bytes((*buf)->data(), n);
+  auto got = (*c)->Write({"vol0", 999, n}, **buf);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->path, "agent/host>local/host");
+  EXPECT_EQ(PatternMismatch(PatternSeed("vol0"), 999, bytes), std::nullopt);
+  PatternFill(PatternSeed("vol0", 3), 0, bytes);
+  ASSERT_TRUE((*c)->Read({"vol0", 8 << 20, n}, **buf).ok());
+  auto back = (*c)->AllocateBuffer(n);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_TRUE((*c)->Write({"vol0", 8 << 20, n}, **back).ok());
+  EXPECT_EQ(PatternMismatch(PatternSeed("vol0", 3), 0, std::span((*back)->data(), n)),
+            std::nullopt);
+  // The daemon holds the agent's session with both regions (the memfds it was handed).
+  gdrstore::ClientOptions direct;
+  direct.daemon_address = (*d)->address();
+  auto dc = gdrstore::Client::Connect(direct);
+  ASSERT_TRUE(dc.ok()) << dc.status();
+  auto info = (*dc)->GetInfo();
+  ASSERT_TRUE(info.ok()) << info.status();
+  bool seen = false;
+  for (const auto& t : info->transports()) {
+    if (t.transport() == v1::TRANSPORT_LOCAL) {
+      seen = true;
+      EXPECT_THAT(t.detail(), HasSubstr("1 sessions, 2 regions")) << t.detail();
+    }
+  }
+  EXPECT_TRUE(seen);
 }
 
 TEST_F(AgentTest, InfoNamesTheLocalTransportAndThePathToTheDaemon) {

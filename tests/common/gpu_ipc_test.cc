@@ -129,7 +129,7 @@ TEST(GpuIpc, PinnedHostRangeLocksAndUnlocks) {
 }
 
 // What the child is told: "KIND;PCI;ALLOCATION_SIZE;OFFSET;LENGTH;HANDLE" with KIND ipc (HANDLE
-// the IPC handle in hex) or vmm (HANDLE the inherited descriptor's number).
+// the IPC handle in hex) or vmm (HANDLE the number of the descriptor it was handed).
 struct ChildSpec {
   std::string kind, pci, handle;
   uint64_t allocation_size = 0, offset = 0, length = 0;
@@ -201,8 +201,7 @@ void RunChild(const GpuExport& e, uint64_t ptr, size_t length, const DeviceMemor
         reinterpret_cast<const char*>(e.ipc_handle.data()), e.ipc_handle.size()));
   } else {
     s.kind = "vmm";
-    ASSERT_EQ(::fcntl(e.fd.get(), F_SETFD, 0), 0);  // inherited by the child
-    s.handle = std::to_string(e.fd.get());
+    s.handle = "3";  // SpawnWithEnv hands the descriptor over as the child's fd 3
   }
   auto dir = integ::TempDir::Create("gpu-ipc");
   ASSERT_TRUE(dir.ok()) << dir.status();
@@ -210,7 +209,8 @@ void RunChild(const GpuExport& e, uint64_t ptr, size_t length, const DeviceMemor
   ASSERT_GT(::readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
   auto child = integ::ChildProcess::SpawnWithEnv(
       {self, "--gtest_filter=GpuIpcChild.ImportCheckAndWrite"},
-      {absl::StrCat(kChildEnv, "=", Encode(s))}, (*dir)->File("out"), (*dir)->File("err"));
+      {absl::StrCat(kChildEnv, "=", Encode(s))}, (*dir)->File("out"), (*dir)->File("err"),
+      e.kind == GpuExport::Kind::kVmmFd ? e.fd.get() : -1);
   ASSERT_TRUE(child.ok()) << child.status();
   absl::StatusOr<int> ws = (*child)->Wait(absl::Seconds(120));
   ASSERT_TRUE(ws.ok()) << ws.status();

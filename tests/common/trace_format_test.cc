@@ -28,6 +28,7 @@ OpEvent Event(int i, const std::string& client, const std::string& volume) {
   e.client = client;
   e.kind = i % 2 ? OpKind::kPut : OpKind::kGet;
   e.code = i == 3 ? 14 : 0;
+  e.transport = static_cast<uint8_t>(i % 5);  // 0 (not recorded) and each transport
   return e;
 }
 
@@ -72,6 +73,7 @@ TEST(TraceFormat, RoundTripKeepsEveryField) {
     EXPECT_EQ(op.length, e.length);
     EXPECT_EQ(op.kind, e.kind);
     EXPECT_EQ(op.code, e.code);
+    EXPECT_EQ(op.transport, e.transport);
     EXPECT_EQ(t->clients[op.client], absl::StrCat("ipv4:127.0.0.1:", 4000 + i % 2));
     EXPECT_EQ(t->volumes[op.volume], i < 2 ? "vol0" : "vol1");
   }
@@ -204,6 +206,16 @@ TEST(TraceFormat, RecordsOutOfBoundsAreRefusedNamingTheRecordAndField) {
   absl::StatusOr<Trace> t = ParseTrace(bytes);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->kind_bytes[0], kMaxOpLength);
+}
+
+TEST(TraceFormat, AnUnknownTransportIsRefusedNamingIt) {
+  std::string bytes = Encoded(1);
+  bytes[bytes.size() - kRecordBytes + 12] = 5;
+  absl::StatusOr<Trace> t = ParseTrace(bytes);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("unknown transport 5"), std::string::npos) << t.status();
+  EXPECT_STREQ(TransportCodeName(3), "tcp");
+  EXPECT_STREQ(TransportCodeName(0), "-");
 }
 
 TEST(TraceFormat, ByteTotalsThatWouldWrapAreRefused) {

@@ -10,6 +10,8 @@
 #      descriptor, interior pointers too) and the local transport into GPU memory
 #      (local_transport_test's GPU case: a real gdrstored imports both kinds and moves verified
 #      bytes);
+#   4b. the node agent: GPU memory handed to gdragent by CUDA IPC, moved upstream over tcp and,
+#      relayed as it came, over local; each result's path checked with --require;
 #   5. gdr_bench --only gpu: tcp 64 MiB Writes into GPU memory vs pinned cuMemcpyHtoD;
 #   6. the Python package on torch CUDA tensors and CuPy arrays, and docs/python.md's example.
 # Usage: tests/gpu/run-gpu-tests.sh [BIN_DIR]   (BIN_DIR holds gdrstored, gdrctl, gdr_bench and the
@@ -21,11 +23,12 @@ BIN=${1:-}
 if [[ -z $BIN ]]; then
   B=build
   GDRSTORED=$B/daemon/gdrstored GDRCTL=$B/client/gdrctl BENCH=$B/bench/gdr_bench
+  GDRAGENT=$B/agent/gdragent
   T_MEM=$B/tests/common/gpu_memory_test T_PATH=$B/tests/integration/gpu_data_path_test
   T_CTL=$B/tests/integration/gdrctl_gpu_test
   T_IPC=$B/tests/common/gpu_ipc_test T_LOCAL=$B/tests/integration/local_transport_test
 else
-  GDRSTORED=$BIN/gdrstored GDRCTL=$BIN/gdrctl BENCH=$BIN/gdr_bench
+  GDRSTORED=$BIN/gdrstored GDRCTL=$BIN/gdrctl BENCH=$BIN/gdr_bench GDRAGENT=$BIN/gdragent
   T_MEM=$BIN/gpu_memory_test T_PATH=$BIN/gpu_data_path_test T_CTL=$BIN/gdrctl_gpu_test
   T_IPC=$BIN/gpu_ipc_test T_LOCAL=$BIN/local_transport_test
 fi
@@ -60,7 +63,8 @@ echo "GPU 0 is $GPU_PCI (short form $GPU_SHORT)"
 
 step "gdrstored"
 "$GDRSTORED" --listen 127.0.0.1:0 --port-file "$WORK/port" --volume vol0=1GiB --volume rw=1GiB \
-  --max-op-size 256MiB --log-level warning >"$WORK/gdrstored.log" 2>&1 &
+  --max-op-size 256MiB --local-socket "$WORK/local.sock" --log-level warning \
+  >"$WORK/gdrstored.log" 2>&1 &
 DAEMON_PID=$!
 for _ in $(seq 1 600); do [[ -s $WORK/port ]] && break; sleep 0.05; done  # start-up poll, 30 s at most
 PORT=$(cat "$WORK/port" 2>/dev/null)
@@ -123,6 +127,24 @@ else fail "$(basename "$T_LOCAL")"; fi
 if "$T_CTL" --gtest_brief=1 --gtest_filter='*VerifiedWriteAndReadIntoGpu*:*MalformedGpu*'; then
   pass "$(basename "$T_CTL")"
 else fail "$(basename "$T_CTL")"; fi
+
+step "the node agent: GPU memory through gdragent (upstream tcp, and local relaying the handle)"
+for up in tcp local; do
+  "$GDRAGENT" --daemon "127.0.0.1:$PORT" --transport $up --socket "$WORK/agent-$up.sock" \
+    --log-level warning >"$WORK/agent-$up.log" 2>&1 &
+  apid=$!
+  for _ in $(seq 1 600); do [[ -S $WORK/agent-$up.sock ]] && break; sleep 0.05; done
+  way=staged; [[ $up == local ]] && way=cuda-ipc
+  want="path agent/cuda-ipc>$up/$way"
+  if "$GDRCTL" --agent "$WORK/agent-$up.sock" --require "agent,$up,$way" write --gpu "$GPU_PCI" \
+       --volume vol0 -o 8193 -s 64MiB --verify >"$WORK/agent.out" 2>&1 &&
+     grep -q "$want" "$WORK/agent.out" &&
+     "$GDRCTL" --agent "$WORK/agent-$up.sock" read --gpu "$GPU_PCI" --volume rw -o 4096 \
+       -s 64MiB --salt 77 --verify >>"$WORK/agent.out" 2>&1; then
+    pass "agent over $up: verified 64 MiB write and read in GPU memory ($want)"
+  else fail "agent over $up: $(cat "$WORK/agent.out" "$WORK/agent-$up.log")"; fi
+  kill -TERM $apid; wait $apid 2>/dev/null
+done
 
 step "gdr_bench --only gpu"
 if "$BENCH" --daemon "$GDRSTORED" --only gpu --gpu "$GPU_PCI" --bw-qd 1 --bw-qd 2; then

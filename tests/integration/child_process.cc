@@ -68,7 +68,7 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::SpawnWithEnv(
     const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
-    const std::string& stdout_path, const std::string& stderr_path) {
+    const std::string& stdout_path, const std::string& stderr_path, int pass_fd) {
   if (argv.empty()) return absl::InvalidArgumentError("empty argv");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -79,7 +79,9 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::SpawnWithEnv(
   posix_spawn_file_actions_addopen(&actions, 2, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                    0644);
   // The child must not hold the test's sockets: a killed client's links have to close for real.
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+  // Only a descriptor handed over on purpose survives, as fd 3.
+  if (pass_fd >= 0) posix_spawn_file_actions_adddup2(&actions, pass_fd, 3);
+  posix_spawn_file_actions_addclosefrom_np(&actions, pass_fd >= 0 ? 4 : 3);
 
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);

@@ -46,9 +46,10 @@ class ChildProcess {
                                                              const std::string& stdout_path,
                                                              const std::string& stderr_path);
   // Same, with `extra_env` ("NAME=value") added to (or replacing in) this process's environment.
+  // `pass_fd` >= 0: the child gets that descriptor as its fd 3 (every other is closed).
   static absl::StatusOr<std::unique_ptr<ChildProcess>> SpawnWithEnv(
       const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
-      const std::string& stdout_path, const std::string& stderr_path);
+      const std::string& stdout_path, const std::string& stderr_path, int pass_fd = -1);
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

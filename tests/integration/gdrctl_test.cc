@@ -107,6 +107,12 @@ TEST_F(GdrctlTest, WriteAndReadVerifyExitZero) {
                             "--buffer-offset", "3", "--verify"});
   ASSERT_EQ(w.exit_code, 0) << w.Describe();
   EXPECT_TRUE(absl::StrContains(w.out, "verified")) << w.out;
+  EXPECT_TRUE(absl::StrContains(w.out, "; path tcp/host")) << w.out;
+  // --require: a path it rules out fails the command, naming the requirement and the path.
+  ProcessResult strict = Gdrctl({"--require", "rc", "write", "--volume", "vol0", "-s", "4KiB"});
+  EXPECT_NE(strict.exit_code, 0) << strict.Describe();
+  EXPECT_TRUE(absl::StrContains(strict.err, "require=rc")) << strict.err;
+  EXPECT_TRUE(absl::StrContains(strict.err, "tcp")) << strict.err;
 
   // A salted pattern stored by read --verify reads back with the same salt...
   ProcessResult rd = Gdrctl({"read", "--volume", "vol0", "-o", "777777", "-s", "300001",
@@ -120,6 +126,7 @@ TEST_F(GdrctlTest, WriteAndReadVerifyExitZero) {
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(back.out, &doc).ok()) << back.out;
   EXPECT_EQ(doc.fields().at("bytes").number_value(), 300001.0);
   EXPECT_TRUE(doc.fields().at("verified").bool_value());
+  EXPECT_EQ(doc.fields().at("path").string_value(), "tcp/host");
 
   // ...and no longer matches the initial fill: exit 3, one line naming the offset.
   ProcessResult stale =

@@ -67,6 +67,7 @@ TEST_F(LocalClientTest, GetsAndPutsMoveVerifiedBytesThroughTheHandedOverMemory) 
   auto got = (*c)->Write({"vol0", 4097, n}, **buf);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->bytes, n);
+  EXPECT_EQ(got->path, "local/host");
   EXPECT_EQ(PatternMismatch(PatternSeed("vol0"), 4097, bytes), std::nullopt);
   // put: memory -> store, then back into a second buffer.
   PatternFill(PatternSeed("vol0", 9), 0, bytes);
@@ -152,6 +153,26 @@ TEST(LocalClientOffTest, ADaemonWithoutTheSocketRefusesLocalByNameAndAutoTakesTc
   auto any = gdrstore::Client::Connect(o);
   ASSERT_TRUE(any.ok()) << any.status();
   EXPECT_EQ((*any)->transport_info().kind, gdrstore::Transport::kTcp);
+  auto buf = (*any)->AllocateBuffer(4096);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  auto got = (*any)->Write({"vol0", 0, 4096}, **buf);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->path, "tcp/host");
+
+  // require=local: auto fails instead of taking tcp, saying why local was not picked.
+  o.require = "local";
+  auto strict = gdrstore::Client::Connect(o);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_EQ(strict.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(strict.status().message(), "require=local")) << strict.status();
+  EXPECT_TRUE(absl::StrContains(strict.status().message(), "--local-socket")) << strict.status();
+  o.require = "local,nvlink";
+  auto unknown = gdrstore::Client::Connect(o);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  o.require = "tcp,direct";
+  auto tcp = gdrstore::Client::Connect(o);
+  ASSERT_TRUE(tcp.ok()) << tcp.status();
 }
 
 }  // namespace

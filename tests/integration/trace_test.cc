@@ -148,6 +148,7 @@ TEST_F(TraceTest, EveryOpOfEveryClientIsRecordedWithItsFields) {
     got.insert(k);
     by_client[op.client].insert(k);
     EXPECT_EQ(op.code, 0);
+    EXPECT_STREQ(trace::TransportCodeName(op.transport), "tcp");
     EXPECT_GT(op.latency_ns, 0u);
     EXPECT_GE(op.start_ns, 0);
     EXPECT_TRUE(t->clients[op.client].rfind("ipv4:127.0.0.1:", 0) == 0) << t->clients[op.client];

@@ -56,3 +56,23 @@ def test_allocate_checks_its_size(daemon_with_socket):
             c.allocate(1.5)
         with pytest.raises(gdrstore.ArgumentOutOfRange):
             c.allocate(0)
+
+
+def test_every_result_names_its_path_and_require_refuses_a_fallback(daemon_with_socket):
+    with gdrstore.Client(daemon_with_socket.address, transport="local") as c:
+        a = np.frombuffer(c.allocate(MiB), dtype=np.uint8)
+        moved = c.get("vol0", 0, a)
+        assert moved == MiB and isinstance(moved, gdrstore.Moved)
+        assert moved.path == "local/host"
+        with c.stream() as s:
+            assert s.put(a, "rw", 0).result().path == "local/host"
+    with gdrstore.Client(daemon_with_socket.address, transport="tcp") as c:
+        assert c.get("vol0", 0, np.zeros(4096, dtype=np.uint8)).path == "tcp/host"
+    # The caller asked for local and got tcp: refused, naming both.
+    with pytest.raises(gdrstore.FailedPrecondition, match="require=local.*tcp"):
+        gdrstore.Client(daemon_with_socket.address, transport="tcp", require="local")
+    with pytest.raises(gdrstore.InvalidArgument, match="nvlink"):
+        gdrstore.Client(daemon_with_socket.address, transport="auto", require="nvlink")
+    with gdrstore.Client(daemon_with_socket.address, transport="auto", require="local") as c:
+        assert c.get("vol0", 0, np.frombuffer(c.allocate(4096), dtype=np.uint8)).path == \
+            "local/host"

@@ -126,10 +126,10 @@ class BenchCommand final : public Command {
     } else {
       std::cout << absl::StrFormat(
           "%s %s x %u, qd %u over %s: %.3f GB/s, %.0f ops/s, latency us p50 %.1f p99 %.1f max "
-          "%.1f\n",
+          "%.1f; path %s\n",
           o.kind == gdrstore::OpKind::kWrite ? "write" : "read", gdr::FormatSize(o.size),
           o.iterations, o.qd, o.unary ? "unary" : "stream", r->gbps, r->ops_per_sec, r->p50_us,
-          r->p99_us, r->max_us);
+          r->p99_us, r->max_us, r->path);
       std::cout << ClientRailsText(client);
     }
     return kExitOk;

@@ -85,13 +85,15 @@ class ReadCommand final : public Command {
                                    {"bytes", r->bytes},
                                    {"service_us", gdr::json::Fixed(r->service_ns / 1e3, 1)},
                                    {"synced", r->synced},
-                                   {"verified", a.verify}};
+                                   {"verified", a.verify},
+                                   {"path", r->path}};
       std::cout << gdr::json::Dump(doc) << "\n";
     } else {
       std::cout << absl::StrFormat(
-          "read %s -> %s@%u +%u: ok, %u bytes in %.1f us%s%s\n", BufferPlace(**src), a.volume,
-          a.offset, size, r->bytes, r->service_ns / 1e3,
-          r->synced ? ", msync'ed to the volume's file" : "", a.verify ? ", verified" : "");
+          "read %s -> %s@%u +%u: ok, %u bytes in %.1f us%s%s; path %s\n", BufferPlace(**src),
+          a.volume, a.offset, size, r->bytes, r->service_ns / 1e3,
+          r->synced ? ", msync'ed to the volume's file" : "", a.verify ? ", verified" : "",
+          r->path);
     }
     return kExitOk;
   }

@@ -56,12 +56,13 @@ class WriteCommand final : public Command {
                                    {"bytes", r->bytes},
                                    {"service_us", gdr::json::Fixed(r->service_ns / 1e3, 1)},
                                    {"verified", a.verify},
-                                   {"gpu", (*buffer)->gpu_pci()}};
+                                   {"gpu", (*buffer)->gpu_pci()},
+                                   {"path", r->path}};
       std::cout << gdr::json::Dump(doc) << "\n";
     } else {
-      std::cout << absl::StrFormat("write %s@%u +%u -> %s: ok, %u bytes in %.1f us%s\n", a.volume,
-                                   a.offset, size, BufferPlace(**buffer), r->bytes,
-                                   r->service_ns / 1e3, verdict);
+      std::cout << absl::StrFormat("write %s@%u +%u -> %s: ok, %u bytes in %.1f us%s; path %s\n",
+                                   a.volume, a.offset, size, BufferPlace(**buffer), r->bytes,
+                                   r->service_ns / 1e3, verdict, r->path);
     }
     return kExitOk;
   }

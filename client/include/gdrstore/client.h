@@ -38,6 +38,8 @@ class DeadlineTimer;
 class OpGate;
 class Registration;
 class RegistrationCache;
+struct Region;
+struct Requirement;
 }  // namespace gdr
 
 namespace gdrstore {
@@ -169,6 +171,13 @@ class Client {
   // memory, freed) or the range runs past the end of its allocation.
   absl::StatusOr<std::unique_ptr<Buffer>> RegisterGpuMemory(uint64_t device_ptr, size_t n);
 
+  // Memory this process was handed (mapped at `p`, or at `device_ptr` on a GPU), registered
+  // with how it was handed (HandedOver): over transport local the daemon gets the same memfd,
+  // IPC handle or VMM descriptor. Never shared with other registrations. As the calls above
+  // otherwise; INVALID_ARGUMENT for a kind that does not match the memory.
+  absl::StatusOr<std::unique_ptr<Buffer>> RegisterHandedOver(void* p, uint64_t device_ptr,
+                                                             size_t n, const HandedOver& from);
+
   // Registrations made and handed out again (RegisterHostMemory hits), and how many are live.
   struct RegistrationStats {
     uint64_t hits = 0;
@@ -218,6 +227,9 @@ class Client {
   // The transport in use: its kind, a line describing it, and what it reports (the tcp
   // target's address and counters, the rc connection, the DCT, the rails, auto's notes).
   TransportInfo transport_info() const;
+  // The first hop of every op on `buffer` (OpResult::path begins with it): "tcp/host",
+  // "rc:mlx5_0/dma-buf", "local/cuda-ipc", "agent/vmm-fd" (docs/python.md "Paths").
+  std::string PathOf(const Buffer& buffer) const;
 
  private:
   // Internal code (the op dispatch, the Stream, the cluster's member links) reaches the
@@ -246,6 +258,11 @@ class Client {
   // The window's refusal hook, and the limits from `info` (the connect's GetInfo answer) when
   // there is one, else fetched.
   void StartWindow(const v1::GetInfoResponse* info);
+  // Parses options_.require and checks what connecting decided (the transport, the agent).
+  absl::Status ApplyRequirement();
+  // transport_->Register, then for GPU memory the requirement on how it is reached: the
+  // registration is withdrawn and the reason returned when the way falls short.
+  absl::StatusOr<std::function<void()>> RegisterRegion(const std::shared_ptr<gdr::Region>& region);
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::GdrStore::Stub> stub_;
@@ -254,6 +271,7 @@ class Client {
   std::shared_ptr<gdr::ClientTransport> transport_;
   std::shared_ptr<gdr::RegistrationCache> registrations_;
   std::string auto_notes_;
+  std::shared_ptr<const gdr::Requirement> required_;  // null without ClientOptions::require
   // Runs op deadlines and the window's pauses; declared before what schedules on it.
   std::shared_ptr<gdr::DeadlineTimer> timer_;
   std::shared_ptr<gdr::AdmissionWindow> window_;  // null with fail_when_full

@@ -99,6 +99,9 @@ typedef struct gdrstore_client_options {
                                   agent's own. NULL: the daemon directly */
   const char* local_socket;    /* transport local: the daemon's handoff socket; NULL: the path
                                   its GetInfo names */
+  const char* require;         /* terms every op's path must meet instead of falling back
+                                  ("local", "rc,dma-buf", "agent"; ClientOptions::require).
+                                  NULL: any path */
 } gdrstore_client_options;
 
 GDRSTORE_EXPORT void gdrstore_client_options_init(gdrstore_client_options* options);
@@ -183,6 +186,12 @@ GDRSTORE_EXPORT gdrstore_status gdrstore_put(gdrstore_client* client, gdrstore_b
                                              uint64_t offset, uint64_t n, int sync,
                                              gdrstore_result* result);
 
+/* The path this thread's last successful gdrstore_get / gdrstore_put on `client` took
+ * ("tcp/host", "rc:mlx5_0/dma-buf", "agent/cuda-ipc>tcp/staged"; OpResult::path); "" when this
+ * thread's last op was on another client, failed, or there was none. Valid until this thread's
+ * next op. */
+GDRSTORE_EXPORT const char* gdrstore_last_path(const gdrstore_client* client);
+
 /* Many ops over one Stream call. Submissions return at once; each op's outcome is collected
  * once by gdrstore_poll, tagged with the caller's `tag`. */
 GDRSTORE_EXPORT gdrstore_status gdrstore_stream_open(gdrstore_client* client,
@@ -201,7 +210,8 @@ typedef struct gdrstore_completion {
   gdrstore_status status;
   uint64_t bytes;
   uint64_t service_ns;
-  char message[256];  /* why, when status is not OK (truncated); "" otherwise */
+  char message[256];  /* why, when status is not OK; the path the op took when it is OK (as
+                         gdrstore_last_path says it); truncated */
 } gdrstore_completion;
 
 /* Moves up to `max` finished ops into `completions` and their count into *count. Waits up to

@@ -3,6 +3,7 @@
 // library's transports, which include this header and never the façade.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -42,6 +43,12 @@ struct ClientOptions {
   // to the agent without copies (AllocateBuffer's memory, GPU memory); host memory the caller
   // owns is refused, naming AllocateBuffer.
   std::string agent;
+  // What every op's path must be, instead of falling back (docs/python.md "Paths"): terms
+  // joined by commas, e.g. "local", "rc,dma-buf", "agent". Connect fails when the transport
+  // it reaches rules a term out (naming why: auto's notes), a GPU buffer's registration when
+  // its way does (naming why: dma-buf's failure), an op when its path does (the node agent's
+  // hops beyond are known from its answers only). Empty: any path.
+  std::string require;
   // Address the daemon uses to reach this process's tcp target. Empty: 127.0.0.1 when the
   // daemon is on loopback, otherwise this host's address on the route to the daemon.
   std::string target_host;
@@ -176,6 +183,23 @@ struct OpResult {
   // The daemon's CRC32C of the bytes (ClientOptions::crc32c), already checked against the
   // buffer; unset when not asked for, and for an op sent in slices (each slice was checked).
   std::optional<uint32_t> crc32c;
+  // The path the bytes took (docs/python.md "Paths"): the client's hop, then any beyond it,
+  // joined by '>', e.g. "rc:mlx5_0/dma-buf", "tcp/staged", "agent/cuda-ipc>rc:mlx5_0/dma-buf".
+  std::string path;
+};
+
+// Memory another process handed to this one, described as it was handed (the node agent's
+// clients' memory): registered with it, transport local hands the daemon the same memory, the
+// same way, instead of exporting it again (CUDA does not export imported memory; a memfd is
+// passed, not copied). Other transports register the mapping as they would any memory.
+struct HandedOver {
+  enum class Kind { kHostMemfd, kGpuIpcHandle, kGpuVmmFd };
+  Kind kind = Kind::kHostMemfd;
+  int fd = -1;                 // kHostMemfd, kGpuVmmFd: the descriptor (the library dups it)
+  uint64_t offset = 0;         // of the memory's first byte in the memfd / the GPU allocation
+  uint64_t allocation_size = 0;            // GPU kinds: the whole allocation's bytes
+  std::array<uint8_t, 64> ipc_handle{};    // kGpuIpcHandle
+  std::string gpu;                         // GPU kinds: the GPU's PCI address
 };
 
 enum class OpKind {

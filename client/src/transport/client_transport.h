@@ -63,6 +63,9 @@ class ClientTransport {
   // What a slice on `rail` did, for rail_stats.
   virtual void Record(int rail, uint64_t bytes, bool ok, bool resubmitted) {}
 
+  // This process's hop to `region` on `rail`, the first of every op's path (op_path.h: Hop).
+  virtual std::string HopTo(const Region& region, int rail) const = 0;
+
   // For display: fills this transport's part of `info` (its kind, a line describing it, and
   // its fields); the rest keeps its defaults.
   virtual void FillInfo(gdrstore::TransportInfo* info) const {}

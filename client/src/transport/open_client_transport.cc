@@ -357,6 +357,9 @@ class SharedView final : public ClientTransport {
   void Record(int rail, uint64_t bytes, bool ok, bool resubmitted) override {
     base_->Record(rail, bytes, ok, resubmitted);
   }
+  std::string HopTo(const Region& region, int rail) const override {
+    return base_->HopTo(region, rail);
+  }
   void FillInfo(gdrstore::TransportInfo* info) const override { base_->FillInfo(info); }
   absl::StatusOr<std::shared_ptr<ClientTransport>> Attach(v1::GdrStore::Stub* stub) override {
     return base_->Attach(stub);

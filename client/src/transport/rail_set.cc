@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/transport/op_path.h"
 #include "common/cuda/gpu.h"
 #include "common/base/log.h"
 
@@ -211,6 +212,11 @@ std::vector<gdrstore::RailStats> RailSet::rail_stats() const {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+std::string RailSet::HopTo(const Region& region, int rail) const {
+  if (rail < 0 || static_cast<size_t>(rail) >= rails_.size()) rail = 0;
+  return Hop("rc", rails_[static_cast<size_t>(rail)].device, region);
 }
 
 void RailSet::FillInfo(gdrstore::TransportInfo* info) const {

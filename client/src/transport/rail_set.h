@@ -47,6 +47,7 @@ class RailSet final : public ClientTransport {
   void Record(int rail, uint64_t bytes, bool ok, bool resubmitted) override;
   std::vector<gdrstore::RailStats> rail_stats() const;
   // The first rail's info (kind, rdma), then the rails, their notes and a line naming them.
+  std::string HopTo(const Region& region, int rail) const override;
   void FillInfo(gdrstore::TransportInfo* info) const override;
   // A rail set toward another daemon: each rail's session attached (rc: a Connect of its own
   // on the same device, to the daemon rail of the same name), counters of its own.

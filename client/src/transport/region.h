@@ -4,13 +4,17 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <unistd.h>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/cuda/gpu.h"
+#include "gdrstore/types.h"
 
 namespace gdr {
 
@@ -22,6 +26,10 @@ struct Region {
   size_t size = 0;
   std::byte* host = nullptr;  // null for GPU memory: device pointers are never dereferenced
   std::shared_ptr<const cuda::DeviceMemory> gpu;  // set for GPU memory
+  // GPU memory: how the transport reaches it (a WAY of op_path.h: dma-buf, peermem, staged,
+  // cuda-ipc, vmm-fd), set by Register; and why not a faster way, where it fell back.
+  std::string gpu_way;
+  std::string gpu_way_note;
   uint32_t rkey = 0;
   // Several rails (RailSet): the rkey on each, in rail order (rkey is the first), and the
   // rails nearest the memory (a GPU's by PCIe topology; every rail for host memory).
@@ -39,8 +47,12 @@ struct Region {
   // shrinking), which the local transport and the agent hand over; -1 for memory the caller
   // owns. Closed by `release`.
   int memfd = -1;
+  // Memory this process was handed (Client::RegisterHandedOver): how, so that transport local
+  // hands it on the same way. Its fd is the region's own (a dup), closed with it.
+  std::optional<gdrstore::HandedOver> handed_over;
   ~Region() {
     if (release) release();
+    if (handed_over && handed_over->fd >= 0) ::close(handed_over->fd);
   }
 };
 

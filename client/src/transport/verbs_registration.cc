@@ -31,6 +31,10 @@ absl::Status RegisterOnDevice(const verbs::VerbsDevice& device,
     if (!fence.ok()) return fence.status();
     region.write_fence = std::move(*fence);
     region.rkey = mr->mr->rkey;
+    region.gpu_way = mr->method == cuda::GpuMrMethod::kDmaBuf ? "dma-buf" : "peermem";
+    if (!mr->dmabuf_unavailable.empty()) {
+      region.gpu_way_note = absl::StrCat("dma-buf: ", mr->dmabuf_unavailable);
+    }
     deregister = [mr = std::make_shared<cuda::MrPtr>(std::move(mr->mr))] { mr->reset(); };
   } else {
     absl::StatusOr<std::unique_ptr<verbs::MemoryRegion>> mr =

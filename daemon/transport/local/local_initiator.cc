@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/base/call_once.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -53,45 +52,10 @@ mode_t LocalSocketMode(const LocalOptions& o) {
   return others ? 0666 : 0600;
 }
 
-// One volume's pages page-locked for GPU copies, made on the first GPU op that touches the
-// volume. A volume the driver cannot lock (a file mapping it refuses) is copied unlocked, more
-// slowly, after one warning.
-class LocalInitiator::VolumePin {
- public:
-  VolumePin(std::string name, std::byte* data, uint64_t size)
-      : name_(std::move(name)), data_(data), size_(size) {}
-  void Ensure() {
-    absl::call_once(once_, [this] {
-      absl::StatusOr<std::unique_ptr<cuda::PinnedHostRange>> p =
-          cuda::PinnedHostRange::Create(data_, size_);
-      if (p.ok()) {
-        pinned_ = std::move(*p);
-        GDR_LOG(kInfo) << "local: volume " << name_ << " page-locked for GPU copies ("
-                       << FormatSize(size_) << ")";
-      } else {
-        GDR_LOG(kWarning) << "local: volume " << name_
-                          << " stays pageable, GPU copies from it are slower: "
-                          << p.status().message();
-      }
-      done_.store(true, std::memory_order_release);
-    });
-  }
-  bool pinned() const { return done_.load(std::memory_order_acquire) && pinned_ != nullptr; }
-  const std::string& name() const { return name_; }
-
- private:
-  const std::string name_;
-  std::byte* const data_;
-  const uint64_t size_;
-  absl::once_flag once_;
-  std::unique_ptr<cuda::PinnedHostRange> pinned_;  // written once, inside once_
-  std::atomic<bool> done_{false};
-};
-
 struct LocalInitiator::OpState {
   Direction direction = Direction::kStoreToClient;
   std::byte* local = nullptr;
-  VolumePin* pin = nullptr;  // null for a volume outside the store's set
+  StorePin* pin = nullptr;  // null for a volume outside the store's set
   std::shared_ptr<const handoff::ImportedRegion> region;
   uint64_t region_offset = 0;  // of the op's first byte in the region
   OpDone done;
@@ -123,11 +87,11 @@ absl::StatusOr<std::unique_ptr<LocalInitiator>> LocalInitiator::Create(LocalOpti
                          "carries no host id, so clients cannot tell they share this host";
   }
   for (const auto& [name, volume] : store->volumes()) {
-    self->pins_.emplace(name, std::make_unique<VolumePin>(name, volume->data(), volume->size()));
+    self->pins_.emplace(name, std::make_unique<StorePin>(name, volume->data(), volume->size()));
   }
   const Volume& source = store->fault_source();
   self->pins_.emplace(source.name(),
-                      std::make_unique<VolumePin>(source.name(), source.data(), source.size()));
+                      std::make_unique<StorePin>(source.name(), source.data(), source.size()));
 
   handoff::HandoffServerOptions h;
   h.socket_path = options.socket_path;
@@ -147,6 +111,12 @@ absl::StatusOr<std::unique_ptr<LocalInitiator>> LocalInitiator::Create(LocalOpti
   }
   self->server_ = std::move(*server);
   self->busy_since_ = std::make_unique<std::atomic<int64_t>[]>(options.copy_threads);
+  // A bounce buffer per copy thread, mapped on its first staged copy.
+  const size_t bounce_bytes =
+      std::clamp<uint64_t>(options.split_bytes, uint64_t{1} << 20, uint64_t{64} << 20);
+  for (uint32_t i = 0; i < options.copy_threads; ++i) {
+    self->bounce_.push_back(std::make_unique<BounceBuffer>(bounce_bytes));
+  }
   for (uint32_t i = 0; i < options.copy_threads; ++i) {
     self->busy_since_[i].store(0);
     self->threads_.emplace_back([p = self.get(), i] { p->Run(i); });
@@ -253,14 +223,14 @@ void LocalInitiator::Run(size_t index) {
     if (piece.op->pin != nullptr && piece.op->region->gpu()) piece.op->pin->Ensure();
     busy_.fetch_add(1);
     busy_since_[index].store(absl::GetCurrentTimeNanos());
-    const absl::Status s = Copy(piece);
+    const absl::Status s = Copy(piece, *bounce_[index]);
     busy_since_[index].store(0);
     busy_.fetch_sub(1);
     Finish(piece, s);
   }
 }
 
-absl::Status LocalInitiator::Copy(const Piece& piece) {
+absl::Status LocalInitiator::Copy(const Piece& piece, BounceBuffer& bounce) {
   OpState& op = *piece.op;
   const handoff::ImportedRegion& region = *op.region;
   std::byte* store = op.local + piece.offset;
@@ -283,12 +253,15 @@ absl::Status LocalInitiator::Copy(const Piece& piece) {
     }
     return MappingFaultStatus(*fault);
   }
-  // GPU memory: from the store pages Run has had page-locked where the driver allowed it.
+  // GPU memory: from the store pages Run has had page-locked where the driver allowed it,
+  // else through this thread's bounce buffer.
   const cuda::ImportedGpuMemory* gpu = region.gpu_memory();
   const uint64_t in_allocation = region.device_ptr() - gpu->ptr() + at;
-  return op.direction == Direction::kStoreToClient
-             ? gpu->CopyFromHost(in_allocation, store, piece.length)
-             : gpu->CopyToHost(in_allocation, store, piece.length);
+  bool staged = false;
+  absl::Status s = CopyStoreGpu(*gpu, in_allocation, store, piece.length, op.direction, op.pin,
+                                bounce, &staged);
+  if (staged) staged_.fetch_add(1, std::memory_order_relaxed);
+  return s;
 }
 
 void LocalInitiator::Finish(const Piece& piece, const absl::Status& status) {
@@ -357,7 +330,8 @@ std::string LocalInitiator::Describe() const {
   const handoff::HandoffStats h = server_->stats();
   std::vector<std::string> pinned;
   for (const auto& [name, pin] : pins_) {
-    if (pin->pinned()) pinned.push_back(name);
+    if (pin->mode() == StorePin::Mode::kReadWrite) pinned.push_back(name);
+    if (pin->mode() == StorePin::Mode::kReadOnly) pinned.push_back(name + " (read-only)");
   }
   const std::string mode = absl::StrFormat("%04o", LocalSocketMode(options_) & 07777);
   return absl::StrCat(
@@ -368,7 +342,9 @@ std::string LocalInitiator::Describe() const {
           ? absl::StrCat(", up to ", FormatSize(options_.max_bytes_per_client), " per client")
           : "",
       pinned.empty() ? "" : absl::StrCat("; page-locked for GPU copies: ",
-                                         absl::StrJoin(pinned, ", ")));
+                                         absl::StrJoin(pinned, ", ")),
+      absl::StrCat("; ", staged_.load(std::memory_order_relaxed),
+                   " GPU copies staged through bounce buffers"));
 }
 
 void LocalInitiator::FillInfo(v1::GetInfoResponse* info) const {

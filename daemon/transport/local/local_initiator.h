@@ -23,6 +23,7 @@
 #include "common/handoff/handoff_server.h"
 #include "daemon/store/store.h"
 #include "daemon/transport/initiator.h"
+#include "daemon/transport/local/gpu_copy.h"
 #include "daemon/transport/local/local_destination.h"
 #include "daemon/transport/local/local_options.h"
 
@@ -85,20 +86,19 @@ class LocalInitiator final : public Initiator {
     uint64_t offset = 0;  // into the op
     uint64_t length = 0;
   };
-  class VolumePin;
 
   LocalInitiator(LocalOptions options, std::string host_id);
   // Resolves `op` into its state and pieces (nothing queued); the refusal otherwise.
   absl::Status Prepare(const TransferOp& op, OpDone& done, std::vector<Piece>* pieces);
   void Run(size_t index);
-  absl::Status Copy(const Piece& piece);
+  absl::Status Copy(const Piece& piece, BounceBuffer& bounce);
   // Counts `piece` done with `status`; the op's last piece runs its `done`.
   void Finish(const Piece& piece, const absl::Status& status);
 
   const LocalOptions options_;
   const std::string host_id_;  // /proc/sys/kernel/random/boot_id
   // Every volume (and the fault source) by name; the set is fixed once made.
-  std::map<std::string, std::unique_ptr<VolumePin>, std::less<>> pins_;
+  std::map<std::string, std::unique_ptr<StorePin>, std::less<>> pins_;
   std::unique_ptr<handoff::HandoffServer> server_;
 
   mutable absl::Mutex mu_;
@@ -106,12 +106,14 @@ class LocalInitiator final : public Initiator {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Piece> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<BounceBuffer>> bounce_;  // one per copy thread
   // Per copy thread: when its current copy began (ns since the epoch), 0 while idle.
   std::unique_ptr<std::atomic<int64_t>[]> busy_since_;
   std::atomic<uint64_t> in_flight_{0};
   std::atomic<uint64_t> waiting_{0};
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint32_t> busy_{0};
+  std::atomic<uint64_t> staged_{0};  // GPU copies that went through a bounce buffer
 };
 
 }  // namespace gdr

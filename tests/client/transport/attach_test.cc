@@ -20,6 +20,7 @@ class FakeTransport final : public ClientTransport {
     buffer->mutable_tcp()->set_port(4242);
   }
   void Close() override { ++closed; }
+  std::string HopTo(const Region& region, int rail) const override { return "tcp/host"; }
   void FillInfo(gdrstore::TransportInfo* info) const override { info->description = "fake"; }
   absl::StatusOr<std::shared_ptr<ClientTransport>> Attach(
       gdrstore::v1::GdrStore::Stub* stub) override {

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 
+#include "absl/strings/str_cat.h"
 #include "client/src/sliced_op.h"
 
 namespace gdr {
@@ -29,6 +30,9 @@ class FakeRailSession final : public ClientTransport {
   }
   void DescribeEndpoint(gdrstore::v1::RemoteBuffer* buffer) const override {
     buffer->mutable_rc()->set_connection_id(id_);
+  }
+  std::string HopTo(const Region& region, int rail) const override {
+    return absl::StrCat("rc:fake", id_, "/host");
   }
   void Close() override { closed = true; }
   bool fail_register = false;
@@ -184,7 +188,7 @@ SliceSubmit Answering(Recorder* rec) {
       if (auto it = rec->fail.find(s.rail); it != rec->fail.end()) st = it->second;
     }
     if (st.ok()) {
-      done(gdrstore::OpResult{s.length, 10 + s.offset / kMiB, true, std::nullopt});
+      done(gdrstore::OpResult{s.length, 10 + s.offset / kMiB, true, std::nullopt, ""});
     } else {
       done(st);
     }

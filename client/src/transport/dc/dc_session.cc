@@ -5,6 +5,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/transport/op_path.h"
 #include "common/verbs/verbs_status.h"
 #include "common/base/status_macros.h"
 
@@ -80,6 +81,10 @@ void DcSession::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
   e->set_gid(std::string(reinterpret_cast<const char*>(gid.data()), gid.size()));
   e->set_lid(device_->port().lid);
   e->set_mtu(mtu_bytes_);
+}
+
+std::string DcSession::HopTo(const Region& region, int rail) const {
+  return Hop("dc", device_->name(), region);
 }
 
 void DcSession::FillInfo(gdrstore::TransportInfo* info) const {

@@ -51,6 +51,7 @@ class DcSession final : public ClientTransport, public std::enable_shared_from_t
   uint32_t dct_number() const { return dct_.dct_number; }
   // dc, "dc: DCT 0x... on DEVICE port N", the DCT number. Every daemon's DCIs reach the one
   // DCT (Attach's default: nullptr).
+  std::string HopTo(const Region& region, int rail) const override;
   void FillInfo(gdrstore::TransportInfo* info) const override;
   // The DCT's path MTU in bytes (sent in every descriptor, so the daemon can refuse a mismatch).
   uint32_t mtu() const { return mtu_bytes_; }

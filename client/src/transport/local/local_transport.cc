@@ -1,7 +1,9 @@
 #include "client/src/transport/local/local_transport.h"
 
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/transport/op_path.h"
 #include "common/cuda/gpu_ipc.h"
 
 namespace gdr {
@@ -32,12 +34,35 @@ absl::StatusOr<std::function<void()>> LocalTransport::Register(
   r.writable = region->writable;
   int fd = -1;
   cuda::GpuExport exported;
-  if (region->gpu != nullptr) {
+  if (region->handed_over) {
+    // Handed to this process: handed on as it came (imported memory cannot be exported again).
+    const gdrstore::HandedOver& h = *region->handed_over;
+    switch (h.kind) {
+      case gdrstore::HandedOver::Kind::kHostMemfd:
+        r.kind = handoff::MemoryKind::kHostMemfd;
+        break;
+      case gdrstore::HandedOver::Kind::kGpuIpcHandle:
+        r.kind = handoff::MemoryKind::kGpuIpc;
+        region->gpu_way = "cuda-ipc";
+        break;
+      case gdrstore::HandedOver::Kind::kGpuVmmFd:
+        r.kind = handoff::MemoryKind::kGpuVmmFd;
+        region->gpu_way = "vmm-fd";
+        break;
+    }
+    r.offset = h.offset;
+    r.allocation_size = h.allocation_size;
+    static_assert(sizeof(h.ipc_handle) == sizeof(r.ipc_handle));
+    std::copy(h.ipc_handle.begin(), h.ipc_handle.end(), r.ipc_handle.begin());
+    r.gpu = h.gpu;
+    fd = h.fd;
+  } else if (region->gpu != nullptr) {
     absl::StatusOr<cuda::GpuExport> got = cuda::ExportAllocation(region->base);
     if (!got.ok()) return got.status();
     exported = std::move(*got);
     r.kind = exported.kind == cuda::GpuExport::Kind::kVmmFd ? handoff::MemoryKind::kGpuVmmFd
                                                               : handoff::MemoryKind::kGpuIpc;
+    region->gpu_way = r.kind == handoff::MemoryKind::kGpuVmmFd ? "vmm-fd" : "cuda-ipc";
     r.offset = region->base - exported.allocation_base;
     r.allocation_size = exported.allocation_size;
     r.ipc_handle = exported.ipc_handle;
@@ -68,6 +93,10 @@ void LocalTransport::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
 void LocalTransport::Close() { session_->Close(); }
 
 absl::Status LocalTransport::session_status() const { return session_->status(); }
+
+std::string LocalTransport::HopTo(const Region& region, int rail) const {
+  return Hop(agent_ ? "agent" : "local", "", region);
+}
 
 void LocalTransport::FillInfo(gdrstore::TransportInfo* info) const {
   info->kind = gdrstore::Transport::kLocal;

@@ -34,6 +34,7 @@ class LocalTransport final : public ClientTransport {
   // Ends the session: the server drops every region once the ops on them are done.
   void Close() override;
   absl::Status session_status() const override;
+  std::string HopTo(const Region& region, int rail) const override;
   void FillInfo(gdrstore::TransportInfo* info) const override;
   // A session serves the one server it was opened with: another daemon is reached its own way.
   absl::StatusOr<std::shared_ptr<ClientTransport>> Attach(

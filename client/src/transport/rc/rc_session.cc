@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/transport/op_path.h"
 #include "client/src/transport/verbs_registration.h"
 #include "common/grpc/grpc_status.h"
 #include "common/base/log.h"
@@ -331,6 +332,10 @@ absl::StatusOr<std::function<void()>> RcSession::Register(const std::shared_ptr<
 
 void RcSession::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
   buffer->mutable_rc()->set_connection_id(connection_id_);
+}
+
+std::string RcSession::HopTo(const Region& region, int rail) const {
+  return Hop("rc", device_->name(), region);
 }
 
 void RcSession::FillInfo(gdrstore::TransportInfo* info) const {

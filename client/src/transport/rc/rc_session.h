@@ -55,6 +55,7 @@ class RcSession final : public ClientTransport, public std::enable_shared_from_t
   absl::StatusOr<std::function<void()>> Register(const std::shared_ptr<Region>& region) override;
   void DescribeEndpoint(gdrstore::v1::RemoteBuffer* buffer) const override;
   // rc, "rc on DEVICE port N (Q QPs, connection C)", the device and connection.
+  std::string HopTo(const Region& region, int rail) const override;
   void FillInfo(gdrstore::TransportInfo* info) const override;
   // A session with the daemon behind `stub` on this session's device (its PD, so every buffer
   // registered here is reachable there too): the same options, a Connect of its own.

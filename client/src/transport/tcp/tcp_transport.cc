@@ -1,6 +1,7 @@
 #include "client/src/transport/tcp/tcp_transport.h"
 
 #include "absl/strings/str_cat.h"
+#include "client/src/transport/op_path.h"
 #include "common/base/host_port.h"
 #include "common/base/socket.h"
 
@@ -34,6 +35,8 @@ TcpTransport::~TcpTransport() { Close(); }
 
 absl::StatusOr<std::function<void()>> TcpTransport::Register(
     const std::shared_ptr<Region>& region) {
+  // GPU memory is copied through the target's pinned staging ring.
+  if (region->gpu != nullptr) region->gpu_way = "staged";
   target_->Register(region);
   return [target = target_, rkey = region->rkey] { target->Deregister(rkey); };
 }
@@ -52,6 +55,10 @@ void TcpTransport::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
 }
 
 void TcpTransport::Close() { target_->Stop(); }
+
+std::string TcpTransport::HopTo(const Region& region, int rail) const {
+  return Hop("tcp", "", region);
+}
 
 void TcpTransport::FillInfo(gdrstore::TransportInfo* info) const {
   info->kind = gdrstore::Transport::kTcp;

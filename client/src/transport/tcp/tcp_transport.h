@@ -28,6 +28,7 @@ class TcpTransport final : public ClientTransport {
   // Stops the target: the daemon's links see EOF.
   void Close() override;
   // tcp, "tcp target HOST:PORT", the target's address and counters.
+  std::string HopTo(const Region& region, int rail) const override;
   void FillInfo(gdrstore::TransportInfo* info) const override;
   // Every daemon reaches the one target (Attach's default: nullptr).
 
