@@ -36,32 +36,6 @@ std::string OneLine(std::string s) {
   return s;
 }
 
-// What a client hands over for its channel is anything it likes; gRPC is given only a
-// connected Unix stream socket.
-absl::Status CheckChannelSocket(int fd) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
-    return absl::InvalidArgumentError("gdragent: the channel's descriptor is not a socket");
-  }
-  int type = 0, domain = 0;
-  socklen_t len = sizeof(type);
-  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) {
-    return absl::InvalidArgumentError(
-        "gdragent: the channel's socket is not SOCK_STREAM (use a socketpair(AF_UNIX, "
-        "SOCK_STREAM))");
-  }
-  len = sizeof(domain);
-  if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || domain != AF_UNIX) {
-    return absl::InvalidArgumentError("gdragent: the channel's socket is not a Unix socket");
-  }
-  sockaddr_un peer{};
-  len = sizeof(peer);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) {
-    return absl::InvalidArgumentError("gdragent: the channel's socket is not connected");
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
@@ -134,21 +108,14 @@ handoff::HandoffServerOptions Agent::HandoffOptions() {
     return absl::OkStatus();
   };
   o.on_channel = [this](const handoff::SessionInfo& s, ScopedFd fd) -> absl::Status {
-    GDR_RETURN_IF_ERROR(CheckChannelSocket(fd.get()));
-    // gRPC takes a descriptor of its own (and closes it when the client's end goes); `fd`
-    // closes this one.
-    const int channel = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 0);
-    if (channel < 0) {
-      return absl::ErrnoToStatus(errno, "gdragent: cannot take the channel's socket");
+    // The agent's own end of the pair the handoff server made: an open file no client shares,
+    // so the O_NONBLOCK its gRPC pollers need (one blocking read would stall every call of the
+    // server) stays set.
+    const int flags = ::fcntl(fd.get(), F_GETFL, 0);
+    if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+      return absl::ErrnoToStatus(errno, "gdragent: cannot make the channel's socket non-blocking");
     }
-    // gRPC's server side takes the socket as it is, and its pollers must never block on it
-    // (one blocking read stalls every call of the server).
-    const int flags = ::fcntl(channel, F_GETFL, 0);
-    if (flags < 0 || ::fcntl(channel, F_SETFL, flags | O_NONBLOCK) != 0) {
-      const int err = errno;
-      ::close(channel);
-      return absl::ErrnoToStatus(err, "gdragent: cannot make the channel's socket non-blocking");
-    }
+    const int channel = fd.Release();  // gRPC's from here (closed when the client's end goes)
     service_->AddChannel(channel, s);
     grpc::AddInsecureChannelFromFd(server_.get(), channel);
     GDR_LOG(kDebug) << "channel from " << DescribeClient(s);

@@ -297,6 +297,9 @@ absl::StatusOr<std::unique_ptr<ShareableGpuMemory>> ShareableGpuMemory::Create(i
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = ordinal;
   prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  // A NIC may register it (directly, or in the process it is handed to: the agent), which VMM
+  // memory allows only when allocated so.
+  prop.allocFlags.gpuDirectRDMACapable = 1;
   size_t granule = 0;
   GDR_CU_RETURN_IF_ERROR(*api, cuMemGetAllocationGranularity(&granule, &prop,
                                                              CU_MEM_ALLOC_GRANULARITY_MINIMUM));

@@ -24,7 +24,7 @@ absl::Status StatusOf(const Error& e) {
 // Sends one request and reads its reply, both within `timeout`. An ERROR with request id 0 is
 // the server's word on the connection itself and is returned as the reply too.
 absl::StatusOr<Message> Exchange(int fd, const Message& request, int pass_fd,
-                                 absl::Duration timeout) {
+                                 absl::Duration timeout, ScopedFd* received = nullptr) {
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<int> fds;
   if (pass_fd >= 0) fds.push_back(pass_fd);
@@ -56,6 +56,7 @@ absl::StatusOr<Message> Exchange(int fd, const Message& request, int pass_fd,
     return absl::UnavailableError(absl::StrFormat("reply to request %u came for request %u",
                                                   request.request_id, reply->request_id));
   }
+  if (received != nullptr && !in->fds.empty()) *received = std::move(in->fds[0]);
   return reply;
 }
 
@@ -127,12 +128,12 @@ absl::Status HandoffClient::status() const {
   return broken_;
 }
 
-absl::StatusOr<Message> HandoffClient::Call(Body body, int fd) {
+absl::StatusOr<Message> HandoffClient::Call(Body body, int fd, ScopedFd* received) {
   absl::MutexLock lock(&mu_);
   if (!broken_.ok()) return broken_;
   Message request{next_request_++, std::move(body)};
   if (next_request_ == 0) next_request_ = 1;  // 0 is the server's "no request"
-  absl::StatusOr<Message> reply = Exchange(fd_.get(), request, fd, timeout_);
+  absl::StatusOr<Message> reply = Exchange(fd_.get(), request, fd, timeout_, received);
   if (!reply.ok()) {
     // Out of step with the server now (a late reply would answer the next request).
     broken_ = absl::UnavailableError(
@@ -174,13 +175,22 @@ absl::Status HandoffClient::Deregister(uint32_t rkey) {
                                              MessageTypeName(TypeOf(reply->body))));
 }
 
-absl::Status HandoffClient::OpenChannel(int fd) {
-  if (fd < 0) return absl::InvalidArgumentError("OPEN_CHANNEL needs a socket descriptor");
-  absl::StatusOr<Message> reply = Call(handoff::OpenChannel{}, fd);
+absl::StatusOr<ScopedFd> HandoffClient::OpenChannel() {
+  ScopedFd end;
+  absl::StatusOr<Message> reply = Call(handoff::OpenChannel{}, -1, &end);
   if (!reply.ok()) return reply.status();
-  if (std::holds_alternative<ChannelOpen>(reply->body)) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat("OPEN_CHANNEL answered with ",
-                                             MessageTypeName(TypeOf(reply->body))));
+  if (!std::holds_alternative<ChannelOpen>(reply->body)) {
+    return absl::UnavailableError(absl::StrCat("OPEN_CHANNEL answered with ",
+                                               MessageTypeName(TypeOf(reply->body))));
+  }
+  // Decode checked that CHANNEL_OPEN came with its one descriptor; it must be a stream socket.
+  int type = 0;
+  socklen_t len = sizeof(type);
+  if (!end.valid() || ::getsockopt(end.get(), SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+      type != SOCK_STREAM) {
+    return absl::UnavailableError("CHANNEL_OPEN's descriptor is not a stream socket");
+  }
+  return end;
 }
 
 }  // namespace gdr::handoff

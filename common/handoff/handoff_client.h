@@ -38,8 +38,9 @@ class HandoffClient {
   // assigned, or its ERROR as a status; UNAVAILABLE once the connection is gone.
   absl::StatusOr<uint32_t> Register(const Register& region, int fd);
   absl::Status Deregister(uint32_t rkey);
-  // Passes one end of a connected SOCK_STREAM socket for the server to serve gRPC on (agent).
-  absl::Status OpenChannel(int fd);
+  // Asks the server (the agent) for a channel: the client's end of a connected SOCK_STREAM
+  // socket pair the server made and serves gRPC on. The server's refusal as a status.
+  absl::StatusOr<ScopedFd> OpenChannel();
 
   // Closes the connection: the server ends the session (its regions go once their ops are
   // done); later requests are UNAVAILABLE. Idempotent.
@@ -51,7 +52,9 @@ class HandoffClient {
 
  private:
   HandoffClient(ScopedFd fd, std::string path, HelloOk hello, absl::Duration timeout);
-  absl::StatusOr<Message> Call(Body body, int fd) ABSL_LOCKS_EXCLUDED(mu_);
+  // `received`: where a descriptor the reply carries goes (null: none is expected).
+  absl::StatusOr<Message> Call(Body body, int fd, ScopedFd* received = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string path_;
   const HelloOk hello_;

@@ -98,11 +98,14 @@ class HandoffServer::Impl {
   void ServeSession(int fd, const SessionInfo& info);
   // Sends `body` as the reply to `id`; errors are counted as refusals. False when the peer is
   // gone or does not read.
-  bool Reply(int fd, uint32_t id, Body body);
+  // `pass_fd` >= 0 rides along (CHANNEL_OPEN's socket).
+  bool Reply(int fd, uint32_t id, Body body, int pass_fd = -1);
   bool ReplyError(int fd, uint32_t id, const absl::Status& s) { return Reply(fd, id, ErrorOf(s)); }
-  absl::StatusOr<Body> Handle(const SessionInfo& info, Message m, std::vector<ScopedFd> fds);
+  // The reply to `m`; `*send` is a descriptor it carries (CHANNEL_OPEN).
+  absl::StatusOr<Body> Handle(const SessionInfo& info, Message m, std::vector<ScopedFd> fds,
+                              ScopedFd* send);
   absl::StatusOr<Body> HandleRegister(const SessionInfo& info, const Register& r, ScopedFd fd);
-  absl::StatusOr<Body> HandleOpenChannel(const SessionInfo& info, ScopedFd fd);
+  absl::StatusOr<Body> HandleOpenChannel(const SessionInfo& info, ScopedFd* send);
 
   const HandoffServerOptions opt_;
   SessionTable table_;
@@ -235,9 +238,11 @@ void HandoffServer::Impl::AcceptLoop() {
   }
 }
 
-bool HandoffServer::Impl::Reply(int fd, uint32_t id, Body body) {
+bool HandoffServer::Impl::Reply(int fd, uint32_t id, Body body, int pass_fd) {
   if (std::holds_alternative<Error>(body)) refused_.fetch_add(1);
-  return SendWithFds(fd, Encode(Message{id, std::move(body)}), {}).ok();
+  std::vector<int> fds;
+  if (pass_fd >= 0) fds.push_back(pass_fd);
+  return SendWithFds(fd, Encode(Message{id, std::move(body)}), fds).ok();
 }
 
 void HandoffServer::Impl::Serve(Conn* c) {
@@ -332,15 +337,17 @@ void HandoffServer::Impl::ServeSession(int fd, const SessionInfo& info) {
       continue;
     }
     const uint32_t id = m->request_id;
-    absl::StatusOr<Body> reply = Handle(info, *std::move(m), std::move(in->fds));
-    if (!(reply.ok() ? Reply(fd, id, *std::move(reply)) : ReplyError(fd, id, reply.status()))) {
+    ScopedFd send;
+    absl::StatusOr<Body> reply = Handle(info, *std::move(m), std::move(in->fds), &send);
+    if (!(reply.ok() ? Reply(fd, id, *std::move(reply), send.get())
+                     : ReplyError(fd, id, reply.status()))) {
       return;
     }
   }
 }
 
 absl::StatusOr<Body> HandoffServer::Impl::Handle(const SessionInfo& info, Message m,
-                                                 std::vector<ScopedFd> fds) {
+                                                 std::vector<ScopedFd> fds, ScopedFd* send) {
   ScopedFd fd = fds.empty() ? ScopedFd() : std::move(fds[0]);
   if (const auto* r = std::get_if<Register>(&m.body)) {
     return HandleRegister(info, *r, std::move(fd));
@@ -349,7 +356,7 @@ absl::StatusOr<Body> HandoffServer::Impl::Handle(const SessionInfo& info, Messag
     if (absl::Status s = table_.Remove(info.id, d->rkey); !s.ok()) return s;
     return Deregistered{};
   }
-  if (std::holds_alternative<OpenChannel>(m.body)) return HandleOpenChannel(info, std::move(fd));
+  if (std::holds_alternative<OpenChannel>(m.body)) return HandleOpenChannel(info, send);
   const char* type = MessageTypeName(TypeOf(m.body));
   if (std::holds_alternative<Hello>(m.body)) {
     return absl::FailedPreconditionError("HELLO again: this connection has its session");
@@ -373,21 +380,21 @@ absl::StatusOr<Body> HandoffServer::Impl::HandleRegister(const SessionInfo& info
 }
 
 absl::StatusOr<Body> HandoffServer::Impl::HandleOpenChannel(const SessionInfo& info,
-                                                            ScopedFd fd) {
+                                                            ScopedFd* send) {
   if (!opt_.on_channel) {
     return absl::UnimplementedError("this server takes ops over gRPC, not a channel");
   }
-  int type = 0;
-  socklen_t len = sizeof(type);
-  if (::getsockopt(fd.get(), SOL_SOCKET, SO_TYPE, &type, &len) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("OPEN_CHANNEL's descriptor is not a socket (", strerror(errno), ")"));
+  // The pair is made here: the server's end is an open file of its own, whose flags no client
+  // can change under the server's poller.
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("OPEN_CHANNEL: socketpair: ", strerror(errno)));
   }
-  if (type != SOCK_STREAM) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("OPEN_CHANNEL's descriptor is a socket of type %d, not SOCK_STREAM", type));
-  }
-  if (absl::Status s = opt_.on_channel(info, std::move(fd)); !s.ok()) return s;
+  ScopedFd ours(pair[0]);
+  ScopedFd theirs(pair[1]);
+  if (absl::Status s = opt_.on_channel(info, std::move(ours)); !s.ok()) return s;
+  *send = std::move(theirs);
   return ChannelOpen{};
 }
 

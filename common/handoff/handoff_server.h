@@ -54,8 +54,9 @@ struct HandoffServerOptions {
   // (the agent registers the region with its upstream transport here). Empty: nothing.
   std::function<absl::Status(const SessionInfo&, const std::shared_ptr<ImportedRegion>&)>
       on_register;
-  // OPEN_CHANNEL's descriptor (a connected SOCK_STREAM socket). Empty: OPEN_CHANNEL is
-  // UNIMPLEMENTED ("this server takes ops over gRPC, not a channel").
+  // The server's end of the socket pair OPEN_CHANNEL made (connected SOCK_STREAM; the other
+  // end goes back in CHANNEL_OPEN). Empty: OPEN_CHANNEL is UNIMPLEMENTED ("this server takes
+  // ops over gRPC, not a channel").
   std::function<absl::Status(const SessionInfo&, ScopedFd)> on_channel;
   // Called once when a session ends (its regions have left the table).
   std::function<void(const SessionInfo&)> on_session_end;

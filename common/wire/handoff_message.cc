@@ -283,7 +283,7 @@ size_t FdsFor(const Body& body) {
   if (const auto* r = std::get_if<Register>(&body)) {
     return r->kind == MemoryKind::kHostMemfd || r->kind == MemoryKind::kGpuVmmFd ? 1 : 0;
   }
-  return std::holds_alternative<OpenChannel>(body) ? 1 : 0;
+  return std::holds_alternative<ChannelOpen>(body) ? 1 : 0;
 }
 
 std::string Encode(const Message& message) {

@@ -11,8 +11,10 @@
 //                               <-  REGISTERED{rkey, region bytes} | ERROR{code, message}
 //   DEREGISTER{rkey}            ->
 //                               <-  DEREGISTERED | ERROR
-//   OPEN_CHANNEL +fd            ->  (agent only: a socket the agent serves gRPC on)
-//                               <-  CHANNEL_OPEN | ERROR
+//   OPEN_CHANNEL                ->  (agent only: a socket to speak gRPC to the agent on)
+//                               <-  CHANNEL_OPEN +fd | ERROR
+// The server makes the channel's socket pair and hands the client its end: a socket whose file
+// the client shares cannot have its flags (O_NONBLOCK) changed under the server's gRPC poller.
 //
 // Decode checks everything a hostile peer controls (magic, version, type, lengths, enum values,
 // string sizes, the number of descriptors a type carries) and names what is wrong.
@@ -115,7 +117,7 @@ MessageType TypeOf(const Body& body);
 const char* MessageTypeName(MessageType type);
 
 // How many descriptors a message of this type (and memory kind) must carry: 1 for REGISTER of
-// kHostMemfd/kGpuVmmFd and for OPEN_CHANNEL, else 0.
+// kHostMemfd/kGpuVmmFd and for CHANNEL_OPEN, else 0.
 size_t FdsFor(const Body& body);
 
 // The packet for `message` (at most kMaxMessageBytes; strings are cut to their limits).

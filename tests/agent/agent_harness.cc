@@ -103,17 +103,10 @@ absl::StatusOr<AgentClient> AgentClient::Connect(const std::string& socket_path,
       handoff::HandoffClient::Connect(socket_path, name, absl::Seconds(10));
   if (!s.ok()) return s.status();
   c.session = std::move(*s);
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-    return absl::ErrnoToStatus(errno, "socketpair");
-  }
-  ScopedFd theirs(sv[1]);
-  if (absl::Status st = c.session->OpenChannel(theirs.get()); !st.ok()) {
-    ::close(sv[0]);
-    return st;
-  }
-  // gRPC owns sv[0] from here.
-  c.channel = grpc::CreateInsecureChannelFromFd("gdragent", sv[0]);
+  absl::StatusOr<ScopedFd> end = c.session->OpenChannel();
+  if (!end.ok()) return end.status();
+  // gRPC owns the end from here.
+  c.channel = grpc::CreateInsecureChannelFromFd("gdragent", end->Release());
   c.stub = v1::GdrStore::NewStub(c.channel);
   return c;
 }

@@ -73,7 +73,7 @@ struct AgentClient {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<gdrstore::v1::GdrStore::Stub> stub;
 
-  // HELLO, then OPEN_CHANNEL with one end of a socketpair; gRPC runs on the other.
+  // HELLO, then OPEN_CHANNEL: the agent hands back its socket pair's other end, gRPC runs on it.
   static absl::StatusOr<AgentClient> Connect(const std::string& socket_path,
                                              const std::string& name);
   // Hands `memory` (all of it) over; the rkey.

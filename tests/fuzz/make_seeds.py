@@ -395,8 +395,8 @@ def handoff_message_seeds():
     put(t, "registered", b"\x00" + handoff(4, struct.pack("<I", 0xDEADBEEF), 7))
     put(t, "deregister", b"\x00" + handoff(5, struct.pack("<I", 0xDEADBEEF), 10))
     put(t, "deregistered", b"\x00" + handoff(6, b"", 10))
-    put(t, "open_channel", b"\x01" + handoff(7, b"", 11))
-    put(t, "channel_open", b"\x00" + handoff(8, b"", 11))
+    put(t, "open_channel", b"\x00" + handoff(7, b"", 11))
+    put(t, "channel_open", b"\x01" + handoff(8, b"", 11))
     put(t, "error", b"\x00" + handoff(9, struct.pack("<I", 7) +
                                      hstr(b"uid 65534 is not admitted"), 1))
     # Near misses: the wrong descriptor count, a string past the end, a zero size.

@@ -103,7 +103,8 @@ TEST(HandoffMessageTest, FdsForNamesTheTypesThatCarryOne) {
   EXPECT_EQ(FdsFor(HostRegion()), 1u);
   EXPECT_EQ(FdsFor(GpuRegion(MemoryKind::kGpuVmmFd)), 1u);
   EXPECT_EQ(FdsFor(GpuRegion(MemoryKind::kGpuIpc)), 0u);
-  EXPECT_EQ(FdsFor(OpenChannel{}), 1u);
+  EXPECT_EQ(FdsFor(OpenChannel{}), 0u);
+  EXPECT_EQ(FdsFor(ChannelOpen{}), 1u);
   EXPECT_EQ(FdsFor(Hello{}), 0u);
   EXPECT_EQ(FdsFor(Deregister{1}), 0u);
 }
@@ -205,7 +206,8 @@ TEST(HandoffMessageTest, DescriptorCountsAreChecked) {
                 "REGISTER of host-memfd memory carries 0 descriptors; it takes 1");
   ExpectRefused(Encode({1, GpuRegion(MemoryKind::kGpuVmmFd)}), 0, "gpu-vmm-fd memory carries 0");
   ExpectRefused(Encode({1, GpuRegion(MemoryKind::kGpuIpc)}), 1, "gpu-ipc memory carries 1");
-  ExpectRefused(Encode({1, OpenChannel{}}), 0, "OPEN_CHANNEL carries 0");
+  ExpectRefused(Encode({1, OpenChannel{}}), 1, "OPEN_CHANNEL carries 1 descriptors; it takes 0");
+  ExpectRefused(Encode({1, ChannelOpen{}}), 0, "CHANNEL_OPEN carries 0");
   ExpectRefused(Encode({1, Deregister{5}}), 2, "DEREGISTER carries 2");
 }
 

@@ -19,17 +19,13 @@ absl::StatusOr<AgentConnection> ConnectAgent(const std::string& socket_path,
   absl::StatusOr<std::unique_ptr<handoff::HandoffClient>> session = handoff::HandoffClient::Connect(
       socket_path, absl::StrCat("gdrstore client ", getpid()), timeout);
   if (!session.ok()) return session.status();
-  int pair[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("agent ", socket_path, ": socketpair: ", strerror(errno)));
+  // The agent makes the socket pair and keeps its end, an open file of its own.
+  absl::StatusOr<ScopedFd> end = (*session)->OpenChannel();
+  if (!end.ok()) {
+    return absl::Status(end.status().code(),
+                        absl::StrCat("agent ", socket_path, ": ", end.status().message()));
   }
-  ScopedFd ours(pair[0]);
-  ScopedFd theirs(pair[1]);
-  if (absl::Status st = (*session)->OpenChannel(theirs.get()); !st.ok()) {
-    return absl::Status(st.code(), absl::StrCat("agent ", socket_path, ": ", st.message()));
-  }
-  theirs.Reset();  // the agent holds its end now
+  ScopedFd ours = *std::move(end);
   // gRPC's poller expects a non-blocking socket: a blocking read would stall it.
   if (const int flags = ::fcntl(ours.get(), F_GETFL); flags < 0 ||
       ::fcntl(ours.get(), F_SETFL, flags | O_NONBLOCK) != 0) {
