@@ -39,8 +39,8 @@ TEST(AgentRxeTest, AClientWithoutRdmaDevicesMovesVerifiedBytesOverRcThroughTheAg
         "mount -t tmpfs none /dev/infiniband && ! ls /dev/infiniband/uverbs0 2>/dev/null && exec ",
         GDR_GDRCTL_BIN, " --agent ", (*a)->socket_path(), " --require agent,rc ", cmd,
         " --volume vol0 -s ", size, " -o ", off, " --verify");
-    auto r = integ::RunProcess({"unshare", "--mount", "--", "sh", "-c", client}, (*dir)->path(),
-                               absl::StrCat("client", run++), absl::Seconds(120));
+    auto r = integ::RunProcess({"/usr/bin/unshare", "--mount", "--", "/bin/sh", "-c", client},
+                               (*dir)->path(), absl::StrCat("client", run++), absl::Seconds(120));
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->exit_code, 0) << r->Describe();
     EXPECT_TRUE(absl::StrContains(r->out, "verified")) << r->out;
