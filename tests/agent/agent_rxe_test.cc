@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -31,7 +32,8 @@ TEST(AgentRxeTest, AClientWithoutRdmaDevicesMovesVerifiedBytesOverRcThroughTheAg
   auto dir = integ::TempDir::Create("agent-rxe");
   ASSERT_TRUE(dir.ok()) << dir.status();
   int run = 0;
-  for (const auto& [cmd, size, off] : std::vector<std::tuple<std::string, std::string, std::string>>{
+  using Op = std::tuple<std::string, std::string, std::string>;  // command, size, offset
+  for (const auto& [cmd, size, off] : std::vector<Op>{
            {"write", "8MiB", "4097"}, {"read", "8MiB", "12345"}, {"write", "1234567", "77"}}) {
     // The client sees no verbs device at all; --require makes it fail rather than take another
     // path to the daemon.
