@@ -56,7 +56,10 @@ start() { # daemon flags...
   APID=$!
   $B/gdragent --daemon "$ADDR" --transport local --socket "$W/agent-local.sock" > "$W/al.log" 2>&1 &
   ALPID=$!
-  for _ in $(seq 200); do [ -S "$W/agent.sock" ] && [ -S "$W/agent-local.sock" ] && break; sleep 0.05; done
+  for _ in $(seq 200); do
+    [ -S "$W/agent.sock" ] && [ -S "$W/agent-local.sock" ] && break
+    sleep 0.05
+  done
   # the warm-up: the volume page-locked for GPU copies
   [ -n "$GPU" ] && $B/gdrctl --daemon "$ADDR" --transport local write -s 1MiB --gpu $GPU > /dev/null
 }
@@ -72,15 +75,23 @@ line() { # label, result, baseline, baseline name
   printf '%-52s %8s GB/s   ratio %s vs %s (%s GB/s)   %s\n' "$1" "$(echo "$2" | gbps)" \
     "$(ratio "$(echo "$2" | gbps)" "$3")" "$4" "$3" "$(echo "$2" | pathof)"
 }
-many() { # how, k processes, bench args: the sum of their GB/s
-  local how=$1 k=$2; shift 2
-  local pids=() i
+# how, k processes, ops each, MiB per op, bench args: "SUM WALL", the sum of the processes' own
+# GB/s (each over its own window, so above the link when the windows do not overlap) and all
+# their bytes over the wall time of the batch (which includes each process's start-up)
+many() {
+  local how=$1 k=$2 n=$3 mib=$4; shift 4
+  local pids=() i t0 t1
+  t0=$(date +%s.%N)
   for i in $(seq 0 $((k - 1))); do
-    $B/gdrctl $how bench -q -o $((i * 256))MiB --span 256MiB "$@" > "$W/m$i.out" 2>&1 &
+    $B/gdrctl $how bench -q -n $n -s ${mib}MiB -o $((i * 256))MiB --span 256MiB "$@" \
+      > "$W/m$i.out" 2>&1 &
     pids+=($!)
   done
   wait "${pids[@]}"
-  cat "$W"/m*.out | grep -o '[0-9.]* GB/s' | awk '{ s += $1 } END { printf "%.3f", s }'
+  t1=$(date +%s.%N)
+  cat "$W"/m*.out | grep -o '[0-9.]* GB/s' |
+    awk -v k=$k -v n=$n -v m=$mib -v t="$(echo "$t0 $t1" | awk '{ print $2 - $1 }')" \
+      '{ s += $1 } END { printf "%.3f %.3f", s, k * n * m * 1048576 / t / 1e9 }'
   rm -f "$W"/m*.out
 }
 
@@ -115,9 +126,10 @@ if [ -n "$GPU" ]; then
       agent-tcp) how="--agent $W/agent.sock" ;;
       *) how="$D --transport $via" ;;
     esac
-    s=$(many "$how" 8 -t write -s 16MiB -n 256 --qd 2 --gpu $GPU)
-    printf '%-52s %8s GB/s   ratio %s vs pinned H2D (%s GB/s)\n' \
-      "8 processes gpu 16MiB qd2 via $via" "$s" "$(ratio "$s" "$pinned")" "$pinned"
+    read -r s w <<<"$(many "$how" 8 1024 16 -t write --qd 2 --gpu $GPU)"
+    printf '%-44s %8s GB/s (sum), %8s GB/s (wall)   ratio %s / %s vs pinned H2D (%s GB/s)\n' \
+      "8 processes gpu 16MiB qd2 via $via" "$s" "$w" "$(ratio "$s" "$pinned")" \
+      "$(ratio "$w" "$pinned")" "$pinned"
   done
 fi
 stop

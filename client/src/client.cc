@@ -409,14 +409,15 @@ absl::StatusOr<std::unique_ptr<gdrstore::Client>> ClientAccess::ConnectSharing(
 
 OpCallback ClientAccess::PathNamed(const gdrstore::Client& client, const Buffer& buffer,
                                    int rail, OpCallback done) {
-  // The client and the buffer outlive the callback (the buffer's destructor waits for its ops).
-  return [&client, &buffer, rail, done = std::move(done)](absl::StatusOr<OpResult> r) {
+  // The buffer outlives the callback (its destructor waits for its ops); the transport and the
+  // requirement are held, as an answer may come while the Client is being closed.
+  return [transport = client.transport_, required = client.required_, &buffer, rail,
+          done = std::move(done)](absl::StatusOr<OpResult> r) {
     if (r.ok()) {
       const Region& reg = region(buffer);
-      r->path = JoinPath(client.transport_->HopTo(reg, rail), r->path);
-      if (client.required_ != nullptr) {
-        if (absl::Status st = CheckPath(*client.required_, r->path, reg.gpu != nullptr,
-                                        /*complete=*/true);
+      r->path = JoinPath(transport->HopTo(reg, rail), r->path);
+      if (required != nullptr) {
+        if (absl::Status st = CheckPath(*required, r->path, reg.gpu != nullptr, /*complete=*/true);
             !st.ok()) {
           r = st;
         }
