@@ -86,12 +86,12 @@ thread_local LastPath t_last_path;
 gdrstore_status Op(gdrstore_client* client, gdrstore::OpKind kind, const char* volume,
                    uint64_t offset, uint64_t n, gdrstore_buffer* buffer, size_t buffer_offset,
                    gdrstore_result* result) {
+  t_last_path = LastPath{};  // a call that fails leaves no path
   std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
   if (volume == nullptr) return Invalid(*c, "volume is NULL");
   absl::StatusOr<std::shared_ptr<BufferHandle>> b = FindAs<BufferHandle>(buffer, "buffer");
   if (!b.ok()) return c->Fail(b.status());
-  t_last_path = LastPath{};
   return Guard(*c, [&] {
     const gdrstore::Extent extent{volume, offset, n};
     absl::StatusOr<gdrstore::OpResult> r =
