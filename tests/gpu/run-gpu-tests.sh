@@ -10,8 +10,9 @@
 #      descriptor, interior pointers too) and the local transport into GPU memory
 #      (local_transport_test's GPU case: a real gdrstored imports both kinds and moves verified
 #      bytes);
-#   4b. the node agent: GPU memory handed to gdragent by CUDA IPC, moved upstream over tcp and,
-#      relayed as it came, over local; each result's path checked with --require;
+#   4b. the node agent: GPU memory handed to gdragent by CUDA IPC (gdrctl) and by VMM descriptor
+#      (agent_vmm_check.py), moved upstream over tcp and, relayed as it came, over local; each
+#      result's path checked, and --require / require= set;
 #   5. gdr_bench --only gpu: tcp 64 MiB Writes into GPU memory vs pinned cuMemcpyHtoD;
 #   6. the Python package on torch CUDA tensors and CuPy arrays, and docs/python.md's example.
 # Usage: tests/gpu/run-gpu-tests.sh [BIN_DIR]   (BIN_DIR holds gdrstored, gdrctl, gdr_bench and the
@@ -33,6 +34,12 @@ else
   T_IPC=$BIN/gpu_ipc_test T_LOCAL=$BIN/local_transport_test
 fi
 export GDR_GDRSTORED_BIN=$GDRSTORED GDR_GDRCTL_BIN=$GDRCTL
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# The Python package's library: beside gdrctl (a build tree) or, as scripts/gpu-carry.sh packs
+# it, on LD_LIBRARY_PATH, where the package's loader finds it by name.
+if [[ -z ${GDRSTORE_LIBRARY:-} && -f $(dirname "$GDRCTL")/libgdrclient.so.1 ]]; then
+  export GDRSTORE_LIBRARY=$(dirname "$GDRCTL")/libgdrclient.so.1
+fi
 WORK=$(mktemp -d /tmp/gdr-gpu-tests.XXXXXX)
 DAEMON_PID=
 FAILED=0
@@ -143,6 +150,11 @@ for up in tcp local; do
        -s 64MiB --salt 77 --verify >>"$WORK/agent.out" 2>&1; then
     pass "agent over $up: verified 64 MiB write and read in GPU memory ($want)"
   else fail "agent over $up: $(cat "$WORK/agent.out" "$WORK/agent-$up.log")"; fi
+  vway=staged; [[ $up == local ]] && vway=vmm-fd
+  if PYTHONPATH=$SRC/python python3 "$SRC/tests/gpu/agent_vmm_check.py" "$WORK/agent-$up.sock" \
+       "agent/vmm-fd>$up/$vway"; then
+    pass "agent over $up: VMM memory (agent/vmm-fd>$up/$vway)"
+  else fail "agent over $up: VMM memory"; fi
   kill -TERM $apid; wait $apid 2>/dev/null
 done
 
@@ -152,12 +164,6 @@ if "$BENCH" --daemon "$GDRSTORED" --only gpu --gpu "$GPU_PCI" --bw-qd 1 --bw-qd 
 else fail "gdr_bench"; fi
 
 step "Python: torch CUDA tensors and CuPy arrays (python/gdrstore over libgdrclient.so)"
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-# The library beside gdrctl (a build tree) or, as scripts/gpu-carry.sh packs it, on
-# LD_LIBRARY_PATH, where the package's loader finds it by name.
-if [[ -z ${GDRSTORE_LIBRARY:-} && -f $(dirname "$GDRCTL")/libgdrclient.so.1 ]]; then
-  export GDRSTORE_LIBRARY=$(dirname "$GDRCTL")/libgdrclient.so.1
-fi
 if PYTHONPATH=$SRC/python python3 "$SRC/tests/gpu/python_gpu_check.py" "127.0.0.1:$PORT"; then
   pass "python GPU checks"
 else fail "python GPU checks"; fi
