@@ -70,6 +70,7 @@ echo "GPU 0 is $GPU_PCI (short form $GPU_SHORT)"
 
 step "gdrstored"
 "$GDRSTORED" --listen 127.0.0.1:0 --port-file "$WORK/port" --volume vol0=1GiB --volume rw=1GiB \
+  --volume "filed=256MiB,file=$WORK/filed.vol" \
   --max-op-size 256MiB --local-socket "$WORK/local.sock" --log-level warning \
   >"$WORK/gdrstored.log" 2>&1 &
 DAEMON_PID=$!
@@ -134,6 +135,18 @@ else fail "$(basename "$T_LOCAL")"; fi
 if "$T_CTL" --gtest_brief=1 --gtest_filter='*VerifiedWriteAndReadIntoGpu*:*MalformedGpu*'; then
   pass "$(basename "$T_CTL")"
 else fail "$(basename "$T_CTL")"; fi
+
+step "local: GPU memory and a file-backed volume (locked read-only: puts through bounce buffers)"
+if "${CTL[@]}" --transport local --require local,cuda-ipc read --gpu "$GPU_PCI" --volume filed \
+     -o 4097 -s 64MiB --salt 41 --verify >"$WORK/filed.out" 2>&1 &&
+   "${CTL[@]}" --transport local write --gpu "$GPU_PCI" --volume filed -o 4097 -s 64MiB \
+     --salt 41 --verify >>"$WORK/filed.out" 2>&1 &&
+   "${CTL[@]}" --transport local write --gpu "$GPU_PCI" --volume filed -o 128MiB -s 8MiB \
+     --verify >>"$WORK/filed.out" 2>&1; then
+  pass "local: verified 64 MiB put and get of GPU memory on a file-backed volume"
+else fail "local, file-backed volume: $(cat "$WORK/filed.out")"; fi
+"${CTL[@]}" info 2>&1 | grep -o "page-locked for GPU copies: [^;]*; [0-9]* GPU copies staged[^)]*" |
+  head -1 | sed 's/^/  daemon: /'
 
 step "the node agent: GPU memory through gdragent (upstream tcp, and local relaying the handle)"
 for up in tcp local; do
