@@ -38,8 +38,9 @@ build=${SANITIZE_BUILD_DIR:-build-asan}
 SANITIZE_BUILD_DIR="$build" bash scripts/build-sanitized.sh "$@"
 # Left out, each for a reason:
 #  - label rxe: verbs tests; they need the SoftRoCE guest and only skip on this host.
-#  - label deploy (.deb install, systemd unit, out-of-tree consumers, pip install): they check
-#    packaging, and the out-of-tree consumers are built without the sanitizer runtime.
+#  - label deploy (.deb install, systemd unit, out-of-tree consumers, pip install, the shared
+#    library's exports): they check packaging, the out-of-tree consumers are built without the
+#    sanitizer runtime, and an instrumented library exports what the sanitizers add.
 #  - python_gdrstore: Debian's python3 is not instrumented and cannot load an ASan-built
 #    libgdrclient.so (the runtime must be the first library in the process); the C ABI it
 #    drives runs sanitized in c_abi_test and the c/ unit tests.
