@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc/grpc_lifetime.h"
 #include "common/grpc/grpc_peer.h"
 #include "common/grpc/grpc_status.h"
 #include "common/base/socket.h"
@@ -258,6 +259,7 @@ namespace gdrstore {
 absl::Status FromGrpcStatus(const grpc::Status& status) { return gdr::FromGrpcStatus(status); }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenDaemonChannel(const ClientOptions& options) {
+  gdr::KeepGrpcInitialized();
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = gdr::Credentials(options);
   if (!creds.ok()) return creds.status();
   const bool tls = !options.tls_ca.empty() || !options.tls_cert.empty();

@@ -11,11 +11,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/socket.h"
+#include "common/grpc/grpc_lifetime.h"
 
 namespace gdr {
 
 absl::StatusOr<AgentConnection> ConnectAgent(const std::string& socket_path,
                                              absl::Duration timeout) {
+  KeepGrpcInitialized();
   absl::StatusOr<std::unique_ptr<handoff::HandoffClient>> session = handoff::HandoffClient::Connect(
       socket_path, absl::StrCat("gdrstore client ", getpid()), timeout);
   if (!session.ok()) return session.status();
