@@ -259,7 +259,7 @@ namespace gdrstore {
 absl::Status FromGrpcStatus(const grpc::Status& status) { return gdr::FromGrpcStatus(status); }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenDaemonChannel(const ClientOptions& options) {
-  gdr::KeepGrpcInitialized();
+  gdr::KeepGrpcCallbackQueue();
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> creds = gdr::Credentials(options);
   if (!creds.ok()) return creds.status();
   const bool tls = !options.tls_ca.empty() || !options.tls_cert.empty();

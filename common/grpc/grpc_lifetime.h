@@ -1,12 +1,14 @@
-// gRPC shuts itself down when its last object goes and starts again with the next one. Debian's
-// gRPC 1.51 can then free its callback completion queue twice when the two overlap (an ASan
-// double free in grpc_cq_internal_unref, seen between tests that open and close Clients under
-// load). A process that opens channels calls this first: gRPC then stays up until exit.
+// Debian's gRPC 1.51 serves callback calls on a shared "alternative" completion queue that it
+// creates when the first channel makes a callback call and tears down (joining its threads)
+// when the last such channel goes. A channel closing while the next one opens races that
+// teardown: an ASan double free in grpc_cq_internal_unref in one of the queue's threads, seen
+// between tests that close a Client and open the next under load (about 1 run in 20). A process
+// that opens channels calls this first: one channel that lives until exit holds the queue.
 #pragma once
 
 namespace gdr {
 
-// Idempotent and thread-safe; the first call takes one reference on gRPC that is never dropped.
-void KeepGrpcInitialized();
+// Idempotent and thread-safe; the first call makes the channel and one callback call on it.
+void KeepGrpcCallbackQueue();
 
 }  // namespace gdr

@@ -17,7 +17,7 @@ namespace gdr {
 
 absl::StatusOr<AgentConnection> ConnectAgent(const std::string& socket_path,
                                              absl::Duration timeout) {
-  KeepGrpcInitialized();
+  KeepGrpcCallbackQueue();
   absl::StatusOr<std::unique_ptr<handoff::HandoffClient>> session = handoff::HandoffClient::Connect(
       socket_path, absl::StrCat("gdrstore client ", getpid()), timeout);
   if (!session.ok()) return session.status();
