@@ -52,6 +52,17 @@ absl::Status Drain(const CudaApi& api) {
   return absl::OkStatus();
 }
 
+// A VMM mapping [va, +size) made readable and writable by GPU `ordinal` (a mapping is not
+// accessible until this is set, for the importer as for the allocator).
+absl::Status GrantReadWrite(const CudaApi& api, CUdeviceptr va, size_t size, int ordinal) {
+  CUmemAccessDesc access = {};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = ordinal;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  GDR_CU_RETURN_IF_ERROR(api, cuMemSetAccess(va, size, &access, 1));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 namespace {
@@ -229,11 +240,7 @@ absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::ImportVmmF
   }
   m->vmm_->mapped = allocation_size;  // from here the destructor unmaps and frees
   m->size_ = allocation_size;
-  CUmemAccessDesc access = {};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = ordinal;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  GDR_CU_RETURN_IF_ERROR(*api, cuMemSetAccess(va, allocation_size, &access, 1));
+  GDR_RETURN_IF_ERROR(GrantReadWrite(*api, va, allocation_size, ordinal));
   return m;
 }
 
@@ -325,11 +332,7 @@ absl::StatusOr<std::unique_ptr<ShareableGpuMemory>> ShareableGpuMemory::Create(i
   m->ptr_ = va;
   m->size_ = size;
   m->ordinal_ = ordinal;
-  CUmemAccessDesc access = {};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = ordinal;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  GDR_CU_RETURN_IF_ERROR(*api, cuMemSetAccess(va, size, &access, 1));
+  GDR_RETURN_IF_ERROR(GrantReadWrite(*api, va, size, ordinal));
   return m;
 }
 
