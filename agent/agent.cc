@@ -15,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "agent/cluster_upstream.h"
+#include "agent/daemon_set.h"
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
 #include "common/base/thread_name.h"
@@ -36,6 +38,18 @@ std::string OneLine(std::string s) {
   return s;
 }
 
+// The daemons as configured: named one by one, or a cluster.
+absl::StatusOr<std::unique_ptr<Upstreams>> ConnectUpstreams(const AgentConfig& config) {
+  if (config.cluster_url.empty() && config.cluster_file.empty()) {
+    return DaemonSet::Connect(config.upstream, config.daemons, config.upstream_streams);
+  }
+  gdrstore::ClusterOptions o;
+  o.etcd_url = config.cluster_url;
+  o.members_file = config.cluster_file;
+  o.client = config.upstream;
+  return ClusterUpstream::Open(o, config.cluster_workers);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
@@ -45,7 +59,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentConfig config) {
 }
 
 absl::Status Agent::StartParts() {
-  GDR_ASSIGN_OR_RETURN(upstream_, Upstream::Connect(config_.upstream, config_.upstream_streams));
+  GDR_ASSIGN_OR_RETURN(upstream_, ConnectUpstreams(config_));
   sessions_ = std::make_unique<ClientTable>(config_.max_ops_per_client);
   service_ = std::make_unique<AgentService>(
       upstream_.get(), sessions_.get(),
@@ -98,13 +112,11 @@ handoff::HandoffServerOptions Agent::HandoffOptions() {
   };
   o.on_register = [this](const handoff::SessionInfo& s,
                          const std::shared_ptr<handoff::ImportedRegion>& region) -> absl::Status {
-    absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> buffer = upstream_->Register(*region);
-    if (!buffer.ok()) {
-      return absl::Status(buffer.status().code(),
-                          absl::StrCat("gdragent: cannot register the region with ",
-                                       upstream_->Path(), ": ", buffer.status().message()));
+    absl::StatusOr<std::unique_ptr<UpstreamMemory>> memory = upstream_->Register(*region);
+    if (!memory.ok()) {
+      return Prefixed("gdragent: cannot register the region with ", memory.status());
     }
-    sessions_->Add(s, region, *std::move(buffer));
+    sessions_->Add(s, region, *std::move(memory));
     return absl::OkStatus();
   };
   o.on_channel = [this](const handoff::SessionInfo& s, ScopedFd fd) -> absl::Status {

@@ -17,7 +17,7 @@
 #include "agent/agent_config.h"
 #include "agent/agent_service.h"
 #include "agent/client_table.h"
-#include "agent/upstream.h"
+#include "agent/upstreams.h"
 #include "common/handoff/handoff_server.h"
 
 namespace gdr::agent {
@@ -53,7 +53,7 @@ class Agent {
   bool Drain();
 
   const AgentConfig config_;
-  std::unique_ptr<Upstream> upstream_;
+  std::unique_ptr<Upstreams> upstream_;
   std::unique_ptr<ClientTable> sessions_;
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<grpc::Server> server_;

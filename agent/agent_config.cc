@@ -37,7 +37,8 @@ absl::StatusOr<mode_t> ParseMode(const std::string& text) {
 
 // The upstream client's settings from the flags (as gdrctl's global options build them).
 struct UpstreamFlags {
-  std::string daemon;
+  std::vector<std::string> daemons;
+  std::string cluster_url, cluster_file;
   std::string transport = "tcp";
   std::string target_host;
   std::string rdma_device, rdma_addr, rails;
@@ -48,7 +49,13 @@ struct UpstreamFlags {
 };
 
 void AddUpstreamFlags(CLI::App& app, UpstreamFlags* f) {
-  app.add_option("--daemon", f->daemon, "the storage daemon (gdrstored) HOST:PORT; required");
+  app.add_option("--daemon", f->daemons,
+                 "a storage daemon (gdrstored) HOST:PORT, repeatable: each op goes to the daemon "
+                 "that serves its volume");
+  app.add_option("--cluster", f->cluster_url,
+                 "instead of --daemon: a cluster of daemons, etcd://HOST:PORT[,HOST:PORT]/PREFIX");
+  app.add_option("--cluster-file", f->cluster_file,
+                 "instead of --daemon: a cluster of daemons listed in this members file (JSON)");
   app.add_option("--transport", f->transport,
                  "how the daemon reaches memory the agent registered: tcp, rc, dc, local (a "
                  "daemon on this host, handed the clients' memory as it came) or auto")
@@ -77,16 +84,44 @@ void AddUpstreamFlags(CLI::App& app, UpstreamFlags* f) {
       ->check(CLI::Range(int64_t{1}, int64_t{24} * 3600 * 1000));
 }
 
+absl::Status FinishTargets(const UpstreamFlags& f, AgentConfig* cfg) {
+  const int ways = (f.daemons.empty() ? 0 : 1) + (f.cluster_url.empty() ? 0 : 1) +
+                   (f.cluster_file.empty() ? 0 : 1);
+  if (ways == 0) {
+    return absl::InvalidArgumentError(
+        "--daemon HOST:PORT (or --cluster URL, or --cluster-file PATH) is required: the agent "
+        "serves ops through storage daemons");
+  }
+  if (ways > 1) {
+    return absl::InvalidArgumentError(
+        "--daemon, --cluster and --cluster-file are three ways to name the daemons: give one");
+  }
+  for (const std::string& d : f.daemons) {
+    if (absl::StatusOr<HostPort> hp = SplitHostPort(d); !hp.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--daemon '", d, "': ", hp.status().message()));
+    }
+    if (std::count(f.daemons.begin(), f.daemons.end(), d) > 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--daemon ", d, " is named twice"));
+    }
+  }
+  if (!f.cluster_url.empty() && f.cluster_url.rfind("etcd://", 0) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cluster '", f.cluster_url, "' is not an etcd://HOST:PORT/PREFIX URL (a members file "
+        "is --cluster-file)"));
+  }
+  if ((!f.cluster_url.empty() || !f.cluster_file.empty()) && f.transport == "local") {
+    return absl::InvalidArgumentError(
+        "--transport local serves one daemon on this host; a cluster is reached over tcp, rc "
+        "or dc");
+  }
+  cfg->daemons = f.daemons;
+  cfg->cluster_url = f.cluster_url;
+  cfg->cluster_file = f.cluster_file;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<gdrstore::ClientOptions> FinishUpstream(const UpstreamFlags& f) {
   gdrstore::ClientOptions o;
-  if (f.daemon.empty()) {
-    return absl::InvalidArgumentError("--daemon HOST:PORT is required: the agent serves ops "
-                                      "through a storage daemon");
-  }
-  if (absl::StatusOr<HostPort> hp = SplitHostPort(f.daemon); !hp.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--daemon: ", hp.status().message()));
-  }
-  o.daemon_address = f.daemon;
   std::optional<gdrstore::Transport> t = gdrstore::ParseTransport(f.transport);
   if (!t) return absl::InvalidArgumentError(absl::StrCat("--transport '", f.transport, "'"));
   o.transport = *t;
@@ -158,9 +193,14 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{600000}));
   app.add_option("--upstream-streams", cfg.upstream_streams,
-                 "Stream calls to the daemon that carry the clients' ops")
+                 "Stream calls to each daemon that carry the clients' ops")
       ->capture_default_str()
       ->check(CLI::Range(1u, 256u));
+  app.add_option("--cluster-workers", cfg.cluster_workers,
+                 "with --cluster: cluster ops run at once (each blocks a worker until all its "
+                 "pieces are answered)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1024u));
   app.add_option("--drain-timeout-ms", drain_ms,
                  "on SIGTERM, wait this long for ops in flight before cancelling them")
       ->capture_default_str()
@@ -204,6 +244,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(int argc, char** argv) {
     return absl::InvalidArgumentError(absl::StrCat("--log-level: ", level.status().message()));
   }
   cfg.log_level = *level;
+  GDR_RETURN_IF_ERROR(FinishTargets(upstream, &cfg));
   GDR_ASSIGN_OR_RETURN(cfg.upstream, FinishUpstream(upstream));
   return cfg;
 }

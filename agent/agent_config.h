@@ -31,11 +31,18 @@ struct AgentConfig {
   uint32_t max_ops_per_client = 1024;
   uint32_t max_clients = 1024;
   absl::Duration hello_timeout = absl::Seconds(5);
-  // The storage daemon and how the agent reaches it (transport, TLS, token, RDMA devices):
-  // daemon_address, rpc_timeout (each op's deadline when its caller gave none) and the rest.
+  // Where ops go: the storage daemons (HOST:PORT, each volume to the one serving it), or a
+  // cluster (an etcd URL or a members file); exactly one of the three is set.
+  std::vector<std::string> daemons;
+  std::string cluster_url;
+  std::string cluster_file;
+  // How the agent reaches them (transport, TLS, token, RDMA devices, rpc_timeout: each op's
+  // deadline when its caller gave none); daemon_address is set per daemon.
   gdrstore::ClientOptions upstream;
-  // Long-lived Stream calls to the daemon that carry the clients' ops.
+  // Long-lived Stream calls to each daemon that carry the clients' ops.
   uint32_t upstream_streams = 4;
+  // A cluster's ops block until every piece is answered: this many run at once.
+  uint32_t cluster_workers = 16;
   // SIGTERM: stop taking new ops and wait this long for those in flight.
   absl::Duration drain_timeout = absl::Seconds(10);
   LogLevel log_level = LogLevel::kInfo;

@@ -24,11 +24,6 @@ class RefusedBidi final : public grpc::ServerBidiReactor<Request, Response> {
   void OnDone() override { delete this; }
 };
 
-absl::Status Reworded(const absl::Status& status, std::string message) {
-  absl::Status out(status.code(), message);
-  return IsNotAdmitted(status) ? MarkNotAdmitted(std::move(out)) : out;
-}
-
 const char* EndpointName(v1::RemoteBuffer::EndpointCase c) {
   switch (c) {
     case v1::RemoteBuffer::kDc: return "dc";
@@ -70,15 +65,9 @@ std::chrono::system_clock::time_point DeadlineOf(const grpc::CallbackServerConte
 
 }  // namespace
 
-absl::Status AgentError(const absl::Status& status) {
-  return Reworded(status, absl::StrCat("gdragent: ", status.message()));
-}
+absl::Status AgentError(const absl::Status& status) { return Prefixed("gdragent: ", status); }
 
-absl::Status UpstreamError(const std::string& address, const absl::Status& status) {
-  return Reworded(status, absl::StrCat("gdragent: daemon ", address, ": ", status.message()));
-}
-
-AgentService::AgentService(Upstream* upstream, ClientTable* sessions,
+AgentService::AgentService(Upstreams* upstream, ClientTable* sessions,
                            AgentServiceOptions options)
     : upstream_(upstream),
       sessions_(sessions),
@@ -137,11 +126,11 @@ void AgentService::StartOp(bool write, const v1::Extent* extent, const v1::Remot
     done(AgentError(admitted.status()));  // counted by the table
     return;
   }
-  UpstreamOp op;
+  ForwardedOp op;
   op.kind = write ? gdrstore::OpKind::kWrite
                   : (sync ? gdrstore::OpKind::kReadSync : gdrstore::OpKind::kRead);
   op.extent = gdrstore::Extent{extent->volume(), extent->offset(), extent->length()};
-  op.buffer = admitted->mapped->buffer.get();
+  op.memory = admitted->mapped->memory.get();
   op.offset = buffer->address() - (*region)->address();
   op.crc32c = crc;
   op.deadline = deadline;
@@ -153,7 +142,7 @@ void AgentService::StartOp(bool write, const v1::Extent* extent, const v1::Remot
                       // The registration may go (and the memory be unmapped) as the last
                       // reference drops, before the answer leaves.
                       admitted = AdmittedOp{};
-                      if (!r.ok()) r = UpstreamError(upstream_->address(), r.status());
+                      if (!r.ok()) r = AgentError(r.status());
                       done(std::move(r));
                     });
 }
@@ -203,21 +192,21 @@ grpc::ServerUnaryReactor* AgentService::GetInfo(grpc::CallbackServerContext* ctx
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   const auto deadline =
       std::min(ctx->deadline(), std::chrono::system_clock::now() + std::chrono::seconds(10));
-  upstream_->GetInfo(deadline, [this, reactor, response](absl::StatusOr<v1::GetInfoResponse> r) {
+  upstream_->GetInfo(deadline, [this, reactor, response](absl::StatusOr<UpstreamInfo> r) {
     if (!r.ok()) {
-      reactor->Finish(ToGrpcStatus(UpstreamError(upstream_->address(), r.status())));
+      reactor->Finish(ToGrpcStatus(AgentError(r.status())));
       return;
     }
     response->set_version(GDR_VERSION);
     v1::TransportInfo* t = response->add_transports();
     t->set_transport(v1::TRANSPORT_LOCAL);
     t->set_available(true);
-    // Which path the agent reaches the daemon by: the caller's memory goes no other way.
-    t->set_detail(absl::StrCat("through gdragent ", GDR_VERSION, ": ", upstream_->Path()));
-    *response->mutable_volumes() = r->volumes();
-    // The daemon's limits, but ops in flight as this agent admits one client's.
+    // Which path the agent reaches each daemon by: the caller's memory goes no other way.
+    t->set_detail(absl::StrCat("through gdragent ", GDR_VERSION, ": ", r->paths));
+    *response->mutable_volumes() = r->info.volumes();
+    // The daemons' limits, but ops in flight as this agent admits one client's.
     v1::Limits* l = response->mutable_limits();
-    *l = r->limits();
+    *l = r->info.limits();
     const uint32_t per_client = sessions_->max_ops_per_session();
     l->set_max_inflight_ops(std::min(per_client, l->max_inflight_ops() ? l->max_inflight_ops()
                                                                        : per_client));

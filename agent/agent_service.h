@@ -20,7 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/client_table.h"
-#include "agent/upstream.h"
+#include "agent/upstreams.h"
 #include "common/handoff/handoff_server.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
 
@@ -35,7 +35,7 @@ struct AgentServiceOptions {
 class AgentService final : public gdrstore::v1::GdrStore::CallbackService {
  public:
   // `upstream` and `sessions` must outlive the service and every call it started.
-  AgentService(Upstream* upstream, ClientTable* sessions, AgentServiceOptions options);
+  AgentService(Upstreams* upstream, ClientTable* sessions, AgentServiceOptions options);
 
   // The handoff server that issued the sessions ops name; until set, ops are UNAVAILABLE.
   // Must outlive the service's calls.
@@ -86,7 +86,7 @@ class AgentService final : public gdrstore::v1::GdrStore::CallbackService {
                                     const gdrstore::v1::RemoteBuffer* buffer,
                                     gdrstore::v1::OpResponse* response, bool sync, bool crc);
 
-  Upstream* const upstream_;
+  Upstreams* const upstream_;
   ClientTable* const sessions_;
   const AgentServiceOptions options_;
   const absl::Time started_;
@@ -99,9 +99,8 @@ class AgentService final : public gdrstore::v1::GdrStore::CallbackService {
   std::map<int, uid_t> channels_ ABSL_GUARDED_BY(channels_mu_);
 };
 
-// How the agent words an error it answers: "gdragent: <why>", or for the daemon's own answer
-// "gdragent: daemon HOST:PORT: <why>"; the code and the not-admitted mark are kept.
+// How the agent words an error it answers: "gdragent: <why>" (for a daemon's own answer
+// "gdragent: daemon HOST:PORT: <why>"); the code and the not-admitted mark are kept.
 absl::Status AgentError(const absl::Status& status);
-absl::Status UpstreamError(const std::string& address, const absl::Status& status);
 
 }  // namespace gdr::agent

@@ -56,7 +56,7 @@ std::shared_ptr<Session> ClientTable::Find(uint64_t session) const {
 
 void ClientTable::Add(const handoff::SessionInfo& info,
                        std::shared_ptr<handoff::ImportedRegion> region,
-                       std::unique_ptr<gdrstore::Buffer> buffer) {
+                       std::unique_ptr<UpstreamMemory> memory) {
   std::shared_ptr<Session> s;
   {
     absl::MutexLock lock(&mu_);
@@ -68,7 +68,7 @@ void ClientTable::Add(const handoff::SessionInfo& info,
   const uint64_t size = region->size();
   auto mapped = std::make_shared<MappedRegion>();
   mapped->region = std::move(region);
-  mapped->buffer = std::move(buffer);
+  mapped->memory = std::move(memory);
   std::shared_ptr<const MappedRegion> old;  // destroyed outside the lock
   absl::MutexLock lock(&s->mu);
   std::shared_ptr<const MappedRegion>& entry = s->regions[rkey];

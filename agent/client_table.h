@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/handoff/handoff_server.h"
+#include "agent/upstreams.h"
 #include "common/handoff/imported_region.h"
 #include "gdrstore/client.h"
 
@@ -28,7 +29,7 @@ namespace gdr::agent {
 // before the memory is unmapped.
 struct MappedRegion {
   std::shared_ptr<handoff::ImportedRegion> region;
-  std::unique_ptr<gdrstore::Buffer> buffer;
+  std::unique_ptr<UpstreamMemory> memory;
 };
 
 // Op counters of one scope (a session, the whole agent). "write" = store -> client memory
@@ -57,7 +58,7 @@ class ClientTable {
   // The handoff server's on_register: keeps `region` with its upstream registration under its
   // rkey (replacing one the session held under the same rkey). Thread-safe.
   void Add(const handoff::SessionInfo& info, std::shared_ptr<handoff::ImportedRegion> region,
-           std::unique_ptr<gdrstore::Buffer> buffer);
+           std::unique_ptr<UpstreamMemory> memory);
   // The handoff server's on_session_end: the session's regions and counters go.
   void End(uint64_t session);
   // Drops the regions the handoff server has let go (a DEREGISTER): those that only this table

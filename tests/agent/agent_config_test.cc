@@ -32,7 +32,7 @@ TEST(AgentConfigTest, FlagsBecomeTheSettings) {
                     "--max-ops-per-client", "64", "--upstream-timeout-ms", "5000",
                     "--upstream-streams", "8", "--transport", "tcp"});
   ASSERT_TRUE(cfg.ok()) << cfg.status();
-  EXPECT_EQ(cfg->upstream.daemon_address, "10.0.0.7:50051");
+  EXPECT_EQ(cfg->daemons, (std::vector<std::string>{"10.0.0.7:50051"}));
   EXPECT_EQ(cfg->socket_path, "/run/x/agent.sock");
   EXPECT_EQ(cfg->socket_mode, 0666u);
   EXPECT_EQ(cfg->allow_uids, (std::vector<uid_t>{1000, 1001}));
@@ -69,18 +69,41 @@ TEST(AgentConfigTest, RefusesWhatCannotWork) {
   EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--tls-cert", "/x.pem"}), HasSubstr("--tls-key"));
 }
 
+TEST(AgentConfigTest, DaemonsAreNamedOneByOneOrAsACluster) {
+  auto cfg = Parse({"--daemon", "10.0.0.7:50051", "--daemon", "10.0.0.8:50051"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->daemons, (std::vector<std::string>{"10.0.0.7:50051", "10.0.0.8:50051"}));
+  cfg = Parse({"--cluster", "etcd://127.0.0.1:2379/gdr", "--cluster-workers", "4"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_TRUE(cfg->daemons.empty());
+  EXPECT_EQ(cfg->cluster_url, "etcd://127.0.0.1:2379/gdr");
+  EXPECT_EQ(cfg->cluster_workers, 4u);
+  cfg = Parse({"--cluster-file", "/etc/gdr/members.json"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->cluster_file, "/etc/gdr/members.json");
+
+  EXPECT_THAT(Why({"--daemon", "10.0.0.7:1", "--daemon", "10.0.0.7:1"}), HasSubstr("named twice"));
+  EXPECT_THAT(Why({"--daemon", "10.0.0.7:1", "--cluster", "etcd://127.0.0.1:2379/gdr"}),
+              HasSubstr("give one"));
+  EXPECT_THAT(Why({"--cluster", "127.0.0.1:2379"}), HasSubstr("etcd://"));
+  EXPECT_THAT(Why({"--cluster-file", "/m.json", "--transport", "local"}),
+              HasSubstr("--transport local"));
+  EXPECT_THAT(Why({"--cluster-file", "/m.json", "--cluster-workers", "0"}),
+              HasSubstr("--cluster-workers"));
+}
+
 TEST(AgentConfigTest, ThePackagedConfigParses) {
   auto cfg = Parse({"--config", GDR_SOURCE_DIR "/deploy/systemd/gdragent.conf"});
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_EQ(cfg->socket_path, "/run/gdragent/agent.sock");
   EXPECT_EQ(cfg->socket_mode, 0666u);
-  EXPECT_EQ(cfg->upstream.daemon_address, "127.0.0.1:50051");
+  EXPECT_EQ(cfg->daemons, (std::vector<std::string>{"127.0.0.1:50051"}));
   EXPECT_EQ(cfg->max_ops_per_client, 1024u);
   // A flag wins over the file.
   cfg = Parse({"--config", GDR_SOURCE_DIR "/deploy/systemd/gdragent.conf", "--daemon",
                "10.1.1.1:7000"});
   ASSERT_TRUE(cfg.ok()) << cfg.status();
-  EXPECT_EQ(cfg->upstream.daemon_address, "10.1.1.1:7000");
+  EXPECT_EQ(cfg->daemons, (std::vector<std::string>{"10.1.1.1:7000"}));
 }
 
 TEST(AgentConfigTest, HelpIsNotAnError) {

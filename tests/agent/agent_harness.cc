@@ -35,7 +35,8 @@ absl::StatusOr<std::unique_ptr<AgentProcess>> AgentProcess::Start(
   a->dir_ = std::move(dir);
   a->socket_ = a->dir_->File("agent.sock");
   std::vector<std::string> argv = {GDR_GDRAGENT_BIN, "--socket", a->socket_, "--socket-mode",
-                                   "0666", "--daemon", daemon};
+                                   "0666"};
+  if (!daemon.empty()) argv.insert(argv.end(), {"--daemon", daemon});
   argv.insert(argv.end(), args.begin(), args.end());
   const std::string tag = absl::StrCat(absl::ToUnixNanos(absl::Now()));
   absl::StatusOr<std::unique_ptr<integ::ChildProcess>> child = integ::ChildProcess::SpawnWithEnv(

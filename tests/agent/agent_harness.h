@@ -24,7 +24,7 @@ namespace gdr::agent::test {
 class AgentProcess {
  public:
   // Spawns GDR_GDRAGENT_BIN with --socket DIR/agent.sock --socket-mode 0666 --daemon `daemon`
-  // plus `args`; ready once a session can be opened on the socket (within `timeout`). Its
+  // (none when empty: `args` names the daemons) plus `args`; ready once a session can be opened on the socket (within `timeout`). Its
   // stderr in the error when it exits or never gets ready. `dir`: reuse that directory's socket
   // path (a restart), else a fresh one.
   // `env`: NAME=value added to its environment (NOTIFY_SOCKET, WATCHDOG_USEC).

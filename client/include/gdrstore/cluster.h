@@ -116,6 +116,10 @@ class ClusterClient {
   absl::Status Get(const std::string& volume, uint64_t offset, uint64_t length,
                    const ClusterBuffer& buffer, size_t buffer_offset = 0);
 
+  // The path ops on `buffer` take to the members ("tcp/host", "rc:mlx5_0/dma-buf"; the
+  // transport's name alone before its first op registered it), as OpResult::path words it.
+  std::string PathOf(const ClusterBuffer& buffer) const;
+
   // Every member known, present or not, with a fresh Ping of each.
   std::vector<ClusterMemberStatus> Members();
   // "etcd://..." or the file's path.

@@ -154,6 +154,20 @@ absl::StatusOr<const Buffer*> ClusterBuffer::On(cl::MemberLink& link) const {
 
 ClusterClient::ClusterClient(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
+std::string ClusterClient::PathOf(const ClusterBuffer& buffer) const {
+  std::shared_ptr<cl::MemberLink> base;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    base = state_->base;
+  }
+  std::lock_guard<std::mutex> lock(buffer.mu_);
+  // Every link shares the base's transport, which holds the registration.
+  if (base == nullptr || buffer.view_ == nullptr) {
+    return TransportName(state_->options.client.transport);
+  }
+  return base->client().PathOf(*buffer.view_);
+}
+
 ClusterClient::~ClusterClient() {
   // Links (and their streams) end before the membership's watch, outside the lock: closing a
   // stream runs the callbacks of ops still on it, which count into the members' slots.

@@ -1,0 +1,187 @@
+#include "agent/cluster_upstream.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/base/thread_name.h"
+
+namespace gdr::agent {
+
+namespace v1 = gdrstore::v1;
+
+struct ClusterUpstream::Memory final : UpstreamMemory {
+  Memory(std::unique_ptr<gdrstore::ClusterBuffer> b, std::shared_ptr<std::atomic<uint64_t>> n)
+      : buffer(std::move(b)), live(std::move(n)) {
+    live->fetch_add(1);
+  }
+  ~Memory() override { live->fetch_sub(1); }
+  std::unique_ptr<gdrstore::ClusterBuffer> buffer;
+  std::shared_ptr<std::atomic<uint64_t>> live;
+};
+
+ClusterUpstream::ClusterUpstream(std::unique_ptr<gdrstore::ClusterClient> cluster,
+                                 gdrstore::ClusterOptions options)
+    : cluster_(std::move(cluster)), options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<ClusterUpstream>> ClusterUpstream::Open(
+    const gdrstore::ClusterOptions& options, uint32_t workers) {
+  absl::StatusOr<std::unique_ptr<gdrstore::ClusterClient>> c =
+      gdrstore::ClusterClient::Open(options);
+  if (!c.ok()) {
+    return absl::Status(c.status().code(),
+                        absl::StrCat("cluster ", options.etcd_url.empty() ? options.members_file
+                                                                          : options.etcd_url,
+                                     ": ", c.status().message()));
+  }
+  std::unique_ptr<ClusterUpstream> up(new ClusterUpstream(*std::move(c), options));
+  for (uint32_t i = 0; i < std::max(workers, 1u); ++i) {
+    up->workers_.emplace_back([p = up.get()] { p->Work(); });
+  }
+  return up;
+}
+
+ClusterUpstream::~ClusterUpstream() {
+  std::deque<Task> left;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    left.swap(queue_);
+  }
+  for (Task& t : left) t.abandon();
+  for (std::thread& t : workers_) t.join();
+  cluster_.reset();
+}
+
+std::string ClusterUpstream::Prefix() const {
+  return absl::StrCat("cluster ", cluster_->source(), ": ");
+}
+
+void ClusterUpstream::Post(Task task) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopping_) {
+      queue_.push_back(std::move(task));
+      return;
+    }
+  }
+  task.abandon();
+}
+
+void ClusterUpstream::Work() {
+  SetThreadName("gdragent-clus");
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || !queue_.empty();
+  };
+  for (;;) {
+    Task task;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // stopping
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task.run();
+  }
+}
+
+absl::StatusOr<std::unique_ptr<UpstreamMemory>> ClusterUpstream::Register(
+    const handoff::ImportedRegion& region) {
+  absl::StatusOr<std::unique_ptr<gdrstore::ClusterBuffer>> b =
+      region.gpu() ? cluster_->RegisterGpuMemory(region.device_ptr(), region.size())
+                   : cluster_->RegisterHostMemory(region.host(), region.size());
+  if (!b.ok()) return Prefixed(Prefix(), b.status());
+  return std::unique_ptr<UpstreamMemory>(new Memory(*std::move(b), live_));
+}
+
+void ClusterUpstream::Submit(const ForwardedOp& op, uint32_t lane, Done done) {
+  // What a cluster op cannot carry is refused, never dropped silently.
+  if (op.crc32c) {
+    done(Prefixed(Prefix(), absl::UnimplementedError(
+                                "an op's crc32c is not offered through a cluster (its pieces "
+                                "come from several members); ask without it")));
+    return;
+  }
+  if (op.kind == gdrstore::OpKind::kReadSync) {
+    done(Prefixed(Prefix(), absl::UnimplementedError(
+                                "sync puts are not offered through a cluster yet; ask without "
+                                "sync")));
+    return;
+  }
+  auto deadline = op.deadline;
+  if (deadline == std::chrono::system_clock::time_point::max()) {
+    deadline = std::chrono::system_clock::now() + options_.client.rpc_timeout;
+  }
+  auto shared = std::make_shared<Done>(std::move(done));
+  Post(Task{
+      [this, op, deadline, shared] {
+        if (std::chrono::system_clock::now() > deadline) {
+          (*shared)(Prefixed(Prefix(), absl::DeadlineExceededError(
+                                           "the op waited for a cluster worker past its "
+                                           "deadline; not sent")));
+          return;
+        }
+        const gdrstore::ClusterBuffer& buffer = *static_cast<const Memory*>(op.memory)->buffer;
+        const auto start = std::chrono::steady_clock::now();
+        // kWrite: the store's bytes into the client's memory (a get); kRead: a put.
+        const absl::Status st =
+            op.kind == gdrstore::OpKind::kWrite
+                ? cluster_->Get(op.extent.volume, op.extent.offset, op.extent.length, buffer,
+                                op.offset)
+                : cluster_->Put(op.extent.volume, op.extent.offset, op.extent.length, buffer,
+                                op.offset);
+        if (!st.ok()) {
+          (*shared)(Prefixed(Prefix(), st));
+          return;
+        }
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+        (*shared)(gdrstore::OpResult{op.extent.length, static_cast<uint64_t>(ns), false,
+                                     std::nullopt, cluster_->PathOf(buffer)});
+      },
+      [this, shared] {
+        (*shared)(Prefixed(Prefix(), absl::UnavailableError("the agent is stopping")));
+      }});
+}
+
+void ClusterUpstream::GetInfo(std::chrono::system_clock::time_point deadline, InfoDone done) {
+  auto shared = std::make_shared<InfoDone>(std::move(done));
+  Post(Task{
+      [this, deadline, shared] {
+        if (std::chrono::system_clock::now() > deadline) {
+          (*shared)(Prefixed(Prefix(), absl::DeadlineExceededError(
+                                           "waited for a cluster worker past the deadline")));
+          return;
+        }
+        UpstreamInfo out;
+        for (const v1::ClusterVolume& v : cluster_->Volumes()) {
+          v1::VolumeInfo* info = out.info.add_volumes();
+          info->set_name(v.name());
+          info->set_size(v.size());
+          info->set_backing(absl::StrCat("cluster: ", v.members_size(), " members, stripe unit ",
+                                         v.stripe_unit(), ", ", v.replicas(), " replicas"));
+        }
+        std::vector<std::string> members;
+        for (const gdrstore::ClusterMemberStatus& m : cluster_->Members()) {
+          members.push_back(absl::StrCat(
+              m.entry.id(), " at ", m.entry.address(),
+              m.healthy ? " (healthy)" : absl::StrCat(" (", m.error.empty() ? "absent" : m.error,
+                                                      ")")));
+        }
+        out.paths = absl::StrCat(Path(), ": members ",
+                                 members.empty() ? "none" : absl::StrJoin(members, ", "));
+        (*shared)(std::move(out));
+      },
+      [this, shared] {
+        (*shared)(Prefixed(Prefix(), absl::UnavailableError("the agent is stopping")));
+      }});
+}
+
+std::string ClusterUpstream::Path() const {
+  return absl::StrCat("agent -> cluster ", cluster_->source(), " over ",
+                      gdrstore::TransportName(options_.client.transport));
+}
+
+}  // namespace gdr::agent

@@ -1,0 +1,64 @@
+// The agent's upstream when it serves a cluster of daemons (--cluster etcd://... or
+// --cluster-file): one gdrstore::ClusterClient, which splits each op by stripe over the members
+// and keeps replicas. Its calls block until every piece is answered, so a fixed pool of workers
+// runs them and no gRPC thread waits; an op a worker takes after its deadline is answered
+// DEADLINE_EXCEEDED without being sent. Each region is registered with the cluster's one
+// transport on its first op (ClusterBuffer).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/upstreams.h"
+#include "gdrstore/cluster.h"
+
+namespace gdr::agent {
+
+class ClusterUpstream final : public Upstreams {
+ public:
+  // Opens the cluster (reads its members and layouts) and starts `workers` threads. The
+  // cluster client's error (a URL or file that does not parse, etcd not answering).
+  static absl::StatusOr<std::unique_ptr<ClusterUpstream>> Open(
+      const gdrstore::ClusterOptions& options, uint32_t workers);
+  // Lets the workers finish the ops they run; ops still queued are answered UNAVAILABLE.
+  ~ClusterUpstream() override;
+
+  absl::StatusOr<std::unique_ptr<UpstreamMemory>> Register(
+      const handoff::ImportedRegion& region) override;
+  uint32_t PickLane() override { return 0; }
+  void Submit(const ForwardedOp& op, uint32_t lane, Done done) override;
+  void GetInfo(std::chrono::system_clock::time_point deadline, InfoDone done) override;
+  std::string Path() const override;
+  uint64_t live_registrations() const override { return live_->load(); }
+
+ private:
+  struct Memory;
+  struct Task {
+    std::function<void()> run;      // on a worker
+    std::function<void()> abandon;  // never run: the agent is stopping
+  };
+  ClusterUpstream(std::unique_ptr<gdrstore::ClusterClient> cluster,
+                  gdrstore::ClusterOptions options);
+  void Post(Task task);
+  void Work();
+  std::string Prefix() const;
+
+  std::unique_ptr<gdrstore::ClusterClient> cluster_;
+  const gdrstore::ClusterOptions options_;
+  // Shared with the regions, which may outlive a Submit's caller but not the cluster client.
+  std::shared_ptr<std::atomic<uint64_t>> live_ = std::make_shared<std::atomic<uint64_t>>(0);
+  absl::Mutex mu_;
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace gdr::agent

@@ -1,0 +1,79 @@
+// Where the agent forwards its clients' ops, behind one interface: one storage daemon or
+// several (DaemonSet: each volume goes to the daemon that serves it), or a cluster of daemons
+// (ClusterUpstream: volumes striped over members found through etcd or a members file). The
+// service, the client table and the agent see only this.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/grpc/grpc_status.h"
+#include "common/handoff/imported_region.h"
+#include "gdrstore/client.h"
+#include "gdrstore/v1/gdrstore.pb.h"
+
+namespace gdr::agent {
+
+// An imported region as registered upstream (what it holds is the implementation's). Dropping
+// it withdraws the registrations; no op may still use it.
+class UpstreamMemory {
+ public:
+  virtual ~UpstreamMemory() = default;
+};
+
+// One op as the agent forwards it: what to move and where in registered memory.
+struct ForwardedOp {
+  gdrstore::OpKind kind = gdrstore::OpKind::kWrite;
+  gdrstore::Extent extent;
+  const UpstreamMemory* memory = nullptr;  // must outlive the op (until `done` has run)
+  size_t offset = 0;                       // into the region
+  bool crc32c = false;                     // ask the daemon for the bytes' CRC32C
+  // time_point::max(): the configured upstream timeout from now.
+  std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
+};
+
+// What GetInfo through the agent reports of its upstream: the volumes its clients may name,
+// the limits of the daemons, and the path to each daemon (or member) in words.
+struct UpstreamInfo {
+  gdrstore::v1::GetInfoResponse info;  // volumes and limits only
+  std::string paths;
+};
+
+class Upstreams {
+ public:
+  using Done = std::function<void(absl::StatusOr<gdrstore::OpResult>)>;
+  using InfoDone = std::function<void(absl::StatusOr<UpstreamInfo>)>;
+  virtual ~Upstreams() = default;
+
+  // Registers memory the agent imported, in place, with whatever the ops will need. The error
+  // names the daemon or cluster. Thread-safe.
+  virtual absl::StatusOr<std::unique_ptr<UpstreamMemory>> Register(
+      const handoff::ImportedRegion& region) = 0;
+  // A lane for a caller whose ops should share one upstream call where there are such; any
+  // number is valid.
+  virtual uint32_t PickLane() = 0;
+  // Forwards `op`; `done` runs once, possibly inline, never blocking the caller. Errors start
+  // with where they came from ("daemon HOST:PORT: ", "cluster SOURCE: "); not-admitted refusals
+  // keep their mark (IsNotAdmitted).
+  virtual void Submit(const ForwardedOp& op, uint32_t lane, Done done) = 0;
+  // Asks the daemons (members) within `deadline`; `done` runs once, on another thread.
+  virtual void GetInfo(std::chrono::system_clock::time_point deadline, InfoDone done) = 0;
+  // One line, cheap (STATUS lines, logs): "agent -> 127.0.0.1:50051 over tcp (...)".
+  virtual std::string Path() const = 0;
+  // Registrations live upstream now (each region's until its last op is done).
+  virtual uint64_t live_registrations() const = 0;
+};
+
+// `status` with `prefix` before its message, its code and not-admitted mark kept.
+inline absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
+  absl::Status out(status.code(), absl::StrCat(prefix, status.message()));
+  return IsNotAdmitted(status) ? MarkNotAdmitted(std::move(out)) : out;
+}
+
+}  // namespace gdr::agent
