@@ -1,7 +1,8 @@
 // gdragent's guards and its life with real processes: a uid its allowlist does not name is
 // refused by name; the per-client limits of registered bytes and ops in flight hold; a client
 // SIGKILLed in the middle of its ops loses its registrations while the agent and another client
-// go on; an agent killed and started again serves a new connection; SIGTERM ends it with 0.
+// go on; an agent killed and started again serves a new connection (a library client of the
+// killed one gets UNAVAILABLE, a new one is served); SIGTERM ends it with 0.
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -10,10 +11,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <future>
 #include <span>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/pattern.h"
+#include "gdrstore/client.h"
 #include "tests/agent/agent_harness.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/notify_listener.h"
@@ -262,6 +265,58 @@ TEST(AgentLifecycleTest, ARestartedAgentServesNewConnections) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
       << integ::DescribeWaitStatus(*status) << ": " << (*again)->Stderr();
   EXPECT_FALSE(c2->Get("vol0", 0, c2->Describe(**mem, *rkey2, 0, 4096)).ok());
+}
+
+TEST(AgentLifecycleTest, ALibraryClientOfAKilledAgentGetsUnavailableAndReconnectsAfterItsRestart) {
+  // What a caller of the library sees: every op and Stream ends UNAVAILABLE naming the agent,
+  // nothing hangs; a new Client (a new session, its memory handed over again) serves once the
+  // agent is back.
+  auto daemon = StartDaemon();
+  ASSERT_NE(daemon, nullptr);
+  auto agent = AgentProcess::Start(daemon->address(), {});
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  gdrstore::ClientOptions o;
+  o.agent = (*agent)->socket_path();
+  o.rpc_timeout = std::chrono::milliseconds(10000);
+  auto c = gdrstore::Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto buf = (*c)->AllocateBuffer(1 << 20);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  ASSERT_TRUE((*c)->Write({"vol0", 0, 1 << 20}, **buf).ok());
+  auto stream = (*c)->OpenStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+
+  std::shared_ptr<integ::TempDir> dir = (*agent)->dir();
+  ASSERT_TRUE((*agent)->Signal(SIGKILL).ok());
+  ASSERT_TRUE((*agent)->Wait(absl::Seconds(10)).ok());
+  auto lost = (*c)->Write({"vol0", 0, 4096}, **buf);
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kUnavailable) << lost.status();
+  std::promise<absl::StatusOr<gdrstore::OpResult>> answered;
+  (*stream)->Submit(gdrstore::OpKind::kRead, {"vol0", 0, 4096}, **buf, 0,
+                    [&answered](absl::StatusOr<gdrstore::OpResult> r) {
+                      answered.set_value(std::move(r));
+                    });
+  auto future = answered.get_future();
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(15)), std::future_status::ready);
+  EXPECT_FALSE(future.get().ok());
+  (void)(*stream)->Close();
+  // Nobody at the socket: Connect says so at once.
+  auto refused = gdrstore::Client::Connect(o);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+
+  auto again = AgentProcess::Start(daemon->address(), {}, dir);
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto c2 = gdrstore::Client::Connect(o);
+  ASSERT_TRUE(c2.ok()) << c2.status();
+  auto buf2 = (*c2)->AllocateBuffer(1 << 20);
+  ASSERT_TRUE(buf2.ok()) << buf2.status();
+  auto got = (*c2)->Write({"vol0", 777, 1 << 20}, **buf2);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_FALSE(PatternMismatch(PatternSeed("vol0"), 777,
+                               std::span<const std::byte>((*buf2)->data(), 1 << 20))
+                   .has_value());
+  // The old client's ops stay refused, never sent on someone else's session.
+  EXPECT_FALSE((*c)->Write({"vol0", 0, 4096}, **buf).ok());
 }
 
 TEST(AgentLifecycleTest, StartsWithoutItsDaemonAndServesOnceItIsUp) {
