@@ -32,6 +32,7 @@
 #include "common/cuda/gpu_ipc.h"
 #include "common/handoff/handoff_client.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
+#include "tests/common/test_memfd.h"
 #include "tests/integration/admin_rpc.h"
 #include "tests/integration/daemon_process.h"
 
@@ -43,27 +44,7 @@ constexpr uint64_t kMiB = 1 << 20;
 constexpr char kChildEnv[] = "GDR_LOCAL_CHILD";
 constexpr char kConnectEnv[] = "GDR_LOCAL_CONNECT";
 
-// A sealed memfd this process maps and hands over, as a client library does.
-struct Memfd {
-  explicit Memfd(size_t n) : size(n) {
-    fd = ::memfd_create("local-transport-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    EXPECT_GE(fd, 0);
-    EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(n)), 0);
-    EXPECT_EQ(::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
-    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    EXPECT_NE(p, MAP_FAILED);
-    data = static_cast<std::byte*>(p);
-  }
-  ~Memfd() {
-    ::munmap(data, size);
-    ::close(fd);
-  }
-  uint64_t address() const { return reinterpret_cast<uint64_t>(data); }
-  std::span<std::byte> span(size_t off, size_t n) { return {data + off, n}; }
-  int fd = -1;
-  size_t size = 0;
-  std::byte* data = nullptr;
-};
+using Memfd = gdr::test::TestMemfd;
 
 absl::Status ToStatus(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
@@ -105,21 +86,24 @@ class LocalClient {
   // A get: store [offset, +length) of `volume` into the client's memory at `address`.
   absl::StatusOr<v1::OpResponse> Get(const std::string& volume, uint64_t offset, uint64_t length,
                                      const v1::RemoteBuffer& buffer) {
-    v1::WriteRequest req;
-    req.mutable_extent()->set_volume(volume);
-    req.mutable_extent()->set_offset(offset);
-    req.mutable_extent()->set_length(length);
-    *req.mutable_buffer() = buffer;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    v1::OpResponse resp;
-    grpc::Status s = stub->Write(&ctx, req, &resp);
-    if (!s.ok()) return ToStatus(s);
-    return resp;
+    return Unary<v1::WriteRequest>(volume, offset, length, buffer,
+                                   [this](auto* ctx, const auto& req, auto* resp) {
+                                     return stub->Write(ctx, req, resp);
+                                   });
   }
   absl::StatusOr<v1::OpResponse> Put(const std::string& volume, uint64_t offset, uint64_t length,
                                      const v1::RemoteBuffer& buffer) {
-    v1::ReadRequest req;
+    return Unary<v1::ReadRequest>(volume, offset, length, buffer,
+                                  [this](auto* ctx, const auto& req, auto* resp) {
+                                    return stub->Read(ctx, req, resp);
+                                  });
+  }
+  // One unary op of request type `Request` (Write or Read) through `call`, within 60 s.
+  template <class Request, class Call>
+  absl::StatusOr<v1::OpResponse> Unary(const std::string& volume, uint64_t offset,
+                                       uint64_t length, const v1::RemoteBuffer& buffer,
+                                       Call call) {
+    Request req;
     req.mutable_extent()->set_volume(volume);
     req.mutable_extent()->set_offset(offset);
     req.mutable_extent()->set_length(length);
@@ -127,7 +111,7 @@ class LocalClient {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     v1::OpResponse resp;
-    grpc::Status s = stub->Read(&ctx, req, &resp);
+    grpc::Status s = call(&ctx, req, &resp);
     if (!s.ok()) return ToStatus(s);
     return resp;
   }

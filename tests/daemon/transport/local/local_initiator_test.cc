@@ -18,6 +18,7 @@
 #include "common/handoff/handoff_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/test_memfd.h"
 
 namespace gdr {
 namespace {
@@ -28,28 +29,7 @@ using ::testing::Not;
 constexpr uint64_t kVolume = 16 << 20;
 constexpr size_t kRegion = 8 << 20;
 
-// A memfd the test process maps and hands over, as a client library would.
-struct Memfd {
-  Memfd(size_t size, bool seal = true) : size(size) {
-    fd = ::memfd_create("local-initiator-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    EXPECT_GE(fd, 0);
-    EXPECT_EQ(::ftruncate(fd, static_cast<off_t>(size)), 0);
-    if (seal) {
-      EXPECT_EQ(::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
-    }
-    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    EXPECT_NE(p, MAP_FAILED);
-    data = static_cast<std::byte*>(p);
-  }
-  ~Memfd() {
-    ::munmap(data, size);
-    ::close(fd);
-  }
-  uint64_t address() const { return reinterpret_cast<uint64_t>(data); }
-  int fd = -1;
-  size_t size = 0;
-  std::byte* data = nullptr;
-};
+using Memfd = gdr::test::TestMemfd;
 
 class LocalInitiatorTest : public ::testing::Test {
  protected:
