@@ -120,7 +120,28 @@ void OpCounters::Fill(v1::OpCounters* out) const {
 
 DaemonStats::DaemonStats(const std::vector<std::string>& volume_names)
     : started_at_(absl::Now()), clients_(std::make_unique<ClientStats>()) {
-  for (const std::string& n : volume_names) volumes_.emplace(n, std::make_unique<OpCounters>());
+  for (const std::string& n : volume_names) AddVolume(n);
+}
+
+void DaemonStats::AddVolume(const std::string& name) {
+  absl::MutexLock lock(&volumes_mu_);
+  VolumeEntry& e = volumes_[name];
+  if (e.counters == nullptr) e.counters = std::make_unique<OpCounters>();
+  e.shown = true;
+}
+
+void DaemonStats::HideVolume(absl::string_view name) {
+  absl::MutexLock lock(&volumes_mu_);
+  if (auto it = volumes_.find(name); it != volumes_.end()) it->second.shown = false;
+}
+
+std::vector<std::pair<std::string, const OpCounters*>> DaemonStats::volumes() const {
+  absl::ReaderMutexLock lock(&volumes_mu_);
+  std::vector<std::pair<std::string, const OpCounters*>> out;
+  for (const auto& [name, e] : volumes_) {
+    if (e.shown) out.emplace_back(name, e.counters.get());
+  }
+  return out;
 }
 
 DaemonStats::~DaemonStats() = default;
@@ -130,8 +151,11 @@ OpScopes DaemonStats::Resolve(std::optional<TransportKind> transport, absl::stri
   OpScopes s;
   if (!client.empty()) s.client = clients_->Resolve(client);
   if (transport) s.transport = &transports_[static_cast<size_t>(*transport)];
-  auto it = volumes_.find(volume);
-  if (it != volumes_.end()) s.volume = it->second.get();
+  {
+    absl::ReaderMutexLock lock(&volumes_mu_);
+    auto it = volumes_.find(volume);
+    if (it != volumes_.end()) s.volume = it->second.counters.get();
+  }
   return s;
 }
 
@@ -170,7 +194,7 @@ void DaemonStats::Fill(v1::GetStatsResponse* out) const {
     t->set_transport(ToProto(k));
     transports_[static_cast<size_t>(k)].Fill(t->mutable_ops());
   }
-  for (const auto& [name, c] : volumes_) {
+  for (const auto& [name, c] : volumes()) {
     v1::VolumeStats* v = out->add_volumes();
     v->set_name(name);
     c->Fill(v->mutable_ops());

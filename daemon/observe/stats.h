@@ -11,9 +11,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/wire/transport_kind.h"
 #include "daemon/store/direction.h"
@@ -89,7 +93,7 @@ class ClientStats;
 
 class DaemonStats {
  public:
-  // One OpCounters per volume name (the set is fixed for the daemon's life).
+  // One OpCounters per volume name; AddVolume for one made later.
   explicit DaemonStats(const std::vector<std::string>& volume_names);
   ~DaemonStats();
 
@@ -112,10 +116,13 @@ class DaemonStats {
   const OpCounters& transport(TransportKind kind) const {
     return transports_[static_cast<size_t>(kind)];
   }
-  // Per volume, by name; the set is fixed for the daemon's life.
-  const std::map<std::string, std::unique_ptr<OpCounters>, std::less<>>& volumes() const {
-    return volumes_;
-  }
+  // Counters for a volume made at run time. Those of a deleted volume stay (ops in flight
+  // count into them) but are no longer shown; a volume made again under the name continues
+  // them. Thread-safe.
+  void AddVolume(const std::string& name);
+  void HideVolume(absl::string_view name);
+  // The volumes shown now, by name.
+  std::vector<std::pair<std::string, const OpCounters*>> volumes() const;
   absl::Time started_at() const { return started_at_; }
   uint64_t reloads() const { return reloads_.load(); }
   void CountReload() { reloads_.fetch_add(1); }
@@ -127,7 +134,12 @@ class DaemonStats {
   absl::Time started_at_;
   OpCounters total_;
   std::array<OpCounters, std::size(kTransportKinds)> transports_;  // by TransportKind
-  std::map<std::string, std::unique_ptr<OpCounters>, std::less<>> volumes_;
+  struct VolumeEntry {
+    std::unique_ptr<OpCounters> counters;
+    bool shown = true;
+  };
+  mutable absl::Mutex volumes_mu_;
+  std::map<std::string, VolumeEntry, std::less<>> volumes_ ABSL_GUARDED_BY(volumes_mu_);
   std::atomic<uint64_t> reloads_{0};
   std::unique_ptr<ClientStats> clients_;
 };

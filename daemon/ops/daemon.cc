@@ -72,7 +72,8 @@ absl::Status Daemon::MakeStore() {
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Create(config_.volumes);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
-  for (const auto& [name, v] : store_->volumes()) {
+  for (const std::shared_ptr<const Volume>& v : store_->Volumes()) {
+    const std::string& name = v->name();
     GDR_LOG(kInfo) << "volume " << name << ": " << FormatSize(v->size())
                    << (v->file().empty() ? std::string(" (memory)")
                                          : absl::StrCat(" (file ", v->file(),
@@ -125,7 +126,7 @@ absl::Status Daemon::MakeService() {
   service_ = std::make_unique<StoreService>(store_.get(), transports_.get(), config_.limits);
   // The op pipeline, in the order op_stages.h gives; a part the daemon does not run (no
   // --trace) is not in it.
-  stages_.push_back(std::make_unique<SyncStage>(store_.get(), syncer_.get()));
+  stages_.push_back(std::make_unique<SyncStage>(syncer_.get()));
   stages_.push_back(
       std::make_unique<FaultStage>(faults_.get(), delays_.get(), store_.get(), transports_.get()));
   stages_.push_back(std::make_unique<MediaStage>(media_.get(), delays_.get()));
@@ -135,7 +136,13 @@ absl::Status Daemon::MakeService() {
   for (size_t i = 2; i < stages_.size(); ++i) pipeline.push_back(stages_[i].get());
   service_->SetPipeline(std::move(pipeline));
   service_->set_connect_handler(rc_connect_.get());
-  admin_ = std::make_unique<AdminService>(service_.get(), faults_.get());
+  VolumeCatalogOptions vo;
+  vo.max_volumes = config_.max_volumes;
+  for (const VolumeDir& d : config_.volume_dirs) {
+    if (d.writable) vo.writable_dir = d;
+  }
+  volumes_ = std::make_unique<VolumeCatalog>(store_.get(), media_.get(), stats_.get(), vo);
+  admin_ = std::make_unique<AdminService>(service_.get(), faults_.get(), volumes_.get());
   // san: lines of the token file name client certificates, so they count only when gRPC has
   // verified those against --tls-client-ca (mTLS; switching it needs a restart).
   service_->TrustClientCertificates(config_.tls.enabled() && config_.tls.mutual());
@@ -227,9 +234,9 @@ absl::Status Daemon::JoinCluster() {
   for (size_t i = 0; rails_ != nullptr && i < rails_->size(); ++i) {
     entry.add_rails(rails_->rail(i)->name());
   }
-  for (const auto& [name, v] : store_->volumes()) {
+  for (const std::shared_ptr<const Volume>& v : store_->Volumes()) {
     auto* vol = entry.add_volumes();
-    vol->set_name(name);
+    vol->set_name(v->name());
     vol->set_size(v->size());
   }
   entry.set_version(GDR_VERSION);

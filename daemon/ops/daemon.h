@@ -89,6 +89,7 @@ class Daemon {
   std::unique_ptr<TraceRecorder> trace_;
   std::vector<std::unique_ptr<OpStage>> stages_;
   std::unique_ptr<StoreService> service_;
+  std::unique_ptr<VolumeCatalog> volumes_;
   std::unique_ptr<AdminService> admin_;
   // Before the server so that the certificates outlive every handshake.
   std::unique_ptr<TlsReloader> tls_;

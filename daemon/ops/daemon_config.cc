@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/base/log.h"
 #include "common/base/status_macros.h"
 #include "common/wire/token_file.h"
 #include "common/base/units.h"
@@ -69,6 +70,44 @@ absl::Status SetMaxLinksPerTarget(bool given, TcpInitiatorOptions* tcp) {
   return absl::OkStatus();
 }
 
+// Each --volume-dir's files join the volumes (names unique across all of them); at most one
+// directory is writable, since volumes made at run time need one place for their files.
+absl::Status AddVolumeDirs(const std::vector<std::string>& texts, DaemonConfig* cfg) {
+  for (const std::string& text : texts) {
+    absl::StatusOr<VolumeDir> dir = ParseVolumeDir(text);
+    if (!dir.ok()) return dir.status();
+    for (const VolumeDir& seen : cfg->volume_dirs) {
+      if (seen.writable && dir->writable) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--volume-dir: ", seen.path, " and ", dir->path, " are both writable; one may be"));
+      }
+    }
+    std::vector<std::string> skipped;
+    absl::StatusOr<std::vector<VolumeSpec>> specs =
+        ScanVolumeDir(*dir, cfg->max_volumes, &skipped);
+    if (!specs.ok()) return absl::InvalidArgumentError(specs.status().message());
+    for (const std::string& why : skipped) {
+      GDR_LOG(kWarning) << "--volume-dir " << dir->path << ": skipped " << why;
+    }
+    for (VolumeSpec& spec : *specs) {
+      for (const VolumeSpec& seen : cfg->volumes) {
+        if (seen.name == spec.name) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "--volume-dir ", dir->path, ": volume '", spec.name, "' is named twice (",
+              seen.file.empty() ? "by --volume" : seen.file, " and ", spec.file, ")"));
+        }
+      }
+      cfg->volumes.push_back(std::move(spec));
+    }
+    cfg->volume_dirs.push_back(*std::move(dir));
+  }
+  if (cfg->volumes.size() > cfg->max_volumes) {
+    return absl::InvalidArgumentError(absl::StrCat(cfg->volumes.size(), " volumes are more than "
+                                                   "--max-volumes ", cfg->max_volumes));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
@@ -76,7 +115,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   CLI::App app{"gdrstored: serves one-sided RDMA transfers between a simulated store and "
                "clients' (GPU) memory over gRPC"};
   app.set_config("--config", "", "config file (TOML/INI: key = value, keys as the long flags)");
-  std::vector<std::string> volumes;
+  std::vector<std::string> volumes, volume_dirs;
   std::string max_op = "256MiB", chunk = "1MiB", max_bytes = "4GiB", log_level = "info";
   int64_t connect_ms = 3000, op_timeout_ms = 30000, idle_s = 60, drain_ms = 10000;
   int64_t turn_ms = 200, handover_ms = 2000, tcp_spin_us = 0;
@@ -93,6 +132,14 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
                  "[,write_bandwidth=SIZE/s][,iops=N][,read_iops=N][,write_iops=N]"
                  "[,queue_depth=N][,seed=N], repeatable (default vol0=256MiB; presets "
                  "nvme-gen4, nvme-gen5, sata-ssd, hdd, object-store; docs/simulation.md)");
+  app.add_option("--volume-dir", volume_dirs,
+                 "serve every file under DIR as a volume named by its relative path: "
+                 "DIR[,writable][,media options as in --volume]; read-only unless writable, "
+                 "and a writable one holds the files of volumes made at run time; repeatable");
+  app.add_option("--max-volumes", cfg.max_volumes,
+                 "volumes at once, from the flags, the directories and Admin CreateVolume")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
   app.add_option("--max-op-size", max_op, "largest extent of one op")->capture_default_str();
   app.add_option("--chunk-size", chunk, "transfers are split into chunks of this size")
       ->capture_default_str();
@@ -211,7 +258,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(e.what());
   }
-  if (volumes.empty()) volumes.push_back("vol0=256MiB");
+  if (volumes.empty() && volume_dirs.empty()) volumes.push_back("vol0=256MiB");
   for (const std::string& v : volumes) {
     absl::StatusOr<VolumeSpec> spec = ParseVolumeSpec(v);
     if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--volume: ", spec.status().message()));
@@ -224,6 +271,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
     }
     cfg.volumes.push_back(*spec);
   }
+  GDR_RETURN_IF_ERROR(AddVolumeDirs(volume_dirs, &cfg));
   GDR_ASSIGN_OR_RETURN(cfg.limits.max_op_bytes, SizeFlag("max-op-size", max_op));
   GDR_ASSIGN_OR_RETURN(cfg.tcp.chunk_bytes, SizeFlag("chunk-size", chunk));
   GDR_ASSIGN_OR_RETURN(cfg.limits.max_inflight_bytes, SizeFlag("max-inflight-bytes", max_bytes));

@@ -17,6 +17,7 @@
 #include "daemon/transport/dc/dc_options.h"
 #include "daemon/transport/local/local_options.h"
 #include "daemon/transport/rc/rc_options.h"
+#include "daemon/store/volume_dir.h"
 #include "daemon/transport/tcp/tcp_options.h"
 #include "daemon/verbs_core/verbs_core_options.h"
 
@@ -28,7 +29,10 @@ struct DaemonConfig {
   // Prometheus /metrics over HTTP on this IP:PORT (0: any free port); empty: off.
   std::string metrics_listen;
   std::string metrics_port_file;  // when set, the bound metrics port is written here
-  std::vector<VolumeSpec> volumes;
+  std::vector<VolumeSpec> volumes;  // --volume, then the files of every --volume-dir
+  std::vector<VolumeDir> volume_dirs;
+  // Volumes at once, made at start and at run time (Admin CreateVolume).
+  uint32_t max_volumes = 4096;
   ServiceLimits limits;
   TcpInitiatorOptions tcp;
   // rc: kAuto opens any RDMA device and runs without rc when there is none; kOn (implied by

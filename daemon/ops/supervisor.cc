@@ -42,7 +42,7 @@ void Reload(SupervisedDaemon& d) {
   if (d.trace != nullptr) d.trace->Reopen();  // log rotation: the old file was moved away
   if (d.media != nullptr) {
     for (const VolumeSpec& v : plan.effective.volumes) {
-      if (MediaModel* m = d.media->Find(v.name)) m->Set(v.media);
+      if (std::shared_ptr<MediaModel> m = d.media->Find(v.name)) m->Set(v.media);
     }
   }
   if (d.faults != nullptr) {
@@ -178,10 +178,10 @@ int Drain(SupervisedDaemon& d) {
   if (d.delays != nullptr) d.delays->Shutdown();
   if (d.syncer != nullptr) d.syncer->Shutdown();
   // A clean stop leaves file-backed volumes durable, not only in the page cache.
-  for (const auto& [name, v] : d.store->volumes()) {
-    if (v->file().empty()) continue;
+  for (const std::shared_ptr<const Volume>& v : d.store->Volumes()) {
+    if (v->file().empty() || v->read_only()) continue;
     if (absl::Status s = v->Sync(0, v->size()); !s.ok()) {
-      GDR_LOG(kError) << "volume " << name << ": " << s.message();
+      GDR_LOG(kError) << "volume " << v->name() << ": " << s.message();
     }
   }
   GDR_LOG(kInfo) << "stopped cleanly; " << StatusLine(d);

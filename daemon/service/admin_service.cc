@@ -72,4 +72,42 @@ grpc::ServerUnaryReactor* AdminService::ListFaults(grpc::CallbackServerContext* 
   return Answer(ctx, absl::OkStatus());
 }
 
+grpc::ServerUnaryReactor* AdminService::CreateVolume(grpc::CallbackServerContext* ctx,
+                                                     const v1::CreateVolumeRequest* request,
+                                                     v1::CreateVolumeResponse* response) {
+  absl::StatusOr<std::string> who = Authorize(ctx);
+  if (!who.ok()) return Answer(ctx, who.status());
+  // The fields first, here: a bad request is answered without queueing behind a fill.
+  if (absl::StatusOr<VolumeSpec> spec = volumes_->SpecOf(*request); !spec.ok()) {
+    return Answer(ctx, spec.status());
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  volumes_->Create(*request, absl::StrCat("admin ", *who),
+                   [reactor, response](absl::StatusOr<VolumeCatalog::Made> made) {
+                     if (made.ok()) {
+                       const Volume& v = *made->volume;
+                       v1::VolumeInfo* info = response->mutable_volume();
+                       info->set_name(v.name());
+                       info->set_size(v.size());
+                       info->set_backing(v.file().empty() ? "memory"
+                                                          : absl::StrCat("file:", v.file()));
+                       info->set_read_only(v.read_only());
+                       response->set_created(made->created);
+                     }
+                     reactor->Finish(ToGrpcStatus(made.status()));
+                   });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* AdminService::DeleteVolume(grpc::CallbackServerContext* ctx,
+                                                     const v1::DeleteVolumeRequest* request,
+                                                     v1::DeleteVolumeResponse* response) {
+  absl::StatusOr<std::string> who = Authorize(ctx);
+  if (!who.ok()) return Answer(ctx, who.status());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  volumes_->Delete(*request, absl::StrCat("admin ", *who),
+                   [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); });
+  return reactor;
+}
+
 }  // namespace gdr

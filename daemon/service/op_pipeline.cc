@@ -35,6 +35,7 @@ bool OpPipeline::Has(absl::string_view name) const {
 }
 
 absl::Status OpPipeline::Start(std::unique_ptr<OpContext>& ctx, TransferOp& op) const {
+  ctx->volume = op.store_volume;
   for (OpStage* s : stages_) {
     absl::Status st = s->OnStart(*ctx, op);
     if (!st.ok()) {

@@ -57,6 +57,8 @@ class OpContext {
   const absl::string_view client;
 
   // Set once the op is validated, from the TransferOp.
+  // Its volume, held until the answer: the stages after the transfer (msync) still use it.
+  std::shared_ptr<const Volume> volume;
   uint64_t offset = 0;
   uint64_t length = 0;
   int64_t start_ns = 0;  // the one reading of the clock an op's times are measured from

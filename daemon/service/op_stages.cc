@@ -16,15 +16,14 @@ absl::Status AdmissionStage::OnStart(OpContext& ctx, TransferOp& op) {
 
 void AdmissionStage::OnFinish(OpContext& ctx, uint64_t service_ns) { ctx.permit.Release(); }
 
-const Volume* SyncStage::VolumeToSync(const Store& store, Direction direction,
-                                      absl::string_view volume, bool sync) {
+const Volume* SyncStage::VolumeToSync(const Volume* volume, Direction direction, bool sync) {
   if (!sync || direction != Direction::kClientToStore) return nullptr;
-  const Volume* v = store.Find(volume);
-  return v != nullptr && !v->file().empty() ? v : nullptr;
+  return volume != nullptr && !volume->file().empty() ? volume : nullptr;
 }
 
 absl::Status SyncStage::OnStart(OpContext& ctx, TransferOp& op) {
-  ctx.sync_volume = VolumeToSync(*store_, ctx.direction, op.volume, ctx.sync);
+  // The op holds its volume (op.store_volume) until it is answered, after the sync.
+  ctx.sync_volume = VolumeToSync(op.store_volume.get(), ctx.direction, ctx.sync);
   return absl::OkStatus();
 }
 
@@ -93,6 +92,7 @@ void FaultStage::DeliverCorruptByte(OpContext& ctx) {
   const auto flipped = static_cast<uint8_t>(stored ^ (1u << (draw & 7)));
   TransferOp one = op;
   one.volume = source.name();
+  one.store_volume = store_->fault_source_held();
   one.offset = flipped;
   one.local = source.data() + flipped;  // the source holds every byte value at its own offset
   one.length = 1;
@@ -119,7 +119,7 @@ void FaultStage::FillStats(const Caller& caller, v1::GetStatsResponse* out) cons
 }
 
 absl::Status MediaStage::OnStart(OpContext& ctx, TransferOp& op) {
-  if (MediaModel* m = media_->Find(op.volume)) {
+  if (std::shared_ptr<MediaModel> m = media_->Find(op.volume)) {
     ctx.ready_at = m->Reserve(ctx.direction, op.length, absl::FromUnixNanos(ctx.start_ns));
   }
   return absl::OkStatus();
@@ -159,7 +159,7 @@ void FillMedia(const MediaModel& m, v1::MediaTiming* out) {
 
 void MediaStage::FillStats(const Caller& caller, v1::GetStatsResponse* out) const {
   for (v1::VolumeStats& v : *out->mutable_volumes()) {
-    if (MediaModel* m = media_->Find(v.name())) FillMedia(*m, v.mutable_media());
+    if (std::shared_ptr<MediaModel> m = media_->Find(v.name())) FillMedia(*m, v.mutable_media());
   }
 }
 

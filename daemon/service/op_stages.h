@@ -46,16 +46,14 @@ class AdmissionStage final : public OpStage {
 // answer.
 class SyncStage final : public OpStage {
  public:
-  SyncStage(const Store* store, SyncWorker* syncer) : store_(store), syncer_(syncer) {}
+  explicit SyncStage(SyncWorker* syncer) : syncer_(syncer) {}
   const char* name() const override { return "msync"; }
   // The file volume an op so described must msync before answering; nullptr when none.
-  static const Volume* VolumeToSync(const Store& store, Direction direction,
-                                    absl::string_view volume, bool sync);
+  static const Volume* VolumeToSync(const Volume* volume, Direction direction, bool sync);
   absl::Status OnStart(OpContext& ctx, TransferOp& op) override;
   bool OnTransferred(OpContext& ctx) override;
 
  private:
-  const Store* store_;
   SyncWorker* syncer_;
 };
 

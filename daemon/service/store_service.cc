@@ -205,12 +205,13 @@ grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx
   if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx, &caller)) return refused;
   response->set_version(GDR_VERSION);
   transports_->FillInfo(response);
-  for (const auto& [name, volume] : store_->volumes()) {
-    if (!caller.MaySee(name)) continue;  // volumes without a grant are not shown
+  for (const std::shared_ptr<const Volume>& volume : store_->Volumes()) {
+    if (!caller.MaySee(volume->name())) continue;  // volumes without a grant are not shown
     auto* vi = response->add_volumes();
-    vi->set_name(name);
+    vi->set_name(volume->name());
     vi->set_size(volume->size());
     vi->set_backing(volume->file().empty() ? "memory" : absl::StrCat("file:", volume->file()));
+    vi->set_read_only(volume->read_only());
   }
   const ServiceLimits limits = this->limits();
   auto* l = response->mutable_limits();
@@ -256,7 +257,7 @@ grpc::ServerUnaryReactor* StoreService::Ping(grpc::CallbackServerContext* ctx,
 }
 
 std::optional<uint32_t> StoreService::ExtentCrc32c(const v1::Extent& extent) const {
-  const Volume* v = store_->Find(extent.volume());
+  std::shared_ptr<const Volume> v = store_->Find(extent.volume());
   if (v == nullptr || extent.offset() > v->size() ||
       extent.length() > v->size() - extent.offset()) {
     return std::nullopt;

@@ -136,7 +136,8 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   // with sync into a file-backed volume.
   bool SyncsToFile(Direction direction, const gdrstore::v1::Extent* extent, bool sync) const {
     return sync && extent != nullptr && syncs_ &&
-           SyncStage::VolumeToSync(*store_, direction, extent->volume(), sync) != nullptr;
+           SyncStage::VolumeToSync(store_->Find(extent->volume()).get(), direction, sync) !=
+               nullptr;
   }
   // CRC32C of the store bytes of `extent` (asked for by WriteRequest/ReadRequest.crc32c, taken
   // once the op has completed); nullopt for an extent outside every volume.

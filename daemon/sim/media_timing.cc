@@ -87,16 +87,25 @@ absl::Time MediaModel::Reserve(Direction direction, uint64_t bytes, absl::Time n
 }
 
 MediaTiming::MediaTiming(const std::map<std::string, MediaSettings>& volumes) {
-  for (const auto& [name, s] : volumes) {
-    auto m = std::make_unique<MediaModel>();
-    m->Set(s);
-    models_.emplace(name, std::move(m));
-  }
+  for (const auto& [name, s] : volumes) Add(name, s);
 }
 
-MediaModel* MediaTiming::Find(absl::string_view volume) const {
+std::shared_ptr<MediaModel> MediaTiming::Find(absl::string_view volume) const {
+  absl::ReaderMutexLock lock(&mu_);
   auto it = models_.find(volume);
-  return it == models_.end() ? nullptr : it->second.get();
+  return it == models_.end() ? nullptr : it->second;
+}
+
+void MediaTiming::Add(const std::string& volume, const MediaSettings& settings) {
+  auto m = std::make_shared<MediaModel>();
+  m->Set(settings);
+  absl::MutexLock lock(&mu_);
+  models_[volume] = std::move(m);
+}
+
+void MediaTiming::Remove(absl::string_view volume) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = models_.find(volume); it != models_.end()) models_.erase(it);
 }
 
 }  // namespace gdr

@@ -69,14 +69,20 @@ class MediaModel {
   MediaCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 
-// The models of all volumes; the set of names is fixed at creation.
+// The models of all volumes, by name; volumes made and deleted at run time come and go.
+// Thread-safe.
 class MediaTiming {
  public:
   explicit MediaTiming(const std::map<std::string, MediaSettings>& volumes);
-  MediaModel* Find(absl::string_view volume) const;  // nullptr when unknown
+  // nullptr when unknown; held, a model outlives its removal.
+  std::shared_ptr<MediaModel> Find(absl::string_view volume) const;
+  // A model for a new volume (replacing one of the name).
+  void Add(const std::string& volume, const MediaSettings& settings);
+  void Remove(absl::string_view volume);
 
  private:
-  std::map<std::string, std::unique_ptr<MediaModel>, std::less<>> models_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<MediaModel>, std::less<>> models_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gdr

@@ -32,13 +32,29 @@ constexpr const char* kMediaOptions =
 }  // namespace
 
 bool IsValidVolumeName(absl::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '-' || c == '.';
-    if (!ok) return false;
+  if (name.empty() || name.size() > kMaxVolumeName) return false;
+  for (absl::string_view segment : absl::StrSplit(name, '/')) {
+    if (segment.empty() || segment == "." || segment == "..") return false;
+    for (char c : segment) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                      (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+      if (!ok) return false;
+    }
   }
   return true;
+}
+
+absl::StatusOr<MediaSettings> ParseMediaOptions(absl::string_view volume,
+                                                absl::string_view options) {
+  if (options.empty()) return MediaSettings{};
+  // The spec's own parser and checks, on a stand-in size; a file is not a media option.
+  GDR_ASSIGN_OR_RETURN(VolumeSpec spec,
+                       ParseVolumeSpec(absl::StrCat(volume, "=4096,", options)));
+  if (!spec.file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("volume '", volume, "': file is not a media option"));
+  }
+  return spec.media;
 }
 
 absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text) {
@@ -52,7 +68,7 @@ absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text) {
   spec.name = std::string(text.substr(0, eq));
   if (!IsValidVolumeName(spec.name)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "volume name '", spec.name, "' must be 1..64 characters of [A-Za-z0-9_.-]"));
+        "volume name '", spec.name.substr(0, kMaxVolumeName), "' must be ", kVolumeNameRule));
   }
   std::vector<absl::string_view> parts = absl::StrSplit(text.substr(eq + 1), ',');
   GDR_ASSIGN_OR_RETURN(spec.size, ParseSize(parts[0]));
@@ -127,8 +143,9 @@ struct MappedFile {
   ScopedFd fd;
 };
 
-absl::StatusOr<MappedFile> MapFile(const std::string& path, uint64_t size, int flags) {
-  ScopedFd fd(::open(path.c_str(), flags | O_RDWR | O_CLOEXEC, 0640));
+absl::StatusOr<MappedFile> MapFile(const std::string& path, uint64_t size, int flags,
+                                   bool read_only = false) {
+  ScopedFd fd(::open(path.c_str(), flags | (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0640));
   if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
   if (flags & O_CREAT) {
     if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
@@ -143,7 +160,8 @@ absl::StatusOr<MappedFile> MapFile(const std::string& path, uint64_t size, int f
           " bytes; refusing to resize existing data (move the file away or fix the size)"));
     }
   }
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  void* p = ::mmap(nullptr, size, read_only ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
+                   fd.get(), 0);
   if (p == MAP_FAILED) return absl::ErrnoToStatus(errno, absl::StrCat("mmap ", path));
   // The fd stays open with the volume: CheckBacked fstats the very file that is mapped.
   return MappedFile{static_cast<std::byte*>(p), std::move(fd)};
@@ -152,6 +170,10 @@ absl::StatusOr<MappedFile> MapFile(const std::string& path, uint64_t size, int f
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Volume>> Volume::Create(const VolumeSpec& spec) {
+  if (spec.read_only && spec.file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("volume '", spec.name, "': only a file volume can be read-only"));
+  }
   if (spec.file.empty()) {
     void* p = ::mmap(nullptr, spec.size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -162,7 +184,7 @@ absl::StatusOr<std::unique_ptr<Volume>> Volume::Create(const VolumeSpec& spec) {
     }
     auto* data = static_cast<std::byte*>(p);
     ParallelFill(spec.name, data, spec.size);
-    return std::unique_ptr<Volume>(new Volume(spec.name, spec.size, data, "", false, ScopedFd()));
+    return std::unique_ptr<Volume>(new Volume(spec, data, false, ScopedFd()));
   }
   struct stat st {};
   if (::stat(spec.file.c_str(), &st) == 0) {
@@ -170,11 +192,14 @@ absl::StatusOr<std::unique_ptr<Volume>> Volume::Create(const VolumeSpec& spec) {
       return absl::FailedPreconditionError(
           absl::StrCat("volume file ", spec.file, " is not a regular file"));
     }
-    GDR_ASSIGN_OR_RETURN(MappedFile mapped, MapFile(spec.file, spec.size, 0));
-    return std::unique_ptr<Volume>(
-        new Volume(spec.name, spec.size, mapped.data, spec.file, false, std::move(mapped.fd)));
+    GDR_ASSIGN_OR_RETURN(MappedFile mapped, MapFile(spec.file, spec.size, 0, spec.read_only));
+    return std::unique_ptr<Volume>(new Volume(spec, mapped.data, false, std::move(mapped.fd)));
   }
   if (errno != ENOENT) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", spec.file));
+  if (spec.read_only) {
+    return absl::NotFoundError(absl::StrCat("volume '", spec.name, "': read-only file ",
+                                            spec.file, " does not exist"));
+  }
   const std::string partial = spec.file + ".partial";
   ::unlink(partial.c_str());  // left by a crash during an earlier fill
   GDR_ASSIGN_OR_RETURN(MappedFile mapped, MapFile(partial, spec.size, O_CREAT | O_EXCL));
@@ -188,14 +213,18 @@ absl::StatusOr<std::unique_ptr<Volume>> Volume::Create(const VolumeSpec& spec) {
     return absl::ErrnoToStatus(errno, absl::StrCat("rename ", partial, " -> ", spec.file));
   }
   std::move(unmap).Cancel();
-  return std::unique_ptr<Volume>(
-      new Volume(spec.name, spec.size, data, spec.file, true, std::move(mapped.fd)));
+  return std::unique_ptr<Volume>(new Volume(spec, data, true, std::move(mapped.fd)));
 }
 
-Volume::Volume(std::string name, uint64_t size, std::byte* data, std::string file, bool created,
-               ScopedFd fd)
-    : name_(std::move(name)), size_(size), data_(data), file_(std::move(file)),
-      created_(created), fd_(std::move(fd)) {
+Volume::Volume(const VolumeSpec& spec, std::byte* data, bool created, ScopedFd fd)
+    : name_(spec.name),
+      size_(spec.size),
+      data_(data),
+      file_(spec.file),
+      created_(created),
+      read_only_(spec.read_only),
+      media_(spec.media),
+      fd_(std::move(fd)) {
   if (!file_.empty()) {
     // A file can be truncated under the mapping at any time; copies into and out of it are
     // guarded (mapping_guard.h), and a fault names this volume and file.
@@ -230,7 +259,45 @@ absl::Status Volume::Sync(uint64_t offset, uint64_t length) const {
   return absl::OkStatus();
 }
 
+void Volume::Attach(const void* owner, std::unique_ptr<Attachment> a) const {
+  std::unique_ptr<Attachment> old;
+  absl::MutexLock lock(&attach_mu_);
+  for (auto& [o, held] : attachments_) {
+    if (o == owner) {
+      old = std::move(held);  // dropped after the lock
+      held = std::move(a);
+      return;
+    }
+  }
+  attachments_.emplace_back(owner, std::move(a));
+}
+
+Volume::Attachment* Volume::AttachmentOf(const void* owner) const {
+  absl::MutexLock lock(&attach_mu_);
+  for (const auto& [o, held] : attachments_) {
+    if (o == owner) return held.get();
+  }
+  return nullptr;
+}
+
+void Volume::Detach(const void* owner) const {
+  std::unique_ptr<Attachment> gone;
+  absl::MutexLock lock(&attach_mu_);
+  for (auto it = attachments_.begin(); it != attachments_.end(); ++it) {
+    if (it->first == owner) {
+      gone = std::move(it->second);
+      attachments_.erase(it);
+      return;
+    }
+  }
+}
+
 Volume::~Volume() {
+  // What transports registered on these pages goes before the pages do, newest first.
+  {
+    absl::MutexLock lock(&attach_mu_);
+    while (!attachments_.empty()) attachments_.pop_back();
+  }
   if (!file_.empty()) UnregisterFileMapping(data_);
   ::munmap(data_, size_);
 }
@@ -238,25 +305,82 @@ Volume::~Volume() {
 absl::StatusOr<std::unique_ptr<Store>> Store::Create(const std::vector<VolumeSpec>& specs) {
   std::unique_ptr<Store> store(new Store());
   for (const VolumeSpec& spec : specs) {
-    if (store->volumes_.count(spec.name) != 0) {
+    absl::StatusOr<std::shared_ptr<const Volume>> v = store->Add(spec);
+    if (absl::IsAlreadyExists(v.status())) {
       return absl::AlreadyExistsError(absl::StrCat("volume '", spec.name, "' given twice"));
     }
-    GDR_ASSIGN_OR_RETURN(auto volume, Volume::Create(spec));
-    store->volumes_.emplace(spec.name, std::move(volume));
+    if (!v.ok()) return v.status();
   }
   VolumeSpec source;
   source.name = kFaultSourceVolume;
   source.size = 4096;
-  GDR_ASSIGN_OR_RETURN(store->fault_source_, Volume::Create(source));
+  GDR_ASSIGN_OR_RETURN(std::unique_ptr<Volume> fault_source, Volume::Create(source));
   for (uint64_t i = 0; i < source.size; ++i) {
-    store->fault_source_->data()[i] = static_cast<std::byte>(i & 0xff);
+    fault_source->data()[i] = static_cast<std::byte>(i & 0xff);
   }
+  store->fault_source_ = std::move(fault_source);
   return store;
 }
 
-const Volume* Store::Find(absl::string_view name) const {
+std::shared_ptr<const Volume> Store::Find(absl::string_view name) const {
+  absl::ReaderMutexLock lock(&mu_);
   auto it = volumes_.find(name);
-  return it == volumes_.end() ? nullptr : it->second.get();
+  return it == volumes_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<const Volume>> Store::Volumes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::shared_ptr<const Volume>> out;
+  out.reserve(volumes_.size());
+  for (const auto& [name, v] : volumes_) out.push_back(v);
+  return out;
+}
+
+uint64_t Store::AddPreparer(Preparer p) const {
+  absl::MutexLock lock(&mu_);
+  const uint64_t id = next_preparer_++;
+  preparers_.emplace(id, std::move(p));
+  return id;
+}
+
+void Store::RemovePreparer(uint64_t id) const {
+  absl::MutexLock lock(&mu_);
+  preparers_.erase(id);
+}
+
+absl::StatusOr<std::shared_ptr<const Volume>> Store::Add(const VolumeSpec& spec) {
+  std::vector<Preparer> preparers;
+  {
+    absl::MutexLock lock(&mu_);
+    if (volumes_.count(spec.name) != 0 ||
+        std::find(adding_.begin(), adding_.end(), spec.name) != adding_.end()) {
+      return absl::AlreadyExistsError(absl::StrCat("volume '", spec.name, "' exists"));
+    }
+    adding_.push_back(spec.name);
+    for (const auto& [id, p] : preparers_) preparers.push_back(p);
+  }
+  auto done_adding = absl::MakeCleanup([this, &spec] {
+    absl::MutexLock lock(&mu_);
+    adding_.erase(std::find(adding_.begin(), adding_.end(), spec.name));
+  });
+  // Mapped and filled outside the lock: finds and ops on other volumes go on meanwhile.
+  GDR_ASSIGN_OR_RETURN(std::unique_ptr<Volume> made, Volume::Create(spec));
+  std::shared_ptr<const Volume> volume(std::move(made));
+  for (const Preparer& p : preparers) GDR_RETURN_IF_ERROR(p(*volume));
+  absl::MutexLock lock(&mu_);
+  volumes_.emplace(spec.name, volume);
+  return volume;
+}
+
+absl::StatusOr<std::shared_ptr<const Volume>> Store::Remove(absl::string_view name) {
+  absl::MutexLock lock(&mu_);
+  auto it = volumes_.find(name);
+  if (it == volumes_.end()) {
+    return absl::NotFoundError(absl::StrCat("volume '", name, "' does not exist"));
+  }
+  std::shared_ptr<const Volume> gone = std::move(it->second);
+  volumes_.erase(it);
+  return gone;
 }
 
 }  // namespace gdr

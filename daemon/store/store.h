@@ -1,16 +1,22 @@
-// The daemon's simulated store: named volumes of bytes, memory-backed, each filled at start with
-// the deterministic pattern (common/base/pattern.h) so clients can verify what they read.
+// The daemon's simulated store: named volumes of bytes, memory-backed or mapped from files, each
+// new one filled with the deterministic pattern (common/base/pattern.h) so clients can verify
+// what they read. Volumes come from the configuration and may be added and removed while the
+// daemon serves (Admin CreateVolume / DeleteVolume): an op holds its volume, so a removed
+// volume's memory, and what transports attached to it, go when its last op is done.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "common/base/socket.h"
 #include "daemon/store/media_settings.h"
 
@@ -21,16 +27,27 @@ struct VolumeSpec {
   uint64_t size = 0;
   std::string file;         // empty: memory-backed; else an absolute path, mmap'ed shared
   MediaSettings media;      // the simulated device; off by default
+  // Served for gets only (a --volume-dir without `writable`): the file is opened and mapped
+  // read-only, and puts are refused.
+  bool read_only = false;
 };
 
 // "NAME=SIZE[,file=/abs/path][,media=PRESET][,latency_us=N][,p99_us=N][,bandwidth=SIZE/s]
 // [,read_bandwidth=SIZE/s][,write_bandwidth=SIZE/s][,iops=N][,read_iops=N][,write_iops=N]
 // [,queue_depth=N][,seed=N]" (SIZE as in ParseSize). A preset applies first wherever it is
 // written; the other media options override its figures.
-// INVALID_ARGUMENT on a bad name (1..64 of [A-Za-z0-9_.-]), size (0 or unparsable), a relative
+// INVALID_ARGUMENT on a bad name (IsValidVolumeName), size (0 or unparsable), a relative
 // file path, an unknown or repeated option, a bad media value (naming the option).
 absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text);
+// The media options alone ("media=nvme-gen4,latency_us=80", or empty), checked as in a spec.
+absl::StatusOr<MediaSettings> ParseMediaOptions(absl::string_view volume,
+                                                absl::string_view options);
+// 1..255 characters: segments of [A-Za-z0-9_.-] joined by '/', none empty, "." or "..", so a
+// name is also a safe relative path (a --volume-dir file).
 bool IsValidVolumeName(absl::string_view name);
+inline constexpr size_t kMaxVolumeName = 255;
+inline constexpr char kVolumeNameRule[] =
+    "1..255 characters: segments of [A-Za-z0-9_.-] joined by '/', none empty, '.' or '..'";
 // The fault source's name: not a valid volume name, so no request reaches it.
 inline constexpr char kFaultSourceVolume[] = "@fault-source";
 
@@ -41,6 +58,13 @@ inline constexpr char kFaultSourceVolume[] = "@fault-source";
 // range durable across a host crash.
 class Volume {
  public:
+  // What a transport keeps for a volume (a memory region per rail, a CUDA registration) for
+  // exactly as long as the volume lives: dropped before its memory is unmapped.
+  class Attachment {
+   public:
+    virtual ~Attachment() = default;
+  };
+
   // Memory: anonymous mapping filled with the pattern. File: an existing file of exactly the
   // spec's size is kept as it is; a missing one is created as FILE.partial, pattern-filled,
   // flushed and renamed into place (a crash mid-fill never leaves a half-filled FILE).
@@ -56,6 +80,16 @@ class Volume {
   std::byte* data() const { return data_; }
   const std::string& file() const { return file_; }  // empty for memory volumes
   bool created() const { return created_; }           // file volumes: made (and filled) now
+  bool read_only() const { return read_only_; }
+  const MediaSettings& media() const { return media_; }
+  // Keeps `a` under `owner` until the volume or the owner goes (Detach); replaces one the owner
+  // had. Thread-safe, as are the two below.
+  void Attach(const void* owner, std::unique_ptr<Attachment> a) const;
+  // What `owner` attached, or nullptr. Its own state (a lazy registration) is the owner's to
+  // change, hence not const.
+  Attachment* AttachmentOf(const void* owner) const;
+  // Drops what `owner` attached (an owner going before the volume: its device closes).
+  void Detach(const void* owner) const;
   // msync(MS_SYNC) of the pages holding [offset, offset+length). OK at once for memory
   // volumes; the errno status otherwise. Blocks on the disk: never call it on a gRPC thread.
   absl::Status Sync(uint64_t offset, uint64_t length) const;
@@ -69,36 +103,58 @@ class Volume {
   absl::Status CheckBacked() const;
 
  private:
-  Volume(std::string name, uint64_t size, std::byte* data, std::string file, bool created,
-         ScopedFd fd);
+  Volume(const VolumeSpec& spec, std::byte* data, bool created, ScopedFd fd);
   std::string name_;
   uint64_t size_;
   std::byte* data_;
   std::string file_;
   bool created_ = false;
+  bool read_only_ = false;
+  MediaSettings media_;
   ScopedFd fd_;  // file volumes: the mapped file, kept open for CheckBacked
+  mutable absl::Mutex attach_mu_;
+  mutable std::vector<std::pair<const void*, std::unique_ptr<Attachment>>> attachments_
+      ABSL_GUARDED_BY(attach_mu_);
 };
 
-// All volumes of the daemon. Lookups are thread-safe (the set is fixed after Create).
+// All volumes of the daemon. Thread-safe.
 class Store {
  public:
   // ALREADY_EXISTS on a repeated name, RESOURCE_EXHAUSTED when memory cannot be mapped.
   static absl::StatusOr<std::unique_ptr<Store>> Create(const std::vector<VolumeSpec>& specs);
 
-  // nullptr when absent. Never finds the fault source.
-  const Volume* Find(absl::string_view name) const;
+  // nullptr when absent. Never finds the fault source. The volume stays mapped while held.
+  std::shared_ptr<const Volume> Find(absl::string_view name) const;
+  // Every volume now, by name.
+  std::vector<std::shared_ptr<const Volume>> Volumes() const;
   // 4 KiB holding every byte value at its own offset (byte i = i mod 256), registered with the
   // transports like a volume but named so no request can name it (kFaultSourceVolume): where a
   // corrupt fault's one wrong byte is sent from.
   const Volume& fault_source() const { return *fault_source_; }
-  const std::map<std::string, std::unique_ptr<Volume>, std::less<>>& volumes() const {
-    return volumes_;
-  }
+  const std::shared_ptr<const Volume>& fault_source_held() const { return fault_source_; }
+
+  // Run for every volume added from now on, before it can be found: a transport attaches what
+  // it needs (its error fails the Add). Runs on the adding thread. A hook, not the store's
+  // contents, so a holder of a const Store (a transport) may register one; it must remove it
+  // (by the id returned) before it goes.
+  using Preparer = std::function<absl::Status(const Volume&)>;
+  uint64_t AddPreparer(Preparer p) const;
+  void RemovePreparer(uint64_t id) const;
+  // Maps (and for a new file or memory, pattern-fills) `spec` and, once every preparer has
+  // accepted it, makes it findable. ALREADY_EXISTS for a name in use (or being added);
+  // Volume::Create's errors; a preparer's. Blocks while filling: not on a gRPC callback thread.
+  absl::StatusOr<std::shared_ptr<const Volume>> Add(const VolumeSpec& spec);
+  // Makes `name` unfindable; its memory goes with the last op holding it. NOT_FOUND when absent.
+  absl::StatusOr<std::shared_ptr<const Volume>> Remove(absl::string_view name);
 
  private:
   Store() = default;
-  std::map<std::string, std::unique_ptr<Volume>, std::less<>> volumes_;
-  std::unique_ptr<Volume> fault_source_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<const Volume>, std::less<>> volumes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> adding_ ABSL_GUARDED_BY(mu_);  // names an Add is filling now
+  mutable std::map<uint64_t, Preparer> preparers_ ABSL_GUARDED_BY(mu_);
+  mutable uint64_t next_preparer_ ABSL_GUARDED_BY(mu_) = 1;
+  std::shared_ptr<const Volume> fault_source_;
 };
 
 }  // namespace gdr

@@ -24,10 +24,12 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
         "extent.length ", extent->length(), " is above the daemon's max op size of ",
         max_op_bytes, " bytes (", FormatSize(max_op_bytes), "); split the transfer"));
   }
-  const Volume* volume = store.Find(extent->volume());
+  std::shared_ptr<const Volume> volume = store.Find(extent->volume());
   if (volume == nullptr) {
     std::string known;
-    for (const auto& [name, v] : store.volumes()) absl::StrAppend(&known, known.empty() ? "" : ", ", name);
+    for (const std::shared_ptr<const Volume>& v : store.Volumes()) {
+      absl::StrAppend(&known, known.empty() ? "" : ", ", v->name());
+    }
     // Quote only a printable, bounded prefix of what the client sent.
     std::string shown = extent->volume().substr(0, 64);
     for (char& c : shown)
@@ -43,6 +45,11 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
   // A file volume whose file was truncated behind the daemon's back: refused here, naming the
   // file, rather than faulting (SIGBUS) wherever its pages are touched.
   GDR_RETURN_IF_ERROR(volume->CheckBacked());
+  if (direction == Direction::kClientToStore && volume->read_only()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "volume '", volume->name(), "' is read-only (its file ", volume->file(),
+        " is served for gets; a --volume-dir given `writable` takes puts)"));
+  }
   if (buffer->length() != extent->length()) {
     return absl::InvalidArgumentError(absl::StrCat("buffer.length ", buffer->length(),
                                                    " differs from extent.length ",
@@ -78,6 +85,7 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
   op.volume = volume->name();
   op.offset = extent->offset();
   op.local = volume->data() + extent->offset();
+  op.store_volume = std::move(volume);
   op.length = extent->length();
   op.remote_address = buffer->address();
   op.rkey = buffer->rkey();

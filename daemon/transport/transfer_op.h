@@ -20,6 +20,7 @@ namespace gdr {
 
 class Store;
 class TransportSet;
+class Volume;
 
 // A transport fault an op carries when fault injection picked it (daemon/sim/
 // fault_injector.h): the transport that moves the op breaks the path the op took, as a real
@@ -46,8 +47,11 @@ struct TransferOp {
   TransportKind transport = TransportKind::kTcp;
   Direction direction = Direction::kStoreToClient;
   std::string volume;
+  // The volume itself, held by the op: a volume deleted meanwhile stays mapped (and registered
+  // with the transports, which find their attachments on it) until its last op is done.
+  std::shared_ptr<const Volume> store_volume;
   uint64_t offset = 0;
-  std::byte* local = nullptr;  // store memory at `offset`; valid for the daemon's life
+  std::byte* local = nullptr;  // store memory at `offset`; valid while store_volume is held
   uint64_t length = 0;
   uint64_t remote_address = 0;
   uint32_t rkey = 0;

@@ -14,6 +14,30 @@ namespace gdr {
 
 namespace v1 = gdrstore::v1;
 
+namespace {
+
+// A volume's registration with one rail, kept by the volume.
+struct VolumeMr final : Volume::Attachment {
+  explicit VolumeMr(std::unique_ptr<verbs::MemoryRegion> m) : mr(std::move(m)) {}
+  std::unique_ptr<verbs::MemoryRegion> mr;
+};
+
+}  // namespace
+
+absl::Status VerbsCore::RegisterVolume(const Volume& volume) {
+  // A read-only volume is only ever a source (gets): the NIC reads it, so no local write.
+  absl::StatusOr<std::unique_ptr<verbs::MemoryRegion>> mr = verbs::MemoryRegion::Register(
+      device_->pd(), volume.data(), volume.size(), volume.read_only() ? 0 : IBV_ACCESS_LOCAL_WRITE);
+  if (!mr.ok()) {
+    return absl::Status(mr.status().code(), absl::StrCat("rail ", name(), ": registering volume ",
+                                                         volume.name(), ": ",
+                                                         mr.status().message()));
+  }
+  if (relaxed_ordering_.empty()) relaxed_ordering_ = (*mr)->relaxed_ordering().detail;
+  volume.Attach(this, std::make_unique<VolumeMr>(*std::move(mr)));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<VerbsCore>> VerbsCore::Open(const VerbsCoreOptions& options,
                                                            uint32_t index, const Store& store) {
   if (index >= options.rails.size()) {
@@ -32,20 +56,16 @@ absl::StatusOr<std::unique_ptr<VerbsCore>> VerbsCore::Open(const VerbsCoreOption
       core->numa_node_ = nic.pci.numa_node;
     }
   }
-  std::vector<const Volume*> regions;
-  for (const auto& [name, volume] : store.volumes()) regions.push_back(volume.get());
-  regions.push_back(&store.fault_source());  // a corrupt fault's byte leaves from here
-  for (const Volume* volume : regions) {
-    const std::string& name = volume->name();
-    absl::StatusOr<std::unique_ptr<verbs::MemoryRegion>> mr = verbs::MemoryRegion::Register(
-        core->device_->pd(), volume->data(), volume->size(), IBV_ACCESS_LOCAL_WRITE);
-    if (!mr.ok()) {
-      return absl::Status(mr.status().code(), absl::StrCat("rail ", core->name(),
-                                                           ": registering volume ", name, ": ",
-                                                           mr.status().message()));
-    }
-    core->volume_mrs_.emplace(name, std::move(*mr));
+  core->store_ = &store;
+  // Volumes added while the daemon serves are registered as they come, before any op sees them.
+  core->preparer_ =
+      store.AddPreparer([raw = core.get()](const Volume& v) { return raw->RegisterVolume(v); });
+  const std::vector<std::shared_ptr<const Volume>> volumes = store.Volumes();
+  for (const std::shared_ptr<const Volume>& volume : volumes) {
+    GDR_RETURN_IF_ERROR(core->RegisterVolume(*volume));
   }
+  // A corrupt fault's byte leaves from here.
+  GDR_RETURN_IF_ERROR(core->RegisterVolume(store.fault_source()));
   verbs::PollerOptions poller = options.poller;
   std::string unpinned_why;
   poller.cpus = core->PollerCpus(selector.sysfs_root, &unpinned_why);
@@ -65,7 +85,7 @@ absl::StatusOr<std::unique_ptr<VerbsCore>> VerbsCore::Open(const VerbsCoreOption
                                         : absl::StrCat("PCI ", core->pci_))
                  << ", NUMA node "
                  << (core->numa_node_ >= 0 ? absl::StrCat(core->numa_node_) : "unknown") << "; "
-                 << core->volume_mrs_.size() - 1 << " volumes registered (relaxed ordering "
+                 << volumes.size() << " volumes registered (relaxed ordering "
                  << core->RelaxedOrderingDetail() << "); poller "
                  << verbs::PollModeName(options.poller.mode)
                  << (pinned.empty() ? absl::StrCat(", not pinned: ", unpinned_why)
@@ -90,7 +110,15 @@ std::vector<int> VerbsCore::PollerCpus(const std::string& sysfs_root,
   return *cpus;
 }
 
-VerbsCore::~VerbsCore() { Stop(); }
+VerbsCore::~VerbsCore() {
+  Stop();
+  // The MRs belong to this core's PD: they go before it does, whoever holds the volumes.
+  if (store_ != nullptr) {
+    store_->RemovePreparer(preparer_);
+    for (const std::shared_ptr<const Volume>& v : store_->Volumes()) v->Detach(this);
+    store_->fault_source().Detach(this);
+  }
+}
 
 void VerbsCore::Stop() {
   if (watch_) watch_->Stop();
@@ -148,13 +176,13 @@ absl::Status VerbsCore::FinishOp(uint64_t bytes, absl::Status status) {
   return status;
 }
 
-absl::StatusOr<uint32_t> VerbsCore::VolumeLkey(absl::string_view volume) const {
-  auto it = volume_mrs_.find(volume);
-  if (it == volume_mrs_.end()) {
+absl::StatusOr<uint32_t> VerbsCore::VolumeLkey(const Volume& volume) const {
+  const auto* a = static_cast<const VolumeMr*>(volume.AttachmentOf(this));
+  if (a == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat("volume '", volume, "' is not registered with ", device_->name()));
+        absl::StrCat("volume '", volume.name(), "' is not registered with ", device_->name()));
   }
-  return it->second->lkey();
+  return a->mr->lkey();
 }
 
 absl::Status VerbsCore::CheckHealth(absl::Duration max_stall) const {
@@ -197,7 +225,7 @@ void VerbsCore::FillInfo(v1::RdmaInfo* info) const {
   info->set_gid_type(p.gid_type);
   info->set_max_msg_bytes(p.max_msg_size);
   info->set_poll_mode(verbs::PollModeName(options_.poller.mode));
-  if (!volume_mrs_.empty()) info->set_relaxed_ordering(RelaxedOrderingDetail());
+  if (!relaxed_ordering_.empty()) info->set_relaxed_ordering(RelaxedOrderingDetail());
 }
 
 void VerbsCore::FillRailInfo(v1::RailInfo* info) const {
@@ -228,8 +256,7 @@ void VerbsCore::FillRailStats(v1::RailStats* stats) const {
 }
 
 std::string VerbsCore::RelaxedOrderingDetail() const {
-  if (volume_mrs_.empty()) return "n/a";
-  return volume_mrs_.begin()->second->relaxed_ordering().detail;
+  return relaxed_ordering_.empty() ? "n/a" : relaxed_ordering_;
 }
 
 }  // namespace gdr

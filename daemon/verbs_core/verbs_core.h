@@ -40,8 +40,8 @@ class VerbsCore {
   const std::string& name() const { return device_->name(); }
   const verbs::VerbsDevice& device() const { return *device_; }
   verbs::CompletionPoller* poller() const { return poller_.get(); }
-  // The lkey of volume `volume`'s registration; FAILED_PRECONDITION when it has none.
-  absl::StatusOr<uint32_t> VolumeLkey(absl::string_view volume) const;
+  // The lkey of `volume`'s registration with this rail; FAILED_PRECONDITION when it has none.
+  absl::StatusOr<uint32_t> VolumeLkey(const Volume& volume) const;
   // PCI address of the device ("0000:3b:00.0") and its NUMA node; "" and -1 where sysfs does
   // not say (a software device such as rxe).
   const std::string& pci() const { return pci_; }
@@ -100,10 +100,16 @@ class VerbsCore {
   // ForceDown's end (unix ns); 0 when none. Its up event is counted by whoever sees it over.
   mutable std::atomic<int64_t> forced_until_ns_{0};
   bool forced_down() const;
-  // Dependency order: device (context, PD), then the MRs, then the poller (CQ), then the watch
-  // (the context's async events); destruction runs the other way.
+  // Registers `volume` on this rail and attaches the MR to it (it lives while the volume does,
+  // or until the core goes: ~VerbsCore detaches it first).
+  absl::Status RegisterVolume(const Volume& volume);
+
+  // Dependency order: device (context, PD), then the MRs (attached to the volumes), then the
+  // poller (CQ), then the watch (the context's async events); destruction runs the other way.
   std::unique_ptr<verbs::VerbsDevice> device_;
-  std::map<std::string, std::unique_ptr<verbs::MemoryRegion>, std::less<>> volume_mrs_;
+  const Store* store_ = nullptr;
+  uint64_t preparer_ = 0;  // the store's hook registering volumes added later
+  std::string relaxed_ordering_;  // as the first registration found it
   std::unique_ptr<verbs::CompletionPoller> poller_;
   std::unique_ptr<verbs::PortWatch> watch_;
 };

@@ -25,7 +25,7 @@ absl::StatusOr<DcStart> StartDcTransport(const DcTransportConfig& config, VerbsC
   options.chunk_bytes = chunk_bytes;
   absl::StatusOr<std::unique_ptr<DcInitiator>> made = DcInitiator::Create(
       std::move(device), options,
-      [core](const TransferOp& op) { return core->VolumeLkey(op.volume); });
+      [core](const TransferOp& op) { return core->VolumeLkey(*op.store_volume); });
   if (!made.ok()) {
     if (required) return made.status();
     out.detail = std::string(made.status().message());

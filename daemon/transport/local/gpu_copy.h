@@ -14,11 +14,12 @@
 #include "absl/status/status.h"
 #include "common/cuda/gpu_ipc.h"
 #include "daemon/store/direction.h"
+#include "daemon/store/store.h"
 
 namespace gdr {
 
 // One volume's pages, page-locked for GPU copies on the first GPU op that touches the volume.
-class StorePin {
+class StorePin final : public Volume::Attachment {
  public:
   enum class Mode { kUnlocked, kReadWrite, kReadOnly };
   StorePin(std::string name, std::byte* data, uint64_t size)

@@ -55,7 +55,8 @@ mode_t LocalSocketMode(const LocalOptions& o) {
 struct LocalInitiator::OpState {
   Direction direction = Direction::kStoreToClient;
   std::byte* local = nullptr;
-  StorePin* pin = nullptr;  // null for a volume outside the store's set
+  std::shared_ptr<const Volume> volume;  // held: the pin is the volume's
+  StorePin* pin = nullptr;               // null for a volume without one
   std::shared_ptr<const handoff::ImportedRegion> region;
   uint64_t region_offset = 0;  // of the op's first byte in the region
   OpDone done;
@@ -86,12 +87,13 @@ absl::StatusOr<std::unique_ptr<LocalInitiator>> LocalInitiator::Create(LocalOpti
     GDR_LOG(kWarning) << "local: cannot read /proc/sys/kernel/random/boot_id; GetInfo.local "
                          "carries no host id, so clients cannot tell they share this host";
   }
-  for (const auto& [name, volume] : store->volumes()) {
-    self->pins_.emplace(name, std::make_unique<StorePin>(name, volume->data(), volume->size()));
-  }
-  const Volume& source = store->fault_source();
-  self->pins_.emplace(source.name(),
-                      std::make_unique<StorePin>(source.name(), source.data(), source.size()));
+  self->store_ = store;
+  self->preparer_ = store->AddPreparer([raw = self.get()](const Volume& v) {
+    raw->PinLater(v);
+    return absl::OkStatus();
+  });
+  for (const std::shared_ptr<const Volume>& volume : store->Volumes()) self->PinLater(*volume);
+  self->PinLater(store->fault_source());
 
   handoff::HandoffServerOptions h;
   h.socket_path = options.socket_path;
@@ -127,7 +129,20 @@ absl::StatusOr<std::unique_ptr<LocalInitiator>> LocalInitiator::Create(LocalOpti
 LocalInitiator::LocalInitiator(LocalOptions options, std::string host_id)
     : options_(std::move(options)), host_id_(std::move(host_id)) {}
 
-LocalInitiator::~LocalInitiator() { Shutdown(); }
+LocalInitiator::~LocalInitiator() {
+  Shutdown();
+  // The pins' CUDA registrations go with the initiator, before the store's pages.
+  if (store_ != nullptr) {
+    store_->RemovePreparer(preparer_);
+    for (const std::shared_ptr<const Volume>& v : store_->Volumes()) v->Detach(this);
+    store_->fault_source().Detach(this);
+  }
+}
+
+void LocalInitiator::PinLater(const Volume& volume) {
+  // Nothing is locked yet: the first GPU copy of the volume does it (StorePin::Ensure).
+  volume.Attach(this, std::make_unique<StorePin>(volume.name(), volume.data(), volume.size()));
+}
 
 absl::Status LocalInitiator::Prepare(const TransferOp& op, OpDone& done,
                                      std::vector<Piece>* pieces) {
@@ -142,7 +157,10 @@ absl::Status LocalInitiator::Prepare(const TransferOp& op, OpDone& done,
   auto state = std::make_shared<OpState>();
   state->direction = op.direction;
   state->local = op.local;
-  if (auto it = pins_.find(op.volume); it != pins_.end()) state->pin = it->second.get();
+  state->volume = op.store_volume;
+  if (state->volume != nullptr) {
+    state->pin = static_cast<StorePin*>(state->volume->AttachmentOf(this));
+  }
   state->region_offset = op.remote_address - (*region)->address();
   state->region = *std::move(region);
   state->done = std::move(done);
@@ -329,9 +347,13 @@ handoff::HandoffStats LocalInitiator::handoff_stats() const { return server_->st
 std::string LocalInitiator::Describe() const {
   const handoff::HandoffStats h = server_->stats();
   std::vector<std::string> pinned;
-  for (const auto& [name, pin] : pins_) {
-    if (pin->mode() == StorePin::Mode::kReadWrite) pinned.push_back(name);
-    if (pin->mode() == StorePin::Mode::kReadOnly) pinned.push_back(name + " (read-only)");
+  std::vector<std::shared_ptr<const Volume>> volumes = store_->Volumes();
+  volumes.push_back(store_->fault_source_held());
+  for (const std::shared_ptr<const Volume>& v : volumes) {
+    const auto* pin = static_cast<const StorePin*>(v->AttachmentOf(this));
+    if (pin == nullptr) continue;
+    if (pin->mode() == StorePin::Mode::kReadWrite) pinned.push_back(v->name());
+    if (pin->mode() == StorePin::Mode::kReadOnly) pinned.push_back(v->name() + " (read-only)");
   }
   const std::string mode = absl::StrFormat("%04o", LocalSocketMode(options_) & 07777);
   return absl::StrCat(

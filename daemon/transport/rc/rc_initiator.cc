@@ -82,7 +82,7 @@ absl::Status RcInitiator::Submit(const TransferOp& op, OpDone done) {
         "rc connection ", dest->connection_id, " belongs to another caller (opened from ", owner,
         ", this op comes from ", op.caller, "); ops must come from the Connect call's address"));
   }
-  absl::StatusOr<uint32_t> lkey = conn->rail()->VolumeLkey(op.volume);
+  absl::StatusOr<uint32_t> lkey = conn->rail()->VolumeLkey(*op.store_volume);
   if (!lkey.ok()) return absl::InternalError(lkey.status().message());
   return conn->Submit(op, *lkey, std::move(done));
 }

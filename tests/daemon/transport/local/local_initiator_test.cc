@@ -81,7 +81,8 @@ class LocalInitiatorTest : public ::testing::Test {
     op.direction = d;
     op.volume = volume;
     op.offset = offset;
-    op.local = store_->Find(volume)->data() + offset;
+    op.store_volume = store_->Find(volume);
+    op.local = op.store_volume->data() + offset;
     op.length = length;
     op.remote_address = remote;
     op.rkey = rkey;

@@ -1,0 +1,229 @@
+#include "daemon/service/volume_catalog.h"
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/base/log.h"
+#include "common/base/status_macros.h"
+#include "common/base/thread_name.h"
+#include "common/base/units.h"
+
+namespace gdr {
+
+namespace v1 = gdrstore::v1;
+
+std::optional<uint64_t> MemAvailable(const std::string& meminfo_text) {
+  for (absl::string_view line : absl::StrSplit(meminfo_text, '\n')) {
+    if (!absl::ConsumePrefix(&line, "MemAvailable:")) continue;
+    line = absl::StripAsciiWhitespace(line);
+    if (!absl::ConsumeSuffix(&line, "kB")) return std::nullopt;
+    uint64_t kib = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &kib)) return std::nullopt;
+    return kib * 1024;
+  }
+  return std::nullopt;
+}
+
+VolumeCatalog::VolumeCatalog(Store* store, MediaTiming* media, DaemonStats* stats,
+                             VolumeCatalogOptions options)
+    : store_(store), media_(media), stats_(stats), options_(std::move(options)) {
+  worker_ = std::thread([this] { Work(); });
+}
+
+VolumeCatalog::~VolumeCatalog() {
+  std::deque<std::pair<std::function<void()>, std::function<void()>>> left;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    left.swap(queue_);
+  }
+  for (auto& [run, abandon] : left) abandon();
+  if (worker_.joinable()) worker_.join();
+}
+
+void VolumeCatalog::Post(std::function<void()> run, std::function<void()> abandon) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopping_) {
+      queue_.emplace_back(std::move(run), std::move(abandon));
+      return;
+    }
+  }
+  abandon();
+}
+
+void VolumeCatalog::Work() {
+  SetThreadName("gdr-volumes");
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || !queue_.empty();
+  };
+  for (;;) {
+    std::function<void()> run;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_) return;  // the destructor answers what is queued
+      run = std::move(queue_.front().first);
+      queue_.pop_front();
+    }
+    run();
+  }
+}
+
+void VolumeCatalog::Create(const v1::CreateVolumeRequest& request, std::string who,
+                           std::function<void(absl::StatusOr<Made>)> done) {
+  auto shared = std::make_shared<std::function<void(absl::StatusOr<Made>)>>(std::move(done));
+  Post([this, request, who = std::move(who), shared] { (*shared)(RunCreate(request, who)); },
+       [shared] { (*shared)(absl::UnavailableError("the daemon is stopping")); });
+}
+
+void VolumeCatalog::Delete(const v1::DeleteVolumeRequest& request, std::string who,
+                           std::function<void(absl::Status)> done) {
+  auto shared = std::make_shared<std::function<void(absl::Status)>>(std::move(done));
+  Post([this, request, who = std::move(who), shared] { (*shared)(RunDelete(request, who)); },
+       [shared] { (*shared)(absl::UnavailableError("the daemon is stopping")); });
+}
+
+absl::StatusOr<VolumeSpec> VolumeCatalog::SpecOf(const v1::CreateVolumeRequest& request) const {
+  if (!IsValidVolumeName(request.name())) {
+    std::string shown = request.name().substr(0, 64);
+    for (char& c : shown) {
+      if (c < 0x20 || c > 0x7e) c = '?';
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("name '", shown, "' must be ", kVolumeNameRule));
+  }
+  if (request.size() == 0) return absl::InvalidArgumentError("size must be > 0");
+  // A mapping the size of the address space's user half cannot be made anywhere.
+  if (request.size() > (uint64_t{1} << 47)) {
+    return absl::InvalidArgumentError(absl::StrCat("size ", request.size(), " is past 128 TiB"));
+  }
+  VolumeSpec spec;
+  spec.name = request.name();
+  spec.size = request.size();
+  absl::StatusOr<MediaSettings> media = ParseMediaOptions(request.name(), request.media());
+  if (!media.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("media: ", media.status().message()));
+  }
+  spec.media = *media;
+  if (request.file()) {
+    if (!options_.writable_dir) {
+      return absl::FailedPreconditionError(
+          "file: this daemon has no writable --volume-dir to make volume files in");
+    }
+    GDR_ASSIGN_OR_RETURN(spec.file, VolumeFileIn(*options_.writable_dir, spec.name, false));
+  }
+  return spec;
+}
+
+absl::Status VolumeCatalog::CheckRoom(const VolumeSpec& spec) const {
+  if (store_->Volumes().size() >= options_.max_volumes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the daemon serves --max-volumes ", options_.max_volumes, " volumes"));
+  }
+  if (spec.file.empty()) {
+    std::ifstream f(options_.meminfo);
+    std::stringstream text;
+    text << f.rdbuf();
+    const std::optional<uint64_t> available = MemAvailable(text.str());
+    if (!available) {
+      return absl::InternalError(absl::StrCat("cannot read MemAvailable from ", options_.meminfo));
+    }
+    if (spec.size + options_.memory_reserve > *available) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "a memory volume of ", FormatSize(spec.size), " does not fit: ",
+          FormatSize(*available), " of memory available, ", FormatSize(options_.memory_reserve),
+          " kept free"));
+    }
+    return absl::OkStatus();
+  }
+  struct statvfs fs {};
+  if (::statvfs(options_.writable_dir->path.c_str(), &fs) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("statvfs ", options_.writable_dir->path));
+  }
+  const uint64_t free = uint64_t{fs.f_bavail} * fs.f_frsize;
+  if (::access(spec.file.c_str(), F_OK) != 0 && spec.size > free) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a file volume of ", FormatSize(spec.size), " does not fit in ",
+        options_.writable_dir->path, " (", FormatSize(free), " free)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VolumeCatalog::Made> VolumeCatalog::RunCreate(const v1::CreateVolumeRequest& request,
+                                                             const std::string& who) {
+  GDR_ASSIGN_OR_RETURN(VolumeSpec spec, SpecOf(request));
+  if (store_->Find(spec.name) != nullptr) {
+    return absl::AlreadyExistsError(absl::StrCat("volume '", spec.name, "' exists"));
+  }
+  GDR_RETURN_IF_ERROR(CheckRoom(spec));
+  if (!spec.file.empty()) {
+    // Its directories now, checked again: nothing below the directory may be a link.
+    GDR_ASSIGN_OR_RETURN(spec.file, VolumeFileIn(*options_.writable_dir, spec.name, true));
+  }
+  // Counters and model first: an op may name the volume as soon as the store has it.
+  stats_->AddVolume(spec.name);
+  media_->Add(spec.name, spec.media);
+  absl::StatusOr<std::shared_ptr<const Volume>> v = store_->Add(spec);
+  if (!v.ok()) {
+    if (!absl::IsAlreadyExists(v.status())) {
+      media_->Remove(spec.name);
+      stats_->HideVolume(spec.name);
+    }
+    return v.status();
+  }
+  GDR_LOG(kInfo) << "volume " << spec.name << ": " << FormatSize(spec.size)
+                 << (spec.file.empty() ? std::string(" (memory)")
+                                       : absl::StrCat(" (file ", spec.file,
+                                                      (*v)->created() ? ", created and filled)"
+                                                                      : ", existing data kept)"))
+                 << " made by " << who;
+  return Made{*v, (*v)->created()};
+}
+
+absl::Status VolumeCatalog::RunDelete(const v1::DeleteVolumeRequest& request,
+                                      const std::string& who) {
+  std::shared_ptr<const Volume> v = store_->Find(request.name());
+  if (v == nullptr) {
+    std::string shown = request.name().substr(0, 64);
+    for (char& c : shown) {
+      if (c < 0x20 || c > 0x7e) c = '?';
+    }
+    return absl::NotFoundError(absl::StrCat("volume '", shown, "' does not exist"));
+  }
+  if (request.delete_file()) {
+    if (v->file().empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("volume '", v->name(), "' is memory-backed: it has no file to delete"));
+    }
+    const std::string mine =
+        options_.writable_dir ? absl::StrCat(options_.writable_dir->path, "/") : std::string();
+    if (mine.empty() || v->file().rfind(mine, 0) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "volume '", v->name(), "': its file ", v->file(),
+          " is not in the writable --volume-dir; the daemon deletes only files it may make"));
+    }
+  }
+  GDR_RETURN_IF_ERROR(store_->Remove(request.name()).status());
+  media_->Remove(request.name());
+  stats_->HideVolume(request.name());
+  // Ops in flight still hold the mapping; the file's name goes now, its pages with them.
+  if (request.delete_file() && ::unlink(v->file().c_str()) != 0 && errno != ENOENT) {
+    GDR_LOG(kWarning) << "volume " << v->name() << " deleted, but not its file " << v->file()
+                      << ": " << strerror(errno);
+  }
+  GDR_LOG(kInfo) << "volume " << v->name() << " deleted by " << who
+                 << (request.delete_file() ? ", with its file" : "");
+  return absl::OkStatus();
+}
+
+}  // namespace gdr

@@ -1,0 +1,80 @@
+// Volumes made and deleted while the daemon serves (Admin CreateVolume / DeleteVolume): checks
+// a request against the limits (--max-volumes, the memory available, the writable
+// --volume-dir's free space), makes the volume through the store (whose hooks register it with
+// every transport) and gives it a media model and counters; or takes one away. Making a volume
+// maps and fills it, which takes time, so requests run one at a time on the catalog's own
+// thread, never on a gRPC one.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/observe/stats.h"
+#include "daemon/sim/media_timing.h"
+#include "daemon/store/store.h"
+#include "daemon/store/volume_dir.h"
+#include "gdrstore/v1/admin.pb.h"
+
+namespace gdr {
+
+struct VolumeCatalogOptions {
+  uint32_t max_volumes = 4096;
+  std::optional<VolumeDir> writable_dir;  // where file volumes made at run time go
+  // Memory kept free besides a new memory volume (the daemon's own, the host's).
+  uint64_t memory_reserve = uint64_t{256} << 20;
+  // /proc/meminfo, read for MemAvailable (tests point it elsewhere).
+  std::string meminfo = "/proc/meminfo";
+};
+
+class VolumeCatalog {
+ public:
+  // All must outlive the catalog.
+  VolumeCatalog(Store* store, MediaTiming* media, DaemonStats* stats, VolumeCatalogOptions options);
+  // Ends the thread after the request it runs; queued ones are answered UNAVAILABLE.
+  ~VolumeCatalog();
+
+  struct Made {
+    std::shared_ptr<const Volume> volume;
+    bool created = false;
+  };
+  // `done` runs once on the catalog's thread (or inline when the catalog is stopping).
+  void Create(const gdrstore::v1::CreateVolumeRequest& request, std::string who,
+              std::function<void(absl::StatusOr<Made>)> done);
+  void Delete(const gdrstore::v1::DeleteVolumeRequest& request, std::string who,
+              std::function<void(absl::Status)> done);
+
+  // What a request asks for, checked (no limit but the fields'): INVALID_ARGUMENT naming the
+  // field; FAILED_PRECONDITION for a file without a writable directory.
+  absl::StatusOr<VolumeSpec> SpecOf(const gdrstore::v1::CreateVolumeRequest& request) const;
+
+ private:
+  absl::StatusOr<Made> RunCreate(const gdrstore::v1::CreateVolumeRequest& request,
+                                 const std::string& who);
+  absl::Status RunDelete(const gdrstore::v1::DeleteVolumeRequest& request, const std::string& who);
+  // The room left for `spec`: RESOURCE_EXHAUSTED naming the limit it would pass.
+  absl::Status CheckRoom(const VolumeSpec& spec) const;
+  void Post(std::function<void()> run, std::function<void()> abandon);
+  void Work();
+
+  Store* const store_;
+  MediaTiming* const media_;
+  DaemonStats* const stats_;
+  const VolumeCatalogOptions options_;
+  absl::Mutex mu_;
+  std::deque<std::pair<std::function<void()>, std::function<void()>>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread worker_;
+};
+
+// MemAvailable of a /proc/meminfo text, bytes; nullopt when it has none.
+std::optional<uint64_t> MemAvailable(const std::string& meminfo_text);
+
+}  // namespace gdr
