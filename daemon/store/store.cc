@@ -160,8 +160,11 @@ absl::StatusOr<MappedFile> MapFile(const std::string& path, uint64_t size, int f
           " bytes; refusing to resize existing data (move the file away or fix the size)"));
     }
   }
-  void* p = ::mmap(nullptr, size, read_only ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
-                   fd.get(), 0);
+  // Read-only: a private mapping. Kernels before 6.2 pin every memory region's pages for write
+  // (ib_umem_get's FOLL_FORCE), which a shared read-only file mapping refuses (EFAULT) and a
+  // private one serves by copying the pages it pins; later kernels pin the file's own pages.
+  void* p = read_only ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0)
+                      : ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED) return absl::ErrnoToStatus(errno, absl::StrCat("mmap ", path));
   // The fd stays open with the volume: CheckBacked fstats the very file that is mapped.
   return MappedFile{static_cast<std::byte*>(p), std::move(fd)};

@@ -72,4 +72,31 @@ absl::StatusOr<uint64_t> ClearFaults(const std::string& address,
   return resp.cleared();
 }
 
+absl::StatusOr<v1::CreateVolumeResponse> CreateVolume(const std::string& address,
+                                                      const v1::CreateVolumeRequest& request,
+                                                      const std::string& token) {
+  auto stub = Stub(address, token);
+  if (!stub.ok()) return stub.status();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::CreateVolumeResponse resp;
+  if (grpc::Status s = (*stub)->CreateVolume(&ctx, request, &resp); !s.ok()) {
+    return gdrstore::FromGrpcStatus(s);
+  }
+  return resp;
+}
+
+absl::Status DeleteVolume(const std::string& address, const std::string& name, bool delete_file,
+                          const std::string& token) {
+  auto stub = Stub(address, token);
+  if (!stub.ok()) return stub.status();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::DeleteVolumeRequest req;
+  req.set_name(name);
+  req.set_delete_file(delete_file);
+  v1::DeleteVolumeResponse resp;
+  return gdrstore::FromGrpcStatus((*stub)->DeleteVolume(&ctx, req, &resp));
+}
+
 }  // namespace gdr::integ

@@ -1,4 +1,4 @@
-// The Admin service's fault calls for integration tests, over a channel opened as a client
+// The Admin service's fault and volume calls for integration tests, over a channel opened as a client
 // opens one (its token), so tests set and read rules the way operators do.
 #pragma once
 
@@ -23,5 +23,11 @@ absl::StatusOr<gdrstore::v1::ListFaultsResponse> ListFaults(const std::string& a
 absl::StatusOr<uint64_t> ClearFaults(const std::string& address,
                                      const gdrstore::v1::ClearFaultsRequest& request,
                                      const std::string& token = "");
+
+absl::StatusOr<gdrstore::v1::CreateVolumeResponse> CreateVolume(
+    const std::string& address, const gdrstore::v1::CreateVolumeRequest& request,
+    const std::string& token = "");
+absl::Status DeleteVolume(const std::string& address, const std::string& name,
+                          bool delete_file = false, const std::string& token = "");
 
 }  // namespace gdr::integ

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -326,6 +327,44 @@ TEST_F(RcTest, CallerMemoryIsRegisteredInPlace) {
   EXPECT_TRUE(client->Read({"vol0", 0, ro.size()}, **rob).ok());
   EXPECT_EQ(client->Write({"vol0", 0, ro.size()}, **rob).status().code(),
             absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(RcTest, VolumesMadeAtRunTimeAndReadOnlyFilesAreRegisteredWithTheRail) {
+  SKIP_WITHOUT_DEVICE();
+  // A read-only --volume-dir file (registered without local write) and a volume made while
+  // serving (registered by the store's hook before any op can name it), both over rc.
+  auto dir = TempDir::Create("gdr-rc-voldir");
+  ASSERT_TRUE(dir.ok());
+  std::string bytes(kMiB + 3, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 + 1);
+  std::ofstream((*dir)->File("weights.bin"), std::ios::binary) << bytes;
+  StartDaemon({"--volume-dir", (*dir)->path()});
+  ASSERT_NE(daemon_, nullptr);
+  auto client = RcClient(*daemon_);
+  ASSERT_NE(client, nullptr);
+  auto buf = client->AllocateBuffer(2 * kMiB);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  ASSERT_TRUE(client->Write({"weights.bin", 0, bytes.size()}, **buf).ok());
+  EXPECT_EQ(std::memcmp((*buf)->data(), bytes.data(), bytes.size()), 0);
+  EXPECT_EQ(client->Read({"weights.bin", 0, 4096}, **buf).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  gdrstore::v1::CreateVolumeRequest r;
+  r.set_name("made/now");
+  r.set_size(4 * kMiB);
+  ASSERT_TRUE(CreateVolume(daemon_->address(), r).ok());
+  ASSERT_TRUE(client->Write({"made/now", kMiB, 2 * kMiB}, **buf).ok());
+  EXPECT_EQ(PatternMismatch(PatternSeed("made/now"), kMiB, std::span((*buf)->data(), 2 * kMiB)),
+            std::nullopt);
+  PatternFill(PatternSeed("made/now", 5), 0, std::span((*buf)->data(), 2 * kMiB));
+  ASSERT_TRUE(client->Read({"made/now", 0, 2 * kMiB}, **buf).ok());
+  std::memset((*buf)->data(), 0, 2 * kMiB);
+  ASSERT_TRUE(client->Write({"made/now", 0, 2 * kMiB}, **buf).ok());
+  EXPECT_EQ(PatternMismatch(PatternSeed("made/now", 5), 0, std::span((*buf)->data(), 2 * kMiB)),
+            std::nullopt);
+  ASSERT_TRUE(DeleteVolume(daemon_->address(), "made/now").ok());
+  EXPECT_EQ(client->Write({"made/now", 0, 4096}, **buf).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST_F(RcTest, KilledClientsQpsAreDestroyed) {
