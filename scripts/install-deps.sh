@@ -23,7 +23,7 @@ PKGS=(
   procps iproute2
   systemd file dpkg-dev
   python3 python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
-  python3-matplotlib
+  python3-matplotlib python3-torch
   etcd-server etcd-client golang-etcd-server-dev
   libisal-dev
   prometheus-cpp-dev prometheus

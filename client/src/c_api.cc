@@ -217,6 +217,31 @@ gdrstore_status gdrstore_info_json(gdrstore_client* client, char** json) {
   });
 }
 
+gdrstore_status gdrstore_volume_create(gdrstore_client* client, const char* name, uint64_t size,
+                                       int file, const char* media, int* created) {
+  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (name == nullptr) return Invalid(*c, "name is NULL");
+  return Guard(*c, [&] {
+    absl::StatusOr<bool> made =
+        c->client->CreateVolume(name, size, file != 0, media == nullptr ? "" : media);
+    if (!made.ok()) return c->Fail(made.status());
+    if (created != nullptr) *created = *made ? 1 : 0;
+    return GDRSTORE_OK;
+  });
+}
+
+gdrstore_status gdrstore_volume_delete(gdrstore_client* client, const char* name,
+                                       int delete_file) {
+  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (name == nullptr) return Invalid(*c, "name is NULL");
+  return Guard(*c, [&] {
+    absl::Status s = c->client->DeleteVolume(name, delete_file != 0);
+    return s.ok() ? GDRSTORE_OK : c->Fail(s);
+  });
+}
+
 gdrstore_status gdrstore_stats_json(gdrstore_client* client, char** json) {
   std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;

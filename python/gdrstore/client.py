@@ -208,6 +208,23 @@ class Client:
         """The daemon's GetInfo as a dict (proto field names)."""
         return self._json(lib.gdrstore_info_json)
 
+    def create_volume(self, name: str, size: int, file: bool = False,
+                      media: Optional[str] = None) -> bool:
+        """Makes a volume on the daemon (its Admin service; an admin token when it has a token
+        file): memory-backed, or with ``file=True`` a file in its writable ``--volume-dir``.
+        ``media`` as ``--volume``'s media options ("media=nvme-gen4,latency_us=80"). Returns
+        True when a file was made now, False when an existing file of the size is served (and
+        for memory volumes)."""
+        created = ctypes.c_int(0)
+        _check(lib.gdrstore_volume_create(self._handle, name, size, int(file), media,
+                                          ctypes.byref(created)), self._handle)
+        return bool(created.value)
+
+    def delete_volume(self, name: str, delete_file: bool = False) -> None:
+        """Takes a volume away (ops in flight on it finish); ``delete_file`` also removes its
+        file (files in the daemon's writable ``--volume-dir`` only)."""
+        _check(lib.gdrstore_volume_delete(self._handle, name, int(delete_file)), self._handle)
+
     def stats(self) -> Dict[str, Any]:
         """The daemon's GetStats as a dict (proto field names)."""
         return self._json(lib.gdrstore_stats_json)

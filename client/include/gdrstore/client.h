@@ -210,6 +210,16 @@ class Client {
   absl::StatusOr<std::unique_ptr<OpStream>> OpenStream();
   absl::StatusOr<v1::GetInfoResponse> GetInfo(std::chrono::milliseconds timeout =
                                                   std::chrono::milliseconds(10000));
+  // The daemon's volumes at run time, through its Admin service (an admin=yes token when it
+  // has a token file; docs/operations.md "Volumes at run time"): a memory volume, or with
+  // `file` one in its writable --volume-dir; `media` as --volume's options. Returns whether a
+  // file was made now (false: an existing file of the size is served). The daemon's refusal,
+  // naming the field. Not through gdragent (UNIMPLEMENTED).
+  absl::StatusOr<bool> CreateVolume(const std::string& name, uint64_t size, bool file = false,
+                                    const std::string& media = "",
+                                    std::chrono::milliseconds timeout =
+                                        std::chrono::milliseconds(120000));
+  absl::Status DeleteVolume(const std::string& name, bool delete_file = false);
   absl::Status Ping();
 
   // For callers that build requests themselves.

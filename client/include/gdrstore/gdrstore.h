@@ -120,6 +120,17 @@ GDRSTORE_EXPORT void gdrstore_client_close(gdrstore_client* client);
 GDRSTORE_EXPORT gdrstore_status gdrstore_info_json(gdrstore_client* client, char** json);
 GDRSTORE_EXPORT gdrstore_status gdrstore_stats_json(gdrstore_client* client, char** json);
 GDRSTORE_EXPORT void gdrstore_free(void* p);
+/* The daemon's volumes at run time, through its Admin service (an admin token when it has a
+ * token file; docs/operations.md): a memory volume of `size` bytes, or with `file` != 0 one in
+ * its writable --volume-dir; `media` (may be NULL) as --volume's media options. `created`, when
+ * not NULL, is set to 1 when a file was made now, 0 when an existing one is served. The
+ * daemon's refusal names the field (INVALID_ARGUMENT, ALREADY_EXISTS, RESOURCE_EXHAUSTED...). */
+GDRSTORE_EXPORT gdrstore_status gdrstore_volume_create(gdrstore_client* client, const char* name,
+                                                       uint64_t size, int file,
+                                                       const char* media, int* created);
+/* Takes a volume away (ops in flight on it finish); `delete_file` != 0 also removes its file. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_volume_delete(gdrstore_client* client, const char* name,
+                                                       int delete_file);
 
 /* Memory the caller owns, registered in place (no copy); the same range again reuses the
  * registration. GPU memory is a device pointer (CUdeviceptr); its GPU is found from it. */
