@@ -32,6 +32,7 @@ import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
 import gdrstore  # noqa: E402
+import gdrstore.torch as gt  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -93,12 +94,12 @@ def warm(path):
             pass
 
 
-def start_daemon(gdrstored, work, path, size):
+def start_daemon(gdrstored, work):
     port_file = os.path.join(work, "port")
     sock = os.path.join(work, "local.sock")
     log = open(os.path.join(work, "gdrstored.log"), "w")
     p = subprocess.Popen([gdrstored, "--listen", "127.0.0.1:0", "--port-file", port_file,
-                          "--volume", f"shard={size},file={path}", "--local-socket", sock,
+                          "--volume-dir", work, "--local-socket", sock,
                           "--max-op-size", "1GiB", "--log-level", "warning"],
                          stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
@@ -110,25 +111,6 @@ def start_daemon(gdrstored, work, path, size):
         time.sleep(0.05)
     p.kill()
     sys.exit("gdrstored did not start:\n" + open(os.path.join(work, "gdrstored.log")).read())
-
-
-def gdrstore_load(client, data_start, header, device):
-    """Every tensor of the shard into one GPU arena, by gets on one Stream; the state dict of
-    views into it."""
-    spans = sorted((v["data_offsets"][0], v["data_offsets"][1], k) for k, v in header.items())
-    total = spans[-1][1]
-    arena = torch.empty(total, dtype=torch.uint8, device=device)
-    client.register(arena)  # once: every slice below is inside this registration
-    with client.stream() as s:
-        futures = [s.get("shard", data_start + a, arena[a:b]) for a, b, _ in spans if b > a]
-        s.wait_all()
-        paths = {f.result().path for f in futures}
-    gdrstore_load.paths = paths
-    torch.cuda.synchronize()
-    out = {}
-    for a, b, k in spans:
-        out[k] = arena[a:b].view(torch.bfloat16).view(header[k]["shape"])
-    return out
 
 
 def timed(fn):
@@ -160,7 +142,9 @@ def main():
     print(f"checkpoint_load: {size / GiB:.2f} GiB shard, {len(header)} bf16 tensors, "
           f"{torch.cuda.get_device_name(0)}, {os.cpu_count()} CPUs")
 
-    daemon, address, sock = start_daemon(args.gdrstored, work, path, size)
+    # The directory served as it lies: the shard is a read-only volume named by its file name.
+    daemon, address, sock = start_daemon(args.gdrstored, work)
+    volume = os.path.basename(path)
     agent, agent_sock = None, os.path.join(work, "agent.sock")
     if args.gdragent:
         agent = subprocess.Popen([args.gdragent, "--daemon", address, "--transport", "local",
@@ -189,15 +173,16 @@ def main():
             del dev, pinned
             for tr in args.transports.split(","):
                 with client(tr) as c:
-                    t, loaded = timed(lambda: gdrstore_load(c, data_start, header, "cuda"))
+                    paths = set()
+                    t, loaded = timed(lambda: gt.load_safetensors(c, volume, "cuda", paths=paths))
                     best[f"gdrstore {tr}"] = min(best.get(f"gdrstore {tr}", t), t)
-                    seen_paths[f"gdrstore {tr}"] = ", ".join(sorted(gdrstore_load.paths))
+                    seen_paths[f"gdrstore {tr}"] = ", ".join(sorted(paths))
                     del loaded
         # Checked once, outside the timing: every tensor as safetensors loads it.
         reference = load_file(path, device="cuda")
         for tr in args.transports.split(","):
             with client(tr) as c:
-                loaded = gdrstore_load(c, data_start, header, "cuda")
+                loaded = gt.load_safetensors(c, volume, "cuda")
                 # As 16-bit integers: random bf16 bit patterns hold NaNs, which equal nothing.
                 bad = [k for k in reference
                        if not torch.equal(reference[k].view(torch.int16), loaded[k].view(torch.int16))]

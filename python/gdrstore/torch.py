@@ -151,13 +151,14 @@ def _get(store, volume: str, offset: int, into) -> None:
     store.get(volume, offset, into=into)
 
 
-def load_safetensors(store, volume: str, device="cpu", *, check_size: bool = True
+def load_safetensors(store, volume: str, device="cpu", *, paths: Optional[set] = None
                      ) -> Dict[str, torch.Tensor]:
     """The state dict of the safetensors file in `volume`, every tensor on `device` ("cpu",
     "cuda", "cuda:1", a torch.device), filled in place by gets from `store` (a Client or a
     Cluster). Identical, tensor for tensor, to safetensors.torch.load_file of the same file.
-    InvalidArgument naming the file offset of a malformed header; the store's errors as
-    raised by get."""
+    `paths`, a set, collects the path each get of the data took ("local/cuda-ipc"; a Client's
+    only). InvalidArgument naming the file offset of a malformed header; the store's errors
+    as raised by get."""
     device = torch.device(device)
     size, max_op = _volume_size(store, volume)
     head = bytearray(8)
@@ -184,7 +185,9 @@ def load_safetensors(store, volume: str, device="cpu", *, check_size: bool = Tru
                 for a, b in pieces:
                     s.get(volume, data_start + a, arena[a:b])
                 for f in s.wait_all():
-                    f.result()
+                    moved = f.result()
+                    if paths is not None:
+                        paths.add(moved.path)
         else:
             for a, b in pieces:
                 _get(store, volume, data_start + a, arena[a:b])

@@ -69,8 +69,9 @@ GPU_SHORT=${GPU_PCI#0000:}
 echo "GPU 0 is $GPU_PCI (short form $GPU_SHORT)"
 
 step "gdrstored"
+mkdir -p "$WORK/ckpt"
 "$GDRSTORED" --listen 127.0.0.1:0 --port-file "$WORK/port" --volume vol0=1GiB --volume rw=1GiB \
-  --volume "filed=256MiB,file=$WORK/filed.vol" \
+  --volume "filed=256MiB,file=$WORK/filed.vol" --volume-dir "$WORK/ckpt,writable" \
   --max-op-size 256MiB --local-socket "$WORK/local.sock" --log-level warning \
   >"$WORK/gdrstored.log" 2>&1 &
 DAEMON_PID=$!
@@ -180,6 +181,12 @@ step "Python: torch CUDA tensors and CuPy arrays (python/gdrstore over libgdrcli
 if PYTHONPATH=$SRC/python python3 "$SRC/tests/gpu/python_gpu_check.py" "127.0.0.1:$PORT"; then
   pass "python GPU checks"
 else fail "python GPU checks"; fi
+
+step "safetensors: CUDA state dicts saved to and loaded from the store (tcp, local)"
+if PYTHONPATH=$SRC/python python3 "$SRC/tests/gpu/safetensors_gpu_check.py" "127.0.0.1:$PORT" \
+    "$WORK/ckpt"; then
+  pass "safetensors GPU checks"
+else fail "safetensors GPU checks"; fi
 
 step "docs/python.md's example, as written (its own daemon on 127.0.0.1:50051)"
 "$GDRSTORED" --listen 127.0.0.1:50051 --volume vol0=256MiB --log-level warning \
