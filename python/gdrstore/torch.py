@@ -26,7 +26,7 @@ import torch
 
 from .client import Client
 from .cluster import Cluster
-from .errors import AlreadyExists, InvalidArgument
+from .errors import AlreadyExists, FailedPrecondition, InvalidArgument
 
 # safetensors' own bound on the header (its Rust loader refuses larger ones).
 MAX_HEADER_BYTES = 100_000_000
@@ -151,6 +151,12 @@ def _get(store, volume: str, offset: int, into) -> None:
     store.get(volume, offset, into=into)
 
 
+def _host_bytes(store, n: int):
+    """Host memory for `n` bytes that every transport takes: a Client's own allocation (the
+    local transport and the agent refuse memory the caller owns, rather than copy it)."""
+    return store.allocate(n) if isinstance(store, Client) else bytearray(n)
+
+
 def load_safetensors(store, volume: str, device="cpu", *, paths: Optional[set] = None
                      ) -> Dict[str, torch.Tensor]:
     """The state dict of the safetensors file in `volume`, every tensor on `device` ("cpu",
@@ -161,10 +167,10 @@ def load_safetensors(store, volume: str, device="cpu", *, paths: Optional[set] =
     as raised by get."""
     device = torch.device(device)
     size, max_op = _volume_size(store, volume)
-    head = bytearray(8)
+    head = _host_bytes(store, 8)
     if size >= 8:
         _get(store, volume, 0, head)
-    raw = bytearray(8 + header_length(bytes(head), size))
+    raw = _host_bytes(store, 8 + header_length(bytes(head), size))
     _get(store, volume, 0, raw)
     data_start, entries, _ = parse_header(bytes(raw), size)
     for e in entries:
@@ -172,7 +178,11 @@ def load_safetensors(store, volume: str, device="cpu", *, paths: Optional[set] =
             raise InvalidArgument(f"entry {e.name!r}: dtype {e.dtype} has no torch dtype in torch "
                                   f"{torch.__version__}")
     total = max((e.end for e in entries), default=0)
-    arena = torch.empty(total, dtype=torch.uint8, device=device)
+    if device.type == "cpu" and isinstance(store, Client) and total:
+        # Host tensors in the client's own (shareable) memory, which every transport takes.
+        arena = torch.frombuffer(store.allocate(total), dtype=torch.uint8)
+    else:
+        arena = torch.empty(total, dtype=torch.uint8, device=device)
     out: Dict[str, torch.Tensor] = {}
     if total:
         chunk = CHUNK_BYTES if max_op <= 0 else min(CHUNK_BYTES, max_op)
@@ -246,7 +256,9 @@ def save_safetensors(state_dict: Dict[str, torch.Tensor], client: Client, volume
     """Writes `state_dict` as a safetensors file into a new volume `volume` of exactly the
     file's size (with `file`, a file in the daemon's writable --volume-dir at the path the
     name spells, which safetensors.torch.load_file reads back as it is). Tensors are put from
-    where they lie (GPU memory included; a non-contiguous one is made contiguous first).
+    where they lie (GPU memory included; a non-contiguous one is made contiguous first); host
+    tensors over the local transport or the agent, which refuse memory the caller owns, go
+    from a copy in the client's own memory.
     AlreadyExists when the volume exists, unless `overwrite` (it is deleted, with its file,
     and made again). Returns the file's size."""
     head, layout = _header_bytes(state_dict, metadata)
@@ -258,15 +270,25 @@ def save_safetensors(state_dict: Dict[str, torch.Tensor], client: Client, volume
             raise
         client.delete_volume(volume, delete_file=file)
         client.create_volume(volume, total, file=file)
-    client.put(bytearray(head), volume, 0)
+    first = client.allocate(len(head))
+    first[:] = head
+    client.put(first, volume, 0)
     held = []  # each put's memory lives until the op is answered
     with client.stream() as s:
         for name, t, offset in layout:
             if t.numel() == 0:
                 continue
             flat = t.detach().contiguous().view(-1).view(torch.uint8)
+            try:
+                s.put(flat, volume, len(head) + offset)
+            except FailedPrecondition:
+                # Host memory the caller owns: the local transport and the agent take only the
+                # client's own (it is refused, not copied, at registration), so it goes from a
+                # copy there; tcp and rc put it in place.
+                flat = torch.frombuffer(client.allocate(flat.numel()), dtype=torch.uint8)
+                flat.copy_(t.detach().contiguous().view(-1).view(torch.uint8))
+                s.put(flat, volume, len(head) + offset)
             held.append(flat)
-            s.put(flat, volume, len(head) + offset)
         for f in s.wait_all():
             f.result()
     return total

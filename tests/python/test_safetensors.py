@@ -97,20 +97,21 @@ def served():
         with open(path, "wb") as f:
             f.write(raw)
     d = Daemon("--volume-dir", models, "--volume-dir", ckpt + ",writable", "--volume",
-               "vol0=4MiB")
+               "vol0=4MiB", "--local-socket", os.path.join(root, "local.sock"))
     yield d, ckpt
     d.stop()
     shutil.rmtree(root, ignore_errors=True)
 
 
-def test_a_served_file_loads_tensor_for_tensor(served):
+@pytest.mark.parametrize("transport", ["tcp", "local"])
+def test_a_served_file_loads_tensor_for_tensor(served, transport):
     d, _ = served
-    with gdrstore.Client(d.address) as c:
+    with gdrstore.Client(d.address, transport=transport) as c:
         same(gt.load_safetensors(c, "tiny/model.safetensors"), state_dict())
         # Tensors at offsets unaligned for their dtype get their own allocation, same values.
         same(gt.load_safetensors(c, "tiny/odd.safetensors"), state_dict())
         with pytest.raises(gdrstore.FailedPrecondition, match="read-only"):
-            c.put(bytearray(8), "tiny/model.safetensors", 0)
+            c.put(c.allocate(8), "tiny/model.safetensors", 0)
 
 
 @pytest.mark.parametrize("name,says", [
@@ -131,11 +132,12 @@ def test_malformed_headers_are_refused_naming_the_offset(served, name, says):
         assert c.get("vol0", 0, into=bytearray(4096)) == 4096
 
 
-def test_a_saved_state_dict_is_a_file_that_loads_back(served):
+@pytest.mark.parametrize("transport", ["tcp", "local"])
+def test_a_saved_state_dict_is_a_file_that_loads_back(served, transport):
     d, ckpt = served
     sd = state_dict()
     sd["model.strided"] = torch.arange(20, dtype=torch.float32).view(4, 5).t()  # not contiguous
-    with gdrstore.Client(d.address) as c:
+    with gdrstore.Client(d.address, transport=transport) as c:
         size = gt.save_safetensors(sd, c, "step-1/rank0.safetensors", metadata={"step": "1"})
         path = os.path.join(ckpt, "step-1", "rank0.safetensors")
         assert os.path.getsize(path) == size
