@@ -145,7 +145,16 @@ struct MappedFile {
 
 absl::StatusOr<MappedFile> MapFile(const std::string& path, uint64_t size, int flags,
                                    bool read_only = false) {
-  ScopedFd fd(::open(path.c_str(), flags | (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0640));
+  ScopedFd fd(::open(path.c_str(), flags | O_RDWR | O_CLOEXEC, 0640));
+  // A read-only volume's file is still opened (and mapped) writable where the daemon may: NICs
+  // on kernels before 6.2 and the CUDA driver's page lock pin shared file pages only through
+  // a writable mapping. The daemon refuses its puts; nothing else writes it. Where it may not
+  // (permissions, a read-only filesystem) the mapping is read-only too.
+  bool writable = true;
+  if (!fd.valid() && read_only && (errno == EACCES || errno == EROFS || errno == EPERM)) {
+    fd = ScopedFd(::open(path.c_str(), flags | O_RDONLY | O_CLOEXEC, 0640));
+    writable = false;
+  }
   if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
   if (flags & O_CREAT) {
     if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
@@ -160,11 +169,8 @@ absl::StatusOr<MappedFile> MapFile(const std::string& path, uint64_t size, int f
           " bytes; refusing to resize existing data (move the file away or fix the size)"));
     }
   }
-  // Read-only: a private mapping. Kernels before 6.2 pin every memory region's pages for write
-  // (ib_umem_get's FOLL_FORCE), which a shared read-only file mapping refuses (EFAULT) and a
-  // private one serves by copying the pages it pins; later kernels pin the file's own pages.
-  void* p = read_only ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0)
-                      : ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  void* p = ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
+                   fd.get(), 0);
   if (p == MAP_FAILED) return absl::ErrnoToStatus(errno, absl::StrCat("mmap ", path));
   // The fd stays open with the volume: CheckBacked fstats the very file that is mapped.
   return MappedFile{static_cast<std::byte*>(p), std::move(fd)};
