@@ -46,7 +46,7 @@ const gdr::Store& FuzzStore() {
 
 void CheckAccepted(const gdr::TransferOp& op, Direction direction, const v1::Extent& extent,
                    const v1::RemoteBuffer& buffer, const gdr::OfferedTransports& offered) {
-  const gdr::Volume* volume = FuzzStore().Find(extent.volume());
+  std::shared_ptr<const gdr::Volume> volume = FuzzStore().Find(extent.volume());
   GDR_FUZZ_CHECK(volume != nullptr);
   GDR_FUZZ_CHECK(op.volume == volume->name());
   GDR_FUZZ_CHECK(op.direction == direction);
@@ -54,6 +54,7 @@ void CheckAccepted(const gdr::TransferOp& op, Direction direction, const v1::Ext
   GDR_FUZZ_CHECK(op.length > 0 && op.length <= kMaxOpBytes);
   GDR_FUZZ_CHECK(op.offset <= volume->size() && op.length <= volume->size() - op.offset);
   GDR_FUZZ_CHECK(op.local == volume->data() + op.offset);
+  GDR_FUZZ_CHECK(op.store_volume == volume);  // the op holds the volume it was checked against
   GDR_FUZZ_CHECK(op.length == buffer.length());
   GDR_FUZZ_CHECK(op.remote_address == buffer.address());
   GDR_FUZZ_CHECK(op.remote_address <= UINT64_MAX - op.length);
