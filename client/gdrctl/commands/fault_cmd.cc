@@ -19,10 +19,7 @@ namespace v1 = gdrstore::v1;
 namespace {
 
 int Refused(const char* rpc, const grpc::Status& s) {
-  std::cerr << "gdrctl: fault: " << rpc << ": "
-            << absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())) << ": "
-            << s.error_message() << "\n";
-  return 1;
+  return Fail(gdrstore::FromGrpcStatus(s), std::string("fault: ") + rpc);
 }
 
 std::string Describe(const v1::FaultState& f) {

@@ -21,10 +21,7 @@ namespace v1 = gdrstore::v1;
 namespace {
 
 int Refused(const char* rpc, const grpc::Status& s) {
-  std::cerr << "gdrctl: volume: " << rpc << ": "
-            << absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())) << ": "
-            << s.error_message() << "\n";
-  return 1;
+  return Fail(gdrstore::FromGrpcStatus(s), std::string("volume: ") + rpc);
 }
 
 std::string Line(const v1::VolumeInfo& v) {
