@@ -74,7 +74,7 @@ absl::StatusOr<VolumeSet> ParseVolumes(absl::string_view key, absl::string_view 
     }
     if (!IsVolumeNameSyntax(name)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          key, "= volume ", Quoted(name), " is not 1-64 characters of [A-Za-z0-9_.-]"));
+          key, "= volume ", Quoted(name), " is not a volume name (", kVolumeNameRule, ")"));
     }
     set.names.emplace_back(name);
   }
@@ -195,16 +195,6 @@ std::string VolumeSet::ToString() const {
 
 std::string Credential::DescribeGrants() const {
   return absl::StrCat("get ", get.ToString(), "; put ", put.ToString(), admin ? "; admin" : "");
-}
-
-bool IsVolumeNameSyntax(absl::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    const bool ok = absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
-                    c == '.';
-    if (!ok) return false;
-  }
-  return true;
 }
 
 absl::StatusOr<std::vector<Credential>> ParseTokenFile(absl::string_view text,

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "common/wire/volume_name.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -86,8 +87,6 @@ absl::StatusOr<std::string> ReadClientToken(const std::string& path);
 // "2 tokens, 1 certificate identity" ("none" when empty): what a file admits, for logs.
 std::string DescribeCredentials(const std::vector<Credential>& credentials);
 
-// Whether `name` may be a volume name: 1-64 characters of [A-Za-z0-9_.-] (the store's rule).
-bool IsVolumeNameSyntax(absl::string_view name);
 
 // Whether `presented` equals `expected`, in time that depends on the lengths only.
 bool TokenEquals(absl::string_view presented, absl::string_view expected);

@@ -31,19 +31,6 @@ constexpr const char* kMediaOptions =
 
 }  // namespace
 
-bool IsValidVolumeName(absl::string_view name) {
-  if (name.empty() || name.size() > kMaxVolumeName) return false;
-  for (absl::string_view segment : absl::StrSplit(name, '/')) {
-    if (segment.empty() || segment == "." || segment == "..") return false;
-    for (char c : segment) {
-      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                      (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
-      if (!ok) return false;
-    }
-  }
-  return true;
-}
-
 absl::StatusOr<MediaSettings> ParseMediaOptions(absl::string_view volume,
                                                 absl::string_view options) {
   if (options.empty()) return MediaSettings{};

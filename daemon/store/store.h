@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/base/socket.h"
+#include "common/wire/volume_name.h"
 #include "daemon/store/media_settings.h"
 
 namespace gdr {
@@ -42,12 +43,9 @@ absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text);
 // The media options alone ("media=nvme-gen4,latency_us=80", or empty), checked as in a spec.
 absl::StatusOr<MediaSettings> ParseMediaOptions(absl::string_view volume,
                                                 absl::string_view options);
-// 1..255 characters: segments of [A-Za-z0-9_.-] joined by '/', none empty, "." or "..", so a
-// name is also a safe relative path (a --volume-dir file).
-bool IsValidVolumeName(absl::string_view name);
-inline constexpr size_t kMaxVolumeName = 255;
-inline constexpr char kVolumeNameRule[] =
-    "1..255 characters: segments of [A-Za-z0-9_.-] joined by '/', none empty, '.' or '..'";
+// kVolumeNameRule (common/wire/volume_name.h): a name is also a safe relative path (a
+// --volume-dir file).
+inline bool IsValidVolumeName(absl::string_view name) { return IsVolumeNameSyntax(name); }
 // The fault source's name: not a valid volume name, so no request reaches it.
 inline constexpr char kFaultSourceVolume[] = "@fault-source";
 

@@ -1,0 +1,18 @@
+// The one rule for a volume's name, shared by the store (flags, --volume-dir files, volumes
+// made at run time) and the token file's grants: a name is also a safe relative path.
+#pragma once
+
+#include <cstddef>
+
+#include "absl/strings/string_view.h"
+
+namespace gdr {
+
+inline constexpr size_t kMaxVolumeName = 255;
+inline constexpr char kVolumeNameRule[] =
+    "1..255 characters: segments of [A-Za-z0-9_.-] joined by '/', none empty, '.' or '..'";
+
+// Whether `name` follows kVolumeNameRule.
+bool IsVolumeNameSyntax(absl::string_view name);
+
+}  // namespace gdr
