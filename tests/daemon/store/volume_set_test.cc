@@ -51,6 +51,7 @@ struct Probe final : Volume::Attachment {
 };
 
 TEST(VolumeSetTest, AddedVolumesAreFoundFilledAndRemovedOnesLiveWhileHeld) {
+  std::atomic<int> gone{0};  // outlives every volume below
   auto store = Store::Create({{"base", 4096, {}, {}}});
   ASSERT_TRUE(store.ok()) << store.status();
   auto added = (*store)->Add({"run/time", 8192, {}, {}});
@@ -63,7 +64,6 @@ TEST(VolumeSetTest, AddedVolumesAreFoundFilledAndRemovedOnesLiveWhileHeld) {
   EXPECT_EQ((*store)->Volumes().size(), 2u);
   EXPECT_TRUE(absl::IsAlreadyExists((*store)->Add({"run/time", 4096, {}, {}}).status()));
 
-  std::atomic<int> gone{0};
   found->Attach(&gone, std::make_unique<Probe>(&gone));
   auto removed = (*store)->Remove("run/time");
   ASSERT_TRUE(removed.ok());
@@ -103,10 +103,10 @@ TEST(VolumeSetTest, PreparersSeeEveryNewVolumeBeforeItCanBeFoundAndCanRefuseIt) 
 }
 
 TEST(VolumeSetTest, DetachDropsAnOwnersAttachmentOnly) {
+  std::atomic<int> a{0}, b{0};  // outlive the volume, whose attachments count into them
   auto store = Store::Create({{"v", 4096, {}, {}}});
   ASSERT_TRUE(store.ok());
   std::shared_ptr<const Volume> v = (*store)->Find("v");
-  std::atomic<int> a{0}, b{0};
   v->Attach(&a, std::make_unique<Probe>(&a));
   v->Attach(&b, std::make_unique<Probe>(&b));
   EXPECT_NE(v->AttachmentOf(&a), nullptr);
