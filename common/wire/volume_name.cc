@@ -17,4 +17,12 @@ bool IsVolumeNameSyntax(absl::string_view name) {
   return true;
 }
 
+std::string ShownVolumeName(absl::string_view name) {
+  std::string shown(name.substr(0, 64));
+  for (char& c : shown) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return shown;
+}
+
 }  // namespace gdr

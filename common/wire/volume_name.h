@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "absl/strings/string_view.h"
 
@@ -14,5 +15,9 @@ inline constexpr char kVolumeNameRule[] =
 
 // Whether `name` follows kVolumeNameRule.
 bool IsVolumeNameSyntax(absl::string_view name);
+
+// What a caller sent as a volume name, as an error may quote it: its first 64 bytes, each one
+// outside printable ASCII shown as '?'.
+std::string ShownVolumeName(absl::string_view name);
 
 }  // namespace gdr

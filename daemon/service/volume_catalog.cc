@@ -95,12 +95,8 @@ void VolumeCatalog::Delete(const v1::DeleteVolumeRequest& request, std::string w
 
 absl::StatusOr<VolumeSpec> VolumeCatalog::SpecOf(const v1::CreateVolumeRequest& request) const {
   if (!IsValidVolumeName(request.name())) {
-    std::string shown = request.name().substr(0, 64);
-    for (char& c : shown) {
-      if (c < 0x20 || c > 0x7e) c = '?';
-    }
     return absl::InvalidArgumentError(
-        absl::StrCat("name '", shown, "' must be ", kVolumeNameRule));
+        absl::StrCat("name '", ShownVolumeName(request.name()), "' must be ", kVolumeNameRule));
   }
   if (request.size() == 0) return absl::InvalidArgumentError("size must be > 0");
   // A mapping the size of the address space's user half cannot be made anywhere.
@@ -194,11 +190,8 @@ absl::Status VolumeCatalog::RunDelete(const v1::DeleteVolumeRequest& request,
                                       const std::string& who) {
   std::shared_ptr<const Volume> v = store_->Find(request.name());
   if (v == nullptr) {
-    std::string shown = request.name().substr(0, 64);
-    for (char& c : shown) {
-      if (c < 0x20 || c > 0x7e) c = '?';
-    }
-    return absl::NotFoundError(absl::StrCat("volume '", shown, "' does not exist"));
+    return absl::NotFoundError(
+        absl::StrCat("volume '", ShownVolumeName(request.name()), "' does not exist"));
   }
   if (request.delete_file()) {
     if (v->file().empty()) {

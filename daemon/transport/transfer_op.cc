@@ -30,12 +30,8 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
     for (const std::shared_ptr<const Volume>& v : store.Volumes()) {
       absl::StrAppend(&known, known.empty() ? "" : ", ", v->name());
     }
-    // Quote only a printable, bounded prefix of what the client sent.
-    std::string shown = extent->volume().substr(0, 64);
-    for (char& c : shown)
-      if (c < 0x20 || c > 0x7e) c = '?';
-    return absl::NotFoundError(
-        absl::StrCat("volume '", shown, "' does not exist (volumes: ", known, ")"));
+    return absl::NotFoundError(absl::StrCat("volume '", ShownVolumeName(extent->volume()),
+                                            "' does not exist (volumes: ", known, ")"));
   }
   if (extent->offset() > volume->size() || extent->length() > volume->size() - extent->offset()) {
     return absl::OutOfRangeError(absl::StrCat("extent [", extent->offset(), ", +",
