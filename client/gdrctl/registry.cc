@@ -17,13 +17,14 @@ std::unique_ptr<Command> NewDoctorCommand();
 std::unique_ptr<Command> NewReplayCommand();
 std::unique_ptr<Command> NewTraceCommand();
 std::unique_ptr<Command> NewVolumeCommand();
+std::unique_ptr<Command> NewWorkloadCommand();
 
 std::vector<std::unique_ptr<Command>> AllCommands() {
   std::vector<std::unique_ptr<Command>> all;
   for (auto make : {NewInfoCommand, NewWriteCommand, NewReadCommand, NewBenchCommand,
                     NewClusterCommand, NewTopoCommand, NewSelftestCommand, NewStatsCommand,
                     NewFaultCommand, NewDoctorCommand, NewReplayCommand, NewTraceCommand,
-                    NewVolumeCommand}) {
+                    NewVolumeCommand, NewWorkloadCommand}) {
     all.push_back(make());
   }
   return all;

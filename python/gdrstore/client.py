@@ -261,15 +261,21 @@ class Moved(int):
 
 class Future:
     """The outcome of one stream op: result() returns the bytes moved (a Moved, which names
-    the path) or raises."""
+    the path) or raises. latency: seconds from its submission until its answer was taken from
+    the stream (by any wait on it); service_s: the daemon's own time on it."""
 
     def __init__(self, stream: "Stream", tag: int):
         self._stream, self._tag = stream, tag
         self._done = False
         self._bytes = Moved(0, "")
         self._error: Optional[errors.Error] = None
+        self._submitted = time.monotonic()
+        self.latency: Optional[float] = None
+        self.service_s: Optional[float] = None
 
     def _resolve(self, c: Completion) -> None:
+        self.latency = time.monotonic() - self._submitted
+        self.service_s = c.service_ns / 1e9
         self._done = True
         if c.status == 0:
             # On success the completion's message is the path the op took.

@@ -1,0 +1,159 @@
+"""`python3 -m gdrstore.workload train|checkpoint|kvcache ...` (what `gdrctl workload` runs):
+the result as a table on stdout (or JSON with --json), result.json and PNG plots under --out.
+Exit status 0 when the run completed (and, for train, passed its AU threshold), 1 when a train
+run completed below it, 2 on a usage error, 3 when the run failed."""
+
+import argparse
+import json
+import os
+import re
+import sys
+from typing import List, Optional
+
+from ..errors import Error, InvalidArgument
+from . import checkpoint, kvcache, report, train
+from .device import gpu_list
+from .target import Target
+
+_UNITS = {"": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000 ** 2, "mb": 1000 ** 2,
+          "mib": 1024 ** 2, "g": 1000 ** 3, "gb": 1000 ** 3, "gib": 1024 ** 3}
+
+
+def size(text: str) -> int:
+    m = re.fullmatch(r"\s*([0-9]+)\s*([A-Za-z]*)\s*", text)
+    if m is None or m.group(2).lower() not in _UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 4096, 64MiB, 2GB)")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("target")
+    g.add_argument("--daemon", action="append", default=[], metavar="HOST:PORT",
+                   help="a daemon (repeat for several: volumes are laid out over them in turn)")
+    g.add_argument("--transport", default="tcp", help="tcp|rc|dc|local|auto")
+    g.add_argument("--agent", help="the node agent's socket: every op goes through it")
+    g.add_argument("--local-socket", help="transport local's socket, if not the daemon's")
+    g.add_argument("--require", help="terms every op's path must meet (e.g. local, agent)")
+    g.add_argument("--token-file")
+    g.add_argument("--tls-ca")
+    g.add_argument("--tls-cert")
+    g.add_argument("--tls-key")
+    g.add_argument("--tls-server-name")
+    g.add_argument("--crc", action="store_true", help="CRC32C of every op checked")
+    g.add_argument("--timeout", type=float, default=120.0, help="seconds per op")
+    r = p.add_argument_group("run")
+    r.add_argument("--ranks", type=int, help="simulated accelerators, one process each")
+    r.add_argument("--gpu", nargs="?", const="all",
+                   help="accelerators are GPUs (all, or a comma list of PCI addresses or "
+                        "ordinals; rank i takes entry i mod n): data into GPU memory, compute "
+                        "as a GPU kernel")
+    r.add_argument("--prefix", default="workload", help="of the volumes the run makes")
+    r.add_argument("--file", action="store_true",
+                   help="file-backed volumes (in the daemon's writable --volume-dir)")
+    r.add_argument("--media", help="media options of the volumes made (e.g. media=nvme-gen4)")
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--deadline", type=float, default=3600.0, help="seconds for the whole run")
+    r.add_argument("--keep", action="store_true", help="leave the run's volumes on the daemons")
+    r.add_argument("--json", action="store_true", help="the result as JSON on stdout")
+    r.add_argument("--out", help="directory for result.json, table.txt and the PNG plots")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gdrctl workload", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="workload", required=True)
+    t = sub.add_parser("train", help="MLPerf Storage training (unet3d, resnet50, cosmoflow)")
+    t.add_argument("--model", default="unet3d")
+    t.add_argument("--scale", type=float, default=1.0,
+                   help="fraction of the published dataset's files (small machines)")
+    t.add_argument("--steps", type=int, help="steps per rank (default: a whole epoch)")
+    t.add_argument("--epochs", type=int, default=1)
+    t.add_argument("--batch", type=int)
+    t.add_argument("--compute-time", type=float, help="seconds of compute per step")
+    t.add_argument("--read-threads", type=int)
+    t.add_argument("--sample-bytes", type=size)
+    t.add_argument("--sample-stdev", type=size)
+    t.add_argument("--samples-per-file", type=int)
+    t.add_argument("--au-threshold", type=float)
+    t.add_argument("--retries", type=int, default=2, help="of a failed sample read")
+    _common(t)
+    c = sub.add_parser("checkpoint", help="MLPerf Storage checkpointing (llama3-8b ... 1t)")
+    c.add_argument("--model", default="llama3-8b")
+    c.add_argument("--scale", type=float, default=1.0, help="fraction of the checkpoint's bytes")
+    c.add_argument("--checkpoints", type=int, default=1, help="written, then read back")
+    c.add_argument("--chunk", type=size, default=64 << 20, help="bytes per op")
+    c.add_argument("--qd", type=int, default=4, help="ops in flight per process")
+    _common(c)
+    k = sub.add_parser("kvcache", help="KV blocks of a model with prefix reuse")
+    k.add_argument("--model", default="llama3-8b")
+    k.add_argument("--requests", type=int, default=200, help="per rank")
+    k.add_argument("--block-tokens", type=int, default=16)
+    k.add_argument("--prefixes", type=int, default=32)
+    k.add_argument("--zipf", type=float, default=1.0)
+    k.add_argument("--prefix-tokens", type=int, default=1024)
+    k.add_argument("--suffix-tokens", type=int, default=128)
+    k.add_argument("--capacity", type=int, default=512, help="blocks each rank's volume holds")
+    _common(k)
+    return p
+
+
+def _target(a) -> Target:
+    return Target(daemons=a.daemon or ["127.0.0.1:50051"], transport=a.transport, agent=a.agent,
+                  local_socket=a.local_socket, require=a.require, token_file=a.token_file,
+                  tls_ca=a.tls_ca, tls_cert=a.tls_cert, tls_key=a.tls_key,
+                  tls_server_name=a.tls_server_name, crc32c=a.crc, timeout=a.timeout)
+
+
+def execute(a) -> dict:
+    gpus = tuple(gpu_list(a.gpu))
+    common = dict(target=_target(a), gpus=gpus, prefix=a.prefix, file=a.file, media=a.media,
+                  deadline_s=a.deadline, keep=a.keep)
+    if a.workload == "train":
+        m = train.model_with(a.model, batch=a.batch, compute_s=a.compute_time,
+                             read_threads=a.read_threads, sample_bytes=a.sample_bytes,
+                             sample_stdev=a.sample_stdev, samples_per_file=a.samples_per_file,
+                             au_threshold=a.au_threshold)
+        return train.run(train.TrainConfig(model=m, ranks=1 if a.ranks is None else a.ranks, scale=a.scale,
+                                           steps=a.steps, epochs=a.epochs, seed=a.seed,
+                                           retries=a.retries, **common))
+    if a.workload == "checkpoint":
+        m = checkpoint.model_named(a.model)
+        return checkpoint.run(checkpoint.CheckpointConfig(
+            model=m, ranks=min(8, m.ranks) if a.ranks is None else a.ranks, scale=a.scale,
+            checkpoints=a.checkpoints, chunk=a.chunk, qd=a.qd, **common))
+    m = kvcache.model_named(a.model)
+    return kvcache.run(kvcache.KvConfig(
+        model=m, ranks=1 if a.ranks is None else a.ranks, requests=a.requests, block_tokens=a.block_tokens,
+        prefixes=a.prefixes, zipf=a.zipf, prefix_tokens=a.prefix_tokens,
+        suffix_tokens=a.suffix_tokens, capacity=a.capacity, seed=a.seed, **common))
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        result = execute(a)
+    except InvalidArgument as e:
+        print(f"gdrctl workload {a.workload}: {e}", file=sys.stderr)
+        return 2
+    except Error as e:
+        print(f"gdrctl workload {a.workload}: {e}", file=sys.stderr)
+        return 3
+    text = report.table(result)
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        result["plots"] = report.plots(result, a.out)
+        with open(os.path.join(a.out, "table.txt"), "w") as f:
+            f.write(text)
+        with open(os.path.join(a.out, "result.json"), "w") as f:
+            json.dump(result, f, indent=1)
+    if a.json:
+        json.dump(result, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(text)
+        for p in result.get("plots", []):
+            print(f"  plot: {p}")
+    return 1 if result.get("passed") is False else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""A workload's result as a person reads it: a table of the figures MLPerf reports, and PNG
+plots (Debian's matplotlib, no display needed). The JSON stays the record; these are views."""
+
+import os
+from typing import Any, Dict, List
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.3f} GB"
+
+
+def table(r: Dict[str, Any]) -> str:
+    lines: List[str] = []
+    w = r["workload"]
+    scaled = " (scaled down: --scale {:g})".format(r.get("scale", 1)) if r.get("scaled") else ""
+    if w == "train":
+        p = r["parameters"]
+        lines.append(f"train {r['model']}: {r['ranks']} accelerators, compute {r['compute']}, "
+                     f"{r['files']} files, {r['samples']} samples, {_gb(r['dataset_bytes'])}"
+                     f"{scaled}")
+        lines.append(f"  batch {p['batch']}, compute {p['compute_s']} s/step, read threads "
+                     f"{p['read_threads']}; needs {r['needed_gb_per_s_per_rank'] or 0:.3f} GB/s "
+                     "per accelerator")
+        lines.append(f"  {'rank':>4} {'device':>8} {'steps':>6} {'AU %':>7} {'samples/s':>10} "
+                     f"{'GB/s':>8} {'wait p50 ms':>12} {'wait p99 ms':>12}")
+        for x in r["per_rank"]:
+            wp = x["wait_percentiles_ms"]
+            lines.append(f"  {x['rank']:>4} {x['device']:>8} {x['steps']:>6} {x['au'] * 100:>7.2f} "
+                         f"{x['samples_per_s']:>10.1f} {x['read_gb_per_s']:>8.3f} "
+                         f"{wp['p50']:>12.2f} {wp['p99']:>12.2f}")
+        verdict = "PASS" if r["passed"] else "FAIL"
+        lines.append(f"  AU {r['au'] * 100:.2f} % (lowest rank; mean {r['au_mean'] * 100:.2f} %) "
+                     f"against {p['au_threshold'] * 100:.0f} %: {verdict}; "
+                     f"{r['samples_per_s']:.1f} samples/s, {r['read_gb_per_s']:.3f} GB/s")
+    elif w == "checkpoint":
+        lines.append(f"checkpoint {r['model']}: {_gb(r['checkpoint_bytes'])} over "
+                     f"{r['logical_ranks']} logical ranks on {r['ranks']} processes{scaled}")
+        lines.append(f"  cache clear: {r['cache_clear']['how']}")
+        for phase in ("write", "read"):
+            for c in r[phase]["per_checkpoint"]:
+                rates = c["rank_gb_per_s"]
+                lines.append(f"  {phase:>5} #{c['checkpoint']}: {c['duration_s']:.3f} s (slowest "
+                             f"rank), {c['gb_per_s']:.3f} GB/s; ranks {min(rates):.3f} .. "
+                             f"{max(rates):.3f} GB/s")
+    elif w == "kvcache":
+        p = r["parameters"]
+        g, l = r["get_ms"], r["prefix_load_ms"]
+        lines.append(f"kvcache {r['model']}: {r['ranks']} instances x {p['requests_per_rank']} "
+                     f"requests, {p['block_bytes'] >> 10} KiB blocks of {p['block_tokens']} "
+                     f"tokens, {p['prefixes']} prefixes (zipf {p['zipf']:g}), capacity "
+                     f"{p['capacity_blocks']} blocks")
+        lines.append(f"  hit rate {r['hit_rate'] * 100:.1f} % of blocks, "
+                     f"{r['reused_token_fraction'] * 100:.1f} % of tokens reused, "
+                     f"{r['evictions']} evictions")
+        lines.append(f"  block get ms p50 {g['p50']:.3f} p90 {g['p90']:.3f} p99 {g['p99']:.3f}; "
+                     f"prefix load before first token ms p50 {l['p50']:.3f} p99 {l['p99']:.3f}; "
+                     f"{r['get_gb_per_s']:.3f} GB/s")
+    return "\n".join(lines) + "\n"
+
+
+def plots(r: Dict[str, Any], out_dir: str) -> List[str]:
+    """PNG files written under `out_dir`; [] and a reason in r["plots_skipped"] without
+    matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        r["plots_skipped"] = f"matplotlib is not importable: {e}"
+        return []
+    os.makedirs(out_dir, exist_ok=True)
+    made = []
+    w = r["workload"]
+    if w == "train":
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+        ranks = [x["rank"] for x in r["per_rank"]]
+        a1.bar(ranks, [x["au"] * 100 for x in r["per_rank"]])
+        a1.axhline(r["parameters"]["au_threshold"] * 100, color="red", linestyle="--",
+                   label="threshold")
+        a1.set_xlabel("rank")
+        a1.set_ylabel("AU %")
+        a1.set_title(f"{r['model']}: accelerator utilisation")
+        a1.legend()
+        for x in r["per_rank"]:
+            a2.plot(x["step_begin_s"], [v * 1e3 for v in x["step_wait_s"]], label=f"rank {x['rank']}")
+        a2.set_xlabel("run time (s)")
+        a2.set_ylabel("wait for data (ms)")
+        a2.set_title("time each step waited for its batch")
+        if len(ranks) <= 8:
+            a2.legend()
+        made.append(_save(fig, plt, out_dir, "train.png"))
+    elif w == "checkpoint":
+        fig, ax = plt.subplots(figsize=(8, 4))
+        for i, phase in enumerate(("write", "read")):
+            rates = r[phase]["per_checkpoint"][0]["rank_gb_per_s"]
+            ax.bar([k + i * 0.4 for k in range(len(rates))], rates, width=0.4, label=phase)
+        ax.set_xlabel("process")
+        ax.set_ylabel("GB/s")
+        ax.set_title(f"{r['model']} checkpoint: each process's rate")
+        ax.legend()
+        made.append(_save(fig, plt, out_dir, "checkpoint.png"))
+    elif w == "kvcache":
+        fig, ax = plt.subplots(figsize=(8, 4))
+        for name, vals in r["latencies_ms"].items():
+            if vals:
+                v = sorted(vals)
+                ax.plot(v, [(i + 1) / len(v) for i in range(len(v))], label=name)
+        ax.set_xscale("log")
+        ax.set_xlabel("ms")
+        ax.set_ylabel("fraction")
+        ax.set_title(f"{r['model']} KV cache: latency CDF")
+        ax.legend()
+        made.append(_save(fig, plt, out_dir, "kvcache.png"))
+    return made
+
+
+def _save(fig, plt, out_dir: str, name: str) -> str:
+    path = os.path.join(out_dir, name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
