@@ -165,21 +165,34 @@ class Client:
         self._acquire(obj)
 
     # ---- ops ----
-    def _span(self, obj, length: Optional[int]) -> Tuple[Registration, bool, int]:
+    def _span(self, obj, length: Optional[int],
+              at: int = 0) -> Tuple[Registration, bool, int]:
         reg, temporary = self._acquire(obj)
-        n = reg.nbytes if length is None else length
+        if isinstance(at, bool) or not isinstance(at, int):
+            raise TypeError(f"at must be an int, not {type(at).__name__}")
+        if not 0 <= at <= reg.nbytes:
+            raise errors.ArgumentOutOfRange(f"at {at} is outside the {reg.nbytes}-byte buffer")
+        n = reg.nbytes - at if length is None else length
+        if isinstance(n, int) and not isinstance(n, bool) and n > reg.nbytes - at:
+            if temporary:
+                reg.release()
+            raise errors.ArgumentOutOfRange(f"at {at} + length {n} is past the end of the "
+                                            f"{reg.nbytes}-byte buffer")
         return reg, temporary, n
 
-    def get(self, volume: str, offset: int, into, length: Optional[int] = None) -> int:
+    def get(self, volume: str, offset: int, into, length: Optional[int] = None,
+            at: int = 0) -> int:
         """Store -> `into` (volume bytes [offset, offset + length), length defaulting to the
-        size of `into`), in place. Returns the bytes moved."""
+        rest of `into`), in place, from byte `at` of `into` on (ops at many places of one
+        buffer share its registration; a slice per op registers each slice). Returns the bytes
+        moved."""
         mem = describe(into)
         if not mem.writable:
             raise ValueError("`into` is read-only; a get needs writable memory")
-        reg, temporary, n = self._span(mem, length)
+        reg, temporary, n = self._span(mem, length, at)
         try:
             result = Result()
-            _check(lib.gdrstore_get(self._handle, volume, offset, n, reg.handle, 0,
+            _check(lib.gdrstore_get(self._handle, volume, offset, n, reg.handle, at,
                                     ctypes.byref(result)), self._handle)
             return Moved(result.bytes, _last_path(self._handle))
         finally:
@@ -187,13 +200,14 @@ class Client:
                 reg.release()
 
     def put(self, src, volume: str, offset: int, length: Optional[int] = None,
-            sync: bool = False) -> int:
-        """`src` -> store at volume [offset, offset + length). sync: answered only once a
-        file-backed volume has the bytes on disk. Returns the bytes moved."""
-        reg, temporary, n = self._span(describe(src), length)
+            sync: bool = False, at: int = 0) -> int:
+        """`src` (from its byte `at` on) -> store at volume [offset, offset + length). sync:
+        answered only once a file-backed volume has the bytes on disk. Returns the bytes
+        moved."""
+        reg, temporary, n = self._span(describe(src), length, at)
         try:
             result = Result()
-            _check(lib.gdrstore_put(self._handle, reg.handle, 0, volume, offset, n,
+            _check(lib.gdrstore_put(self._handle, reg.handle, at, volume, offset, n,
                                     1 if sync else 0, ctypes.byref(result)), self._handle)
             return Moved(result.bytes, _last_path(self._handle))
         finally:
@@ -319,11 +333,12 @@ class Stream:
         self._pending: Dict[int, Tuple[Future, Registration, bool, Memory]] = {}
         self._batch = (Completion * 64)()
 
-    def _submit(self, fn, obj, length, writable_needed, args_before, args_after) -> Future:
+    def _submit(self, fn, obj, length, writable_needed, args_before, args_after,
+                at: int = 0) -> Future:
         mem = describe(obj)
         if writable_needed and not mem.writable:
             raise ValueError("`into` is read-only; a get needs writable memory")
-        reg, temporary, n = self._client._span(mem, length)
+        reg, temporary, n = self._client._span(mem, length, at)
         with self._lock:
             tag = self._next
             self._next += 1
@@ -342,17 +357,21 @@ class Stream:
             raise failure
         return fut
 
-    def get(self, volume: str, offset: int, into, length: Optional[int] = None) -> Future:
-        """Store -> `into`, as Client.get; the Future resolves to the bytes moved."""
+    def get(self, volume: str, offset: int, into, length: Optional[int] = None,
+            at: int = 0) -> Future:
+        """Store -> `into` (from its byte `at` on), as Client.get; the Future resolves to the
+        bytes moved."""
         return self._submit(lib.gdrstore_stream_get, into, length, True,
-                            lambda reg, n: (volume, offset, n, reg.handle, 0),
-                            lambda tag: (tag,))
+                            lambda reg, n: (volume, offset, n, reg.handle, at),
+                            lambda tag: (tag,), at)
 
-    def put(self, src, volume: str, offset: int, length: Optional[int] = None) -> Future:
-        """`src` -> store, as Client.put; the Future resolves to the bytes moved."""
+    def put(self, src, volume: str, offset: int, length: Optional[int] = None,
+            at: int = 0) -> Future:
+        """`src` (from its byte `at` on) -> store, as Client.put; the Future resolves to the
+        bytes moved."""
         return self._submit(lib.gdrstore_stream_put, src, length, False,
-                            lambda reg, n: (reg.handle, 0, volume, offset, n),
-                            lambda tag: (tag,))
+                            lambda reg, n: (reg.handle, at, volume, offset, n),
+                            lambda tag: (tag,), at)
 
     def _collect(self, timeout: Optional[float]) -> None:
         got = ctypes.c_size_t()

@@ -101,6 +101,31 @@ def test_stream_futures_and_wait_all(client):
     gdrstore.verify(a, "vol0", 0)
 
 
+def test_ops_at_a_place_in_one_buffer_share_its_registration(client):
+    a = np.zeros(4 * 16384, dtype=np.uint8)
+    with client.stream() as s:
+        futures = [s.get("vol0", i * 16384, a, 16384, at=i * 16384) for i in range(4)]
+        s.wait_all()
+        assert all(f.result() == 16384 and f.latency is not None and f.latency >= 0
+                   for f in futures)
+    assert client.registration_handles() == 1
+    gdrstore.verify(a, "vol0", 0)
+    b = np.zeros(16384, dtype=np.uint8)
+    client.get("vol0", 16384, b, 8192, at=8192)
+    assert not b[:8192].any()
+    gdrstore.verify(b[8192:].copy(), "vol0", 16384)
+    client.put(a, "rw", 0, 16384, at=16384)  # a's second quarter -> rw at 0
+    c = np.zeros(16384, dtype=np.uint8)
+    client.get("rw", 0, c)
+    assert (c == a[16384:32768]).all()
+    with pytest.raises(gdrstore.ArgumentOutOfRange, match="past the end"):
+        client.get("vol0", 0, b, 4096, at=16000)
+    with pytest.raises(gdrstore.ArgumentOutOfRange, match="at 16385"):
+        client.put(b, "rw", 0, at=16385)
+    with pytest.raises(TypeError, match="at must be an int"):
+        client.get("vol0", 0, b, 16, at=1.5)
+
+
 def test_info_and_stats(client):
     info = client.info()
     assert {v["name"] for v in info["volumes"]} == {"vol0", "rw"}

@@ -142,9 +142,9 @@ def _phase(rank: int, ranks: int, a, barrier) -> Dict[str, Any]:
                         buf = dev.bufs[i % cfg.qd]
                         if write:
                             dev.stamp(i % cfg.qd, r, k, i, n)
-                            fut = s.put(buf[:n], name, at)
+                            fut = s.put(buf, name, at, n)
                         else:
-                            fut = s.get(name, at, buf[:n])
+                            fut = s.get(name, at, buf, n)
                         inflight.append((fut, i, at, n, time.perf_counter(), buf))
                     while inflight:
                         moved += _finish(dev, inflight.pop(0), r, k, name, write, lat)

@@ -5,7 +5,7 @@ sleep, or on a GPU a kernel that spins for the step's time)."""
 import ctypes
 import re
 import time
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from ..client import Client
 from ..errors import InvalidArgument, Unavailable
@@ -121,6 +121,18 @@ class Accelerator:
 
     def head(self, buf, offset: int, nbytes: int) -> bytes:
         """The bytes [offset, offset + nbytes) of a buffer of this device, on the host."""
-        if self._torch is not None:
-            return bytes(buf[offset:offset + nbytes].cpu().numpy().tobytes())
-        return bytes(buf[offset:offset + nbytes])
+        return self.heads(buf, [(offset, nbytes)])[0]
+
+    def heads(self, buf, spans: List[Tuple[int, int]]) -> List[bytes]:
+        """The bytes of each (offset, nbytes) span of a buffer, on the host: from a GPU in one
+        gather and one copy (a copy per span costs a synchronisation each)."""
+        if self._torch is None:
+            return [bytes(buf[a:a + n]) for a, n in spans]
+        if not spans:
+            return []
+        flat = self._torch.cat([buf[a:a + n] for a, n in spans]).cpu().numpy().tobytes()
+        out, at = [], 0
+        for _, n in spans:
+            out.append(flat[at:at + n])
+            at += n
+        return out

@@ -134,7 +134,7 @@ def _rank(rank: int, ranks: int, cfg: KvConfig, barrier) -> Dict[str, Any]:
             if run:
                 t0 = time.perf_counter()
                 with client.stream() as s:
-                    futs = [s.get(volume, slot * bb, buf[j * bb:(j + 1) * bb]) for j, slot in run]
+                    futs = [s.get(volume, slot * bb, buf, bb, at=j * bb) for j, slot in run]
                     s.wait_all()
                 for f in futs:
                     got += int(f.result())
@@ -162,7 +162,7 @@ def _rank(rank: int, ranks: int, cfg: KvConfig, barrier) -> Dict[str, Any]:
                         else:
                             buf[at:at + len(stamp)] = stamp
                         slot = cache.insert(keys[j])
-                        s.put(buf[at:at + bb], volume, slot * bb)
+                        s.put(buf, volume, slot * bb, bb, at=at)
                 put_ms.append((time.perf_counter() - t0) * 1e3)
         run_s = time.perf_counter() - t_start
         return {"rank": rank, "device": acc.name, "requests": len(reqs),

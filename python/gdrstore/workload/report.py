@@ -12,7 +12,12 @@ def _gb(n: float) -> str:
 def table(r: Dict[str, Any]) -> str:
     lines: List[str] = []
     w = r["workload"]
-    scaled = " (scaled down: --scale {:g})".format(r.get("scale", 1)) if r.get("scaled") else ""
+    how = [f"--scale {r.get('scale', 1):g}"] if r.get("scale", 1) != 1 else []
+    if r.get("steps_limit") is not None:
+        how.append(f"--steps {r['steps_limit']}")
+    if r["workload"] == "checkpoint" and r["ranks"] != r["logical_ranks"]:
+        how.append(f"{r['ranks']} processes for {r['logical_ranks']} ranks")
+    scaled = f" (scaled down: {', '.join(how)})" if r.get("scaled") else ""
     if w == "train":
         p = r["parameters"]
         lines.append(f"train {r['model']}: {r['ranks']} accelerators, compute {r['compute']}, "

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ..client import Client
-from ..errors import InvalidArgument, NotFound
+from ..errors import AlreadyExists, InvalidArgument, NotFound
 
 _DAEMON = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$")
 
@@ -88,17 +88,24 @@ class DataPath:
 
 class Volumes:
     """The volumes a workload made: made on daemon i mod D in turn, taken away at the end
-    (unless kept). A volume already there with the same size is used as it is."""
+    (unless kept). A volume of the same name already there is an error naming it (a run's
+    volumes are its own)."""
 
     def __init__(self, target: Target, file: bool, media: Optional[str]):
         self._admins = target.admin_clients()
+        self._names = target.daemons
         self._file = file
         self._media = media
         self.made: Dict[str, int] = {}  # name -> daemon index
 
     def make(self, index: int, name: str, size: int) -> None:
         d = index % len(self._admins)
-        self._admins[d].create_volume(name, size, file=self._file, media=self._media)
+        try:
+            self._admins[d].create_volume(name, size, file=self._file, media=self._media)
+        except AlreadyExists as e:
+            raise AlreadyExists(f"{e} on {self._names[d]}: left by an earlier run? `gdrctl "
+                                f"--daemon {self._names[d]} volume delete {name}`, or give "
+                                "another --prefix") from None
         self.made[name] = d
 
     def reopen(self) -> None:
