@@ -211,6 +211,42 @@ gdrstore_status gdrstore_cluster_create_volume(gdrstore_cluster* cluster, const 
   });
 }
 
+gdrstore_status gdrstore_cluster_make_volume(gdrstore_cluster* cluster, const char* name,
+                                             uint64_t size, uint64_t stripe_unit,
+                                             uint32_t replicas, const char* members, int file,
+                                             const char* media, char** layout_json) {
+  std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (name == nullptr || name[0] == '\0') return Invalid(*c, "a volume name is required");
+  if (size == 0) return Invalid(*c, "size must be > 0 (the cluster volume's bytes)");
+  return Guard(*c, [&] {
+    absl::StatusOr<std::vector<std::string>> ids = ParseMembers(members);
+    if (!ids.ok()) return c->Fail(ids.status());
+    gdrstore::ClusterClient::MemberVolumes make;
+    make.size = size;
+    make.file = file != 0;
+    make.media = media != nullptr ? media : "";
+    absl::StatusOr<gdrstore::v1::ClusterVolume> layout =
+        c->cluster->CreateVolume(name, stripe_unit, replicas, *std::move(ids), make);
+    if (!layout.ok()) return c->Fail(layout.status());
+    if (layout_json == nullptr) return GDRSTORE_OK;
+    absl::StatusOr<std::string> text = gdr::capi::ToJson(*layout);
+    if (!text.ok()) return c->Fail(text.status());
+    return gdr::capi::MallocString(*c, *text, layout_json);
+  });
+}
+
+gdrstore_status gdrstore_cluster_delete_volume(gdrstore_cluster* cluster, const char* name,
+                                               int member_volumes, int delete_files) {
+  std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (name == nullptr || name[0] == '\0') return Invalid(*c, "a volume name is required");
+  return Guard(*c, [&] {
+    absl::Status st = c->cluster->DeleteVolume(name, member_volumes != 0, delete_files != 0);
+    return st.ok() ? GDRSTORE_OK : c->Fail(st);
+  });
+}
+
 gdrstore_status gdrstore_cluster_status_json(gdrstore_cluster* cluster, char** json) {
   std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;

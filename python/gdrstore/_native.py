@@ -272,6 +272,12 @@ def _declare(cdll):
         "gdrstore_cluster_create_volume": (i, [("cluster", P), ("name", s), ("stripe_unit", u64),
                                                ("replicas", u32), ("members", s),
                                                ("layout_json", P_out)]),
+        "gdrstore_cluster_make_volume": (i, [("cluster", P), ("name", s), ("size", u64),
+                                             ("stripe_unit", u64), ("replicas", u32),
+                                             ("members", s), ("file", i), ("media", s),
+                                             ("layout_json", P_out)]),
+        "gdrstore_cluster_delete_volume": (i, [("cluster", P), ("name", s),
+                                               ("member_volumes", i), ("delete_files", i)]),
         "gdrstore_cluster_status_json": (i, [("cluster", P), ("json", P_out)]),
     }
     lib = _Library(cdll)

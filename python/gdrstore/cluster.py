@@ -111,49 +111,77 @@ class Cluster:
         return len(self._regs)
 
     # ---- ops ----
-    def _op(self, put: bool, volume: str, offset: int, obj, length: Optional[int]) -> int:
+    def _op(self, put: bool, volume: str, offset: int, obj, length: Optional[int],
+            at: int = 0) -> int:
         handle = self._open_handle()
         mem = describe(obj)
         if not put and not mem.writable:
             raise ValueError("`into` is read-only; a get needs writable memory")
         checked_int("offset", offset, ctypes.c_uint64)
-        n = mem.nbytes if length is None else checked_int("length", length, ctypes.c_uint64)
-        if n > mem.nbytes:
-            raise errors.InvalidArgument(f"length {n} is more than the buffer's {mem.nbytes} "
-                                         "bytes")
+        if isinstance(at, bool) or not isinstance(at, int):
+            raise TypeError(f"at must be an int, not {type(at).__name__}")
+        if not 0 <= at <= mem.nbytes:
+            raise errors.ArgumentOutOfRange(f"at {at} is outside the {mem.nbytes}-byte buffer")
+        n = mem.nbytes - at if length is None else checked_int("length", length,
+                                                                ctypes.c_uint64)
+        if n > mem.nbytes - at:
+            raise errors.ArgumentOutOfRange(f"at {at} + length {n} is past the end of the "
+                                            f"{mem.nbytes}-byte buffer")
         reg, temporary = self._regs.acquire(mem)
         try:
             fn = lib.gdrstore_cluster_put if put else lib.gdrstore_cluster_get
-            _check(fn(handle, volume, offset, n, reg.handle, 0), handle)
+            _check(fn(handle, volume, offset, n, reg.handle, at), handle)
             return n
         finally:
             if temporary:
                 reg.release()
 
-    def put(self, volume: str, offset: int, src, length: Optional[int] = None) -> int:
-        """`src` -> cluster volume bytes [offset, offset + length) on every replica, in place
-        (length defaults to the size of `src`). Returns the bytes moved."""
-        return self._op(True, volume, offset, src, length)
+    def put(self, volume: str, offset: int, src, length: Optional[int] = None,
+            at: int = 0) -> int:
+        """`src` (from its byte `at` on) -> cluster volume bytes [offset, offset + length) on
+        every replica, in place (length defaults to the rest of `src`). Returns the bytes
+        moved."""
+        return self._op(True, volume, offset, src, length, at)
 
-    def get(self, volume: str, offset: int, into, length: Optional[int] = None) -> int:
-        """Cluster volume bytes [offset, offset + length) -> `into`, in place (length defaults
-        to the size of `into`). Returns the bytes moved."""
-        return self._op(False, volume, offset, into, length)
+    def get(self, volume: str, offset: int, into, length: Optional[int] = None,
+            at: int = 0) -> int:
+        """Cluster volume bytes [offset, offset + length) -> `into` from its byte `at` on, in
+        place (length defaults to the rest of `into`). Returns the bytes moved."""
+        return self._op(False, volume, offset, into, length, at)
 
     # ---- the cluster ----
     def create_volume(self, name: str, stripe_unit: int = 4 << 20, replicas: int = 1,
-                      members: Optional[Union[str, Iterable[str]]] = None) -> Dict[str, Any]:
+                      members: Optional[Union[str, Iterable[str]]] = None,
+                      size: Optional[int] = None, file: bool = False,
+                      media: Optional[str] = None) -> Dict[str, Any]:
         """Lays cluster volume `name` over `members` (ids, a list or "a,b,c"; None: every member
-        registered now), each of which must serve a volume `name`. etcd clusters only. Returns
-        the layout (gdrstore.v1.ClusterVolume as a dict); gdrstore.AlreadyExists when the
-        volume exists."""
+        registered now). Without `size`, each member must serve a volume `name` already; with
+        it, the members' volumes are made first (their Admin service), just big enough for
+        `size` bytes (whole rows), files in their writable --volume-dir with `file`, `media`
+        as Client.create_volume's. etcd clusters only. Returns the layout
+        (gdrstore.v1.ClusterVolume as a dict); gdrstore.AlreadyExists when the volume exists."""
         handle = self._open_handle()
         if members is not None and not isinstance(members, str):
             members = ",".join(members)
         out = ctypes.c_void_p()
-        _check(lib.gdrstore_cluster_create_volume(handle, name, stripe_unit, replicas, members,
-                                                  ctypes.byref(out)), handle)
+        if size is None:
+            _check(lib.gdrstore_cluster_create_volume(handle, name, stripe_unit, replicas,
+                                                      members, ctypes.byref(out)), handle)
+        else:
+            _check(lib.gdrstore_cluster_make_volume(handle, name, size, stripe_unit, replicas,
+                                                    members, int(bool(file)), media,
+                                                    ctypes.byref(out)), handle)
         return _take_json(out)
+
+
+    def delete_volume(self, name: str, member_volumes: bool = False,
+                      delete_files: bool = False) -> None:
+        """Removes cluster volume `name`'s layout (new ops on it: NotFound), and with
+        `member_volumes` the volume `name` on each of its members (files too with
+        `delete_files`). NotFound when it has no layout."""
+        handle = self._open_handle()
+        _check(lib.gdrstore_cluster_delete_volume(handle, name, int(bool(member_volumes)),
+                                                  int(bool(delete_files))), handle)
 
     def status(self) -> Dict[str, Any]:
         """{"source", "members": [{"entry", "present", "healthy", "error", "lease_ttl_s", "ops",

@@ -65,6 +65,29 @@ TEST_F(GdrctlClusterTest, StatusCreateVolumeAndVerifiedOpsThroughEtcd) {
   EXPECT_EQ(twice->exit_code, 1);
   EXPECT_TRUE(absl::StrContains(twice->err, "exists already")) << twice->err;
 
+  // Volumes made on the members at run time, then taken away with them.
+  auto made = Gdrctl({"--cluster", url, "cluster", "create-volume", "scratch", "--stripe-unit",
+                      "1MiB", "--size", "3MiB"});
+  ASSERT_TRUE(made.ok());
+  ASSERT_EQ(made->exit_code, 0) << made->Describe();
+  EXPECT_TRUE(absl::StrContains(made->out, "created cluster volume scratch: 4 MiB"))
+      << made->out;
+  auto media_alone = Gdrctl({"--cluster", url, "cluster", "create-volume", "x", "--media",
+                             "media=hdd"});
+  ASSERT_TRUE(media_alone.ok());
+  EXPECT_EQ(media_alone->exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(media_alone->err, "need --size")) << media_alone->err;
+  auto removed = Gdrctl({"--cluster", url, "cluster", "delete-volume", "scratch",
+                         "--member-volumes"});
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(removed->exit_code, 0) << removed->Describe();
+  auto gone = Gdrctl({"--daemon", d[0]->address(), "volume", "list"});
+  ASSERT_TRUE(gone.ok());
+  EXPECT_FALSE(absl::StrContains(gone->out, "scratch")) << gone->out;
+  auto again = Gdrctl({"--cluster", url, "cluster", "delete-volume", "scratch"});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->exit_code, 1);
+
   // read = put (buffer -> store), write = get (store -> buffer) verified against the put.
   auto put = Gdrctl({"--cluster", url, "read", "-o", "4097", "-s", "3MiB", "--salt", "5"});
   ASSERT_TRUE(put.ok());

@@ -335,3 +335,62 @@ def test_torch_cpu_tensors_move_through_the_cluster(members):
         u = torch.zeros_like(t)
         c.get("vol0", 777, into=u)
         assert torch.equal(t, u)
+
+
+def test_volumes_made_on_the_members_and_deleted_with_them(members):
+    with members.open() as c:
+        layout = c.create_volume("made", stripe_unit=4 * MiB, replicas=2, size=10 * MiB)
+        # 10 MiB over 3 members: one row of 3 units (12 MiB); each member holds 2 replicas.
+        assert int(layout["size"]) == 12 * MiB and layout["replicas"] == 2
+        for d in members.daemons:
+            with gdrstore.Client(d.address) as dc:
+                sizes = {v["name"]: int(v["size"]) for v in dc.info()["volumes"]}
+                assert sizes["made"] == 2 * 4 * MiB
+        data = pattern(12 * MiB, 7)
+        c.put("made", 0, data)
+        back = np.zeros(12 * MiB, dtype=np.uint8)
+        assert c.get("made", 0, back, 6 * MiB, at=6 * MiB) == 6 * MiB
+        assert (back[6 * MiB:] == data[:6 * MiB]).all() and not back[:6 * MiB].any()
+        with pytest.raises(gdrstore.AlreadyExists):
+            c.create_volume("made", size=MiB)
+        c.delete_volume("made", member_volumes=True)
+        with pytest.raises(gdrstore.NotFound):
+            c.get("made", 0, back)
+        for d in members.daemons:
+            with gdrstore.Client(d.address) as dc:
+                assert "made" not in [v["name"] for v in dc.info()["volumes"]]
+        with pytest.raises(gdrstore.NotFound):
+            c.delete_volume("made")
+
+
+def test_a_member_that_refuses_is_named_and_the_others_undone(members):
+    with gdrstore.Client(members.daemons[1].address) as m1:
+        m1.create_volume("taken", MiB)  # m1 has it already: making it there is refused
+    with members.open() as c:
+        with pytest.raises(gdrstore.AlreadyExists, match="member m1 did not make volume 'taken'"):
+            c.create_volume("taken", size=3 * 4 * MiB)
+        for i in (0, 2):
+            with gdrstore.Client(members.daemons[i].address) as dc:
+                assert "taken" not in [v["name"] for v in dc.info()["volumes"]]
+
+
+def test_a_workload_on_a_cluster_stripes_its_volumes_over_the_members(members):
+    from gdrstore import workload
+    from gdrstore.workload import checkpoint, kvcache
+    members.open().close()  # every member registered
+    t = workload.Target(cluster=members.url)
+    r = checkpoint.run(checkpoint.CheckpointConfig(
+        model=checkpoint.model_named("llama3-8b"), target=t, ranks=2, scale=0.0002,
+        chunk=4 * MiB, prefix="wl-cl"))
+    assert r["read"]["per_checkpoint"][0]["bytes"] == r["checkpoint_bytes"]
+    k = kvcache.run(kvcache.KvConfig(model=kvcache.model_named("qwen2.5-7b"), target=t,
+                                     requests=20, prefixes=2, prefix_tokens=64, prefix="wl-clkv"))
+    assert k["hit_rate"] > 0
+    with members.open() as c:
+        assert [v["name"] for v in c.status()["volumes"]] == []
+    for d in members.daemons:
+        with gdrstore.Client(d.address) as dc:
+            assert not [v["name"] for v in dc.info()["volumes"] if v["name"].startswith("wl-")]
+    with pytest.raises(gdrstore.InvalidArgument, match="--file with --cluster"):
+        checkpoint.run(checkpoint.CheckpointConfig(
+            model=checkpoint.model_named("llama3-8b"), target=t, file=True, scale=0.0001))

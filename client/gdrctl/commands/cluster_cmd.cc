@@ -1,5 +1,5 @@
-// `gdrctl cluster status` and `gdrctl cluster create-volume NAME`: the cluster of the
-// --cluster / --cluster-file target, its members and volumes.
+// `gdrctl cluster status`, `gdrctl cluster create-volume NAME` and `delete-volume NAME`: the
+// cluster of the --cluster / --cluster-file target, its members and volumes.
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -50,10 +50,11 @@ int ClusterStatus(gdrstore::ClusterClient& c, bool json, std::ostream& out) {
 }
 
 int ClusterCreateVolume(gdrstore::ClusterClient& c, const std::string& name, uint64_t stripe_unit,
-                        uint32_t replicas, const std::vector<std::string>& members, bool json,
+                        uint32_t replicas, const std::vector<std::string>& members,
+                        const gdrstore::ClusterClient::MemberVolumes& make, bool json,
                         std::ostream& out) {
   absl::StatusOr<gdrstore::v1::ClusterVolume> l =
-      c.CreateVolume(name, stripe_unit, replicas, members);
+      c.CreateVolume(name, stripe_unit, replicas, members, make);
   if (!l.ok()) return Fail(l.status(), "cluster create-volume");
   if (json) {
     out << gdr::cluster::ToJson(*l) << "\n";
@@ -86,6 +87,19 @@ class ClusterCommand final : public Command {
     create_->add_option("--members", members_,
                         "comma list of member ids, in placement order (default: every "
                         "member registered now)");
+    AddSizeOption(create_, "--size", &make_.size,
+                  "make the members' volumes first, big enough for this many bytes (default: "
+                  "the members serve volume NAME already)");
+    create_->add_flag("--file", make_.file,
+                      "with --size: files in the members' writable --volume-dir");
+    create_->add_option("--media", make_.media,
+                        "with --size: media options of the members' volumes");
+    delete_ = cluster->add_subcommand("delete-volume", "remove cluster volume NAME's layout");
+    delete_->add_option("name", name_, "cluster volume")->required();
+    delete_->add_flag("--member-volumes", member_volumes_,
+                      "also delete volume NAME on each of its members");
+    delete_->add_flag("--delete-file", delete_files_,
+                      "with --member-volumes: their files too (writable --volume-dir)");
     return cluster;
   }
 
@@ -95,14 +109,30 @@ class ClusterCommand final : public Command {
     }
     return ctx.target.WithCluster([&](gdrstore::ClusterClient& cluster) {
       if (status_->parsed()) return ClusterStatus(cluster, ctx.global.json, std::cout);
+      if (delete_->parsed()) {
+        if (delete_files_ && !member_volumes_) {
+          return Fail(kExitUsage, "--delete-file needs --member-volumes");
+        }
+        absl::Status st = cluster.DeleteVolume(name_, member_volumes_, delete_files_);
+        if (!st.ok()) return Fail(st, "cluster delete-volume");
+        if (!ctx.global.json) std::cout << "deleted cluster volume " << name_ << "\n";
+        return kExitOk;
+      }
+      if (make_.size == 0 && (make_.file || !make_.media.empty())) {
+        return Fail(kExitUsage, "--file and --media need --size (the members' volumes made)");
+      }
       const std::vector<std::string> ids = absl::StrSplit(members_, ',', absl::SkipEmpty());
-      return ClusterCreateVolume(cluster, name_, unit_, replicas_, ids, ctx.global.json, std::cout);
+      return ClusterCreateVolume(cluster, name_, unit_, replicas_, ids, make_, ctx.global.json,
+                                 std::cout);
     });
   }
 
  private:
   CLI::App* status_ = nullptr;
   CLI::App* create_ = nullptr;
+  CLI::App* delete_ = nullptr;
+  gdrstore::ClusterClient::MemberVolumes make_;
+  bool member_volumes_ = false, delete_files_ = false;
   std::string name_, members_;
   uint64_t unit_ = 4 << 20;
   uint32_t replicas_ = 1;

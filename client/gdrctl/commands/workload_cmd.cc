@@ -69,16 +69,20 @@ class WorkloadCommand final : public Command {
     if (args.empty()) {
       return Fail(kExitUsage, "workload needs one of train, checkpoint, kvcache");
     }
-    if (!g.cluster_url.empty() || !g.cluster_file.empty()) {
+    if (!g.cluster_file.empty()) {
       return Fail(kExitUsage,
-                  "workload runs against daemons (--daemon, repeatable after the workload's "
-                  "name) or the agent, not a --cluster");
+                  "workload makes its cluster volumes in etcd: give --cluster etcd://..., not "
+                  "--cluster-file");
     }
     // gdrctl's global options become the workload's, unless it names its own.
     auto pass = [&](const std::string& flag, const std::string& value) {
       if (!value.empty() && !Has(args, flag)) args.insert(args.begin() + 1, {flag, value});
     };
-    pass("--daemon", g.daemon);
+    if (!g.cluster_url.empty()) {
+      pass("--cluster", g.cluster_url);
+    } else {
+      pass("--daemon", g.daemon);
+    }
     pass("--transport", g.transport);
     pass("--agent", g.agent);
     pass("--local-socket", g.local_socket);

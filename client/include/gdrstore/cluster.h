@@ -107,6 +107,29 @@ class ClusterClient {
                                                            uint64_t stripe_unit,
                                                            uint32_t replicas,
                                                            std::vector<std::string> members);
+  // What the overload below makes on every member first, through each member's Admin
+  // service (Client::CreateVolume; an admin token where members have token files): a volume
+  // `name` just big enough that the cluster volume holds `size` bytes, rounded up to whole
+  // rows; a file in the members' writable --volume-dir with `file`; `media` as --volume's.
+  struct MemberVolumes {
+    uint64_t size = 0;
+    bool file = false;
+    std::string media;
+  };
+  // As above, after making the members' volumes. A member that refuses stops it: the volumes
+  // already made on the others are deleted again (their files too, where made now), and the
+  // error names the member.
+  absl::StatusOr<gdrstore::v1::ClusterVolume> CreateVolume(const std::string& name,
+                                                           uint64_t stripe_unit,
+                                                           uint32_t replicas,
+                                                           std::vector<std::string> members,
+                                                           const MemberVolumes& make);
+  // Removes cluster volume `name`: its layout first (new ops on it are NOT_FOUND), then, with
+  // `member_volumes`, the volume `name` on each of its members (their files too with
+  // `delete_files`, where the members' writable --volume-dir holds them). NOT_FOUND when it has
+  // no layout; a member that could not delete its volume is named (the others are still
+  // deleted). etcd clusters only.
+  absl::Status DeleteVolume(const std::string& name, bool member_volumes, bool delete_files);
   absl::StatusOr<gdrstore::v1::ClusterVolume> Layout(const std::string& volume);
   std::vector<gdrstore::v1::ClusterVolume> Volumes();
 

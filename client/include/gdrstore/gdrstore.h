@@ -316,6 +316,26 @@ GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_create_volume(gdrstore_cluster*
                                                                const char* members,
                                                                char** layout_json);
 
+/* As gdrstore_cluster_create_volume, after making volume `name` on every member through its
+ * Admin service: just big enough that the cluster volume holds `size` bytes (rounded up to
+ * whole rows), memory-backed or (`file` nonzero) a file in the members' writable --volume-dir,
+ * with `media` options (NULL or "": none). A member that refuses is named; the volumes made on
+ * the others are deleted again. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_make_volume(gdrstore_cluster* cluster,
+                                                             const char* name, uint64_t size,
+                                                             uint64_t stripe_unit,
+                                                             uint32_t replicas,
+                                                             const char* members, int file,
+                                                             const char* media,
+                                                             char** layout_json);
+
+/* Removes cluster volume `name`'s layout, and with `member_volumes` nonzero the volume `name` on
+ * each member (their files too with `delete_files`). NOT_FOUND when it has no layout. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_delete_volume(gdrstore_cluster* cluster,
+                                                               const char* name,
+                                                               int member_volumes,
+                                                               int delete_files);
+
 /* {"source": URL or file, "members": [{"entry": ClusterMember, "present", "healthy", "error",
  * "lease_ttl_s", "ops", "bytes", "errors"}...], "volumes": [ClusterVolume...]} as JSON (proto
  * field names), each member pinged now; freed with gdrstore_free. */

@@ -247,6 +247,14 @@ absl::StatusOr<v1::ClusterVolume> ClusterClient::CreateVolume(const std::string&
                                                               uint64_t stripe_unit,
                                                               uint32_t replicas,
                                                               std::vector<std::string> ids) {
+  return CreateVolume(name, stripe_unit, replicas, std::move(ids), MemberVolumes{});
+}
+
+absl::StatusOr<v1::ClusterVolume> ClusterClient::CreateVolume(const std::string& name,
+                                                              uint64_t stripe_unit,
+                                                              uint32_t replicas,
+                                                              std::vector<std::string> ids,
+                                                              const MemberVolumes& make) {
   if (absl::Status st = state_->membership->Writable(); !st.ok()) return st;
   const auto members = state_->membership->members();
   if (ids.empty()) {
@@ -258,24 +266,12 @@ absl::StatusOr<v1::ClusterVolume> ClusterClient::CreateVolume(const std::string&
           absl::StrCat("cluster ", source(), " has no member registered"));
     }
   }
-  uint64_t smallest = UINT64_MAX;
   for (const std::string& id : ids) {
     auto it = members.find(id);
     if (it == members.end() || !it->second.present) {
       return absl::FailedPreconditionError(absl::StrCat("member ", id,
                                                         " is not registered in cluster ",
                                                         source()));
-    }
-    bool found = false;
-    for (const auto& v : it->second.entry.volumes()) {
-      if (v.name() == name) {
-        smallest = std::min<uint64_t>(smallest, v.size());
-        found = true;
-      }
-    }
-    if (!found) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "member ", id, " serves no volume '", name, "' (each member needs one of that name)"));
     }
   }
   v1::ClusterVolume l;
@@ -284,18 +280,88 @@ absl::StatusOr<v1::ClusterVolume> ClusterClient::CreateVolume(const std::string&
   for (const std::string& id : ids) l.add_members(id);
   l.set_replicas(replicas);
   l.set_epoch(1);
-  l.set_size(cl::LogicalSize(stripe_unit, ids.size(), replicas, smallest));
   l.set_created_unix_ms(absl::ToUnixMillis(absl::Now()));
-  v1::ClusterVolume one_row = l;  // the layout's other fields checked before its size
+  v1::ClusterVolume one_row = l;  // the layout's other fields checked before any size
   one_row.set_size(stripe_unit * ids.size());
   if (absl::Status st = cl::CheckLayout(one_row); !st.ok()) return st;
+
+  uint64_t smallest = UINT64_MAX;
+  // Volumes made on members now, undone when a later step fails: (id, file made now).
+  std::vector<std::pair<std::string, bool>> made;
+  auto undo = [&] {
+    for (const auto& [id, file_made] : made) {
+      if (absl::StatusOr<std::shared_ptr<cl::MemberLink>> link = state_->Link(id); link.ok()) {
+        (*link)->client().DeleteVolume(name, file_made).IgnoreError();  // best effort
+      }
+    }
+  };
+  if (make.size > 0) {
+    const uint64_t row = stripe_unit * ids.size();
+    if (make.size > (uint64_t{1} << 47)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("size ", make.size, " is past 128 TiB"));
+    }
+    smallest = (make.size + row - 1) / row * stripe_unit * replicas;
+    for (const std::string& id : ids) {
+      absl::StatusOr<std::shared_ptr<cl::MemberLink>> link = state_->Link(id);
+      absl::StatusOr<bool> file_made =
+          link.ok() ? (*link)->client().CreateVolume(name, smallest, make.file, make.media)
+                    : absl::StatusOr<bool>(link.status());
+      if (!file_made.ok()) {
+        undo();
+        return absl::Status(file_made.status().code(),
+                            absl::StrCat("member ", id, " did not make volume '", name, "' (",
+                                         smallest, " bytes): ", file_made.status().message()));
+      }
+      made.emplace_back(id, *file_made);
+    }
+  } else {
+    for (const std::string& id : ids) {
+      bool found = false;
+      for (const auto& v : members.at(id).entry.volumes()) {
+        if (v.name() == name) {
+          smallest = std::min<uint64_t>(smallest, v.size());
+          found = true;
+        }
+      }
+      if (!found) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "member ", id, " serves no volume '", name,
+            "' (each member needs one of that name, or ask for them to be made)"));
+      }
+    }
+  }
+  l.set_size(cl::LogicalSize(stripe_unit, ids.size(), replicas, smallest));
   if (l.size() == 0) {
+    undo();
     return absl::FailedPreconditionError(absl::StrCat(
         "the members' volumes '", name, "' (smallest ", smallest, " bytes) hold no whole row of ",
         replicas, " x ", stripe_unit, "-byte stripe units"));
   }
-  if (absl::Status st = state_->membership->CreateLayout(l); !st.ok()) return st;
+  if (absl::Status st = state_->membership->CreateLayout(l); !st.ok()) {
+    undo();
+    return st;
+  }
   return l;
+}
+
+absl::Status ClusterClient::DeleteVolume(const std::string& name, bool member_volumes,
+                                         bool delete_files) {
+  absl::StatusOr<v1::ClusterVolume> l = state_->membership->layout(name);
+  if (!l.ok()) return l.status();
+  if (absl::Status st = state_->membership->DeleteLayout(name); !st.ok()) return st;
+  if (!member_volumes) return absl::OkStatus();
+  absl::Status first;
+  for (const std::string& id : l->members()) {
+    absl::StatusOr<std::shared_ptr<cl::MemberLink>> link = state_->Link(id);
+    absl::Status st = link.ok() ? (*link)->client().DeleteVolume(name, delete_files)
+                                : link.status();
+    if (!st.ok() && first.ok()) {
+      first = absl::Status(st.code(), absl::StrCat("member ", id, " did not delete volume '",
+                                                   name, "': ", st.message()));
+    }
+  }
+  return first;
 }
 
 std::vector<ClusterMemberStatus> ClusterClient::Members() {

@@ -196,6 +196,16 @@ absl::Status Membership::CreateLayout(const v1::ClusterVolume& layout) {
   return absl::OkStatus();
 }
 
+absl::Status Membership::DeleteLayout(const std::string& volume) {
+  if (absl::Status st = Writable(); !st.ok()) return st;
+  absl::StatusOr<gdrstore::v1::ClusterVolume> had = layout(volume);
+  if (!had.ok() && absl::IsNotFound(had.status())) return had.status();
+  if (absl::Status st = etcd_->Delete(volumes_prefix() + volume); !st.ok()) return st;
+  std::lock_guard<std::mutex> lock(mu_);
+  layouts_.erase(volume);  // the watch brings the same soon
+  return absl::OkStatus();
+}
+
 absl::StatusOr<absl::Duration> Membership::LeaseLeft(const std::string& id) const {
   std::optional<Member> m = member(id);
   if (!etcd_ || !m || m->lease == 0) {

@@ -40,6 +40,8 @@ class Membership {
   absl::Status Writable() const;
   // Writes a new layout once (etcd only): ALREADY_EXISTS when the volume has one.
   absl::Status CreateLayout(const gdrstore::v1::ClusterVolume& layout);
+  // Removes a layout (etcd only): NOT_FOUND when the volume has none.
+  absl::Status DeleteLayout(const std::string& volume);
   // etcd only: the member's lease TTL left; NOT_FOUND when it has none.
   absl::StatusOr<absl::Duration> LeaseLeft(const std::string& id) const;
   const std::string& source() const { return source_; }

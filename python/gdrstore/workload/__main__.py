@@ -32,6 +32,8 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="a daemon (repeat for several: volumes are laid out over them in turn)")
     g.add_argument("--transport", default="tcp", help="tcp|rc|dc|local|auto")
     g.add_argument("--agent", help="the node agent's socket: every op goes through it")
+    g.add_argument("--cluster", metavar="etcd://HOST:PORT/PREFIX",
+                   help="a cluster instead of daemons: volumes striped over its members")
     g.add_argument("--local-socket", help="transport local's socket, if not the daemon's")
     g.add_argument("--require", help="terms every op's path must meet (e.g. local, agent)")
     g.add_argument("--token-file")
@@ -97,7 +99,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _target(a) -> Target:
-    return Target(daemons=a.daemon or ["127.0.0.1:50051"], transport=a.transport, agent=a.agent,
+    daemons = a.daemon or ([] if a.cluster else ["127.0.0.1:50051"])
+    return Target(daemons=daemons, transport=a.transport, agent=a.agent, cluster=a.cluster,
                   local_socket=a.local_socket, require=a.require, token_file=a.token_file,
                   tls_ca=a.tls_ca, tls_cert=a.tls_cert, tls_key=a.tls_key,
                   tls_server_name=a.tls_server_name, crc32c=a.crc, timeout=a.timeout)

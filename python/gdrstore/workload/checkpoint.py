@@ -55,7 +55,7 @@ def shard_sizes(cfg: CheckpointConfig) -> List[int]:
 
 
 def volume_name(cfg: CheckpointConfig, k: int, r: int) -> str:
-    return f"{cfg.prefix}/ckpt-{cfg.model.name}-{k}/rank{r:05d}"
+    return f"{cfg.prefix}-ckpt-{cfg.model.name}-{k}-rank{r:05d}"
 
 
 def _fill(r: int, k: int) -> int:
@@ -185,6 +185,9 @@ def run(cfg: CheckpointConfig) -> Dict[str, Any]:
         raise InvalidArgument(f"--chunk {cfg.chunk} is not a multiple of 4 KiB in [4 KiB, 1 GiB]")
     if not 0 < cfg.qd <= 64:
         raise InvalidArgument(f"--qd {cfg.qd} is outside [1, 64]")
+    if cfg.file and cfg.target.cluster:
+        raise InvalidArgument("--file with --cluster: the cache clear of file volumes is "
+                              "offered on daemons, not on a cluster's members yet")
     ranks = min(cfg.ranks, cfg.model.ranks)
     sizes = shard_sizes(cfg)
     total = sum(sizes)

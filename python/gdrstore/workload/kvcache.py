@@ -103,7 +103,7 @@ def _rank(rank: int, ranks: int, cfg: KvConfig, barrier) -> Dict[str, Any]:
     path = cfg.target.path()
     try:
         client = path.client(rank)
-        volume = f"{cfg.prefix}/kv-{cfg.model.name}-{rank}"
+        volume = f"{cfg.prefix}-kv-{cfg.model.name}-{rank}"
         reqs = requests(cfg, rank)
         bb = cfg.block_bytes
         most = max(pl + sl for _, pl, sl in reqs) // cfg.block_tokens + 1
@@ -189,7 +189,7 @@ def run(cfg: KvConfig) -> Dict[str, Any]:
     vols = Volumes(cfg.target, cfg.file, cfg.media)
     try:
         for r in range(cfg.ranks):
-            vols.make(r, f"{cfg.prefix}/kv-{cfg.model.name}-{r}", cfg.capacity * cfg.block_bytes)
+            vols.make(r, f"{cfg.prefix}-kv-{cfg.model.name}-{r}", cfg.capacity * cfg.block_bytes)
         per_rank = rank_runner.run(_rank, cfg.ranks, cfg, cfg.deadline_s)
     finally:
         try:

@@ -1,15 +1,23 @@
-"""Where a workload's bytes go: one daemon, several, or the node agent in front of them. A
-Target is plain data (it crosses into every rank's process); each rank opens its own clients
-from it. Volumes are laid out over the daemons in turn, and made and taken away through the
-daemons' Admin service (the agent moves bytes but makes no volumes, so a run through the agent
-names the daemons too)."""
+"""Where a workload's bytes go: one daemon, several, the node agent in front of them, or a
+cluster through etcd. A Target is plain data (it crosses into every rank's process); each rank
+opens its own clients from it. Volumes are laid out over the daemons in turn, and made and taken
+away through the daemons' Admin service (the agent moves bytes but makes no volumes, so a run
+through the agent names the daemons too). A cluster's volumes are striped over its members,
+made on them through the library (ClusterClient::CreateVolume with MemberVolumes)."""
 
 import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from ..client import Client
+from ..cluster import Cluster
 from ..errors import AlreadyExists, InvalidArgument, NotFound
+
+CLUSTER_STRIPE_UNIT = 4 << 20
+_CLUSTER_OPS_IN_FLIGHT = 8  # per stream: cluster ops are unary calls, run on this many threads
 
 _DAEMON = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$")
 
@@ -28,9 +36,16 @@ class Target:
     tls_server_name: Optional[str] = None
     crc32c: bool = False
     timeout: float = 120.0              # seconds per op
+    cluster: Optional[str] = None       # etcd://HOST:PORT/PREFIX: a cluster instead of daemons
 
     def check(self) -> None:
         """InvalidArgument naming what is wrong with the target as given."""
+        if self.cluster is not None:
+            if self.daemons or self.agent:
+                raise InvalidArgument("--cluster goes alone: not with --daemon or --agent")
+            if not isinstance(self.cluster, str) or not self.cluster.startswith("etcd://"):
+                raise InvalidArgument(f"--cluster {self.cluster!r} is not etcd://HOST:PORT/PREFIX")
+            return
         if not self.daemons:
             raise InvalidArgument("no daemon: give --daemon HOST:PORT (with --agent too: the "
                                   "workload makes its volumes through the daemons' Admin)")
@@ -61,8 +76,22 @@ class Target:
                        tls_ca=self.tls_ca, tls_cert=self.tls_cert, tls_key=self.tls_key,
                        tls_server_name=self.tls_server_name) for d in self.daemons]
 
+    def open_cluster(self) -> Cluster:
+        return Cluster(etcd=self.cluster, transport=self.transport, token_file=self.token_file,
+                       timeout=self.timeout, tls_ca=self.tls_ca, tls_cert=self.tls_cert,
+                       tls_key=self.tls_key, tls_server_name=self.tls_server_name,
+                       crc32c=self.crc32c)
+
+    @property
+    def places(self) -> int:
+        """How many places volumes are dealt over: the daemons, or one cluster."""
+        return 1 if self.cluster else len(self.daemons)
+
     def path(self) -> "DataPath":
-        """This process's way to the volumes: a client per daemon, or one through the agent."""
+        """This process's way to the volumes: a client per daemon, one through the agent, or
+        the cluster."""
+        if self.cluster:
+            return DataPath([ClusterPath(self.open_cluster())], None)
         if self.agent:
             return DataPath([self._open(None)], None)
         return DataPath([self._open(d) for d in self.daemons], len(self.daemons))
@@ -86,19 +115,108 @@ class DataPath:
             c.close()
 
 
+class ClusterPath:
+    """A Cluster with the calls the workloads make of a Client: get/put with `at`, a stream (the
+    cluster's calls are unary; a stream runs them on a few threads), host memory, info."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+
+    def get(self, volume, offset, into, length=None, at=0):
+        return self.cluster.get(volume, offset, into, length, at=at)
+
+    def put(self, src, volume, offset, length=None, at=0):
+        return self.cluster.put(volume, offset, src, length, at=at)
+
+    def register(self, obj) -> None:
+        self.cluster.register(obj)
+
+    def allocate(self, nbytes: int) -> memoryview:
+        return memoryview(bytearray(nbytes))
+
+    def info(self) -> Dict[str, Any]:
+        return {}  # no single op limit: a cluster op is cut into stripe units
+
+    def stream(self) -> "_ClusterStream":
+        return _ClusterStream(self)
+
+    def close(self) -> None:
+        self.cluster.close()
+
+
+class _ClusterOp:
+    def __init__(self, future):
+        self._f = future
+        self._t = time.monotonic()
+        self.latency: Optional[float] = None
+        future.add_done_callback(self._done)
+
+    def _done(self, _):
+        self.latency = time.monotonic() - self._t
+
+    def result(self, timeout=None):
+        return self._f.result(timeout)
+
+
+class _ClusterStream:
+    def __init__(self, path: ClusterPath):
+        self._path = path
+        self._pool = ThreadPoolExecutor(_CLUSTER_OPS_IN_FLIGHT)
+        self._ops: List[_ClusterOp] = []
+        self._lock = threading.Lock()
+
+    def _submit(self, fn, *args, **kw) -> _ClusterOp:
+        op = _ClusterOp(self._pool.submit(fn, *args, **kw))
+        with self._lock:
+            self._ops.append(op)
+        return op
+
+    def get(self, volume, offset, into, length=None, at=0):
+        return self._submit(self._path.get, volume, offset, into, length, at=at)
+
+    def put(self, src, volume, offset, length=None, at=0):
+        return self._submit(self._path.put, src, volume, offset, length, at=at)
+
+    def wait_all(self, timeout=None):
+        with self._lock:
+            ops, self._ops = self._ops, []
+        for op in ops:
+            try:
+                op.result(timeout)
+            except Exception:
+                pass  # each op's own result() raises it
+        return ops
+
+    def close(self) -> None:
+        self.wait_all()
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 class Volumes:
     """The volumes a workload made: made on daemon i mod D in turn, taken away at the end
     (unless kept). A volume of the same name already there is an error naming it (a run's
     volumes are its own)."""
 
     def __init__(self, target: Target, file: bool, media: Optional[str]):
-        self._admins = target.admin_clients()
+        self._cluster = target.open_cluster() if target.cluster else None
+        self._admins = [] if self._cluster else target.admin_clients()
         self._names = target.daemons
         self._file = file
         self._media = media
         self.made: Dict[str, int] = {}  # name -> daemon index
 
     def make(self, index: int, name: str, size: int) -> None:
+        if self._cluster is not None:
+            self._cluster.create_volume(name, CLUSTER_STRIPE_UNIT, size=size, file=self._file,
+                                        media=self._media)
+            self.made[name] = 0
+            return
         d = index % len(self._admins)
         try:
             self._admins[d].create_volume(name, size, file=self._file, media=self._media)
@@ -115,6 +233,9 @@ class Volumes:
         volumes have no cache to clear: nothing is done."""
         if not self._file:
             return
+        if self._cluster is not None:
+            raise InvalidArgument("the cache clear of file volumes is offered on daemons, not "
+                                  "on a cluster's members yet")
         for name, d in self.made.items():
             size = self._size(d, name)
             self._admins[d].delete_volume(name)
@@ -132,7 +253,11 @@ class Volumes:
         first = None
         for name, d in list(self.made.items()):
             try:
-                self._admins[d].delete_volume(name, delete_file=self._file)
+                if self._cluster is not None:
+                    self._cluster.delete_volume(name, member_volumes=True,
+                                                delete_files=self._file)
+                else:
+                    self._admins[d].delete_volume(name, delete_file=self._file)
                 del self.made[name]
             except Exception as e:  # report the first, still try the rest
                 first = first or e
@@ -142,3 +267,5 @@ class Volumes:
     def close(self) -> None:
         for c in self._admins:
             c.close()
+        if self._cluster is not None:
+            self._cluster.close()

@@ -91,7 +91,7 @@ def lay_out(cfg: TrainConfig) -> Layout:
     rng = random.Random(cfg.seed)
     low = max(_ALIGN, m.sample_bytes - 2 * m.sample_stdev)
     high = m.sample_bytes + 2 * m.sample_stdev
-    nvol = len(cfg.target.daemons)
+    nvol = cfg.target.places
     sizes = [0] * nvol
     samples: List[Sample] = []
     for f in range(files):
@@ -102,7 +102,7 @@ def lay_out(cfg: TrainConfig) -> Layout:
                 n = int(min(high, max(low, rng.gauss(m.sample_bytes, m.sample_stdev))))
             samples.append(Sample(v, sizes[v], n, len(samples)))
             sizes[v] += (n + _ALIGN - 1) // _ALIGN * _ALIGN
-    names = tuple((f"{cfg.prefix}/train-{cfg.model.name}-{v}", max(sizes[v], _ALIGN))
+    names = tuple((f"{cfg.prefix}-train-{cfg.model.name}-{v}", max(sizes[v], _ALIGN))
                   for v in range(nvol))
     return Layout(names, tuple(samples), files)
 
