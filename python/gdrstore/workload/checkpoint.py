@@ -191,8 +191,7 @@ def run(cfg: CheckpointConfig) -> Dict[str, Any]:
     ranks = min(cfg.ranks, cfg.model.ranks)
     sizes = shard_sizes(cfg)
     total = sum(sizes)
-    vols = Volumes(cfg.target, cfg.file, cfg.media)
-    try:
+    with Volumes(cfg.target, cfg.file, cfg.media, cfg.keep) as vols:
         for k in range(cfg.checkpoints):
             for r, n in enumerate(sizes):
                 vols.make(r, volume_name(cfg, k, r), n)
@@ -201,12 +200,6 @@ def run(cfg: CheckpointConfig) -> Dict[str, Any]:
         vols.reopen()
         clear_s = time.perf_counter() - t
         reads = rank_runner.run(_phase, ranks, (cfg, sizes, False), cfg.deadline_s)
-    finally:
-        try:
-            if not cfg.keep:
-                vols.remove()
-        finally:
-            vols.close()
     m = cfg.model
     w = [_summary(writes, k, total) for k in range(cfg.checkpoints)]
     r = [_summary(reads, k, total) for k in range(cfg.checkpoints)]

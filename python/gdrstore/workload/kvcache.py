@@ -186,17 +186,10 @@ def run(cfg: KvConfig) -> Dict[str, Any]:
             raise InvalidArgument(f"{name} {v} is outside [{lo}, {hi}]")
     if not 0 <= cfg.zipf <= 10:
         raise InvalidArgument(f"--zipf {cfg.zipf} is outside [0, 10]")
-    vols = Volumes(cfg.target, cfg.file, cfg.media)
-    try:
+    with Volumes(cfg.target, cfg.file, cfg.media, cfg.keep) as vols:
         for r in range(cfg.ranks):
             vols.make(r, f"{cfg.prefix}-kv-{cfg.model.name}-{r}", cfg.capacity * cfg.block_bytes)
         per_rank = rank_runner.run(_rank, cfg.ranks, cfg, cfg.deadline_s)
-    finally:
-        try:
-            if not cfg.keep:
-                vols.remove()
-        finally:
-            vols.close()
     hits = sum(r["block_hits"] for r in per_rank)
     blocks = hits + sum(r["block_misses"] for r in per_rank)
     tokens = sum(r["tokens"] for r in per_rank)

@@ -203,7 +203,8 @@ class Volumes:
     (unless kept). A volume of the same name already there is an error naming it (a run's
     volumes are its own)."""
 
-    def __init__(self, target: Target, file: bool, media: Optional[str]):
+    def __init__(self, target: Target, file: bool, media: Optional[str], keep: bool = False):
+        self._keep = keep
         self._cluster = target.open_cluster() if target.cluster else None
         self._admins = [] if self._cluster else target.admin_clients()
         self._names = target.daemons
@@ -263,6 +264,17 @@ class Volumes:
                 first = first or e
         if first is not None:
             raise first
+
+    def __enter__(self) -> "Volumes":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Takes the volumes away (unless kept), then closes, whatever ended the run."""
+        try:
+            if not self._keep:
+                self.remove()
+        finally:
+            self.close()
 
     def close(self) -> None:
         for c in self._admins:

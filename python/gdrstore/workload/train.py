@@ -338,19 +338,12 @@ def run(cfg: TrainConfig) -> Dict[str, Any]:
     if not 0 < cfg.epochs <= 1000 or (cfg.steps is not None and not 1 < cfg.steps <= 1 << 30):
         raise InvalidArgument("--epochs must be in [1, 1000] and --steps in [2, 2^30]")
     layout = lay_out(cfg)
-    vols = Volumes(cfg.target, cfg.file, cfg.media)
-    try:
+    with Volumes(cfg.target, cfg.file, cfg.media, cfg.keep) as vols:
         for i, (name, size) in enumerate(layout.volumes):
             vols.make(i, name, size)
         t0 = time.perf_counter()
         per_rank = rank_runner.run(_rank, cfg.ranks, (cfg, layout), cfg.deadline_s)
         wall = time.perf_counter() - t0
-    finally:
-        try:
-            if not cfg.keep:
-                vols.remove()
-        finally:
-            vols.close()
     m = cfg.model
     au = min(r["au"] for r in per_rank)
     dataset = sum(s.length for s in layout.samples)
