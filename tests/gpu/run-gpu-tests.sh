@@ -188,6 +188,12 @@ if PYTHONPATH=$SRC/python python3 "$SRC/tests/gpu/safetensors_gpu_check.py" "127
   pass "safetensors GPU checks"
 else fail "safetensors GPU checks"; fi
 
+step "workloads: train, checkpoint and kvcache with their ranks on the GPU (tcp, local)"
+if PYTHONPATH=$SRC/python python3 "$SRC/tests/gpu/workload_gpu_check.py" "127.0.0.1:$PORT" \
+    "$GPU_PCI" "$WORK/ckpt"; then
+  pass "workload GPU checks"
+else fail "workload GPU checks"; fi
+
 step "docs/python.md's example, as written (its own daemon on 127.0.0.1:50051)"
 "$GDRSTORED" --listen 127.0.0.1:50051 --volume vol0=256MiB --log-level warning \
   >"$WORK/example-daemon.log" 2>&1 &
