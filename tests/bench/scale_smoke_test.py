@@ -94,7 +94,11 @@ with tempfile.TemporaryDirectory(prefix="gdr-scale.") as tmp:
         else:
             one = bulk[(key[0], 1)]
             want = r["gbps"] / (2 * one["gbps"])
-            check(abs(r["efficiency"] - want) < 1e-3, f"{key}: efficiency = agg(2) / 2 agg(1)")
+            # The JSON's GB/s and efficiency are rounded to 4 decimals, the efficiency
+            # computed from the unrounded rates: on a slow (sanitized) build, rates near
+            # 0.05 GB/s make that rounding alone move `want` by ~1e-3.
+            slack = 1e-3 + want * (0.00006 / r["gbps"] + 0.00006 / one["gbps"])
+            check(abs(r["efficiency"] - want) < slack, f"{key}: efficiency = agg(2) / 2 agg(1)")
     small = {r["clients"]: r for r in scale.get("small", [])}
     check(sorted(small) == [1, 2], f"small-op lines: {sorted(small)}")
     check(all(r["ops_per_sec"] > 0 for r in small.values()), "small-op ops/s")
