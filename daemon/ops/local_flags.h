@@ -24,8 +24,8 @@ struct LocalFlagValues {
   std::vector<std::string> allow_gids;  // numbers or group names
   std::string max_bytes_per_client = "0";
   uint32_t max_clients = 1024;
-  uint32_t copy_threads = 4;
-  std::string split_size = "4MiB";
+  uint32_t copy_threads = 8;
+  std::string split_size = "16MiB";
 };
 
 void AddLocalFlags(CLI::App& app, LocalFlagValues* values);

@@ -27,9 +27,11 @@ struct LocalOptions {
   uint32_t max_regions_per_client = 4096;
   uint32_t max_clients = 1024;
   // Threads that copy between store pages and client memory (never a gRPC thread), and the
-  // smallest piece a large op is split into so that several threads share its bytes.
-  uint32_t copy_threads = 4;
-  uint64_t split_bytes = uint64_t{4} << 20;
+  // smallest piece a large op is split into so that several threads share its bytes. 8 and
+  // 16 MiB: restores into two GPUs at once ran at 71-82 GB/s with them, 61-64 with 4 and 4 MiB
+  // (one GPU: 47-50 either way; docs/benchmarks.md "Several GPUs on one host").
+  uint32_t copy_threads = 8;
+  uint64_t split_bytes = uint64_t{16} << 20;
 };
 
 }  // namespace gdr

@@ -38,8 +38,8 @@ TEST(LocalFlagsTest, OffUnlessASocketIsNamed) {
   absl::StatusOr<DaemonConfig> cfg = Parse({});
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_TRUE(cfg->local.socket_path.empty());
-  EXPECT_EQ(cfg->local.copy_threads, 4u);
-  EXPECT_EQ(cfg->local.split_bytes, 4u << 20);
+  EXPECT_EQ(cfg->local.copy_threads, 8u);
+  EXPECT_EQ(cfg->local.split_bytes, 16u << 20);
   EXPECT_EQ(cfg->local.max_bytes_per_client, 0u);
   EXPECT_EQ(cfg->local.socket_mode, -1);
   // A local setting without the socket is a mistake, named.
