@@ -21,6 +21,11 @@ class DoctorCommand final : public Command {
     doctor->add_option("--role", role_, "client (GPU checks) or storage (the gdrstored host)")
         ->capture_default_str()
         ->check(CLI::IsMember({"client", "storage"}));
+    doctor->add_option("--needs", needs_,
+                       "rdma: the GPU-direct RDMA path must be ready (default); tcp: only what "
+                       "tcp needs (RDMA, GPU registration and NIC checks become SKIP)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"rdma", "tcp"}));
     // Hidden: tests point these at fake trees.
     doctor->add_option("--sysfs-root", doc_.sysfs_root)->group("");
     doctor->add_option("--proc-root", doc_.proc_root)->group("");
@@ -34,6 +39,7 @@ class DoctorCommand final : public Command {
     doc.checks.daemon_address = ctx.global.daemon;
     doc.checks.daemon_explicit = ctx.global.daemon_explicit;
     doc.checks.rdma_device = ctx.global.rdma_device;
+    doc.checks.needs_rdma = needs_ == "rdma";
     absl::StatusOr<gdrstore::ClientOptions> o = ctx.target.ClientOptions();
     if (!o.ok()) return Fail(o.status(), "doctor");
     // Live verbs and CUDA answers describe this host, not a tree read from elsewhere.
@@ -44,6 +50,7 @@ class DoctorCommand final : public Command {
  private:
   doctor::DoctorOptions doc_;
   std::string role_ = "client";
+  std::string needs_ = "rdma";
 };
 
 }  // namespace

@@ -552,7 +552,19 @@ std::vector<CheckResult> RunChecks(const HostFacts& facts, Probes& probes,
   CheckGpus(facts, probes, options, r);
   CheckArp(facts, r);
   CheckDaemon(probes, options, r);
-  return r.Take();
+  std::vector<CheckResult> out = r.Take();
+  if (!options.needs_rdma) {
+    for (CheckResult& c : out) {
+      const bool rdma_path = absl::StartsWith(c.check, "rdma.") || c.check == "iommu" ||
+                             c.check == "pcie.acs" || c.check == "net.arp" ||
+                             (absl::StartsWith(c.check, "gpu.") && c.check != "gpu");
+      if (rdma_path && (c.verdict == Verdict::kFail || c.verdict == Verdict::kWarn)) {
+        c.verdict = Verdict::kSkip;
+        c.advice = absl::StrCat("not needed with --needs tcp (the GPU-direct RDMA path only)");
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace gdrctl::doctor

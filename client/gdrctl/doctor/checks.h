@@ -21,6 +21,10 @@ struct CheckOptions {
   bool daemon_explicit = false;
   // --rdma-device: the NIC GPU buffers use; empty: the one nearest each GPU (as the client).
   std::string rdma_device;
+  // --needs tcp: the host is to move bytes over tcp only (a test cluster's pods), so what only
+  // the GPU-direct RDMA path needs (RDMA devices and ports, GPU registration and its NIC, BAR1,
+  // PCIe ACS, the IOMMU, ARP) cannot fail or warn: it is reported as SKIP, saying why.
+  bool needs_rdma = true;
 };
 
 // Every check, in report order. `probes` is called, never stored.

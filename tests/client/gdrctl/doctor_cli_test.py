@@ -31,7 +31,7 @@ def cap_ipc_lock():
     return False
 
 
-def doctor(root, daemon, memlock=None, json_out=True):
+def doctor(root, daemon, memlock=None, json_out=True, extra=()):
     def limit():
         if memlock is not None:
             hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
@@ -39,7 +39,7 @@ def doctor(root, daemon, memlock=None, json_out=True):
     args = [GDRCTL, "--daemon", daemon]
     if json_out:
         args.append("--json")
-    args += ["doctor", "--sysfs-root", root + "/sys", "--proc-root", root + "/proc"]
+    args += ["doctor", "--sysfs-root", root + "/sys", "--proc-root", root + "/proc", *extra]
     p = subprocess.run(args, capture_output=True, text=True, preexec_fn=limit, timeout=60)
     print("$", " ".join(args), "->", p.returncode)
     print(p.stdout, p.stderr, sep="")
@@ -117,6 +117,24 @@ with tempfile.TemporaryDirectory(prefix="gdr-doctor-cli.") as tmp:
                 check(got.get("advice"), f"faulty {key}: no advice")
         check("64 KiB" in s[("memlock", "")]["found"], "memlock value reported")
 
+        # --needs tcp (a tcp-only pod's readiness check): the faulty tree's RDMA-path faults are
+        # SKIP, saying why, and nothing else changes (memlock's value is still reported).
+        p = doctor(f"{tmp}/faulty", "127.0.0.1:1", extra=["--needs", "tcp"])
+        report = json.loads(p.stdout)
+        s = statuses(report)
+        rdma = [c for c in report["checks"] if c["check"].startswith("rdma.")]
+        check(rdma and all(c["status"] in ("SKIP", "PASS") for c in rdma),
+              f"--needs tcp: RDMA lines SKIP or PASS: {rdma}")
+        check(s[("rdma.gid", "mlx5_0 port 1")]["advice"].startswith("not needed with --needs tcp"),
+              f"--needs tcp: the reason given: {s[('rdma.gid', 'mlx5_0 port 1')]}")
+        check(p.returncode == (1 if report["summary"]["fail"] else 0),
+              "--needs tcp: exit status follows the FAILs left")
+        check("RLIMIT_MEMLOCK" in s[("memlock", "")]["found"] and
+              s[("memlock", "")]["status"] != "SKIP", "--needs tcp: memlock still checked")
+        check(s[("daemon", "127.0.0.1:1")]["status"] == "FAIL",
+              "--needs tcp: a daemon named and absent still fails")
+        p = doctor(f"{tmp}/faulty", "127.0.0.1:1", extra=["--needs", "udp"])
+        check(p.returncode == 2, f"--needs udp: usage error, exit {p.returncode}")
         # Text form: the same verdicts, advice lines, the summary, the same exit code.
         p = doctor(f"{tmp}/faulty", "127.0.0.1:1", json_out=False)
         check(p.returncode == 1, "text: exit 1")
