@@ -37,5 +37,33 @@ if node "$HERE/validate.js" tcp "$T/bad-policy.yaml" > "$T/out" 2>&1 ||
    ! grep -q "readiness check is not 'gdrctl doctor --needs tcp'" "$T/out"; then
   echo "FAIL: a tcp pod asking for RDMA readiness was not refused"; cat "$T/out"; status=1
 fi
-((status == 0)) && echo "kubernetes manifests: every overlay and example valid; broken copies refused"
+# The tcp overlay's ConfigMaps as the real daemon and agent read them (the pod's paths and
+# addresses moved to a scratch directory and loopback): both start, the agent's readiness probe
+# command answers through the agent, and both stop cleanly on SIGTERM with their drain line.
+B=$(cd "$1" && pwd)
+node "$HERE/config_of.js" "$T/tcp.yaml" gdrstored-config gdrstored.conf |
+  sed -e "s#/var/lib/gdrstored#$T/data#" -e 's#0\.0\.0\.0:[0-9]*#127.0.0.1:0#' > "$T/gdrstored.conf"
+mkdir -p "$T/data"
+"$B/daemon/gdrstored" --config "$T/gdrstored.conf" --port-file "$T/port" > "$T/daemon.log" 2>&1 &
+DPID=$!
+for _ in $(seq 600); do [[ -s $T/port ]] && break; sleep 0.05; done
+node "$HERE/config_of.js" "$T/tcp.yaml" gdragent-config gdragent.conf |
+  sed -e "s#/run/gdragent#$T#" -e "s#gdrstored.gdrstore.svc.cluster.local:50051#127.0.0.1:$(cat "$T/port")#" \
+  > "$T/gdragent.conf"
+"$B/agent/gdragent" --config "$T/gdragent.conf" > "$T/agent.log" 2>&1 &
+APID=$!
+for _ in $(seq 600); do [[ -S $T/agent.sock ]] && break; sleep 0.05; done
+if ! "$B/client/gdrctl" --agent "$T/agent.sock" info > "$T/info" 2>&1 || ! grep -q "vol0" "$T/info"; then
+  echo "FAIL: the agent's readiness probe command did not answer"; cat "$T/info" "$T/agent.log"
+  status=1
+fi
+kill -TERM "$APID" "$DPID"
+wait "$APID" "$DPID" || { echo "FAIL: daemon or agent exited non-zero on SIGTERM"; status=1; }
+for log in agent daemon; do
+  if ! grep -q "SIGTERM: draining" "$T/$log.log" || ! grep -q "stopped cleanly" "$T/$log.log"; then
+    echo "FAIL: $log: no drain and clean stop logged"; cat "$T/$log.log"; status=1
+  fi
+done
+
+((status == 0)) && echo "kubernetes manifests: every overlay and example valid; broken copies refused; the tcp overlay's configs run"
 exit $status
