@@ -1,8 +1,8 @@
 // `gdrctl workload train|checkpoint|kvcache ...`: runs the workloads of the Python package
-// (gdrstore.workload; one process per simulated accelerator, PyTorch for GPU memory and compute,
-// matplotlib for the plots), so that there is one implementation of them. This command finds
-// the interpreter and the package, passes gdrctl's global target options on as the workload's
-// own, and replaces itself with `python3 -m gdrstore.workload`.
+// (gdrstore.workload, in the python3-gdrstore .deb; one process per simulated accelerator,
+// PyTorch for GPU memory and compute, matplotlib for the plots), so that there is one
+// implementation of them. This command passes gdrctl's global target options on as the
+// workload's own and replaces itself with `python3 -m gdrstore.workload`.
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,15 +28,15 @@ fs::path OwnDir() {
   return ec ? fs::path() : exe.parent_path();
 }
 
-// Where the gdrstore package lies: installed beside the prefix (share/gdrstored/python), or the
-// source tree this gdrctl was built from. Empty: python3's own path must have it.
+// Where the gdrstore package lies for a gdrctl run from its build tree: the source tree it was
+// built from. Empty for an installed gdrctl: python3 finds the package the python3-gdrstore
+// .deb installs on its own path.
 std::string PackageDir(const fs::path& own) {
   std::error_code ec;
-  for (const fs::path& p : {own / ".." / "share" / "gdrstored" / "python",
-                            fs::path(GDR_SOURCE_PYTHON_DIR)}) {
-    if (fs::is_regular_file(p / "gdrstore" / "workload" / "__main__.py", ec)) {
-      return fs::weakly_canonical(p, ec).string();
-    }
+  const fs::path source(GDR_SOURCE_PYTHON_DIR);
+  if (fs::is_regular_file(own / "libgdrclient.so.1", ec) &&
+      fs::is_regular_file(source / "gdrstore" / "workload" / "__main__.py", ec)) {
+    return fs::weakly_canonical(source, ec).string();
   }
   return "";
 }
