@@ -16,7 +16,9 @@ TAG=localhost/gdrstore:ctest-$$
 RUN=gdrstore-ctest-$$
 T=$(mktemp -d)
 cleanup() {
-  podman rm -f "$RUN-agent" "$RUN-daemon" > /dev/null 2>&1 || true
+  # The agent first: it lives in the daemon's network namespace.
+  podman rm -f "$RUN-agent" > /dev/null 2>&1 || true
+  podman rm -f "$RUN-daemon" > /dev/null 2>&1 || true
   podman rm -f "$RUN-client" > /dev/null 2>&1 || true
   podman volume rm -f "$RUN-sock" > /dev/null 2>&1 || true
   podman rmi -f "$TAG" > /dev/null 2>&1 || true
