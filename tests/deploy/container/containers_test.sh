@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The image (scripts/build-image.sh) run for real under podman with runc: a daemon container and
-# an agent container sharing the daemon's network namespace (a network of their own; the agent
-# reaches the daemon on its loopback), and a client container with no network at all, no RDMA device and no
-# host IPC, that shares only the agent's socket volume. The client's bytes go through the agent
-# and are verified; the daemon container stops cleanly on SIGTERM with its drain log line.
+# The image (scripts/build-image.sh) run for real under podman with runc:
+# - a daemon container and an agent container sharing the daemon's network namespace (the agent
+#   reaches the daemon on its loopback), and a client container with no network at all, no RDMA
+#   device and no host IPC, sharing only the agent's socket volume: its bytes go through the
+#   agent and are verified, and the daemon container drains on SIGTERM;
+# - the overlays' readiness checks: rc's fails naming the absent RDMA device, tcp's passes;
+# - both DaemonSets' pod templates played by `podman kube play`, their probes answering.
 # usage: containers_test.sh BUILD_DIR        (root; exit 77 = skipped, saying why)
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -15,7 +17,11 @@ command -v debootstrap > /dev/null || { echo "SKIP: no debootstrap"; exit 77; }
 TAG=localhost/gdrstore:ctest-$$
 RUN=gdrstore-ctest-$$
 T=$(mktemp -d)
+PLAYED=()
 cleanup() {
+  for p in "${PLAYED[@]}"; do podman pod rm -f "$p" > /dev/null 2>&1 || true; done
+  # kube play keeps each ConfigMap as a volume of its name.
+  ((${#PLAYED[@]})) && podman volume rm -f gdrstored-config gdragent-config > /dev/null 2>&1
   # The agent first: it lives in the daemon's network namespace.
   podman rm -f "$RUN-agent" > /dev/null 2>&1 || true
   podman rm -f "$RUN-daemon" > /dev/null 2>&1 || true
@@ -88,5 +94,67 @@ if [[ $code != 0 ]] || ! grep -q "SIGTERM: draining" "$T/daemon.log" ||
   echo "FAIL: daemon container on SIGTERM: exit $code"; tail -5 "$T/daemon.log"; status=1
 fi
 grep -h "SIGTERM: draining\|stopped cleanly" "$T/daemon.log"
-((status == 0)) && echo "containers: verified bytes through the agent's socket volume; the daemon drained on SIGTERM"
+podman rm -f "$RUN-agent" > /dev/null 2>&1 || true
+
+# The readiness check as the overlays define it: the rc overlay's (--needs rdma) stops the pod
+# on this host, naming the missing RDMA device; the tcp overlay's passes.
+BUILD_DIR=$B
+source "$SRC/tests/deploy/kubernetes/tools.sh"
+K8S=$SRC/tests/deploy/kubernetes
+for o in tcp rc; do "$KUSTOMIZE" build "$SRC/deploy/kubernetes/overlays/$o" > "$T/$o.yaml"; done
+mapfile -t rc_check < <(node "$K8S/init_command.js" "$T/rc.yaml" gdrstored)
+if podman run --rm --entrypoint "${rc_check[0]}" "$TAG" "${rc_check[@]:1}" > "$T/rc-check" 2>&1 ||
+   ! grep -q '"check":"rdma.devices","subject":"","status":"FAIL"' "$T/rc-check"; then
+  echo "FAIL: the rc readiness check did not fail naming rdma.devices"; tail -c 600 "$T/rc-check"
+  status=1
+fi
+mapfile -t tcp_check < <(node "$K8S/init_command.js" "$T/tcp.yaml" gdrstored)
+podman run --rm --entrypoint "${tcp_check[0]}" "$TAG" "${tcp_check[@]:1}" > "$T/tcp-check" 2>&1 ||
+  { echo "FAIL: the tcp readiness check failed"; tail -c 600 "$T/tcp-check"; status=1; }
+
+# Both DaemonSets' pod templates played by podman (a Deployment each: kube_play_form.js), the
+# Secret gdrstore-tokens given as files: the daemon's gRPC health answers SERVING, the agent's
+# probe command (a round trip through it to the daemon) succeeds, and SIGTERM drains both.
+mkdir -p "$T/play/_var_lib_gdrstored" "$T/play/_run_gdragent" "$T/play/secret_gdrstore-tokens"
+echo "$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n') name=operator admin=yes" \
+  > "$T/play/secret_gdrstore-tokens/tokens"
+chmod 0400 "$T/play/secret_gdrstore-tokens/tokens"
+chown -R 10001:10001 "$T/play"
+node "$K8S/kube_play_form.js" "$T/tcp.yaml" gdrstored "$T/play" "$TAG" > "$T/play-daemon.yaml"
+podman kube play "$T/play-daemon.yaml" > /dev/null
+PLAYED+=(gdrstored-pod-0)
+for _ in $(seq 300); do
+  podman logs gdrstored-pod-0-gdrstored 2>&1 | grep -q "serving gdrstore.v1" && break
+  sleep 0.2
+done
+DPID=$(podman inspect --format '{{.State.Pid}}' gdrstored-pod-0-gdrstored)
+DIP=$(podman inspect --format '{{.NetworkSettings.IPAddress}}' gdrstored-pod-0-infra 2>/dev/null || true)
+[[ -n $DIP ]] || DIP=$(nsenter -t "$DPID" -n ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)
+if ! nsenter -t "$DPID" -n /usr/bin/python3 -c "
+import grpc, sys
+r = grpc.insecure_channel('127.0.0.1:50051').unary_unary('/grpc.health.v1.Health/Check')(b'', timeout=10)
+sys.exit(0 if r == b'\x08\x01' else 1)"; then
+  echo "FAIL: the played daemon's gRPC health is not SERVING"; podman logs gdrstored-pod-0-gdrstored | tail -5
+  status=1
+fi
+node "$K8S/kube_play_form.js" "$T/tcp.yaml" gdragent "$T/play" "$TAG" \
+  "gdrstored.gdrstore.svc.cluster.local:50051=$DIP:50051" > "$T/play-agent.yaml"
+podman kube play "$T/play-agent.yaml" > /dev/null
+PLAYED+=(gdragent-pod-0)
+for _ in $(seq 300); do
+  podman logs gdragent-pod-0-gdragent 2>&1 | grep -q "serving /run/gdragent/agent.sock" && break
+  sleep 0.2
+done
+if ! podman healthcheck run gdragent-pod-0-gdragent > "$T/agent-probe" 2>&1; then
+  echo "FAIL: the played agent's probe did not pass"; cat "$T/agent-probe"
+  podman logs gdragent-pod-0-gdragent 2>&1 | tail -5; status=1
+fi
+for p in gdragent gdrstored; do
+  podman pod stop -t 30 "$p-pod-0" > /dev/null
+  if ! podman logs "$p-pod-0-$p" 2>&1 | grep -q "stopped cleanly"; then
+    echo "FAIL: the played $p did not stop cleanly"; status=1
+  fi
+done
+
+((status == 0)) && echo "containers: verified bytes through the agent's socket volume; the daemon drained on SIGTERM; readiness checks named; both DaemonSets' pods played, probes answering"
 exit $status

