@@ -36,6 +36,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Waits up to 60 s for a container's log to show PATTERN.
+wait_log() {
+  for _ in $(seq 300); do
+    podman logs "$1" 2>&1 | grep -q "$2" && return 0
+    sleep 0.2
+  done
+  echo "FAIL: $1 did not log '$2' within 60 s"; podman logs "$1" 2>&1 | tail -5
+  return 1
+}
+
 bash "$SRC/scripts/build-image.sh" "$B" "$TAG" | tee "$T/build.log"
 grep -q "^image id: sha256:[0-9a-f]\{64\}$" "$T/build.log"
 
@@ -55,20 +65,14 @@ chmod 0644 "$T"/*.conf
 podman volume create "$RUN-sock" > /dev/null
 podman run -d --name "$RUN-daemon" --cap-drop ALL --cap-add IPC_LOCK \
   --read-only -v "$T/gdrstored.conf:/etc/gdrstored/gdrstored.conf:ro" "$TAG" > /dev/null
-for _ in $(seq 150); do
-  podman logs "$RUN-daemon" 2>&1 | grep -q "serving on" && break
-  sleep 0.2
-done
+wait_log "$RUN-daemon" "serving gdrstore.v1"
 # The volume's directory is made by podman as root: the agent (uid 10001) needs it writable.
 podman run --rm -v "$RUN-sock:/run/gdragent" --user 0 --entrypoint /usr/bin/chown "$TAG" \
   10001:10001 /run/gdragent
 podman run -d --network "container:$RUN-daemon" --name "$RUN-agent" --cap-drop ALL --cap-add IPC_LOCK --read-only \
   -v "$T/gdragent.conf:/etc/gdragent/gdragent.conf:ro" -v "$RUN-sock:/run/gdragent" \
   --entrypoint /usr/sbin/gdragent "$TAG" --config /etc/gdragent/gdragent.conf > /dev/null
-for _ in $(seq 150); do
-  podman logs "$RUN-agent" 2>&1 | grep -q "serving /run/gdragent/agent.sock" && break
-  sleep 0.2
-done
+wait_log "$RUN-agent" "serving /run/gdragent/agent.sock"
 
 client() {
   podman run --rm --name "$RUN-client" --network none --cap-drop ALL --read-only --user 1000:1000 \
@@ -123,10 +127,7 @@ chown -R 10001:10001 "$T/play"
 node "$K8S/kube_play_form.js" "$T/tcp.yaml" gdrstored "$T/play" "$TAG" > "$T/play-daemon.yaml"
 podman kube play "$T/play-daemon.yaml" > /dev/null
 PLAYED+=(gdrstored-pod-0)
-for _ in $(seq 300); do
-  podman logs gdrstored-pod-0-gdrstored 2>&1 | grep -q "serving gdrstore.v1" && break
-  sleep 0.2
-done
+wait_log gdrstored-pod-0-gdrstored "serving gdrstore.v1"
 DPID=$(podman inspect --format '{{.State.Pid}}' gdrstored-pod-0-gdrstored)
 DIP=$(podman inspect --format '{{.NetworkSettings.IPAddress}}' gdrstored-pod-0-infra 2>/dev/null || true)
 [[ -n $DIP ]] || DIP=$(nsenter -t "$DPID" -n ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1)
@@ -141,10 +142,7 @@ node "$K8S/kube_play_form.js" "$T/tcp.yaml" gdragent "$T/play" "$TAG" \
   "gdrstored.gdrstore.svc.cluster.local:50051=$DIP:50051" > "$T/play-agent.yaml"
 podman kube play "$T/play-agent.yaml" > /dev/null
 PLAYED+=(gdragent-pod-0)
-for _ in $(seq 300); do
-  podman logs gdragent-pod-0-gdragent 2>&1 | grep -q "serving /run/gdragent/agent.sock" && break
-  sleep 0.2
-done
+wait_log gdragent-pod-0-gdragent "serving /run/gdragent/agent.sock"
 if ! podman healthcheck run gdragent-pod-0-gdragent > "$T/agent-probe" 2>&1; then
   echo "FAIL: the played agent's probe did not pass"; cat "$T/agent-probe"
   podman logs gdragent-pod-0-gdragent 2>&1 | tail -5; status=1
