@@ -78,6 +78,26 @@ gdrstore_status Op(gdrstore_cluster* cluster, bool put, const char* volume, uint
   });
 }
 
+// The create and make entry points: the layout written (after the members' volumes are made
+// when `make.size` is set), handed back as JSON when asked for.
+gdrstore_status CreateLayout(ClusterHandle& c, const char* name, uint64_t stripe_unit,
+                             uint32_t replicas, const char* members,
+                             const gdrstore::ClusterClient::MemberVolumes& make,
+                             char** layout_json) {
+  if (name == nullptr || name[0] == '\0') return Invalid(c, "a volume name is required");
+  return Guard(c, [&] {
+    absl::StatusOr<std::vector<std::string>> ids = ParseMembers(members);
+    if (!ids.ok()) return c.Fail(ids.status());
+    absl::StatusOr<gdrstore::v1::ClusterVolume> layout =
+        c.cluster->CreateVolume(name, stripe_unit, replicas, *std::move(ids), make);
+    if (!layout.ok()) return c.Fail(layout.status());
+    if (layout_json == nullptr) return GDRSTORE_OK;
+    absl::StatusOr<std::string> text = gdr::capi::ToJson(*layout);
+    if (!text.ok()) return c.Fail(text.status());
+    return gdr::capi::MallocString(c, *text, layout_json);
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -197,18 +217,7 @@ gdrstore_status gdrstore_cluster_create_volume(gdrstore_cluster* cluster, const 
                                                const char* members, char** layout_json) {
   std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (name == nullptr || name[0] == '\0') return Invalid(*c, "a volume name is required");
-  return Guard(*c, [&] {
-    absl::StatusOr<std::vector<std::string>> ids = ParseMembers(members);
-    if (!ids.ok()) return c->Fail(ids.status());
-    absl::StatusOr<gdrstore::v1::ClusterVolume> layout =
-        c->cluster->CreateVolume(name, stripe_unit, replicas, *std::move(ids));
-    if (!layout.ok()) return c->Fail(layout.status());
-    if (layout_json == nullptr) return GDRSTORE_OK;
-    absl::StatusOr<std::string> text = gdr::capi::ToJson(*layout);
-    if (!text.ok()) return c->Fail(text.status());
-    return gdr::capi::MallocString(*c, *text, layout_json);
-  });
+  return CreateLayout(*c, name, stripe_unit, replicas, members, {}, layout_json);
 }
 
 gdrstore_status gdrstore_cluster_make_volume(gdrstore_cluster* cluster, const char* name,
@@ -217,23 +226,12 @@ gdrstore_status gdrstore_cluster_make_volume(gdrstore_cluster* cluster, const ch
                                              const char* media, char** layout_json) {
   std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (name == nullptr || name[0] == '\0') return Invalid(*c, "a volume name is required");
   if (size == 0) return Invalid(*c, "size must be > 0 (the cluster volume's bytes)");
-  return Guard(*c, [&] {
-    absl::StatusOr<std::vector<std::string>> ids = ParseMembers(members);
-    if (!ids.ok()) return c->Fail(ids.status());
-    gdrstore::ClusterClient::MemberVolumes make;
-    make.size = size;
-    make.file = file != 0;
-    make.media = media != nullptr ? media : "";
-    absl::StatusOr<gdrstore::v1::ClusterVolume> layout =
-        c->cluster->CreateVolume(name, stripe_unit, replicas, *std::move(ids), make);
-    if (!layout.ok()) return c->Fail(layout.status());
-    if (layout_json == nullptr) return GDRSTORE_OK;
-    absl::StatusOr<std::string> text = gdr::capi::ToJson(*layout);
-    if (!text.ok()) return c->Fail(text.status());
-    return gdr::capi::MallocString(*c, *text, layout_json);
-  });
+  gdrstore::ClusterClient::MemberVolumes make;
+  make.size = size;
+  make.file = file != 0;
+  make.media = media != nullptr ? media : "";
+  return CreateLayout(*c, name, stripe_unit, replicas, members, make, layout_json);
 }
 
 gdrstore_status gdrstore_cluster_delete_volume(gdrstore_cluster* cluster, const char* name,

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from ..client import Client
 from ..cluster import Cluster
-from ..errors import AlreadyExists, InvalidArgument, NotFound
+from ..errors import AlreadyExists, InvalidArgument
 
 CLUSTER_STRIPE_UNIT = 4 << 20
 _CLUSTER_OPS_IN_FLIGHT = 8  # per stream: cluster ops are unary calls, run on this many threads
@@ -211,12 +211,14 @@ class Volumes:
         self._file = file
         self._media = media
         self.made: Dict[str, int] = {}  # name -> daemon index
+        self._sizes: Dict[str, int] = {}  # name -> the size it was made with
 
     def make(self, index: int, name: str, size: int) -> None:
         if self._cluster is not None:
             self._cluster.create_volume(name, CLUSTER_STRIPE_UNIT, size=size, file=self._file,
                                         media=self._media)
             self.made[name] = 0
+            self._sizes[name] = size
             return
         d = index % len(self._admins)
         try:
@@ -226,6 +228,7 @@ class Volumes:
                                 f"--daemon {self._names[d]} volume delete {name}`, or give "
                                 "another --prefix") from None
         self.made[name] = d
+        self._sizes[name] = size
 
     def reopen(self) -> None:
         """Takes every file volume away and serves it again from its file: the daemon syncs a
@@ -238,15 +241,8 @@ class Volumes:
             raise InvalidArgument("the cache clear of file volumes is offered on daemons, not "
                                   "on a cluster's members yet")
         for name, d in self.made.items():
-            size = self._size(d, name)
             self._admins[d].delete_volume(name)
-            self._admins[d].create_volume(name, size, file=True, media=self._media)
-
-    def _size(self, d: int, name: str) -> int:
-        for v in self._admins[d].info().get("volumes", []):
-            if v.get("name") == name:
-                return int(v.get("size", 0))
-        raise NotFound(f"volume {name!r} is gone from daemon {d}")
+            self._admins[d].create_volume(name, self._sizes[name], file=True, media=self._media)
 
     def remove(self) -> None:
         """Takes away every volume made (their files too); errors after the first are kept
