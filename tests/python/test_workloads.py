@@ -7,6 +7,7 @@ workload` with a trace that `gdrctl replay` plays back."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -154,6 +155,22 @@ def test_bad_arguments_are_named(d, args, needle):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stderr
     assert needle in p.stderr, p.stderr
+
+
+def test_a_run_through_the_agent_with_no_daemon_says_why_it_dials_one():
+    # The agent makes no volumes: a run naming only --agent dials the default daemon, and its
+    # failure must say that, not only "connection refused".
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{s.getsockname()[1]}"
+    env = dict(os.environ, PYTHONPATH=PY)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = subprocess.run([sys.executable, "-m", "gdrstore.workload", "checkpoint", "--scale",
+                            "0.001", "--agent", os.path.join(tmp, "agent.sock"), "--daemon",
+                            closed, "--deadline", "60", "--timeout", "10"],
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 3, p.stderr
+    assert f"made on daemon {closed} (the agent makes no volumes" in p.stderr, p.stderr
 
 
 def test_gdrctl_workload_traced_and_replayed():

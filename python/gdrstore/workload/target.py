@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from ..client import Client
 from ..cluster import Cluster
-from ..errors import AlreadyExists, InvalidArgument
+from ..errors import AlreadyExists, InvalidArgument, Unavailable
 
 CLUSTER_STRIPE_UNIT = 4 << 20
 _CLUSTER_OPS_IN_FLIGHT = 8  # per stream: cluster ops are unary calls, run on this many threads
@@ -208,6 +208,7 @@ class Volumes:
         self._cluster = target.open_cluster() if target.cluster else None
         self._admins = [] if self._cluster else target.admin_clients()
         self._names = target.daemons
+        self._agent = bool(target.agent)
         self._file = file
         self._media = media
         self.made: Dict[str, int] = {}  # name -> daemon index
@@ -227,6 +228,12 @@ class Volumes:
             raise AlreadyExists(f"{e} on {self._names[d]}: left by an earlier run? `gdrctl "
                                 f"--daemon {self._names[d]} volume delete {name}`, or give "
                                 "another --prefix") from None
+        except Unavailable as e:
+            # Through the agent the daemon is easy to forget: say why one is dialled.
+            why = (" (the agent makes no volumes: --daemon names the daemon behind it)"
+                   if self._agent else "")
+            raise Unavailable(f"the run's volumes are made on daemon {self._names[d]}{why}: "
+                              f"{e}") from None
         self.made[name] = d
         self._sizes[name] = size
 
