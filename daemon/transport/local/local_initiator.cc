@@ -12,6 +12,7 @@
 #include "common/base/log.h"
 #include "common/base/thread_name.h"
 #include "common/base/units.h"
+#include "common/cuda/gpu.h"
 #include "common/cuda/gpu_ipc.h"
 #include "common/handoff/host_id.h"
 #include "common/handoff/imported_region.h"
@@ -89,7 +90,13 @@ absl::StatusOr<std::unique_ptr<LocalInitiator>> LocalInitiator::Create(LocalOpti
   }
   self->store_ = store;
   self->preparer_ = store->AddPreparer([raw = self.get()](const Volume& v) {
-    raw->PinLater(v);
+    StorePin* pin = raw->PinLater(v);
+    // A volume made at run time is about to be used. With a GPU on this host its page lock
+    // (cuMemHostRegister, which the driver serialises) is taken here, on the thread making
+    // it, not inside the first GPU op that touches it: a checkpoint save into new volumes
+    // measured 15 GB/s with the lock inside its first pass, 54 GB/s without. Volumes served
+    // from the start stay locked on first use, so a host-memory-only daemon starts fast.
+    if (cuda::DriverStatus().ok()) pin->Ensure();
     return absl::OkStatus();
   });
   for (const std::shared_ptr<const Volume>& volume : store->Volumes()) self->PinLater(*volume);
@@ -139,9 +146,12 @@ LocalInitiator::~LocalInitiator() {
   }
 }
 
-void LocalInitiator::PinLater(const Volume& volume) {
+StorePin* LocalInitiator::PinLater(const Volume& volume) {
   // Nothing is locked yet: the first GPU copy of the volume does it (StorePin::Ensure).
-  volume.Attach(this, std::make_unique<StorePin>(volume.name(), volume.data(), volume.size()));
+  auto pin = std::make_unique<StorePin>(volume.name(), volume.data(), volume.size());
+  StorePin* raw = pin.get();
+  volume.Attach(this, std::move(pin));
+  return raw;
 }
 
 absl::Status LocalInitiator::Prepare(const TransferOp& op, OpDone& done,

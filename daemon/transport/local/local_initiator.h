@@ -98,10 +98,11 @@ class LocalInitiator final : public Initiator {
   const LocalOptions options_;
   const std::string host_id_;  // /proc/sys/kernel/random/boot_id
   // Every volume (and the fault source) carries this initiator's StorePin (an attachment, so
-  // it lives as long as the volume); volumes added later get theirs from the store's hook.
+  // it lives as long as the volume); volumes added later get theirs from the store's hook, and
+  // with a GPU on the host are locked there and then (see Create).
   const Store* store_ = nullptr;
   uint64_t preparer_ = 0;
-  void PinLater(const Volume& volume);
+  StorePin* PinLater(const Volume& volume);
   std::unique_ptr<handoff::HandoffServer> server_;
 
   mutable absl::Mutex mu_;
