@@ -12,6 +12,7 @@
 #include <cmath>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -253,6 +254,16 @@ TEST_F(RcTest, RemoteAccessErrorsAreNamedAndTheQpRecovers) {
   EXPECT_EQ(mine->qp_resets, 2u) << "one QP reset per remote access error";
   EXPECT_EQ(b->transport_info().rdma->qp_resets, 0u);
   EXPECT_TRUE(absl::StrContains(daemon_->Stderr(), "recovered")) << daemon_->Stderr();
+  // Each failed QP gave way to a new one (a new number), never reset in place: a reset QP keeps
+  // its number and would take stale packets of the failed pair.
+  const std::regex replaced(R"(QP (\d+) replaced by QP (\d+) after)");
+  const std::string log = daemon_->Stderr();
+  int replacements = 0;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), replaced);
+       it != std::sregex_iterator(); ++it, ++replacements) {
+    EXPECT_NE((*it)[1].str(), (*it)[2].str()) << it->str();
+  }
+  EXPECT_EQ(replacements, 2) << log;
 }
 
 // An injected qp-error (gdrstore.v1.Admin) moves the QP carrying an op to the error state after

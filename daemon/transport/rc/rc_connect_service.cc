@@ -62,9 +62,11 @@ class ConnectReactor final
     delete this;
   }
 
-  void SendResetQp(uint32_t index, uint32_t psn, const std::string& reason) override {
+  void SendResetQp(uint32_t index, uint32_t qp_number, uint32_t psn,
+                   const std::string& reason) override {
     v1::ConnectResponse r;
     r.mutable_reset_qp()->set_index(index);
+    r.mutable_reset_qp()->set_qp_number(qp_number);
     r.mutable_reset_qp()->set_psn(psn);
     r.mutable_reset_qp()->set_reason(reason);
     Queue(std::move(r));
@@ -89,7 +91,8 @@ class ConnectReactor final
     if (!request_.has_qp_ready()) {
       return absl::InvalidArgumentError("after the hello, a Connect call carries only qp_ready");
     }
-    return conn_->OnQpReady(request_.qp_ready().index(), request_.qp_ready().psn());
+    return conn_->OnQpReady(request_.qp_ready().index(), request_.qp_ready().qp_number(),
+                            request_.qp_ready().psn());
   }
 
   void Queue(v1::ConnectResponse msg) {

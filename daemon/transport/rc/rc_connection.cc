@@ -227,6 +227,13 @@ void RcConnection::Finish(Finished* fin) {
 
 void RcConnection::PumpLocked(Finished* fin) {
   if (closing_ || slots_.empty()) return;
+  if (!rail_->serving()) {
+    // Posted now, a chunk fails on the dead link and is flushed back here; queued, it waits for
+    // a port that may not come back. Either way the op belongs on another rail.
+    for (auto& c : backlog_) fin->emplace_back(c->op, rail_->NotServing("queued for its send queue"));
+    backlog_.clear();
+    return;
+  }
   const size_t n = slots_.size();
   bool progress = true;
   while (progress && !backlog_.empty()) {
@@ -302,9 +309,10 @@ void RcConnection::OnCompletion(Chunk* raw, const ibv_wc& wc) {
     if (wc.status == IBV_WC_SUCCESS) {
       fin.emplace_back(chunk->op, absl::OkStatus());
     } else if (wc.status == IBV_WC_WR_FLUSH_ERR && !closing_ &&
-               chunk->flushes < config_.max_flush_retries) {
+               chunk->flushes < config_.max_flush_retries && rail_->serving()) {
       // Flushed because an earlier WR on this QP failed: not this op's fault; run it again
-      // once a QP is ready.
+      // once a QP is ready. Not while the rail is down: no QP of it may be ready again before
+      // the client gives up, so the op fails UNAVAILABLE and the client moves it.
       ++chunk->flushes;
       chunk->slot = -1;
       backlog_.push_front(std::move(chunk));
@@ -353,12 +361,19 @@ void RcConnection::MarkFailedLocked(uint32_t index, const std::string& reason) {
 void RcConnection::MaybeResetLocked(uint32_t index) {
   Slot& s = slots_[index];
   if (s.state != SlotState::kDraining || s.qp->outstanding() != 0 || closing_) return;
+  // A new QP, not the failed one reset: packets of the failed pair still in the network carry
+  // its QP numbers and reach nothing, where a reset QP with the same number would take a stale
+  // ACK whose PSN looks ahead as completing a new WRITE that never arrived (seen on SoftRoCE: a
+  // WRITE reported done with 66 KiB of its 1 MiB placed). The failed QP has no WR outstanding,
+  // so it goes now.
   s.local_psn = verbs::RandomPsn();
   auto steps = verbs::RcTransitions(*device_, config_.qp, s.local_psn, s.remote);
-  absl::Status st = s.qp->Recover(std::span(steps.data(), 1));
+  absl::StatusOr<std::unique_ptr<verbs::QueuePair>> fresh =
+      verbs::CreateRcQp(*device_, poller_->cq(), config_.qp);
+  absl::Status st = fresh.ok() ? (*fresh)->BringUp(std::span(steps.data(), 1)) : fresh.status();
   if (!st.ok()) {
     GDR_LOG(kError) << "rc connection " << id_ << " QP " << s.qp->qp_num()
-                    << " cannot be reset: " << st.message();
+                    << " cannot be replaced: " << st.message();
     s.state = SlotState::kDead;
     bool any_alive = false;
     for (const Slot& o : slots_) any_alive |= o.state != SlotState::kDead;
@@ -368,14 +383,16 @@ void RcConnection::MaybeResetLocked(uint32_t index) {
     }
     return;
   }
+  const uint32_t failed = s.qp->qp_num();
+  s.qp = std::move(*fresh);
   s.state = SlotState::kResetting;
   s.reset_since = absl::Now();
-  GDR_LOG(kInfo) << "rc connection " << id_ << " QP " << s.qp->qp_num() << " reset after "
-                 << s.reason << "; waiting for the client";
-  if (control_) control_->SendResetQp(index, s.local_psn, s.reason);
+  GDR_LOG(kInfo) << "rc connection " << id_ << " QP " << failed << " replaced by QP "
+                 << s.qp->qp_num() << " after " << s.reason << "; waiting for the client";
+  if (control_) control_->SendResetQp(index, s.qp->qp_num(), s.local_psn, s.reason);
 }
 
-absl::Status RcConnection::OnQpReady(uint32_t index, uint32_t psn) {
+absl::Status RcConnection::OnQpReady(uint32_t index, uint32_t qp_number, uint32_t psn) {
   Finished fin;
   {
     absl::MutexLock lock(&mu_);
@@ -384,12 +401,17 @@ absl::Status RcConnection::OnQpReady(uint32_t index, uint32_t psn) {
                                                      " is not below ", slots_.size()));
     }
     if (psn > 0xffffff) return absl::InvalidArgumentError("qp_ready.psn is above 24 bits");
+    if (qp_number == 0 || qp_number > 0xffffff) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "qp_ready.qp_number ", qp_number, " is not in 1..0xFFFFFF (the client's new QP)"));
+    }
     Slot& s = slots_[index];
     if (s.state != SlotState::kResetting) {
       return absl::FailedPreconditionError(
           absl::StrCat("QP ", index, " of rc connection ", id_, " is not being reset"));
     }
     s.remote.psn = psn;
+    s.remote.qp_num = qp_number;
     auto steps = verbs::RcTransitions(*device_, config_.qp, s.local_psn, s.remote);
     if (absl::Status st = s.qp->BringUp(std::span(steps.data() + 1, 2)); !st.ok()) {
       s.state = SlotState::kDead;
@@ -430,6 +452,16 @@ void RcConnection::Close(const absl::Status& why, std::function<void()> on_close
   }
   Finish(&fin);
   if (closed) closed();
+}
+
+void RcConnection::FailQueuedIfRailDown() {
+  if (rail_->serving()) return;
+  Finished fin;
+  {
+    absl::MutexLock lock(&mu_);
+    PumpLocked(&fin);
+  }
+  Finish(&fin);
 }
 
 bool RcConnection::ResetOverdue(absl::Time now, absl::Duration timeout) {

@@ -29,7 +29,8 @@ namespace gdr {
 // lock held: implementations must not call back into the connection.
 class RcControl {
  public:
-  virtual void SendResetQp(uint32_t index, uint32_t psn, const std::string& reason) = 0;
+  virtual void SendResetQp(uint32_t index, uint32_t qp_number, uint32_t psn,
+                           const std::string& reason) = 0;
   // Ends the Connect call with `status`.
   virtual void Fail(const absl::Status& status) = 0;
 
@@ -74,13 +75,19 @@ class RcConnection {
   // RESOURCE_EXHAUSTED when the backlog is full.
   absl::Status Submit(const TransferOp& op, uint32_t lkey, OpDone done);
 
-  // The client's RcQpReady: INVALID_ARGUMENT for an index out of range or a PSN above 24 bits,
+  // The client's RcQpReady (its new QP `qp_number`, sending from `psn`): INVALID_ARGUMENT for an
+  // index out of range, a PSN above 24 bits or a QP number outside 1..0xFFFFFF,
   // FAILED_PRECONDITION when that QP is not waiting for one; the verbs error of RTR/RTS.
-  absl::Status OnQpReady(uint32_t index, uint32_t psn);
+  absl::Status OnQpReady(uint32_t index, uint32_t qp_number, uint32_t psn);
 
   // Fails the backlog with `why`, flushes every QP; `on_closed` runs once no WR of the
   // connection is outstanding any more (possibly right away, on this thread). Idempotent.
   void Close(const absl::Status& why, std::function<void()> on_closed);
+
+  // Fails every chunk still waiting in the backlog with the rail's NotServing status when the
+  // rail is not serving, so that no op waits for a port to come back: the client moves it to
+  // another rail. The housekeeping thread calls it; posting paths check the same. Thread-safe.
+  void FailQueuedIfRailDown();
 
   // True when a QP has waited for the client's RcQpReady longer than `timeout` while its rail
   // served (time with the rail down does not count).

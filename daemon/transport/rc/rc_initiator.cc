@@ -185,6 +185,7 @@ void RcInitiator::Housekeeping() {
     }
     const absl::Time now = absl::Now();
     for (auto& c : conns) {
+      c->FailQueuedIfRailDown();
       if (c->ResetOverdue(now, options_.reset_timeout)) {
         // UNAVAILABLE: the ops it fails may well succeed on another connection or rail.
         absl::Status why = absl::UnavailableError(absl::StrCat(

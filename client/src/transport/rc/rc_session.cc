@@ -92,7 +92,8 @@ class RcSession::Reactor final
       have_accept_ = true;
       cv_.notify_all();
     } else if (response_.has_reset_qp()) {
-      RequestReset(response_.reset_qp().index(), response_.reset_qp().psn());
+      RequestReset(response_.reset_qp().index(), response_.reset_qp().qp_number(),
+                   response_.reset_qp().psn());
     }
     StartRead(&response_);
   }
@@ -125,10 +126,10 @@ class RcSession::Reactor final
   // Resets run on their own thread (started by the first), never on gRPC's callback thread: a
   // reconnect can fail for as long as the port is down, and the daemon keeps the QP waiting
   // while its rail is down too. A newer request for the same QP replaces a pending one.
-  void RequestReset(uint32_t index, uint32_t daemon_psn) {
+  void RequestReset(uint32_t index, uint32_t daemon_qp, uint32_t daemon_psn) {
     std::lock_guard<std::mutex> lock(mu_);
     if (closing_ || done_) return;
-    pending_resets_[index] = daemon_psn;
+    pending_resets_[index] = {daemon_qp, daemon_psn};
     if (!resetter_.joinable()) resetter_ = std::thread([this] { RunResets(); });
     reset_cv_.notify_all();
   }
@@ -140,14 +141,15 @@ class RcSession::Reactor final
         reset_cv_.wait(lock);
         continue;
       }
-      const auto [index, daemon_psn] = *pending_resets_.begin();
+      const auto [index, daemon] = *pending_resets_.begin();
       pending_resets_.erase(pending_resets_.begin());
       lock.unlock();
-      absl::StatusOr<uint32_t> psn = session_->ResetQp(index, daemon_psn);
+      absl::StatusOr<RcSession::NewQp> psn = session_->ResetQp(index, daemon.qp, daemon.psn);
       if (psn.ok()) {
         v1::ConnectRequest ready;
         ready.mutable_qp_ready()->set_index(index);
-        ready.mutable_qp_ready()->set_psn(*psn);
+        ready.mutable_qp_ready()->set_qp_number(psn->qp_number);
+        ready.mutable_qp_ready()->set_psn(psn->psn);
         Queue(std::move(ready));
       }
       lock.lock();
@@ -164,7 +166,7 @@ class RcSession::Reactor final
       // An unknown index is the daemon's mistake, not the link's: no retry; the daemon times
       // the reset out and ends the connection.
       if (absl::IsInvalidArgument(psn.status())) continue;
-      pending_resets_.try_emplace(index, daemon_psn);
+      pending_resets_.try_emplace(index, daemon);
       reset_cv_.wait_for(lock, kResetRetry, [this] { return closing_ || done_; });
     }
   }
@@ -200,7 +202,10 @@ class RcSession::Reactor final
   static constexpr std::chrono::milliseconds kResetRetry{250};
   bool closing_ = false;  // Close or the destructor: the resetter stops
   std::condition_variable reset_cv_;
-  std::map<uint32_t, uint32_t> pending_resets_;  // QP index -> the daemon's PSN
+  struct DaemonQp {
+    uint32_t qp, psn;
+  };
+  std::map<uint32_t, DaemonQp> pending_resets_;  // QP index -> the daemon's new QP and PSN
   std::thread resetter_;
 };
 
@@ -299,18 +304,27 @@ absl::StatusOr<std::shared_ptr<RcSession>> RcSession::Connect(
   return s;
 }
 
-absl::StatusOr<uint32_t> RcSession::ResetQp(uint32_t index, uint32_t daemon_psn) {
-  // Called only from the reactor's read callback, after Open has filled daemon_qps_.
+absl::StatusOr<RcSession::NewQp> RcSession::ResetQp(uint32_t index, uint32_t daemon_qp,
+                                                    uint32_t daemon_psn) {
+  // Called only from the reset thread, after Open has filled daemon_qps_.
   if (index >= qps_.size() || index >= daemon_qps_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("reset of unknown QP index ", index));
   }
+  if (daemon_qp == 0 || daemon_qp > 0xffffff) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reset of QP index ", index, " names daemon QP ", daemon_qp, ", not in 1..0xFFFFFF"));
+  }
   verbs::RcPeer peer = daemon_qps_[index];
+  peer.qp_num = daemon_qp;
   peer.psn = daemon_psn & 0xffffff;
   const uint32_t psn = verbs::RandomPsn();
-  auto steps = verbs::RcTransitions(*device_, config_, psn, peer);
-  GDR_RETURN_IF_ERROR(qps_[index]->Recover(steps));
+  GDR_ASSIGN_OR_RETURN(std::unique_ptr<verbs::QueuePair> fresh,
+                       verbs::CreateRcQp(*device_, cq_.get(), config_));
+  GDR_RETURN_IF_ERROR(fresh->BringUp(verbs::RcTransitions(*device_, config_, psn, peer)));
+  // The failed QP goes with its place: it is passive (no WR of ours), so nothing waits on it.
+  qps_[index] = std::move(fresh);
   daemon_qps_[index] = peer;
-  return psn;
+  return NewQp{qps_[index]->qp_num(), psn};
 }
 
 RcSession::~RcSession() { Close(); }

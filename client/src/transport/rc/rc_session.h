@@ -83,8 +83,14 @@ class RcSession final : public ClientTransport, public std::enable_shared_from_t
   static absl::StatusOr<std::shared_ptr<RcSession>> Connect(
       gdrstore::v1::GdrStore::Stub* stub, const RcSessionOptions& options,
       std::shared_ptr<verbs::VerbsDevice> device);
-  // Reconnects QP `index` after the daemon's RcResetQp; returns this side's new PSN.
-  absl::StatusOr<uint32_t> ResetQp(uint32_t index, uint32_t daemon_psn);
+  // After the daemon's RcResetQp: replaces QP `index` by a new QP connected to the daemon's new
+  // QP `daemon_qp` expecting `daemon_psn` (packets of the failed pair then reach neither). Its QP
+  // number and send PSN, for RcQpReady.
+  struct NewQp {
+    uint32_t qp_number;
+    uint32_t psn;
+  };
+  absl::StatusOr<NewQp> ResetQp(uint32_t index, uint32_t daemon_qp, uint32_t daemon_psn);
 
   RcSessionOptions options_;
   verbs::RcQpConfig config_;
