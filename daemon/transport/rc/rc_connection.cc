@@ -230,7 +230,8 @@ void RcConnection::PumpLocked(Finished* fin) {
   if (!rail_->serving()) {
     // Posted now, a chunk fails on the dead link and is flushed back here; queued, it waits for
     // a port that may not come back. Either way the op belongs on another rail.
-    for (auto& c : backlog_) fin->emplace_back(c->op, rail_->NotServing("queued for its send queue"));
+    const absl::Status down = rail_->NotServing("queued for its send queue");
+    for (auto& c : backlog_) fin->emplace_back(c->op, down);
     backlog_.clear();
     return;
   }

@@ -144,28 +144,28 @@ class RcSession::Reactor final
       const auto [index, daemon] = *pending_resets_.begin();
       pending_resets_.erase(pending_resets_.begin());
       lock.unlock();
-      absl::StatusOr<RcSession::NewQp> psn = session_->ResetQp(index, daemon.qp, daemon.psn);
-      if (psn.ok()) {
+      absl::StatusOr<RcSession::NewQp> fresh = session_->ResetQp(index, daemon.qp, daemon.psn);
+      if (fresh.ok()) {
         v1::ConnectRequest ready;
         ready.mutable_qp_ready()->set_index(index);
-        ready.mutable_qp_ready()->set_qp_number(psn->qp_number);
-        ready.mutable_qp_ready()->set_psn(psn->psn);
+        ready.mutable_qp_ready()->set_qp_number(fresh->qp_number);
+        ready.mutable_qp_ready()->set_psn(fresh->psn);
         Queue(std::move(ready));
       }
       lock.lock();
-      if (psn.ok()) {
+      if (fresh.ok()) {
         ++resets_;
         continue;
       }
-      if (reset_error_.message() != psn.status().message()) {  // once per new reason
+      if (reset_error_.message() != fresh.status().message()) {  // once per new reason
         GDR_LOG(kWarning) << "rc connection " << session_->connection_id() << ": QP " << index
                           << " cannot be reconnected yet, trying again: "
-                          << psn.status().message();
+                          << fresh.status().message();
       }
-      reset_error_ = psn.status();
+      reset_error_ = fresh.status();
       // An unknown index is the daemon's mistake, not the link's: no retry; the daemon times
       // the reset out and ends the connection.
-      if (absl::IsInvalidArgument(psn.status())) continue;
+      if (absl::IsInvalidArgument(fresh.status())) continue;
       pending_resets_.try_emplace(index, daemon);
       reset_cv_.wait_for(lock, kResetRetry, [this] { return closing_ || done_; });
     }
