@@ -97,8 +97,11 @@ absl::StatusOr<ReceivedMessage> ReceiveWithFds(int sock, size_t max_bytes, size_
   // Room for one more descriptor than allowed, so "too many" is told apart from a truncation
   // and every descriptor that came is owned (and closed) here.
   std::vector<char> control(CMSG_SPACE((max_fds + 1) * sizeof(int)), 0);
+  bool reset = false;
   for (;;) {
-    if (absl::Status s = WaitReadable(sock, deadline); !s.ok()) return s;
+    if (!reset) {
+      if (absl::Status s = WaitReadable(sock, deadline); !s.ok()) return s;
+    }
     iovec iov{out.bytes.data(), out.bytes.size()};
     msghdr msg{};
     msg.msg_iov = &iov;
@@ -107,12 +110,19 @@ absl::StatusOr<ReceivedMessage> ReceiveWithFds(int sock, size_t max_bytes, size_
     msg.msg_controllen = control.size();
     const ssize_t r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
     if (r < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      if (errno == ECONNRESET) {
+      if (errno == EINTR) continue;
+      // A peer that closed with our message unread leaves ECONNRESET pending, and Linux
+      // reports it before what the peer sent first (a refusal, say): read once more.
+      if (errno == ECONNRESET && !reset) {
+        reset = true;
+        continue;
+      }
+      if (errno == ECONNRESET || (errno == EAGAIN && reset)) {
         out.bytes.clear();
         out.eof = true;
         return out;
       }
+      if (errno == EAGAIN) continue;
       return absl::UnavailableError(absl::StrCat("recvmsg: ", strerror(errno)));
     }
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {

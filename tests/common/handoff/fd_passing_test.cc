@@ -120,6 +120,34 @@ TEST(FdPassingTest, ClosedPeerIsEofAndSendingToItIsUnavailable) {
   EXPECT_TRUE(absl::IsUnavailable(s)) << s;
 }
 
+// A peer that answers and closes without reading what it was sent (the handoff server's
+// refusal past max_sessions) leaves a pending reset that Linux reports before the answer.
+TEST(FdPassingTest, AnswerOfAPeerThatClosedUnreadIsReadBeforeTheEnd) {
+  Pair p = SeqPacketPair();
+  ASSERT_TRUE(SendWithFds(p.b.get(), "hello", {}).ok());  // never read by a
+  ASSERT_TRUE(SendWithFds(p.a.get(), "refused", {}).ok());
+  p.a.Reset();
+  absl::StatusOr<ReceivedMessage> m =
+      ReceiveWithFds(p.b.get(), 64, 1, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->eof);
+  EXPECT_EQ(m->bytes, "refused");
+  m = ReceiveWithFds(p.b.get(), 64, 1, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->eof);
+}
+
+// The same close with nothing sent back reads as the end, at once.
+TEST(FdPassingTest, PeerThatClosedUnreadWithoutAnAnswerIsEof) {
+  Pair p = SeqPacketPair();
+  ASSERT_TRUE(SendWithFds(p.b.get(), "hello", {}).ok());
+  p.a.Reset();
+  absl::StatusOr<ReceivedMessage> m =
+      ReceiveWithFds(p.b.get(), 64, 1, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->eof);
+}
+
 TEST(FdPassingTest, PeerCredentialsNameThisProcess) {
   Pair p = SeqPacketPair();
   absl::StatusOr<PeerCredentials> c = PeerCredentialsOf(p.a.get());
