@@ -21,6 +21,9 @@
 
 namespace gdr::verbs {
 
+// A QP (or DCT) number as the wire may name one: 24 bits, and 0 is no QP.
+constexpr bool IsQpNumber(uint32_t n) { return n != 0 && n <= 0xFFFFFF; }
+
 enum class RdmaOp {
   kWrite,  // local -> remote
   kRead,   // remote -> local

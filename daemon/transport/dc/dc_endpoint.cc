@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/verbs/queue_pair.h"
 #include "common/verbs/verbs_status.h"
 
 namespace gdr::dc {
@@ -18,7 +19,7 @@ std::string DescribeDest(const DestKey& key) {
 }
 
 absl::StatusOr<DcDestination> ParseDcEndpoint(const gdrstore::v1::DcEndpoint& endpoint) {
-  if (endpoint.dct_number() == 0 || endpoint.dct_number() > 0xFFFFFF) {
+  if (!verbs::IsQpNumber(endpoint.dct_number())) {
     return absl::InvalidArgumentError(absl::StrCat("buffer.dc.dct_number ", endpoint.dct_number(),
                                                    " is not in 1..0xFFFFFF (24 bits)"));
   }

@@ -84,7 +84,7 @@ absl::Status RcConnection::ValidateHello(const v1::RcHello& hello) {
   }
   for (int i = 0; i < hello.qps_size(); ++i) {
     const v1::RcQp& q = hello.qps(i);
-    if (q.qp_number() == 0 || q.qp_number() > 0xffffff) {
+    if (!verbs::IsQpNumber(q.qp_number())) {
       return absl::InvalidArgumentError(absl::StrCat("hello.qps[", i, "].qp_number ",
                                                      q.qp_number(), " is not in 1..0xFFFFFF"));
     }
@@ -402,7 +402,7 @@ absl::Status RcConnection::OnQpReady(uint32_t index, uint32_t qp_number, uint32_
                                                      " is not below ", slots_.size()));
     }
     if (psn > 0xffffff) return absl::InvalidArgumentError("qp_ready.psn is above 24 bits");
-    if (qp_number == 0 || qp_number > 0xffffff) {
+    if (!verbs::IsQpNumber(qp_number)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "qp_ready.qp_number ", qp_number, " is not in 1..0xFFFFFF (the client's new QP)"));
     }

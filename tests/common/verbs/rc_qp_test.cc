@@ -62,5 +62,14 @@ TEST(RcTransitionsTest, DefaultsLeaveTheDefaultClass) {
   EXPECT_EQ(steps[1].attr.ah_attr.sl, 0);
 }
 
+// What rc's RcHello/RcQpReady/RcResetQp checks and dc's DcEndpoint check all take from the wire.
+TEST(QpNumberTest, TwentyFourBitsAndNotZero) {
+  EXPECT_FALSE(IsQpNumber(0));
+  EXPECT_TRUE(IsQpNumber(1));
+  EXPECT_TRUE(IsQpNumber(0xFFFFFF));
+  EXPECT_FALSE(IsQpNumber(0x1000000));
+  EXPECT_FALSE(IsQpNumber(0xFFFFFFFF));
+}
+
 }  // namespace
 }  // namespace gdr::verbs

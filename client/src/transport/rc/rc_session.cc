@@ -310,7 +310,7 @@ absl::StatusOr<RcSession::NewQp> RcSession::ResetQp(uint32_t index, uint32_t dae
   if (index >= qps_.size() || index >= daemon_qps_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("reset of unknown QP index ", index));
   }
-  if (daemon_qp == 0 || daemon_qp > 0xffffff) {
+  if (!verbs::IsQpNumber(daemon_qp)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "reset of QP index ", index, " names daemon QP ", daemon_qp, ", not in 1..0xFFFFFF"));
   }
