@@ -14,11 +14,14 @@ Stream, in place. Saving makes a volume of the file's size (a file in the daemon
 --volume-dir by default) and puts the header and every tensor's bytes from where they lie, GPU
 memory included. The file format is safetensors' own (8-byte little-endian header length, a
 JSON header, the data); what safetensors itself loads, this loads, and what this saves,
-safetensors loads.
+safetensors loads. A header is hostile until checked: every way it can be wrong (nesting, long
+integers, sizes past int64, keys given twice, offsets) is an InvalidArgument naming the byte,
+the entry and the field, before any tensor is made.
 """
 
+import itertools
 import json
-import math
+import operator
 import struct
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -30,6 +33,16 @@ from .errors import AlreadyExists, FailedPrecondition, InvalidArgument
 
 # safetensors' own bound on the header (its Rust loader refuses larger ones).
 MAX_HEADER_BYTES = 100_000_000
+# The format's header nests 3 deep (the object, an entry, its shape); deeper JSON is refused
+# before it is parsed, as Python's json recurses once per level.
+MAX_HEADER_DEPTH = 3
+# Sizes and offsets are u64 in the format: 20 digits hold every one, and a longer integer is
+# refused as it is (Python would parse it at a cost quadratic in its digits, or refuse past
+# 4300 digits with a ValueError).
+_MAX_INT_DIGITS = 20
+_U64 = 1 << 64
+# torch's sizes, strides and element counts are int64.
+_I64 = 1 << 63
 # Gets of the data region are cut into pieces of at most this much (and at most the daemon's
 # largest op).
 CHUNK_BYTES = 64 << 20
@@ -57,6 +70,102 @@ def _bad(message: str) -> InvalidArgument:
     return InvalidArgument(message)
 
 
+class _Object(dict):
+    """A JSON object as parsed: its keys, and the ones given more than once (json keeps the
+    last silently)."""
+    duplicates: Tuple[str, ...] = ()
+
+
+def _object(pairs) -> _Object:
+    out = _Object(pairs)
+    if len(out) != len(pairs):
+        seen, dups = set(), []
+        for k, _ in pairs:
+            if k in seen and k not in dups:
+                dups.append(k)
+            seen.add(k)
+        out.duplicates = tuple(dups)
+    return out
+
+
+class _LongInt:
+    """An integer of more digits than any u64: kept as text, refused by the field holding it."""
+
+    def __init__(self, text: str):
+        self.digits = len(text.lstrip("-"))
+
+    def __repr__(self) -> str:
+        return f"<an integer of {self.digits} digits>"
+
+
+def _int(text: str):
+    return _LongInt(text) if len(text.lstrip("-")) > _MAX_INT_DIGITS else int(text)
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _constant(name: str):
+    raise _NotJson(f"{name} is not JSON")
+
+
+_BRACKETS = bytes.maketrans(b"[]{}", b"\x02\x00\x02\x00")
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_SCAN_BYTES = 1 << 20
+
+
+def _depth_past(text: bytes, limit: int) -> Optional[int]:
+    """The offset in `text` (JSON) of the first bracket nested deeper than `limit`; None when
+    none is. Brackets in strings do not count. Linear, and in C but for one chunk's walk where
+    the limit is passed: a hostile header of the most bytes allowed costs seconds, no more."""
+    # Escaped backslashes, then escaped quotes, become plain bytes of the same length: every
+    # quote left opens or closes a string, and offsets stay the text's.
+    text = text.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    depth, in_string = 0, False
+    for at in range(0, len(text), _SCAN_BYTES):
+        chunk = text[at:at + _SCAN_BYTES]
+        parts = chunk.split(b'"')
+        flat = b"".join(parts[1 if in_string else 0::2]).translate(_BRACKETS, _NOT_BRACKETS)
+        if flat:
+            # Opening brackets are 2, closing 0: the depth after the k-th is (their sum) - k.
+            steps = map(operator.sub, itertools.accumulate(flat), itertools.count(1))
+            if depth + max(steps) > limit:
+                return at + _walk(chunk, depth, in_string, limit)
+            depth += 2 * (len(flat) - flat.count(0)) - len(flat)
+        if len(parts) % 2 == 0:  # an odd number of quotes: a string runs into the next chunk
+            in_string = not in_string
+    return None
+
+
+def _walk(chunk: bytes, depth: int, in_string: bool, limit: int) -> int:
+    for i, c in enumerate(chunk):
+        if c == 0x22:
+            in_string = not in_string
+        elif in_string:
+            continue
+        elif c in b"[{":
+            depth += 1
+            if depth > limit:
+                return i
+        elif c in b"]}":
+            depth -= 1
+    return len(chunk)  # not reached: the caller saw the limit passed in this chunk
+
+
+def _dims(shape) -> bool:
+    return isinstance(shape, list) and all(
+        isinstance(d, int) and not isinstance(d, bool) and 0 <= d < _I64 for d in shape)
+
+
+def _unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a \ud800-style escape
+        return False
+    return True
+
+
 def header_length(first8: bytes, volume_size: int) -> int:
     """The header's length from the file's first 8 bytes, checked against the volume's size.
     InvalidArgument naming byte 0 otherwise."""
@@ -74,53 +183,84 @@ def header_length(first8: bytes, volume_size: int) -> int:
 def parse_header(raw: bytes, volume_size: int) -> Tuple[int, List[_Entry], Dict[str, str]]:
     """Checks a safetensors header against a volume of `volume_size` bytes. `raw` is the file's
     first 8 + header-length bytes. Returns the data region's start, the entries (by file
-    offset) and the metadata. InvalidArgument naming the byte offset in the file of what is
-    wrong."""
+    offset) and the metadata. InvalidArgument naming the byte offset in the file, the entry
+    and the field of what is wrong (never a RecursionError, ValueError or TypeError of a
+    hostile header)."""
     n = header_length(raw, volume_size)
     if len(raw) < 8 + n:
         raise ValueError(f"parse_header needs the file's first {8 + n} bytes, not {len(raw)}")
-    text = raw[8:8 + n]
+    text = bytes(raw[8:8 + n])
     try:
-        header = json.loads(text.decode("utf-8"))
+        decoded = text.decode("utf-8")
     except UnicodeDecodeError as e:
         raise _bad(f"byte {8 + e.start}: the header is not UTF-8") from None
+    deep = _depth_past(text, MAX_HEADER_DEPTH)
+    if deep is not None:
+        raise _bad(f"byte {8 + deep}: the header's JSON nests deeper than the format's "
+                   f"{MAX_HEADER_DEPTH} levels (object, entry, shape)")
+    try:
+        header = json.loads(decoded, object_pairs_hook=_object, parse_int=_int,
+                            parse_constant=_constant)
+    except _NotJson as e:
+        raise _bad(f"header (byte 8): {e} (NaN and Infinity are Python's, not JSON's)") from None
     except json.JSONDecodeError as e:
-        # The decoder's position counts characters; before the error they are the bytes' own
-        # unless the header is not ASCII, when it is near.
-        raise _bad(f"byte {8 + e.pos}: the header is not JSON: {e.msg}") from None
+        at = 8 + len(decoded[:e.pos].encode("utf-8"))  # the decoder counts characters
+        raise _bad(f"byte {at}: the header is not JSON: {e.msg}") from None
     if not isinstance(header, dict):
         raise _bad("byte 8: the header is not a JSON object")
+    if header.duplicates:
+        name = header.duplicates[0]
+        what = "__metadata__" if name == "__metadata__" else f"tensor {name!r}"
+        raise _bad(f"header (byte 8): {what} appears more than once")
     data_start = 8 + n
     data_len = volume_size - data_start
-    metadata = header.pop("__metadata__", None) or {}
+    metadata = header.pop("__metadata__", _Object())
     if not isinstance(metadata, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-        raise _bad("byte 8: __metadata__ must map strings to strings")
+            isinstance(v, str) and _unicode(k) and _unicode(v) for k, v in metadata.items()):
+        raise _bad("header (byte 8): __metadata__ must map strings to strings")
+    if metadata.duplicates:
+        raise _bad(f"header (byte 8): __metadata__ key {metadata.duplicates[0]!r} appears more "
+                   "than once")
     entries = []
     for name, e in header.items():
         where = f"header (byte 8) entry {name!r}"
+        if not _unicode(name):
+            raise _bad(f"{where}: the name holds a lone surrogate, not Unicode text")
         if not isinstance(e, dict):
             raise _bad(f"{where}: not an object")
+        if e.duplicates:
+            raise _bad(f"{where}: field {e.duplicates[0]!r} appears more than once")
         dtype = e.get("dtype")
-        if dtype not in _DTYPES:
+        if not isinstance(dtype, str) or dtype not in _DTYPES:
             raise _bad(f"{where}: dtype {dtype!r} is not a safetensors dtype "
                        f"({', '.join(sorted(_DTYPES))})")
         shape = e.get("shape")
-        if (not isinstance(shape, list) or
-                not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
-            raise _bad(f"{where}: shape {shape!r} is not a list of sizes >= 0")
+        if not _dims(shape):
+            raise _bad(f"{where}: shape {shape!r} is not a list of sizes in [0, 2^63)")
         offsets = e.get("data_offsets")
         if (not isinstance(offsets, list) or len(offsets) != 2 or
-                not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
-            raise _bad(f"{where}: data_offsets {offsets!r} is not [begin, end]")
+                not all(isinstance(o, int) and not isinstance(o, bool) and 0 <= o < _U64
+                        for o in offsets)):
+            raise _bad(f"{where}: data_offsets {offsets!r} is not [begin, end] of integers in "
+                       "[0, 2^64)")
         begin, end = offsets
-        if not 0 <= begin <= end <= data_len:
+        if not begin <= end <= data_len:
             raise _bad(f"{where}: data_offsets [{begin}, {end}] (file bytes {data_start + begin}"
                        f"..{data_start + end}) are not within the data region of {data_len} "
                        f"bytes from byte {data_start}")
-        size = _DTYPES[dtype][1]
-        if math.prod(shape) * size != end - begin:
-            raise _bad(f"{where}: shape {shape} of {dtype} is {math.prod(shape) * size} bytes, "
+        # Zero sizes aside, the sizes multiply to a count torch can hold (its element counts
+        # and strides are int64, and an empty tensor has strides too); checked step by step,
+        # so a long shape stops at the first step past the bound.
+        count = 1
+        for d in shape:
+            if d:
+                count *= d
+                if count >= _I64:
+                    raise _bad(f"{where}: shape {shape} is 2^63 elements or more (zero sizes "
+                               "aside): past torch's int64 sizes and strides")
+        nbytes = 0 if 0 in shape else count * _DTYPES[dtype][1]
+        if nbytes != end - begin:
+            raise _bad(f"{where}: shape {shape} of {dtype} is {nbytes} bytes, "
                        f"but data_offsets [{begin}, {end}] hold {end - begin}")
         entries.append(_Entry(name, dtype, shape, begin, end))
     entries.sort(key=lambda x: (x.begin, x.end))
@@ -224,22 +364,35 @@ def _merged(spans):
 
 def _header_bytes(state_dict: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]]
                   ) -> Tuple[bytes, List[Tuple[str, torch.Tensor, int]]]:
+    """The file's first bytes (length and header) and where each tensor goes. Everything is
+    checked before anything is sorted or written, so a bad argument is InvalidArgument naming
+    it (not the TypeError or AttributeError of comparing or measuring it)."""
+    if not isinstance(state_dict, dict):
+        raise InvalidArgument(f"state_dict is a {type(state_dict).__name__}, not a dict of "
+                              "name -> tensor")
     header: Dict[str, Any] = {}
-    if metadata:
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-            raise InvalidArgument("metadata must map strings to strings")
-        header["__metadata__"] = dict(metadata)
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise InvalidArgument(f"metadata is a {type(metadata).__name__}, not a dict")
+        for k, v in metadata.items():
+            if not (isinstance(k, str) and isinstance(v, str) and _unicode(k) and _unicode(v)):
+                raise InvalidArgument(f"metadata {k!r}: {v!r}: metadata must map strings to "
+                                      "strings (Unicode text, no lone surrogates)")
+        if metadata:
+            header["__metadata__"] = dict(metadata)
+    for name, t in state_dict.items():
+        if not isinstance(name, str) or name == "__metadata__" or not _unicode(name):
+            raise InvalidArgument(f"tensor name {name!r} is not a str of Unicode text (or is "
+                                  "the reserved __metadata__)")
+        if not isinstance(t, torch.Tensor):
+            raise InvalidArgument(f"{name!r} is a {type(t).__name__}, not a tensor")
+        if t.dtype not in _NAMES:
+            raise InvalidArgument(f"{name!r}: dtype {t.dtype} has no safetensors name")
     layout = []
     offset = 0
     # Larger elements first, then by name: every tensor starts aligned for its dtype.
     order = sorted(state_dict.items(), key=lambda kv: (-kv[1].element_size(), kv[0]))
     for name, t in order:
-        if not isinstance(name, str) or name == "__metadata__":
-            raise InvalidArgument(f"tensor name {name!r} is not a str (or is reserved)")
-        if not isinstance(t, torch.Tensor):
-            raise InvalidArgument(f"{name!r} is a {type(t).__name__}, not a tensor")
-        if t.dtype not in _NAMES:
-            raise InvalidArgument(f"{name!r}: dtype {t.dtype} has no safetensors name")
         n = t.numel() * t.element_size()
         header[name] = {"dtype": _NAMES[t.dtype], "shape": list(t.shape),
                         "data_offsets": [offset, offset + n]}
@@ -247,7 +400,13 @@ def _header_bytes(state_dict: Dict[str, torch.Tensor], metadata: Optional[Dict[s
         offset += n
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # the data starts 8-aligned, as safetensors writes it
-    return struct.pack("<Q", len(text)) + text, layout
+    if len(text) > MAX_HEADER_BYTES:
+        raise InvalidArgument(f"the header would be {len(text)} bytes, past the format's "
+                              f"{MAX_HEADER_BYTES} ({len(state_dict)} tensors)")
+    head = struct.pack("<Q", len(text)) + text
+    # What is written is what load_safetensors (and safetensors) takes: the same checks.
+    parse_header(head, len(head) + offset)
+    return head, layout
 
 
 def save_safetensors(state_dict: Dict[str, torch.Tensor], client: Client, volume: str, *,

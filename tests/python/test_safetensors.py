@@ -1,8 +1,9 @@
 """safetensors in and out of a real gdrstored (gdrstore.torch): a file written by the format's
 rules and served from a --volume-dir loads tensor for tensor; a state dict saved into a volume
 made at run time lands as a file that loads back the same (and, where the safetensors package
-is installed, that safetensors itself loads); malformed headers are refused naming the file
-offset; volumes are made, listed and deleted from Python."""
+is installed, that safetensors itself loads); malformed and hostile headers (deep nesting,
+long integers, sizes past int64, duplicate keys) are refused as InvalidArgument naming the file
+offset, the entry and the field; volumes are made, listed and deleted from Python."""
 
 import json
 import os
@@ -65,6 +66,85 @@ def same(a, b):
                            b[k].contiguous().view(-1).view(torch.uint8) if b[k].numel() else b[k]), k
 
 
+def entry(dtype="U8", shape=(4,), offsets=(0, 4)):
+    return {"dtype": dtype, "shape": list(shape), "data_offsets": list(offsets)}
+
+
+def header(**entries):
+    return json.dumps(entries).encode()
+
+
+# Headers that once escaped as Python's own errors (RecursionError, ValueError, RuntimeError,
+# TypeError) or loaded silently, each with what the InvalidArgument must name.
+HOSTILE = {
+    # 100k nested arrays in a shape: byte 8 + len('{"a":') + 2 is the 4th level.
+    "deep": (b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+             r"byte 15: the header's JSON nests deeper than the format's 3 levels"),
+    "deep-object": (b'{"a":{"shape":{"x":{"y":1}}}}', r"byte 27: the header's JSON nests"),
+    "5000-digit-size": (b'{"a":{"dtype":"U8","shape":[1' + b"0" * 4999 +
+                        b'],"data_offsets":[0,4]}}',
+                        r"entry 'a': shape \[<an integer of 5000 digits>\] is not a list of "
+                        r"sizes in \[0, 2\^63\)"),
+    "5000-digit-offset": (b'{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,' + b"9" * 5000 +
+                          b']}}', r"entry 'a': data_offsets \[0, <an integer of 5000 digits>\] "
+                          r"is not \[begin, end\]"),
+    "product-overflow": (header(a=entry(shape=(1 << 32, 1 << 32, 0), offsets=(0, 0))),
+                         r"entry 'a': shape \[4294967296, 4294967296, 0\] is 2\^63 elements "
+                         r"or more"),
+    "product-overflow-strides": (header(a=entry("F32", shape=(0, 1 << 62, 2), offsets=(0, 0))),
+                                 r"entry 'a': shape \[0, 4611686018427387904, 2\] is 2\^63"),
+    "dim-2-64": (header(a=entry(shape=(0, 1 << 64), offsets=(0, 0))),
+                 r"entry 'a': shape \[0, 18446744073709551616\] is not a list of sizes in "
+                 r"\[0, 2\^63\)"),
+    "dim-2-63": (header(a=entry(shape=(1 << 63, 0), offsets=(0, 0))),
+                 r"entry 'a': shape \[9223372036854775808, 0\] is not a list of sizes"),
+    "negative-dim": (header(a=entry(shape=(-1, 0), offsets=(0, 0))),
+                     r"entry 'a': shape \[-1, 0\] is not a list of sizes"),
+    "float-dim": (header(a=entry(shape=(4.0,))), r"entry 'a': shape \[4.0\] is not a list"),
+    "string-dim": (header(a=entry(shape=("4",))), r"entry 'a': shape \['4'\] is not a list"),
+    "bool-dim": (header(a=entry(shape=(True, 4))), r"entry 'a': shape \[True, 4\] is not"),
+    "bool-offsets": (header(a=entry(shape=(1,), offsets=(False, True))),
+                     r"entry 'a': data_offsets \[False, True\] is not \[begin, end\]"),
+    "offset-2-64": (header(a=entry(shape=(0,), offsets=(1 << 64, 1 << 64))),
+                    r"entry 'a': data_offsets \[18446744073709551616, 18446744073709551616\] "
+                    r"is not \[begin, end\] of integers in \[0, 2\^64\)"),
+    "negative-offset": (header(a=entry(shape=(0,), offsets=(-4, -4))),
+                        r"entry 'a': data_offsets \[-4, -4\] is not \[begin, end\]"),
+    "offsets-reversed": (header(a=entry(shape=(0,), offsets=(4, 0))),
+                         r"entry 'a': data_offsets \[4, 0\] \(file bytes"),
+    "overlapping": (header(a=entry(offsets=(0, 4)), b=entry(offsets=(3, 7))),
+                    r"tensors 'a' and 'b' overlap at file byte"),
+    "duplicate-name": (b'{"a":' + json.dumps(entry(offsets=(0, 4))).encode() + b',"a":' +
+                       json.dumps(entry(offsets=(4, 8))).encode() + b"}",
+                       r"header \(byte 8\): tensor 'a' appears more than once"),
+    "duplicate-field": (b'{"a":{"dtype":"U8","dtype":"F32","shape":[4],"data_offsets":[0,4]}}',
+                        r"entry 'a': field 'dtype' appears more than once"),
+    "duplicate-metadata": (b'{"__metadata__":{"k":"1"},"__metadata__":{"k":"2"}}',
+                           r"header \(byte 8\): __metadata__ appears more than once"),
+    "duplicate-metadata-key": (b'{"__metadata__":{"k":"1","k":"2"}}',
+                               r"__metadata__ key 'k' appears more than once"),
+    "metadata-not-object": (b'{"__metadata__":[]}', r"__metadata__ must map strings to strings"),
+    "dtype-list": (header(a=entry(dtype=["F32"])),
+                   r"entry 'a': dtype \['F32'\] is not a safetensors dtype"),
+    "dtype-missing": (b'{"a":{"shape":[4],"data_offsets":[0,4]}}',
+                      r"entry 'a': dtype None is not a safetensors dtype"),
+    "shape-missing": (b'{"a":{"dtype":"U8","data_offsets":[0,4]}}',
+                      r"entry 'a': shape None is not a list"),
+    "nan-size": (b'{"a":{"dtype":"U8","shape":[NaN],"data_offsets":[0,4]}}',
+                 r"header \(byte 8\): NaN is not JSON"),
+    "lone-surrogate": (b'{"\\ud800":' + json.dumps(entry()).encode() + b"}",
+                       r"entry '\\ud800': the name holds a lone surrogate"),
+    "not-json-past-unicode": ('{"\u00e9\u00e9":{"dtype":"U8",,}}'.encode(),
+                              r"byte 30: the header is not JSON"),
+}
+
+# Brackets and escapes inside strings are text, not nesting: these load (no tensors).
+TAME = {
+    "brackets-in-strings": (b'{"__metadata__":{"k":"[[[[{{{{\\"[[[[","[[":"]]]]"}}', None),
+    "escaped-backslash-then-quote": (b'{"__metadata__":{"k":"\\\\","v":"[[[[["}}', None),
+}
+
+
 @pytest.fixture(scope="module")
 def served():
     root = tempfile.mkdtemp(prefix="gdrstore-st-")
@@ -96,6 +176,11 @@ def served():
             raw = struct.pack("<Q", len(text)) + text + bytes(8)
         with open(path, "wb") as f:
             f.write(raw)
+    for name, (text, _) in {**HOSTILE, **TAME}.items():
+        path = os.path.join(models, "hostile", name + ".safetensors")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text + bytes(8))
     d = Daemon("--volume-dir", models, "--volume-dir", ckpt + ",writable", "--volume",
                "vol0=4MiB", "--local-socket", os.path.join(root, "local.sock"))
     yield d, ckpt
@@ -130,6 +215,56 @@ def test_malformed_headers_are_refused_naming_the_offset(served, name, says):
             gt.load_safetensors(c, f"bad/{name}.safetensors")
         # The daemon and the client serve on.
         assert c.get("vol0", 0, into=bytearray(4096)) == 4096
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_headers_are_invalid_argument_naming_the_field(served, name):
+    d, _ = served
+    with gdrstore.Client(d.address) as c:
+        with pytest.raises(gdrstore.InvalidArgument, match=HOSTILE[name][1]):
+            gt.load_safetensors(c, f"hostile/{name}.safetensors")
+        assert c.get("vol0", 0, into=bytearray(4096)) == 4096
+
+
+@pytest.mark.parametrize("name", sorted(TAME))
+def test_brackets_and_escapes_in_strings_are_not_nesting(served, name):
+    d, _ = served
+    with gdrstore.Client(d.address) as c:
+        assert gt.load_safetensors(c, f"hostile/{name}.safetensors") == {}
+
+
+def test_a_parsed_header_keeps_its_metadata():
+    text = b'{"__metadata__":{"k":"[[[[[\\"","n":"\\u00e9"},"a":' + json.dumps(
+        {"dtype": "F32", "shape": [2, 0, 1 << 40], "data_offsets": [0, 0]}).encode() + b"}"
+    raw = struct.pack("<Q", len(text)) + text
+    start, entries, meta = gt.parse_header(raw, len(raw))
+    assert start == len(raw) and meta == {"k": '[[[[["', "n": "\u00e9"}
+    assert [(e.name, e.shape, e.begin, e.end) for e in entries] == [("a", [2, 0, 1 << 40], 0, 0)]
+    # An empty tensor whose other sizes stay below 2^63 elements is one torch makes.
+    text = header(a=entry("F32", shape=(0, (1 << 63) - 1), offsets=(0, 0)))
+    raw = struct.pack("<Q", len(text)) + text
+    assert gt.parse_header(raw, len(raw))[1][0].shape == [0, (1 << 63) - 1]
+    assert torch.empty(0, dtype=torch.float32).reshape([0, (1 << 63) - 1]).numel() == 0
+
+
+@pytest.mark.parametrize("sd,metadata,says", [
+    ({"a": torch.zeros(2)}, [("k", "v")], r"metadata is a list, not a dict"),
+    ({"a": torch.zeros(2)}, {"k": 1}, r"metadata 'k': 1: metadata must map strings"),
+    ({"a": torch.zeros(2)}, {"k": "\ud800"}, r"metadata 'k': '\\ud800'"),
+    ({1: torch.zeros(2), "a": torch.zeros(2)}, None, r"tensor name 1 is not a str"),
+    ({"\ud800": torch.zeros(2)}, None, r"tensor name '\\ud800' is not a str of Unicode"),
+    ({"__metadata__": torch.zeros(2)}, None, r"tensor name '__metadata__'"),
+    ({"a": [1.0, 2.0], "b": torch.zeros(2)}, None, r"'a' is a list, not a tensor"),
+    ({"a": torch.zeros(2, dtype=torch.complex64)}, None, r"'a': dtype torch.complex64 has no"),
+    ([("a", torch.zeros(2))], None, r"state_dict is a list, not a dict"),
+])
+def test_a_bad_state_dict_is_refused_before_anything_is_made(served, sd, metadata, says):
+    d, ckpt = served
+    with gdrstore.Client(d.address) as c:
+        with pytest.raises(gdrstore.InvalidArgument, match=says):
+            gt.save_safetensors(sd, c, "refused/rank0.safetensors", metadata=metadata)
+        assert "refused/rank0.safetensors" not in {v["name"] for v in c.info()["volumes"]}
+    assert not os.path.exists(os.path.join(ckpt, "refused"))
 
 
 @pytest.mark.parametrize("transport", ["tcp", "local"])
