@@ -1,11 +1,13 @@
 """gdrstore.workload against real daemons: each workload at a tiny scale with its result
 checked against what its inputs imply, the AU property (a media model too slow for the
 accelerators pulls AU below the threshold as predicted, a fast one does not), a checkpoint over
-file volumes with the cache clear, hostile inputs refused naming the field, and `gdrctl
-workload` with a trace that `gdrctl replay` plays back."""
+file volumes with the cache clear, hostile inputs refused naming the field, a daemon killed
+mid-run reported as the rank's own error (not the clean-up's), and `gdrctl workload` with a
+trace that `gdrctl replay` plays back."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -171,6 +173,44 @@ def test_a_run_through_the_agent_with_no_daemon_says_why_it_dials_one():
                            env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 3, p.stderr
     assert f"made on daemon {closed} (the agent makes no volumes" in p.stderr, p.stderr
+
+
+def test_a_daemon_killed_mid_run_is_reported_as_the_ranks_error_not_the_clean_ups():
+    # The daemon dies under a running checkpoint. Every rank's ops fail, and so does the
+    # clean-up after them (the volumes cannot be taken away: connection refused); stderr must
+    # lead with a rank's own error and status, the clean-up's only after it.
+    dd = Daemon()
+    env = dict(os.environ, PYTHONPATH=PY)
+    # The volumes' media model holds puts to 1 MiB/s each: ~100 MB to write cannot be done
+    # before the kill, which waits only for the first puts to be answered (a put is the
+    # daemon's Read RPC: its stats count it in read_ops).
+    p = subprocess.Popen([sys.executable, "-m", "gdrstore.workload", "checkpoint", "--daemon",
+                          dd.address, "--scale", "0.001", "--ranks", "2", "--chunk", "64KiB",
+                          "--qd", "1", "--media", "write_bandwidth=1048576", "--timeout", "30",
+                          "--deadline", "300", "--prefix", "wl-kill"],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        with gdrstore.Client(dd.address) as c:
+            while int(c.stats().get("total", {}).get("read_ops", 0)) < 2:
+                assert p.poll() is None, p.communicate()
+                assert time.monotonic() < deadline, "the run wrote nothing in 120 s"
+                time.sleep(0.05)
+        os.kill(dd.proc.pid, signal.SIGKILL)
+        dd.proc.wait(timeout=30)
+        _, err = p.communicate(timeout=240)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        dd.stop()
+    assert p.returncode == 3, err
+    lines = err.splitlines()
+    assert re.match(r"gdrctl workload checkpoint: rank [01]: Unavailable: ", lines[0]), err
+    # The clean-up's failures come after, marked as such, never in the rank error's place.
+    cleanup = [i for i, line in enumerate(lines) if "then, taking volume wl-kill-" in line]
+    assert cleanup and min(cleanup) > 0, err
+    assert all(lines[i].startswith("  then, ") for i in cleanup), err
 
 
 def test_gdrctl_workload_traced_and_replayed():

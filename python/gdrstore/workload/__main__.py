@@ -1,17 +1,21 @@
 """`python3 -m gdrstore.workload train|checkpoint|kvcache ...` (what `gdrctl workload` runs):
 the result as a table on stdout (or JSON with --json), result.json and PNG plots under --out.
 Exit status 0 when the run completed (and, for train, passed its AU threshold), 1 when a train
-run completed below it, 2 on a usage error, 3 when the run failed."""
+run completed below it, 2 on a usage error, 3 when the run failed. A failed run's stderr leads
+with the error that ended it (the first failed rank's, naming the rank and its status); errors
+of the clean-up after it (the volumes' removal with the daemon gone) follow, never in its place."""
 
 import argparse
 import json
 import os
 import re
 import sys
+import traceback
 from typing import List, Optional
 
 from ..errors import Error, InvalidArgument
 from . import checkpoint, kvcache, report, train
+from .cleanup import notes
 from .device import gpu_list
 from .target import Target
 
@@ -115,9 +119,9 @@ def execute(a) -> dict:
                              read_threads=a.read_threads, sample_bytes=a.sample_bytes,
                              sample_stdev=a.sample_stdev, samples_per_file=a.samples_per_file,
                              au_threshold=a.au_threshold)
-        return train.run(train.TrainConfig(model=m, ranks=1 if a.ranks is None else a.ranks, scale=a.scale,
-                                           steps=a.steps, epochs=a.epochs, seed=a.seed,
-                                           retries=a.retries, **common))
+        return train.run(train.TrainConfig(model=m, ranks=1 if a.ranks is None else a.ranks,
+                                           scale=a.scale, steps=a.steps, epochs=a.epochs,
+                                           seed=a.seed, retries=a.retries, **common))
     if a.workload == "checkpoint":
         m = checkpoint.model_named(a.model)
         return checkpoint.run(checkpoint.CheckpointConfig(
@@ -125,20 +129,24 @@ def execute(a) -> dict:
             checkpoints=a.checkpoints, chunk=a.chunk, qd=a.qd, **common))
     m = kvcache.model_named(a.model)
     return kvcache.run(kvcache.KvConfig(
-        model=m, ranks=1 if a.ranks is None else a.ranks, requests=a.requests, block_tokens=a.block_tokens,
-        prefixes=a.prefixes, zipf=a.zipf, prefix_tokens=a.prefix_tokens,
-        suffix_tokens=a.suffix_tokens, capacity=a.capacity, seed=a.seed, **common))
+        model=m, ranks=1 if a.ranks is None else a.ranks, requests=a.requests,
+        block_tokens=a.block_tokens, prefixes=a.prefixes, zipf=a.zipf,
+        prefix_tokens=a.prefix_tokens, suffix_tokens=a.suffix_tokens, capacity=a.capacity,
+        seed=a.seed, **common))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     a = parser().parse_args(argv)
     try:
         result = execute(a)
-    except InvalidArgument as e:
-        print(f"gdrctl workload {a.workload}: {e}", file=sys.stderr)
-        return 2
     except Error as e:
-        print(f"gdrctl workload {a.workload}: {e}", file=sys.stderr)
+        _failed(a.workload, e)
+        # A bad argument is refused before any rank runs; a rank's error, whatever its code,
+        # is the run failing.
+        return 2 if isinstance(e, InvalidArgument) and getattr(e, "rank", None) is None else 3
+    except Exception as e:  # not the library's: a bug or the host's (OSError); still exit 3
+        traceback.print_exc()
+        _failed(a.workload, e)
         return 3
     text = report.table(result)
     if a.out:
@@ -156,6 +164,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         for p in result.get("plots", []):
             print(f"  plot: {p}")
     return 1 if result.get("passed") is False else 0
+
+
+def _failed(workload: str, e: BaseException) -> None:
+    """The run's own error first, then what its clean-up ran into."""
+    what = str(e) if isinstance(e, Error) else f"{type(e).__name__}: {e}"
+    print(f"gdrctl workload {workload}: {what}", file=sys.stderr)
+    for n in notes(e):
+        print(f"  {n}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import DataLoss, InvalidArgument
 from . import ranks as rank_runner
+from .cleanup import closing
 from .device import Accelerator
 from .models import CHECKPOINT, CheckpointModel
 from .stats import percentiles
@@ -119,8 +120,7 @@ def _phase(rank: int, ranks: int, a, barrier) -> Dict[str, Any]:
     shards, qd chunks in flight; timed from a common start."""
     cfg, sizes, write = a
     acc = Accelerator(cfg.gpus[rank % len(cfg.gpus)] if cfg.gpus else None)
-    path = cfg.target.path()
-    try:
+    with closing(cfg.target.path(), f"closing rank {rank}'s clients") as path:
         dev = _Device(acc, path.clients[0], cfg.chunk, cfg.qd)
         for b in dev.bufs:
             for c in path.clients:
@@ -134,7 +134,7 @@ def _phase(rank: int, ranks: int, a, barrier) -> Dict[str, Any]:
             for r in mine:
                 client = path.client(r)
                 name = volume_name(cfg, k, r)
-                with client.stream() as s:
+                with closing(client.stream(), f"closing the stream of {name}") as s:
                     inflight: List[Tuple[Any, int, int, int, float, Any]] = []
                     for i, at, n in _chunks(sizes[r], cfg.chunk):
                         if len(inflight) == cfg.qd:
@@ -151,8 +151,6 @@ def _phase(rank: int, ranks: int, a, barrier) -> Dict[str, Any]:
             out.append({"seconds": time.perf_counter() - t0, "bytes": moved,
                         "op_ms": percentiles(lat)})
         return {"rank": rank, "device": acc.name, "logical_ranks": mine, "checkpoints": out}
-    finally:
-        path.close()
 
 
 def _finish(dev: _Device, op, r: int, k: int, name: str, write: bool, lat: List[float]) -> int:

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import DataLoss, InvalidArgument
 from . import ranks as rank_runner
+from .cleanup import closing
 from .device import Accelerator
 from .models import KV, KvModel
 from .stats import percentiles
@@ -100,8 +101,7 @@ def _stamp_of(key, j: int) -> bytes:
 
 def _rank(rank: int, ranks: int, cfg: KvConfig, barrier) -> Dict[str, Any]:
     acc = Accelerator(cfg.gpus[rank % len(cfg.gpus)] if cfg.gpus else None)
-    path = cfg.target.path()
-    try:
+    with closing(cfg.target.path(), f"closing rank {rank}'s clients") as path:
         client = path.client(rank)
         volume = f"{cfg.prefix}-kv-{cfg.model.name}-{rank}"
         reqs = requests(cfg, rank)
@@ -133,7 +133,7 @@ def _rank(rank: int, ranks: int, cfg: KvConfig, barrier) -> Dict[str, Any]:
                 run.append((j, slot))
             if run:
                 t0 = time.perf_counter()
-                with client.stream() as s:
+                with closing(client.stream(), f"closing the stream of {volume}") as s:
                     futs = [s.get(volume, slot * bb, buf, bb, at=j * bb) for j, slot in run]
                     s.wait_all()
                 for f in futs:
@@ -152,7 +152,8 @@ def _rank(rank: int, ranks: int, cfg: KvConfig, barrier) -> Dict[str, Any]:
             new = keys[len(run):]
             if new:  # prefill computed these blocks: into the store with them
                 t0 = time.perf_counter()
-                with client.stream() as s:
+                puts = []
+                with closing(client.stream(), f"closing the stream of {volume}") as s:
                     for j in range(len(run), len(keys)):
                         stamp = _stamp_of(keys[j], j)
                         at = j * bb
@@ -162,7 +163,9 @@ def _rank(rank: int, ranks: int, cfg: KvConfig, barrier) -> Dict[str, Any]:
                         else:
                             buf[at:at + len(stamp)] = stamp
                         slot = cache.insert(keys[j])
-                        s.put(buf, volume, slot * bb, bb, at=at)
+                        puts.append(s.put(buf, volume, slot * bb, bb, at=at))
+                for f in puts:  # a failed put is the run's error, not a later miss's
+                    f.result()
                 put_ms.append((time.perf_counter() - t0) * 1e3)
         run_s = time.perf_counter() - t_start
         return {"rank": rank, "device": acc.name, "requests": len(reqs),
@@ -170,8 +173,6 @@ def _rank(rank: int, ranks: int, cfg: KvConfig, barrier) -> Dict[str, Any]:
                 "reused_tokens": reused_tokens, "evictions": cache.evictions,
                 "bytes_got": got, "run_s": run_s, "block_ms": block_ms, "load_ms": load_ms,
                 "put_ms": put_ms}
-    finally:
-        path.close()
 
 
 def run(cfg: KvConfig) -> Dict[str, Any]:

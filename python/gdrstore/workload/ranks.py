@@ -1,17 +1,20 @@
 """One process per simulated accelerator: each rank runs `body(rank, ranks, args, barrier)` in
 a fresh interpreter (spawned, so CUDA and the library start clean in each), with its own
 clients and buffers, and hands back a dict. The ranks start their measured part together at the
-barrier. A rank that fails ends the run with its error; a run past its deadline is ended, its
-ranks stopped (this process started them), and named."""
+barrier. A rank that fails ends the run with its error (the first to arrive: the root, raised
+with the rank's own status code); a run past its deadline is ended, its ranks stopped (this
+process started them), and named. Stopping the ranks never replaces that error."""
 
 import multiprocessing
 import os
 import queue
+import signal
 import time
 import traceback
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
-from ..errors import DeadlineExceeded, Error
+from ..errors import DeadlineExceeded, Error, Unknown, from_status
+from .cleanup import Cleanup, notes
 
 _STOP_GRACE_S = 5.0
 
@@ -20,14 +23,24 @@ def _rank_main(body, rank: int, ranks: int, args: Any, barrier, results) -> None
     try:
         results.put((rank, body(rank, ranks, args, barrier), None))
     except BaseException as e:  # report it; the parent ends the run
-        barrier.abort()
-        results.put((rank, None, f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}"))
+        code = e.code if isinstance(e, Error) else Unknown.code
+        # The error, the rank's own clean-up's after it, then where it was raised (the frames
+        # alone: Python 3.11's full format would print the notes a second time).
+        text = "".join(f"\n  {n}" for n in notes(e))
+        frames = "".join(traceback.format_tb(e.__traceback__, limit=4))
+        try:
+            barrier.abort()  # the others stop waiting for this rank
+        finally:
+            results.put((rank, None, (code, f"{type(e).__name__}: {e}{text}\nTraceback (most "
+                                             f"recent call last):\n{frames.rstrip()}")))
 
 
 def run(body: Callable[..., Dict[str, Any]], ranks: int, args: Any,
         deadline_s: float) -> List[Dict[str, Any]]:
-    """Runs `ranks` processes of `body`; their results in rank order. Error (the first failed
-    rank's message, naming the rank) or DeadlineExceeded (naming the ranks still running)."""
+    """Runs `ranks` processes of `body`; their results in rank order. The first failed rank's
+    error, of its status class (Unavailable, DataLoss, ...; Error's Unknown for one not of
+    the library) with `rank` set and a message naming the rank, or DeadlineExceeded (naming
+    the ranks still running)."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(ranks)
     results = ctx.Queue()
@@ -36,7 +49,7 @@ def run(body: Callable[..., Dict[str, Any]], ranks: int, args: Any,
     for p in procs:
         p.start()
     out: Dict[int, Dict[str, Any]] = {}
-    failure = None
+    failure: Optional[Error] = None
     end = time.monotonic() + deadline_s
     try:
         while len(out) < ranks and failure is None:
@@ -51,23 +64,43 @@ def run(body: Callable[..., Dict[str, Any]], ranks: int, args: Any,
                 dead = [r for r, p in enumerate(procs)
                         if r not in out and p.exitcode is not None and p.exitcode != 0]
                 if dead and results.empty():
-                    failure = (f"rank {dead[0]} died (exit status {procs[dead[0]].exitcode}) "
-                               "without a result")
+                    failure = Unknown(f"rank {dead[0]} died (exit status "
+                                      f"{procs[dead[0]].exitcode}) without a result")
+                    failure.rank = dead[0]
                 continue
             if error is not None:
-                failure = f"rank {rank}: {error}"
+                code, text = error
+                failure = from_status(code, f"rank {rank}: {text}")
+                failure.rank = rank
             else:
                 out[rank] = result
-    finally:
-        for p in procs:
-            p.join(timeout=_STOP_GRACE_S if failure is None else 0.5)
-        for p in procs:
-            if p.is_alive() and p.pid is not None:
-                os.kill(p.pid, 15)
-                p.join(timeout=_STOP_GRACE_S)
-            if p.is_alive() and p.pid is not None:
-                os.kill(p.pid, 9)
-                p.join()
+    except BaseException as e:  # past the deadline, or interrupted: no grace
+        _stop(procs, e, False)
+        raise
+    _stop(procs, failure, failure is None)
     if failure is not None:
-        raise Error(failure)
+        raise failure
     return [out[r] for r in range(ranks)]
+
+
+def _stop(procs, error: Optional[BaseException], grace: bool) -> None:
+    """Ends every rank (after a grace period when the run went well); a failure here is
+    noted on `error`, the run's own, rather than raised in its place."""
+    c = Cleanup(error)
+    for p in procs:
+        c.run(f"joining {p.name}",
+              lambda p=p: p.join(timeout=_STOP_GRACE_S if grace else 0.5))
+    for p in procs:
+        c.run(f"stopping {p.name}", lambda p=p: _end(p))
+    c.raise_first()
+
+
+def _end(p) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not p.is_alive() or p.pid is None:
+            return
+        try:
+            os.kill(p.pid, sig)
+        except ProcessLookupError:  # it ended (and was reaped) since is_alive()
+            return
+        p.join(timeout=_STOP_GRACE_S if sig == signal.SIGTERM else None)

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional
 from ..client import Client
 from ..cluster import Cluster
 from ..errors import AlreadyExists, InvalidArgument, Unavailable
+from .cleanup import Cleanup
 
 CLUSTER_STRIPE_UNIT = 4 << 20
 _CLUSTER_OPS_IN_FLIGHT = 8  # per stream: cluster ops are unary calls, run on this many threads
@@ -111,8 +112,11 @@ class DataPath:
         return self.clients[index % len(self.clients)] if self._spread else self.clients[0]
 
     def close(self) -> None:
-        for c in self.clients:
-            c.close()
+        """Closes every client; the first close's error is raised, the rest noted on it."""
+        c = Cleanup()
+        for i, client in enumerate(self.clients):
+            c.run(f"closing client {i}", client.close)
+        c.raise_first()
 
 
 class ClusterPath:
@@ -251,36 +255,42 @@ class Volumes:
             self._admins[d].delete_volume(name)
             self._admins[d].create_volume(name, self._sizes[name], file=True, media=self._media)
 
-    def remove(self) -> None:
-        """Takes away every volume made (their files too); errors after the first are kept
-        from hiding it."""
-        first = None
+    def remove(self, after: Optional[BaseException] = None) -> None:
+        """Takes away every volume made (their files too), each tried whatever the others
+        did. With `after` (the error that ended the run) the failures are noted on it;
+        without, the first is raised with the rest noted on it."""
+        c = Cleanup(after)
         for name, d in list(self.made.items()):
-            try:
-                if self._cluster is not None:
-                    self._cluster.delete_volume(name, member_volumes=True,
-                                                delete_files=self._file)
-                else:
-                    self._admins[d].delete_volume(name, delete_file=self._file)
-                del self.made[name]
-            except Exception as e:  # report the first, still try the rest
-                first = first or e
-        if first is not None:
-            raise first
+            c.run(f"taking volume {name} away", lambda name=name, d=d: self._delete(name, d))
+        c.raise_first()
+
+    def _delete(self, name: str, d: int) -> None:
+        if self._cluster is not None:
+            self._cluster.delete_volume(name, member_volumes=True, delete_files=self._file)
+        else:
+            self._admins[d].delete_volume(name, delete_file=self._file)
+        del self.made[name]
 
     def __enter__(self) -> "Volumes":
         return self
 
-    def __exit__(self, *exc) -> None:
-        """Takes the volumes away (unless kept), then closes, whatever ended the run."""
-        try:
-            if not self._keep:
-                self.remove()
-        finally:
-            self.close()
+    def __exit__(self, _type, error, _tb) -> bool:
+        """Takes the volumes away (unless kept), then closes, whatever ended the run. When
+        the run failed, its error is what propagates: a clean-up failure (the daemon gone:
+        `Connection refused`) is noted on it, never raised in its place."""
+        c = Cleanup(error)
+        if not self._keep:
+            c.run("taking the run's volumes away", lambda: self.remove(c.primary))
+        c.run("closing the admin clients", self.close)
+        c.raise_first()
+        return False
 
     def close(self) -> None:
-        for c in self._admins:
-            c.close()
+        """Closes every admin client (and the cluster); the first error is raised, the
+        rest noted on it."""
+        c = Cleanup()
+        for d, client in enumerate(self._admins):
+            c.run(f"closing the admin client of {self._names[d]}", client.close)
         if self._cluster is not None:
-            self._cluster.close()
+            c.run("closing the cluster", self._cluster.close)
+        c.raise_first()

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..client import verify
 from ..errors import Error, InvalidArgument
 from . import ranks as rank_runner
+from .cleanup import Cleanup, closing
 from .device import Accelerator
 from .models import TRAIN, TrainModel
 from .stats import percentiles
@@ -134,6 +135,7 @@ class _Loader:
         self._next = 0
         self._ready: Dict[int, Tuple[Any, float]] = {}
         self._error: Optional[BaseException] = None
+        self._raised = False  # whether take() raised _error
         self._stop = False
         self.bytes = 0
         self.retries = 0
@@ -147,6 +149,7 @@ class _Loader:
 
     def _work(self) -> None:
         streams: Dict[int, Any] = {}
+        c = Cleanup()
         try:
             while True:
                 # A buffer first, then the next step: so the oldest step not yet loaded always
@@ -167,15 +170,14 @@ class _Loader:
                     self._ready[step] = (buf, time.perf_counter() - t0)
                     self._lock.notify_all()
         except BaseException as e:
-            with self._lock:
-                self._error = self._error or e
-                self._lock.notify_all()
+            c.primary = e
         finally:
             for s in streams.values():
-                try:
-                    s.close()
-                except Exception:
-                    pass
+                c.run("closing a loader stream", s.close)
+            if c.primary is not None:  # the thread's error, or else its streams' close's
+                with self._lock:
+                    self._error = self._error or c.primary
+                    self._lock.notify_all()
 
     def _load(self, batch: List[Sample], buf, streams) -> int:
         pos, pending = 0, []
@@ -226,6 +228,7 @@ class _Loader:
             while step not in self._ready and self._error is None:
                 self._lock.wait(1.0)
             if self._error is not None:
+                self._raised = True
                 raise self._error
             buf, _ = self._ready.pop(step)
             return buf
@@ -240,6 +243,15 @@ class _Loader:
             self._free.put(None)
         for t in self._threads:
             t.join(self._cfg.target.timeout + 10)
+
+    def close(self) -> None:
+        """Stops the threads; raises a thread's error that no take() raised (a stream's close
+        failing after the last batch was loaded), which would otherwise go unseen."""
+        self.stop()
+        with self._lock:
+            if self._error is not None and not self._raised:
+                self._raised = True
+                raise self._error
 
 
 class _Failed:
@@ -256,7 +268,7 @@ def _warm(path, layout: Layout, bufs: List[Any], piece: int) -> None:
     are warm after its first batches."""
     name, size = layout.volumes[0]
     client = path.client(0)
-    with client.stream() as s:
+    with closing(client.stream(), f"closing the warm-up stream of {name}") as s:
         for b in bufs:
             n = len(b) if not hasattr(b, "numel") else b.numel()
             for at in range(0, n, piece):
@@ -268,8 +280,7 @@ def _warm(path, layout: Layout, bufs: List[Any], piece: int) -> None:
 def _rank(rank: int, ranks: int, a: Tuple[TrainConfig, Layout], barrier) -> Dict[str, Any]:
     cfg, layout = a
     acc = Accelerator(cfg.gpus[rank % len(cfg.gpus)] if cfg.gpus else None)
-    path = cfg.target.path()
-    try:
+    with closing(cfg.target.path(), f"closing rank {rank}'s clients") as path:
         epochs = [rank_steps(layout, cfg, rank, e) for e in range(cfg.epochs)]
         steps = [b for ep in epochs for b in ep]
         if len(steps) < 2:
@@ -289,7 +300,7 @@ def _rank(rank: int, ranks: int, a: Tuple[TrainConfig, Layout], barrier) -> Dict
         t_start = time.perf_counter()
         loader.start()
         waits, computes, begins = [], [], []
-        try:
+        with closing(loader, "stopping the loader"):
             for i in range(len(steps)):
                 begins.append(time.perf_counter() - t_start)
                 t0 = time.perf_counter()
@@ -297,8 +308,6 @@ def _rank(rank: int, ranks: int, a: Tuple[TrainConfig, Layout], barrier) -> Dict
                 waits.append(time.perf_counter() - t0)
                 computes.append(acc.compute(cfg.model.compute_s))
                 loader.give(buf)
-        finally:
-            loader.stop()
         t_end = time.perf_counter() - t_start
         measured = t_end - begins[1]
         au = sum(computes[1:]) / measured if measured > 0 else 0.0
@@ -313,8 +322,6 @@ def _rank(rank: int, ranks: int, a: Tuple[TrainConfig, Layout], barrier) -> Dict
             "samples_verified": loader.verified, "retries": loader.retries,
             "step_begin_s": begins, "step_wait_s": waits,
         }
-    finally:
-        path.close()
 
 
 def predicted_au(model: TrainModel, bandwidth: float, ranks: int) -> float:
