@@ -82,6 +82,9 @@ absl::Status AddVolumeDirs(const std::vector<std::string>& texts, DaemonConfig* 
             "--volume-dir: ", seen.path, " and ", dir->path, " are both writable; one may be"));
       }
     }
+    if (absl::Status s = OpenVolumeDir(&*dir); !s.ok()) {
+      return absl::InvalidArgumentError(s.message());
+    }
     std::vector<std::string> skipped;
     absl::StatusOr<std::vector<VolumeSpec>> specs =
         ScanVolumeDir(*dir, cfg->max_volumes, &skipped);

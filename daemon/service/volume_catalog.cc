@@ -116,7 +116,12 @@ absl::StatusOr<VolumeSpec> VolumeCatalog::SpecOf(const v1::CreateVolumeRequest& 
       return absl::FailedPreconditionError(
           "file: this daemon has no writable --volume-dir to make volume files in");
     }
-    GDR_ASSIGN_OR_RETURN(spec.file, VolumeFileIn(*options_.writable_dir, spec.name, false));
+    // Reached only through the directory's descriptor (served_dir.h): the parts of its path
+    // are checked, and its directories made, as the file is made, not before.
+    GDR_ASSIGN_OR_RETURN(VolumeSpec in,
+                         VolumeSpecIn(*options_.writable_dir, spec.name, spec.size));
+    spec.file = std::move(in.file);
+    spec.dir = std::move(in.dir);
   }
   return spec;
 }
@@ -147,7 +152,7 @@ absl::Status VolumeCatalog::CheckRoom(const VolumeSpec& spec) const {
     return absl::ErrnoToStatus(errno, absl::StrCat("statvfs ", options_.writable_dir->path));
   }
   const uint64_t free = uint64_t{fs.f_bavail} * fs.f_frsize;
-  if (::access(spec.file.c_str(), F_OK) != 0 && spec.size > free) {
+  if (spec.size > free && !VolumeFileExists(*options_.writable_dir, spec.name)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "a file volume of ", FormatSize(spec.size), " does not fit in ",
         options_.writable_dir->path, " (", FormatSize(free), " free)"));
@@ -162,10 +167,6 @@ absl::StatusOr<VolumeCatalog::Made> VolumeCatalog::RunCreate(const v1::CreateVol
     return absl::AlreadyExistsError(absl::StrCat("volume '", spec.name, "' exists"));
   }
   GDR_RETURN_IF_ERROR(CheckRoom(spec));
-  if (!spec.file.empty()) {
-    // Its directories now, checked again: nothing below the directory may be a link.
-    GDR_ASSIGN_OR_RETURN(spec.file, VolumeFileIn(*options_.writable_dir, spec.name, true));
-  }
   // Counters and model first: an op may name the volume as soon as the store has it.
   stats_->AddVolume(spec.name);
   media_->Add(spec.name, spec.media);
@@ -198,22 +199,19 @@ absl::Status VolumeCatalog::RunDelete(const v1::DeleteVolumeRequest& request,
       return absl::FailedPreconditionError(
           absl::StrCat("volume '", v->name(), "' is memory-backed: it has no file to delete"));
     }
-    const std::string mine =
-        options_.writable_dir ? absl::StrCat(options_.writable_dir->path, "/") : std::string();
-    if (mine.empty() || v->file().rfind(mine, 0) != 0) {
+    const ServedDir* mine = options_.writable_dir ? options_.writable_dir->handle.get() : nullptr;
+    if (mine == nullptr || v->served_dir() != mine) {
       return absl::FailedPreconditionError(absl::StrCat(
           "volume '", v->name(), "': its file ", v->file(),
           " is not in the writable --volume-dir; the daemon deletes only files it may make"));
     }
+    // The name goes first, through the directory's descriptors and only while it still names
+    // the volume's own file: ops in flight keep the mapping, and its pages go with them.
+    GDR_RETURN_IF_ERROR(v->RemoveFile());
   }
   GDR_RETURN_IF_ERROR(store_->Remove(request.name()).status());
   media_->Remove(request.name());
   stats_->HideVolume(request.name());
-  // Ops in flight still hold the mapping; the file's name goes now, its pages with them.
-  if (request.delete_file() && ::unlink(v->file().c_str()) != 0 && errno != ENOENT) {
-    GDR_LOG(kWarning) << "volume " << v->name() << " deleted, but not its file " << v->file()
-                      << ": " << strerror(errno);
-  }
   GDR_LOG(kInfo) << "volume " << v->name() << " deleted by " << who
                  << (request.delete_file() ? ", with its file" : "");
   return absl::OkStatus();

@@ -125,52 +125,66 @@ void ParallelFill(const std::string& name, std::byte* data, uint64_t size) {
   for (auto& t : threads) t.join();
 }
 
-struct MappedFile {
-  std::byte* data;
-  ScopedFd fd;
+// Where a file volume's file is: a directory descriptor and the last segment of the path.
+// Beneath a --volume-dir every step goes through descriptors that never follow a link; a
+// --volume file=PATH is the operator's own path and is followed as given.
+struct FileAt {
+  ScopedFd parent;
+  std::string segment;
+  bool beneath = false;
+  std::vector<ServedDir::Made> made;  // directories made for it (removed if the create fails)
 };
 
-absl::StatusOr<MappedFile> MapFile(const std::string& path, uint64_t size, int flags,
-                                   bool read_only = false) {
-  ScopedFd fd(::open(path.c_str(), flags | O_RDWR | O_CLOEXEC, 0640));
-  // A read-only volume's file is still opened (and mapped) writable where the daemon may: NICs
-  // on kernels before 6.2 and the CUDA driver's page lock pin shared file pages only through
-  // a writable mapping. The daemon refuses its puts; nothing else writes it. Where it may not
-  // (permissions, a read-only filesystem) the mapping is read-only too.
-  bool writable = true;
-  if (!fd.valid() && read_only && (errno == EACCES || errno == EROFS || errno == EPERM)) {
-    fd = ScopedFd(::open(path.c_str(), flags | O_RDONLY | O_CLOEXEC, 0640));
-    writable = false;
+absl::StatusOr<FileAt> LocateFile(const VolumeSpec& spec) {
+  FileAt at;
+  if (spec.dir != nullptr) {
+    at.beneath = true;
+    at.segment = std::string(LastSegment(spec.name));
+    GDR_ASSIGN_OR_RETURN(at.parent,
+                         spec.dir->OpenParent(spec.name, spec.read_only ? nullptr : &at.made));
+    return at;
   }
-  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
-  if (flags & O_CREAT) {
-    if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
-      return absl::ErrnoToStatus(errno, absl::StrCat("ftruncate ", path, " to ", size));
-    }
-  } else {
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", path));
-    if (static_cast<uint64_t>(st.st_size) != size) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "volume file ", path, " holds ", st.st_size, " bytes but the volume is ", size,
-          " bytes; refusing to resize existing data (move the file away or fix the size)"));
-    }
-  }
-  void* p = ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
-                   fd.get(), 0);
-  if (p == MAP_FAILED) return absl::ErrnoToStatus(errno, absl::StrCat("mmap ", path));
-  // The fd stays open with the volume: CheckBacked fstats the very file that is mapped.
-  return MappedFile{static_cast<std::byte*>(p), std::move(fd)};
+  const size_t slash = spec.file.rfind('/');
+  const std::string dir = slash == 0 ? "/" : spec.file.substr(0, slash);
+  at.segment = spec.file.substr(slash + 1);
+  at.parent = ScopedFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!at.parent.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("open ", dir));
+  return at;
+}
+
+int OpenAt(const FileAt& at, const std::string& segment, int flags, mode_t mode = 0) {
+  // O_NONBLOCK: a FIFO put where a file was expected must not hang the daemon in open().
+  flags |= O_NONBLOCK | O_CLOEXEC;
+  return at.beneath ? OpenBeneath(at.parent.get(), segment, flags, mode)
+                    : ::openat(at.parent.get(), segment.c_str(), flags, mode);
+}
+
+absl::Status NotRegular(const std::string& shown) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("volume file ", shown, " is not a regular file"));
+}
+
+// The temporary name a new file is filled under, beside it: short whatever the volume's name
+// (a 255-byte segment plus a suffix would pass NAME_MAX), the same for the same name (a crash's
+// leftover is found and replaced), hidden, and ending in ".partial" (a scan skips it).
+std::string FillName(absl::string_view segment) {
+  return absl::StrCat(".", absl::Hex(PatternSeed(segment), absl::kZeroPad16), ".partial");
+}
+
+absl::StatusOr<std::byte*> MapFd(int fd, const std::string& shown, uint64_t size, bool writable) {
+  void* p = ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return absl::ErrnoToStatus(errno, absl::StrCat("mmap ", shown));
+  return static_cast<std::byte*>(p);
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Volume>> Volume::Create(const VolumeSpec& spec) {
-  if (spec.read_only && spec.file.empty()) {
+  if (spec.read_only && spec.file.empty() && spec.dir == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("volume '", spec.name, "': only a file volume can be read-only"));
   }
-  if (spec.file.empty()) {
+  if (spec.file.empty() && spec.dir == nullptr) {
     void* p = ::mmap(nullptr, spec.size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
@@ -182,45 +196,94 @@ absl::StatusOr<std::unique_ptr<Volume>> Volume::Create(const VolumeSpec& spec) {
     ParallelFill(spec.name, data, spec.size);
     return std::unique_ptr<Volume>(new Volume(spec, data, false, ScopedFd()));
   }
+  const std::string shown = spec.dir != nullptr ? spec.dir->Shown(spec.name) : spec.file;
+  GDR_ASSIGN_OR_RETURN(FileAt at, LocateFile(spec));
+  auto undo_dirs = absl::MakeCleanup([&at] { ServedDir::RemoveMade(&at.made); });
+  // Not a regular file (a FIFO, a device): refused before it is opened at all.
   struct stat st {};
-  if (::stat(spec.file.c_str(), &st) == 0) {
+  const int stat_flags = at.beneath ? AT_SYMLINK_NOFOLLOW : 0;
+  if (::fstatat(at.parent.get(), at.segment.c_str(), &st, stat_flags) == 0) {
     if (!S_ISREG(st.st_mode)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("volume file ", spec.file, " is not a regular file"));
+      return S_ISLNK(st.st_mode)
+                 ? absl::FailedPreconditionError(absl::StrCat(
+                       shown, " is a symbolic link: a volume is never served through one"))
+                 : NotRegular(shown);
     }
-    GDR_ASSIGN_OR_RETURN(MappedFile mapped, MapFile(spec.file, spec.size, 0, spec.read_only));
-    return std::unique_ptr<Volume>(new Volume(spec, mapped.data, false, std::move(mapped.fd)));
+    // A read-only volume's file is still opened (and mapped) writable where the daemon may:
+    // NICs on kernels before 6.2 and the CUDA driver's page lock pin shared file pages only
+    // through a writable mapping. The daemon refuses its puts; nothing else writes it. Where it
+    // may not (permissions, a read-only filesystem) the mapping is read-only too.
+    bool writable = true;
+    ScopedFd fd(OpenAt(at, at.segment, O_RDWR));
+    if (!fd.valid() && spec.read_only && (errno == EACCES || errno == EROFS || errno == EPERM)) {
+      fd = ScopedFd(OpenAt(at, at.segment, O_RDONLY));
+      writable = false;
+    }
+    if (!fd.valid()) {
+      if (errno == ELOOP) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            shown, " became a symbolic link: a volume is never served through one"));
+      }
+      return absl::ErrnoToStatus(errno, absl::StrCat("open ", shown));
+    }
+    // What was opened, checked again: the name may have changed hands since the stat.
+    if (::fstat(fd.get(), &st) != 0) return absl::ErrnoToStatus(errno, "stat " + shown);
+    if (!S_ISREG(st.st_mode)) return NotRegular(shown);
+    if (static_cast<uint64_t>(st.st_size) != spec.size) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "volume file ", shown, " holds ", st.st_size, " bytes but the volume is ", spec.size,
+          " bytes; refusing to resize existing data (move the file away or fix the size)"));
+    }
+    GDR_ASSIGN_OR_RETURN(std::byte* data, MapFd(fd.get(), shown, spec.size, writable));
+    // The fd stays open with the volume: CheckBacked fstats the very file that is mapped.
+    return std::unique_ptr<Volume>(new Volume(spec, data, false, std::move(fd)));
   }
-  if (errno != ENOENT) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", spec.file));
+  if (errno != ENOENT) return absl::ErrnoToStatus(errno, absl::StrCat("stat ", shown));
   if (spec.read_only) {
     return absl::NotFoundError(absl::StrCat("volume '", spec.name, "': read-only file ",
-                                            spec.file, " does not exist"));
+                                            shown, " does not exist"));
   }
-  const std::string partial = spec.file + ".partial";
-  ::unlink(partial.c_str());  // left by a crash during an earlier fill
-  GDR_ASSIGN_OR_RETURN(MappedFile mapped, MapFile(partial, spec.size, O_CREAT | O_EXCL));
-  std::byte* const data = mapped.data;
-  auto unmap = absl::MakeCleanup([&] { ::munmap(data, spec.size); ::unlink(partial.c_str()); });
+  const std::string partial = FillName(at.segment);
+  ::unlinkat(at.parent.get(), partial.c_str(), 0);  // left by a crash during an earlier fill
+  ScopedFd fd(OpenAt(at, partial, O_RDWR | O_CREAT | O_EXCL, 0640));
+  if (!fd.valid()) return absl::ErrnoToStatus(errno, absl::StrCat("create ", shown, " (as ",
+                                                                    partial, ")"));
+  auto drop_partial = absl::MakeCleanup(
+      [&at, &partial] { ::unlinkat(at.parent.get(), partial.c_str(), 0); });
+  if (::ftruncate(fd.get(), static_cast<off_t>(spec.size)) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("ftruncate ", shown, " to ", spec.size));
+  }
+  GDR_ASSIGN_OR_RETURN(std::byte* const data, MapFd(fd.get(), shown, spec.size, true));
+  auto unmap = absl::MakeCleanup([&] { ::munmap(data, spec.size); });
   ParallelFill(spec.name, data, spec.size);
   if (::msync(data, spec.size, MS_SYNC) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("msync ", partial));
+    return absl::ErrnoToStatus(errno, absl::StrCat("msync ", shown));
   }
-  if (::rename(partial.c_str(), spec.file.c_str()) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("rename ", partial, " -> ", spec.file));
+  // Never over a file made meanwhile (by hand, or by another daemon on the directory).
+  if (::renameat2(at.parent.get(), partial.c_str(), at.parent.get(), at.segment.c_str(),
+                  RENAME_NOREPLACE) != 0) {
+    if (errno == EEXIST) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("volume file ", shown, " appeared while it was being made; kept as is"));
+    }
+    return absl::ErrnoToStatus(errno, absl::StrCat("rename ", partial, " -> ", shown));
   }
+  std::move(drop_partial).Cancel();
   std::move(unmap).Cancel();
-  return std::unique_ptr<Volume>(new Volume(spec, data, true, std::move(mapped.fd)));
+  std::move(undo_dirs).Cancel();
+  return std::unique_ptr<Volume>(new Volume(spec, data, true, std::move(fd)));
 }
 
 Volume::Volume(const VolumeSpec& spec, std::byte* data, bool created, ScopedFd fd)
     : name_(spec.name),
       size_(spec.size),
       data_(data),
-      file_(spec.file),
+      file_(spec.dir != nullptr ? spec.dir->Shown(spec.name) : spec.file),
       created_(created),
       read_only_(spec.read_only),
       media_(spec.media),
-      fd_(std::move(fd)) {
+      fd_(std::move(fd)),
+      dir_(spec.dir) {
   if (!file_.empty()) {
     // A file can be truncated under the mapping at any time; copies into and out of it are
     // guarded (mapping_guard.h), and a fault names this volume and file.
@@ -240,6 +303,33 @@ absl::Status Volume::CheckBacked() const {
         "volume '", name_, "': its file ", file_, " is ", st.st_size, " bytes, shorter than the "
         "volume's ", size_, " (truncated behind the daemon's back?); its ops fail until the "
         "file is ", size_, " bytes again"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Volume::RemoveFile() const {
+  if (dir_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "volume '", name_, "': its file ", file_.empty() ? "(none)" : file_,
+        " is not in a --volume-dir; the daemon deletes only files of its writable --volume-dir"));
+  }
+  absl::StatusOr<ScopedFd> parent = dir_->OpenParent(name_, nullptr);
+  if (absl::IsNotFound(parent.status())) return absl::OkStatus();  // gone with its directory
+  if (!parent.ok()) return parent.status();
+  const std::string segment(LastSegment(name_));
+  struct stat mine {}, there {};
+  if (::fstat(fd_.get(), &mine) != 0) return absl::ErrnoToStatus(errno, "stat " + file_);
+  if (::fstatat(parent->get(), segment.c_str(), &there, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::ErrnoToStatus(errno, "stat " + file_);
+  }
+  if (there.st_dev != mine.st_dev || there.st_ino != mine.st_ino) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "volume '", name_, "': ", file_, " is no longer the volume's file (",
+        S_ISLNK(there.st_mode) ? "a symbolic link" : "another file", " took its name); left as is"));
+  }
+  if (::unlinkat(parent->get(), segment.c_str(), 0) != 0 && errno != ENOENT) {
+    return absl::ErrnoToStatus(errno, "unlink " + file_);
   }
   return absl::OkStatus();
 }

@@ -20,6 +20,7 @@
 #include "common/base/socket.h"
 #include "common/wire/volume_name.h"
 #include "daemon/store/media_settings.h"
+#include "daemon/store/served_dir.h"
 
 namespace gdr {
 
@@ -31,6 +32,9 @@ struct VolumeSpec {
   // Served for gets only (a --volume-dir without `writable`): the file is opened and mapped
   // read-only, and puts are refused.
   bool read_only = false;
+  // Set for a file of a --volume-dir: the file is `name` beneath this directory, reached only
+  // through its descriptor (served_dir.h), and `file` is the path as a person reads it.
+  std::shared_ptr<const ServedDir> dir = nullptr;
 };
 
 // "NAME=SIZE[,file=/abs/path][,media=PRESET][,latency_us=N][,p99_us=N][,bandwidth=SIZE/s]
@@ -64,10 +68,14 @@ class Volume {
   };
 
   // Memory: anonymous mapping filled with the pattern. File: an existing file of exactly the
-  // spec's size is kept as it is; a missing one is created as FILE.partial, pattern-filled,
-  // flushed and renamed into place (a crash mid-fill never leaves a half-filled FILE).
+  // spec's size is kept as it is; a missing one is created under a temporary name ending in
+  // ".partial" beside it, pattern-filled, flushed and renamed into place, never over a file
+  // that appeared meanwhile (a crash mid-fill never leaves a half-filled FILE). Beneath a
+  // --volume-dir (spec.dir) every step goes through directory descriptors, the missing parent
+  // directories are made, and those made are removed again when the create fails.
   // RESOURCE_EXHAUSTED when memory cannot be mapped; FAILED_PRECONDITION when FILE exists with
-  // another size; the errno status (with the path) when the file cannot be opened or mapped.
+  // another size or is not a regular file, or a part of its path beneath the directory is a
+  // symbolic link; the errno status (with the path) when the file cannot be opened or mapped.
   static absl::StatusOr<std::unique_ptr<Volume>> Create(const VolumeSpec& spec);
   ~Volume();
   Volume(const Volume&) = delete;
@@ -99,6 +107,13 @@ class Volume {
   // serves it again); the errno status when fstat fails. Thread-safe. A truncation racing an
   // op that passed this check is caught where the bytes are copied (mapping_guard.h).
   absl::Status CheckBacked() const;
+  // Unlinks the volume's file from its --volume-dir, only while the name there is still this
+  // volume's file (same device and inode), never through a link. FAILED_PRECONDITION for a
+  // volume not made from a --volume-dir, or when the name now holds another file; OK when the
+  // name is already gone; the errno status otherwise.
+  absl::Status RemoveFile() const;
+  // The --volume-dir the file lies in; nullptr for memory volumes and --volume files.
+  const ServedDir* served_dir() const { return dir_.get(); }
 
  private:
   Volume(const VolumeSpec& spec, std::byte* data, bool created, ScopedFd fd);
@@ -110,6 +125,7 @@ class Volume {
   bool read_only_ = false;
   MediaSettings media_;
   ScopedFd fd_;  // file volumes: the mapped file, kept open for CheckBacked
+  std::shared_ptr<const ServedDir> dir_;
   mutable absl::Mutex attach_mu_;
   mutable std::vector<std::pair<const void*, std::unique_ptr<Attachment>>> attachments_
       ABSL_GUARDED_BY(attach_mu_);

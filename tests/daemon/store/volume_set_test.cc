@@ -3,11 +3,13 @@
 // before the pages, read-only file volumes; and --volume-dir's parsing, scan and file paths.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -204,22 +206,195 @@ TEST(VolumeDirTest, ServesEveryFileByItsRelativePathAndSaysWhatItSkipped) {
   EXPECT_FALSE(specs->front().read_only);
 }
 
-TEST(VolumeDirTest, AVolumeFileLiesUnderTheDirectoryAndNeverThroughALink) {
+// A volume made at run time in a --volume-dir: made beneath it, its directories with it, never
+// through a link planted anywhere on its path, and nothing left when it fails.
+absl::StatusOr<std::unique_ptr<Volume>> MakeIn(const VolumeDir& vd, const std::string& name,
+                                               uint64_t size) {
+  absl::StatusOr<VolumeSpec> spec = VolumeSpecIn(vd, name, size);
+  if (!spec.ok()) return spec.status();
+  return Volume::Create(*spec);
+}
+
+bool IsEmptyDir(const std::string& path) {
+  return fs::is_directory(path) && fs::directory_iterator(path) == fs::directory_iterator();
+}
+
+TEST(VolumeDirTest, AVolumeFileIsMadeBeneathTheDirectoryAndNeverThroughALink) {
+  ScratchDir dir, outside;
+  VolumeDir vd{dir.path(), true, {}};
+  ASSERT_TRUE(OpenVolumeDir(&vd).ok());
+  auto made = MakeIn(vd, "ckpt/step-100/rank0.bin", 8192);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ((*made)->file(), dir.path() + "/ckpt/step-100/rank0.bin");
+  EXPECT_EQ(fs::file_size(dir.path() + "/ckpt/step-100/rank0.bin"), 8192u);
+  EXPECT_TRUE(IsEmptyDir(outside.path()));
+
+  fs::create_directory_symlink(outside.path(), fs::path(dir.path()) / "out");
+  auto through = MakeIn(vd, "out/x", 4096);
+  EXPECT_TRUE(absl::IsFailedPrecondition(through.status())) << through.status();
+  EXPECT_THAT(std::string(through.status().message()), HasSubstr("symbolic link"));
+  // A link deeper down the path, and as the last part.
+  fs::create_directory_symlink(outside.path(), fs::path(dir.path()) / "ckpt" / "deep");
+  EXPECT_TRUE(absl::IsFailedPrecondition(MakeIn(vd, "ckpt/deep/x", 4096).status()));
+  const std::string target = outside.Write("target", 4096);
+  fs::create_symlink(target, fs::path(dir.path()) / "host");
+  EXPECT_TRUE(absl::IsFailedPrecondition(MakeIn(vd, "host", 4096).status()));
+  EXPECT_EQ(fs::file_size(target), 4096u);
+  dir.Write("file", 1);
+  EXPECT_TRUE(absl::IsFailedPrecondition(MakeIn(vd, "file/x", 4096).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeIn(vd, "../x", 4096).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeIn(vd, "a//x", 4096).status()));
+  // Nothing was made outside, neither a file nor a fill's leftover.
+  std::vector<std::string> there;
+  for (const auto& e : fs::directory_iterator(outside.path())) there.push_back(e.path().string());
+  EXPECT_THAT(there, ElementsAre(target));
+}
+
+TEST(VolumeDirTest, ALinkSwappedInWhileVolumesAreMadeNeverPutsAFileOutside) {
+  ScratchDir dir, outside;
+  VolumeDir vd{dir.path(), true, {}};
+  ASSERT_TRUE(OpenVolumeDir(&vd).ok());
+  const fs::path sw = fs::path(dir.path()) / "sw";
+  std::atomic<bool> stop{false};
+  // Exchanges "sw" (a directory) with "alt" (a link to `outside`) atomically, as fast as it
+  // can: "sw" is each of them half the time, and every path check made before its use is raced.
+  fs::create_directory(sw);
+  fs::create_directory_symlink(outside.path(), fs::path(dir.path()) / "alt");
+  std::thread swapper([&] {
+    while (!stop.load()) {
+      ::renameat2(AT_FDCWD, sw.c_str(), AT_FDCWD, (fs::path(dir.path()) / "alt").c_str(),
+                  RENAME_EXCHANGE);
+    }
+  });
+  int made = 0;
+  for (int i = 0; i < 300; ++i) {
+    auto v = MakeIn(vd, absl::StrCat("sw/v", i), 4096);
+    if (v.ok()) ++made;
+  }
+  stop = true;
+  swapper.join();
+  std::cerr << "made " << made << " of 300 while the path was swapped\n";
+  EXPECT_TRUE(IsEmptyDir(outside.path()))
+      << "made " << made << " of 300; outside holds " << fs::directory_iterator(outside.path())
+      ->path();
+}
+
+TEST(VolumeDirTest, ALongLastSegmentIsMadeAndAFailedCreateLeavesNoDirectoryBehind) {
   ScratchDir dir;
   VolumeDir vd{dir.path(), true, {}};
-  auto path = VolumeFileIn(vd, "ckpt/step-100/rank0.bin", /*make_parents=*/false);
-  ASSERT_TRUE(path.ok()) << path.status();
-  EXPECT_EQ(*path, dir.path() + "/ckpt/step-100/rank0.bin");
-  EXPECT_FALSE(fs::exists(dir.path() + "/ckpt"));
-  ASSERT_TRUE(VolumeFileIn(vd, "ckpt/step-100/rank0.bin", true).ok());
-  EXPECT_TRUE(fs::is_directory(dir.path() + "/ckpt/step-100"));
-  fs::create_directory_symlink("/tmp", fs::path(dir.path()) / "out");
-  EXPECT_TRUE(absl::IsFailedPrecondition(VolumeFileIn(vd, "out/x", true).status()));
-  fs::create_symlink("/etc/hostname", fs::path(dir.path()) / "host");
-  EXPECT_TRUE(absl::IsFailedPrecondition(VolumeFileIn(vd, "host", true).status()));
-  dir.Write("file", 1);
-  EXPECT_TRUE(absl::IsFailedPrecondition(VolumeFileIn(vd, "file/x", true).status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(VolumeFileIn(vd, "../x", true).status()));
+  ASSERT_TRUE(OpenVolumeDir(&vd).ok());
+  // 255 characters in all, 253 of them in the file's own name: a suffix on it would pass
+  // NAME_MAX.
+  const std::string name = "d/" + std::string(253, 'n');
+  auto made = MakeIn(vd, name, 4096);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(fs::file_size(dir.path() + "/" + name), 4096u);
+  std::vector<std::string> in_d;
+  for (const auto& e : fs::directory_iterator(dir.path() + "/d")) {
+    in_d.push_back(e.path().filename().string());
+  }
+  EXPECT_THAT(in_d, ElementsAre(std::string(253, 'n')));
+  // A create that fails after its directories were made (no file system takes 2^62 bytes
+  // mapped) leaves none of them.
+  auto huge = MakeIn(vd, "new/parents/v.bin", uint64_t{1} << 62);
+  EXPECT_FALSE(huge.ok());
+  EXPECT_FALSE(fs::exists(dir.path() + "/new")) << huge.status();
+}
+
+TEST(VolumeDirTest, RemoveFileUnlinksOnlyTheVolumesOwnFileAndNeverThroughALink) {
+  ScratchDir dir, outside;
+  VolumeDir vd{dir.path(), true, {}};
+  ASSERT_TRUE(OpenVolumeDir(&vd).ok());
+  auto a = MakeIn(vd, "dl/a.bin", 4096);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // dl/ swapped for a link to a directory holding a file of the same name.
+  const std::string victim = outside.Write("a.bin", 100);
+  fs::rename(dir.path() + "/dl", dir.path() + "/dl.moved");
+  fs::create_directory_symlink(outside.path(), dir.path() + "/dl");
+  absl::Status s = (*a)->RemoveFile();
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_TRUE(fs::exists(victim));
+  // Its name now holds another file: left as it is.
+  fs::remove(dir.path() + "/dl");
+  fs::rename(dir.path() + "/dl.moved", dir.path() + "/dl");
+  fs::remove(dir.path() + "/dl/a.bin");
+  dir.Write("dl/a.bin", 50);
+  s = (*a)->RemoveFile();
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("no longer the volume's file"));
+  EXPECT_EQ(fs::file_size(dir.path() + "/dl/a.bin"), 50u);
+  // Its own file goes; gone already is fine.
+  auto b = MakeIn(vd, "dl/b.bin", 4096);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE((*b)->RemoveFile().ok());
+  EXPECT_FALSE(fs::exists(dir.path() + "/dl/b.bin"));
+  EXPECT_TRUE((*b)->RemoveFile().ok());
+  // A --volume file=PATH is not the daemon's to delete.
+  VolumeSpec own{"own", 4096, dir.path() + "/own.bin", {}};
+  auto o = Volume::Create(own);
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition((*o)->RemoveFile()));
+  EXPECT_TRUE(fs::exists(dir.path() + "/own.bin"));
+}
+
+TEST(VolumeDirTest, AFifoIsSkippedAndRefusedWithoutHanging) {
+  ScratchDir dir;
+  dir.Write("ok.bin", 10);
+  ASSERT_EQ(::mkfifo((dir.path() + "/pipe").c_str(), 0644), 0);
+  VolumeDir vd{dir.path(), false, {}};
+  std::vector<std::string> skipped;
+  auto specs = ScanVolumeDir(vd, 100, &skipped);
+  ASSERT_TRUE(specs.ok()) << specs.status();
+  ASSERT_EQ(specs->size(), 1u);
+  EXPECT_THAT(skipped, ElementsAre(HasSubstr("pipe: not a regular file")));
+  // Named as a volume anyway (a read-only spec of it): refused, not opened.
+  VolumeSpec pipe = specs->front();
+  pipe.name = "pipe";
+  auto v = Volume::Create(pipe);
+  EXPECT_TRUE(absl::IsFailedPrecondition(v.status())) << v.status();
+}
+
+// A daemon run as an unprivileged user, with a directory it cannot read in the served one (as
+// lost+found is): that directory's files are missing, named in `skipped`; every other file is
+// served. Root reads everything, so the scan runs in a child that gave up root.
+TEST(VolumeDirTest, AnUnreadableDirectoryHidesOnlyItsOwnFiles) {
+  ScratchDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0755), 0);
+  for (int i = 0; i < 16; ++i) dir.Write(absl::StrCat("f", i, ".bin"), 10);
+  for (int i = 0; i < 4; ++i) dir.Write(absl::StrCat("z/g", i, ".bin"), 10);
+  dir.Write("lost+found/hidden.bin", 10);
+  ASSERT_EQ(::chmod((dir.path() + "/lost+found").c_str(), 0700), 0);
+  if (::geteuid() == 0) {
+    // Owned by another uid than the scanner's.
+    ASSERT_EQ(::chown((dir.path() + "/lost+found").c_str(), 0, 0), 0);
+  }
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(out[0]);
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);
+    std::vector<std::string> skipped;
+    auto specs = ScanVolumeDir({dir.path(), false, {}}, 100, &skipped);
+    if (!specs.ok()) ::_exit(4);
+    std::string text = absl::StrCat(specs->size(), "\n");
+    for (const std::string& why : skipped) absl::StrAppend(&text, why, "\n");
+    if (::write(out[1], text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      ::_exit(5);
+    }
+    ::_exit(0);
+  }
+  ::close(out[1]);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) text.append(buf, n);
+  ::close(out[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_THAT(text, ::testing::StartsWith("20\n"));
+  EXPECT_THAT(text, HasSubstr("lost+found/: cannot be read (Permission denied)"));
 }
 
 }  // namespace
