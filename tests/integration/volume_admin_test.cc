@@ -239,5 +239,38 @@ TEST(VolumeAdminTest, AVolumeDirServesItsFilesReadOnlyAndAWritableOneTakesNewFil
   EXPECT_EQ(link.status().code(), absl::StatusCode::kFailedPrecondition) << link.status();
 }
 
+// Hostile use of the writable directory, through a real daemon: a subdirectory swapped for a
+// link to elsewhere is never deleted through (the file outside stays, the answer says why), a
+// name the rule allows is made however long its last part.
+TEST(VolumeAdminTest, AWritableDirectoryIsNeverLeftThroughALinkAndTakesEveryValidName) {
+  auto scratch = TempDir::Create("gdr-volume-dir-hostile");
+  ASSERT_TRUE(scratch.ok());
+  const std::string rw = (*scratch)->File("rw"), outside = (*scratch)->File("outside");
+  fs::create_directories(rw);
+  fs::create_directories(outside);
+  auto d = DaemonProcess::Start({"--volume-dir", rw + ",writable"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string at = (*d)->address();
+  ASSERT_TRUE(CreateVolume(at, Request("dl/a.bin", 4096, true)).ok());
+  std::ofstream(outside + "/a.bin") << "keep me";
+  fs::rename(rw + "/dl", rw + "/dl.moved");
+  fs::create_directory_symlink(outside, rw + "/dl");
+  absl::Status del = DeleteVolume(at, "dl/a.bin", /*delete_file=*/true);
+  EXPECT_EQ(del.code(), absl::StatusCode::kFailedPrecondition) << del;
+  EXPECT_THAT(std::string(del.message()), HasSubstr("symbolic link"));
+  EXPECT_TRUE(fs::exists(outside + "/a.bin"));
+  EXPECT_TRUE(fs::exists(rw + "/dl.moved/a.bin"));
+  // Refused, so still served; with the directory back, deleted with its file.
+  fs::remove(rw + "/dl");
+  fs::rename(rw + "/dl.moved", rw + "/dl");
+  ASSERT_TRUE(DeleteVolume(at, "dl/a.bin", /*delete_file=*/true).ok());
+  EXPECT_FALSE(fs::exists(rw + "/dl/a.bin"));
+
+  const std::string long_name = "ck/" + std::string(252, 'L');
+  auto made = CreateVolume(at, Request(long_name, 8192, true));
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(fs::file_size(rw + "/" + long_name), 8192u);
+}
+
 }  // namespace
 }  // namespace gdr::integ
