@@ -9,9 +9,11 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "client/src/registration.h"
 #include "client/src/transport/client_transport.h"
 #include "client/src/transport/region.h"
+#include "common/wire/volume_name.h"
 #include "gdrstore/client.h"
 
 namespace gdr {
@@ -26,6 +28,13 @@ class ClientAccess {
   static void Dispatch(gdrstore::Client& client, const gdrstore::Extent& extent,
                        const gdrstore::Buffer& buffer, size_t buffer_offset,
                        gdrstore::OpCallback done, Piece&& piece) {
+    // Checked before it is sent: a name that is not UTF-8 fails the request's parsing in the
+    // daemon, which answers an unnamed UNIMPLEMENTED.
+    if (!IsVolumeNameSyntax(extent.volume)) {
+      done(absl::InvalidArgumentError(absl::StrCat(
+          "extent.volume '", ShownVolumeName(extent.volume), "' must be ", kVolumeNameRule)));
+      return;
+    }
     if (client.transport_->rail_count() == 1) {
       if (client.options_.crc32c) {
         done = CrcChecked(buffer, buffer_offset, extent.length, std::move(done));

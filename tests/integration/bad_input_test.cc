@@ -3,8 +3,10 @@
 // Covers bad extents, bad buffers and endpoints, unreachable and silent targets, garbage on a
 // client's target port and on the daemon's gRPC port, and per-op errors on a Stream call.
 #include <grpcpp/grpcpp.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <future>
 #include <map>
 #include <random>
 #include <tuple>
@@ -165,6 +167,34 @@ TEST_F(BadInputTest, UnknownVolumeIsNotFound) {
   ExpectBoth(MakeExtent(std::string("vol0\x01\x7f", 6), 0, 4096), Describe(4096), grpc::NOT_FOUND,
              "volume name with control bytes");
   ExpectBoth(MakeExtent("", 0, 4096), Describe(4096), grpc::NOT_FOUND, "empty volume name");
+}
+
+// A name no daemon can take is refused by the client before it is sent, naming the field: one
+// that is not UTF-8 would fail the request's parsing in the daemon, which answers an unnamed
+// UNIMPLEMENTED.
+TEST_F(BadInputTest, TheClientRefusesANameTheRuleForbidsBeforeSendingIt) {
+  for (const std::string& name : {std::string("vol\xff\xfe"), std::string(), std::string("../x"),
+                                  std::string(256, 'v')}) {
+    absl::StatusOr<gdrstore::OpResult> r = bad_->Write({name, 0, 4096}, *bad_buf_);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("extent.volume"));
+    r = bad_->Read({name, 0, 4096}, *bad_buf_);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    auto stream = bad_->OpenStream();
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    std::promise<absl::Status> answered;
+    (*stream)->Submit(gdrstore::OpKind::kWrite, {name, 0, 4096}, *bad_buf_, 0,
+                      [&](absl::StatusOr<gdrstore::OpResult> sr) {
+                        answered.set_value(sr.status());
+                      });
+    absl::Status sr = answered.get_future().get();
+    EXPECT_EQ(sr.code(), absl::StatusCode::kInvalidArgument) << sr;
+    absl::StatusOr<bool> made = bad_->CreateVolume(name, 4096);
+    EXPECT_EQ(made.status().code(), absl::StatusCode::kInvalidArgument) << made.status();
+    EXPECT_THAT(std::string(made.status().message()), ::testing::HasSubstr("name '"));
+    EXPECT_EQ(bad_->DeleteVolume(name).code(), absl::StatusCode::kInvalidArgument);
+    ExpectGoodOpFromOtherClient("a name the rule forbids");
+  }
 }
 
 TEST_F(BadInputTest, TargetRefusalsArePermissionDenied) {
