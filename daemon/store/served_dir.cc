@@ -35,7 +35,7 @@ int OpenBeneath(int dirfd, const std::string& segment, int flags, mode_t mode) {
   if (!no_openat2.load(std::memory_order_relaxed)) {
     struct open_how how {};
     how.flags = static_cast<uint64_t>(flags);
-    how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
+    how.mode = (flags & O_CREAT) ? mode : 0;  // openat2 refuses a mode it would not use
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
     const long fd = ::syscall(SYS_openat2, dirfd, segment.c_str(), &how, sizeof(how));
     if (fd >= 0 || errno != ENOSYS) return static_cast<int>(fd);
