@@ -9,19 +9,32 @@
 
 namespace gdr {
 
-AdmissionWindow::~AdmissionWindow() {
+namespace {
+constexpr char kClosedMessage[] = "the client closed before the op could be sent";
+}  // namespace
+
+AdmissionWindow::~AdmissionWindow() { Close(); }
+
+void AdmissionWindow::Close() {
   std::list<HeldPtr> left;
   std::vector<DeadlineTimer::Id> wakes;
   {
     absl::MutexLock lock(&mu_);
+    closed_.store(true);
     left.swap(held_);
     wakes.swap(wakes_);
     held_count_.store(0);
+    want_limits_ = nullptr;  // it reaches the Client, which is going
+    for (const HeldPtr& h : left) {
+      if (h->scope != nullptr) --h->scope->waiting;  // wakes the Stream's AwaitIdle
+    }
+    stats_.waiting = 0;
   }
+  CancelFetchAndWait();
   for (DeadlineTimer::Id id : wakes) timer_->Cancel(id);
   for (const HeldPtr& h : left) {
     if (h->deadline_timer != 0) timer_->Cancel(h->deadline_timer);
-    h->done(absl::CancelledError("the client closed before the op could be sent"));
+    h->done(absl::CancelledError(kClosedMessage));
   }
 }
 
@@ -71,6 +84,10 @@ void AdmissionWindow::Release(Scope* scope, uint64_t bytes) {
 
 void AdmissionWindow::Submit(Scope* scope, uint64_t bytes, absl::Time deadline, Send send,
                              gdrstore::OpCallback done) {
+  if (closed_.load()) {
+    done(absl::CancelledError(kClosedMessage));
+    return;
+  }
   auto h = std::make_shared<Held>();
   h->scope = scope;
   h->bytes = bytes;
@@ -83,13 +100,22 @@ void AdmissionWindow::Submit(Scope* scope, uint64_t bytes, absl::Time deadline, 
     return;
   }
   std::vector<HeldPtr> ready;
+  bool closed = false;
   {
     absl::MutexLock lock(&mu_);
-    h->id = next_id_++;
-    PushLocked(h, /*front=*/false);
-    ready = ReadyLocked();
-    if (std::find(ready.begin(), ready.end(), h) == ready.end()) ++stats_.waited;
-    ArmUnlessSentLocked(h, ready);
+    // Close may have begun since the look above: then the op must not wait (nothing sends it).
+    closed = closed_.load();
+    if (!closed) {
+      h->id = next_id_++;
+      PushLocked(h, /*front=*/false);
+      ready = ReadyLocked();
+      if (std::find(ready.begin(), ready.end(), h) == ready.end()) ++stats_.waited;
+      ArmUnlessSentLocked(h, ready);
+    }
+  }
+  if (closed) {
+    h->done(absl::CancelledError(kClosedMessage));
+    return;
   }
   SendAll(std::move(ready));
 }
@@ -160,14 +186,16 @@ void AdmissionWindow::SendAll(std::vector<HeldPtr> ready) {
 }
 
 gdrstore::OpCallback AdmissionWindow::Answer(HeldPtr h) {
-  return [this, h = std::move(h)](absl::StatusOr<gdrstore::OpResult> r) {
-    Answered(h, std::move(r));
+  // The window is held by the answer: one may come after the Client (which Closed the window)
+  // is gone.
+  return [self = shared_from_this(), h = std::move(h)](absl::StatusOr<gdrstore::OpResult> r) {
+    self->Answered(h, std::move(r));
   };
 }
 
 void AdmissionWindow::Answered(const HeldPtr& h, absl::StatusOr<gdrstore::OpResult> r) {
   Release(h->scope, h->bytes);
-  const bool refused = !r.ok() && IsNotAdmitted(r.status()) && absl::Now() < h->deadline;
+  bool refused = !r.ok() && IsNotAdmitted(r.status()) && absl::Now() < h->deadline;
   if (!refused && held_count_.load() == 0 &&
       (h->scope == nullptr || !h->scope->closing.load())) {
     h->done(std::move(r));  // the fast path: nothing waits for this room
@@ -177,6 +205,7 @@ void AdmissionWindow::Answered(const HeldPtr& h, absl::StatusOr<gdrstore::OpResu
   std::function<void()> ask;
   {
     absl::MutexLock lock(&mu_);
+    if (closed_.load()) refused = false;  // not resent: the refusal is the op's answer
     if (refused) {
       // Other clients hold the daemon's room (or its limits shrank): pause, doubling from
       // 1 ms to 64 ms, then send it again ahead of later ops.

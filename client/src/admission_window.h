@@ -27,7 +27,9 @@
 
 namespace gdr {
 
-class AdmissionWindow {
+// Made with std::make_shared only: an op's answer holds the window, so one answered after the
+// Client has gone still finds it.
+class AdmissionWindow : public std::enable_shared_from_this<AdmissionWindow> {
  public:
   // 0: no limit known (the daemon's refusals still pace the ops).
   struct Limits {
@@ -48,7 +50,7 @@ class AdmissionWindow {
 
   // The timer is shared: the window may be let go last on a gRPC thread.
   explicit AdmissionWindow(std::shared_ptr<DeadlineTimer> timer) : timer_(std::move(timer)) {}
-  // Ops still waiting fail CANCELLED (the Client is closing).
+  // Close().
   ~AdmissionWindow();
   AdmissionWindow(const AdmissionWindow&) = delete;
   AdmissionWindow& operator=(const AdmissionWindow&) = delete;
@@ -60,10 +62,10 @@ class AdmissionWindow {
   void OnRefusalAskLimits(std::function<void()> want_limits);
 
   // Sends the op of `bytes` at once when it fits and nothing waits, else when room frees up.
-  // `done` runs once: with the
-  // op's answer, with DEADLINE_EXCEEDED when `deadline` passes before it could be sent, or with
-  // the daemon's refusal if that came at the deadline. Thread-safe; never blocks on the
-  // daemon. `scope`: the Stream it goes on (nullptr for a unary call).
+  // `done` runs once: with the op's answer, with DEADLINE_EXCEEDED when `deadline` passes
+  // before it could be sent, with the daemon's refusal if that came at the deadline, or with
+  // CANCELLED once Close has begun. Thread-safe; never blocks on the daemon. `scope`: the
+  // Stream it goes on (nullptr for a unary call).
   void Submit(Scope* scope, uint64_t bytes, absl::Time deadline, Send send,
               gdrstore::OpCallback done);
 
@@ -75,6 +77,10 @@ class AdmissionWindow {
   void EndFetch();
   void CancelFetchAndWait();
 
+  // The Client is closing: ops still waiting fail CANCELLED, and so do later ones at once; the
+  // limits' fetch is cancelled and waited for (CancelFetchAndWait); nothing is sent or resent
+  // afterwards, and want_limits is not run again. Once; later calls do nothing more.
+  void Close();
   // Waits until no op of `scope` is waiting or in flight (a Stream closing: each ends by its
   // deadline). Not from an op's callback.
   void AwaitIdle(Scope* scope);
@@ -127,6 +133,8 @@ class AdmissionWindow {
   // Ops in held_: while any, every answer takes the lock to send them (seq_cst with the room
   // counters, so that an answer and a newly held op cannot miss each other).
   std::atomic<uint64_t> held_count_{0};
+  // Close has begun: Submit fails at once (read without the lock), a refusal is not resent.
+  std::atomic<bool> closed_{false};
   mutable absl::Mutex mu_;
   std::list<HeldPtr> held_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -5,6 +5,7 @@
 #include "gdrstore/gdrstore.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/src/c_api_handle.h"
@@ -38,27 +40,62 @@ using gdr::capi::Invalid;
 using gdr::capi::Kind;
 using gdr::capi::Self;
 
+struct StreamHandle;
+
+// What a client's buffers and streams know of it, shared so that it outlives the client: its
+// handle value, whether gdrstore_client_close has run, and its streams (which that ends).
+struct ClientLife {
+  std::atomic<gdr::capi::HandleId> id{0};
+  std::atomic<bool> closed{false};
+  absl::Mutex mu;
+  std::vector<std::weak_ptr<StreamHandle>> streams ABSL_GUARDED_BY(mu);
+};
+
 struct ClientHandle : CHandle {
   static constexpr Kind kKind = Kind::kClient;
   ClientHandle() : CHandle(kKind) {}
   std::unique_ptr<gdrstore::Client> client;
+  const std::shared_ptr<ClientLife> life = std::make_shared<ClientLife>();
 };
 
+// A buffer or stream keeps no reference to its client's objects: the C++ Buffer and OpStream
+// outlive their Client safely, so a client closed first is really closed (its transport too).
 struct BufferHandle : CHandle {
   static constexpr Kind kKind = Kind::kBuffer;
   BufferHandle() : CHandle(kKind) {}
   std::unique_ptr<gdrstore::Buffer> buffer;
+  std::shared_ptr<ClientLife> client;
 };
 
 struct StreamHandle : CHandle {
   static constexpr Kind kKind = Kind::kStream;
   StreamHandle() : CHandle(kKind) {}
   std::unique_ptr<gdrstore::OpStream> stream;
+  std::shared_ptr<ClientLife> client;
   absl::Mutex done_mu;
   absl::CondVar done_cv;
   std::deque<gdrstore_completion> done ABSL_GUARDED_BY(done_mu);
   size_t outstanding ABSL_GUARDED_BY(done_mu) = 0;  // submitted, not yet polled
 };
+
+// OK when buffer `b` may carry an op of the client `life` describes (`user`: the op's client
+// or stream, for the message): a buffer belongs to the client it was made with, whose
+// transport alone reaches its memory.
+absl::Status SameClient(const BufferHandle& b, const ClientLife& life, const std::string& user) {
+  if (b.client.get() == &life) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "buffer %#x belongs to client %#x%s, not to %s: register the memory with that client",
+      b.id, b.client->id.load(), b.client->closed.load() ? " (closed since)" : "", user));
+}
+
+// FAILED_PRECONDITION when the stream's client has been closed.
+absl::Status ClientOpen(const StreamHandle& s) {
+  if (!s.client->closed.load()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "stream %#x belongs to client %#x, which was closed (gdrstore_client_close): only "
+      "gdrstore_poll, gdrstore_stream_outstanding and gdrstore_stream_close work on it",
+      s.id, s.client->id.load()));
+}
 
 gdrstore_status WrapBuffer(const ClientHandle& c,
                            absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> made,
@@ -66,6 +103,7 @@ gdrstore_status WrapBuffer(const ClientHandle& c,
   if (!made.ok()) return c.Fail(made.status());
   auto b = std::make_shared<BufferHandle>();
   b->buffer = std::move(*made);
+  b->client = c.life;
   *out = AsC<gdrstore_buffer>(gdr::capi::Register(std::move(b)));
   return GDRSTORE_OK;
 }
@@ -92,6 +130,10 @@ gdrstore_status Op(gdrstore_client* client, gdrstore::OpKind kind, const char* v
   if (volume == nullptr) return Invalid(*c, "volume is NULL");
   absl::StatusOr<std::shared_ptr<BufferHandle>> b = FindAs<BufferHandle>(buffer, "buffer");
   if (!b.ok()) return c->Fail(b.status());
+  if (absl::Status st = SameClient(**b, *c->life, absl::StrFormat("client %#x", c->id));
+      !st.ok()) {
+    return c->Fail(st);
+  }
   return Guard(*c, [&] {
     const gdrstore::Extent extent{volume, offset, n};
     absl::StatusOr<gdrstore::OpResult> r =
@@ -112,8 +154,15 @@ gdrstore_status Submit(gdrstore_stream* stream, gdrstore::OpKind kind, const cha
   std::shared_ptr<StreamHandle> s = Self<StreamHandle>(stream);
   if (s == nullptr) return GDRSTORE_INVALID_ARGUMENT;
   if (volume == nullptr) return Invalid(*s, "volume is NULL");
+  if (absl::Status st = ClientOpen(*s); !st.ok()) return s->Fail(st);
   absl::StatusOr<std::shared_ptr<BufferHandle>> b = FindAs<BufferHandle>(buffer, "buffer");
   if (!b.ok()) return s->Fail(b.status());
+  if (absl::Status st = SameClient(**b, *s->client,
+                                   absl::StrFormat("client %#x of stream %#x",
+                                                   s->client->id.load(), s->id));
+      !st.ok()) {
+    return s->Fail(st);
+  }
   return Guard(*s, [&] {
     {
       absl::MutexLock lock(&s->done_mu);
@@ -195,7 +244,10 @@ gdrstore_status gdrstore_client_open(const gdrstore_client_options* o, gdrstore_
     if (!c.ok()) return fail(c.status());
     auto h = std::make_shared<ClientHandle>();
     h->client = std::move(*c);
-    *client = AsC<gdrstore_client>(gdr::capi::Register(std::move(h)));
+    std::shared_ptr<ClientLife> life = h->life;
+    const gdr::capi::HandleId id = gdr::capi::Register(std::move(h));
+    life->id.store(id);
+    *client = AsC<gdrstore_client>(id);
     return GDRSTORE_OK;
   } catch (const std::exception& e) {
     return fail(absl::InternalError(absl::StrCat("unexpected C++ exception: ", e.what())));
@@ -203,7 +255,29 @@ gdrstore_status gdrstore_client_open(const gdrstore_client_options* o, gdrstore_
 }
 
 void gdrstore_client_close(gdrstore_client* client) {
-  gdr::capi::Unregister<ClientHandle>(client);  // the client goes with the last reference
+  std::shared_ptr<ClientHandle> c = gdr::capi::Unregister<ClientHandle>(client);
+  if (c == nullptr) return;  // closed already (or never a client): nothing more
+  std::vector<std::shared_ptr<StreamHandle>> streams;
+  {
+    absl::MutexLock lock(&c->life->mu);
+    c->life->closed.store(true);  // from here its streams take no op, and open none
+    for (const std::weak_ptr<StreamHandle>& w : c->life->streams) {
+      if (std::shared_ptr<StreamHandle> s = w.lock()) streams.push_back(std::move(s));
+    }
+    c->life->streams.clear();
+  }
+  // Its open streams end as gdrstore_stream_close would end them (every op answered, each
+  // within its deadline), their answers kept for gdrstore_poll; each handle stays live until
+  // gdrstore_stream_close, which returns the call's status. Buffers need nothing: their memory
+  // stays until they are released.
+  for (const std::shared_ptr<StreamHandle>& s : streams) {
+    try {
+      (void)s->stream->Close();
+    } catch (...) {
+      // Nothing crosses the C boundary; gdrstore_stream_close reports the call's end.
+    }
+  }
+  // The client goes with the last reference: here, unless another thread is inside a call.
 }
 
 gdrstore_status gdrstore_info_json(gdrstore_client* client, char** json) {
@@ -415,6 +489,20 @@ gdrstore_status gdrstore_stream_get(gdrstore_stream* s, const char* volume, uint
                                     uint64_t tag) {
   return Submit(s, gdrstore::OpKind::kWrite, volume, offset, n, buffer, buffer_offset, tag);
 }
+    h->client = c->life;
+    {
+      // Listed for gdrstore_client_close, unless that has begun on another thread.
+      absl::MutexLock lock(&c->life->mu);
+      if (c->life->closed.load()) {
+        return c->Fail(absl::FailedPreconditionError(
+            absl::StrFormat("client %#x was closed (gdrstore_client_close)", c->id)));
+      }
+      std::vector<std::weak_ptr<StreamHandle>>& list = c->life->streams;
+      list.erase(std::remove_if(list.begin(), list.end(),
+                                [](const std::weak_ptr<StreamHandle>& w) { return w.expired(); }),
+                 list.end());
+      list.push_back(h);
+    }
 
 gdrstore_status gdrstore_stream_put(gdrstore_stream* s, gdrstore_buffer* buffer,
                                     size_t buffer_offset, const char* volume, uint64_t offset,

@@ -1,5 +1,6 @@
 // The cluster part of the C ABI (gdrstore/gdrstore.h, gdrstore_cluster_*) over the C++
 // ClusterClient: handles, codes and messages as for a single daemon (c_api_handle.h).
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/src/c_api_handle.h"
@@ -26,16 +28,27 @@ using gdr::capi::Invalid;
 using gdr::capi::Kind;
 using gdr::capi::Self;
 
+// What a cluster's buffers know of it, shared so that it outlives the cluster: its handle value
+// and whether gdrstore_cluster_close has run.
+struct ClusterLife {
+  std::atomic<gdr::capi::HandleId> id{0};
+  std::atomic<bool> closed{false};
+};
+
 struct ClusterHandle : CHandle {
   static constexpr Kind kKind = Kind::kCluster;
   ClusterHandle() : CHandle(kKind) {}
   std::unique_ptr<gdrstore::ClusterClient> cluster;
+  const std::shared_ptr<ClusterLife> life = std::make_shared<ClusterLife>();
 };
 
+// The C++ ClusterBuffer outlives its ClusterClient safely (its memory stays until it goes), so
+// the buffer holds nothing of the cluster but what it knows of it.
 struct ClusterBufferHandle : CHandle {
   static constexpr Kind kKind = Kind::kClusterBuffer;
   ClusterBufferHandle() : CHandle(kKind) {}
   std::unique_ptr<gdrstore::ClusterBuffer> buffer;
+  std::shared_ptr<ClusterLife> cluster;
 };
 
 gdrstore_status WrapBuffer(const ClusterHandle& c,
@@ -44,6 +57,7 @@ gdrstore_status WrapBuffer(const ClusterHandle& c,
   if (!made.ok()) return c.Fail(made.status());
   auto b = std::make_shared<ClusterBufferHandle>();
   b->buffer = std::move(*made);
+  b->cluster = c.life;
   *out = AsC<gdrstore_cluster_buffer>(gdr::capi::Register(std::move(b)));
   return GDRSTORE_OK;
 }
@@ -71,6 +85,13 @@ gdrstore_status Op(gdrstore_cluster* cluster, bool put, const char* volume, uint
   absl::StatusOr<std::shared_ptr<ClusterBufferHandle>> b =
       FindAs<ClusterBufferHandle>(buffer, "cluster buffer");
   if (!b.ok()) return c->Fail(b.status());
+  if (const ClusterLife& owner = *(*b)->cluster; &owner != c->life.get()) {
+    // Registered (or to be) through that cluster's transport, which alone reaches it.
+    return Invalid(*c, absl::StrFormat("cluster buffer %#x belongs to cluster %#x%s, not to "
+                                       "cluster %#x: make it with that cluster",
+                                       (*b)->id, owner.id.load(),
+                                       owner.closed.load() ? " (closed since)" : "", c->id));
+  }
   return Guard(*c, [&] {
     const gdrstore::ClusterBuffer& mem = *(*b)->buffer;
     return c->Done(put ? c->cluster->Put(volume, offset, n, mem, buffer_offset)
@@ -145,7 +166,10 @@ gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* o, gdrstor
     if (!c.ok()) return fail(c.status());
     auto h = std::make_shared<ClusterHandle>();
     h->cluster = std::move(*c);
-    *cluster = AsC<gdrstore_cluster>(gdr::capi::Register(std::move(h)));
+    std::shared_ptr<ClusterLife> life = h->life;
+    const gdr::capi::HandleId id = gdr::capi::Register(std::move(h));
+    life->id.store(id);
+    *cluster = AsC<gdrstore_cluster>(id);
     return GDRSTORE_OK;
   } catch (const std::exception& e) {
     return fail(absl::InternalError(absl::StrCat("unexpected C++ exception: ", e.what())));
@@ -153,7 +177,10 @@ gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* o, gdrstor
 }
 
 void gdrstore_cluster_close(gdrstore_cluster* cluster) {
-  gdr::capi::Unregister<ClusterHandle>(cluster);  // the cluster goes with the last reference
+  std::shared_ptr<ClusterHandle> c = gdr::capi::Unregister<ClusterHandle>(cluster);
+  if (c != nullptr) c->life->closed.store(true);
+  // The cluster goes with the last reference: here, unless another thread is inside a call.
+  // Its buffers stay (their memory too) until released.
 }
 
 gdrstore_status gdrstore_cluster_alloc_host(gdrstore_cluster* cluster, size_t n,

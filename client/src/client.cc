@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "client/src/admission_window.h"
 #include "client/src/client_access.h"
+#include "client/src/client_calls.h"
 #include "client/src/buffer_crc.h"
 #include "client/src/deadline_timer.h"
 #include "client/src/host_memory.h"
@@ -57,16 +58,22 @@ Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
       channel_(std::move(channel)),
       stub_(v1::GdrStore::NewStub(channel_)),
       registrations_(std::make_shared<gdr::RegistrationCache>()),
-      timer_(std::make_shared<gdr::DeadlineTimer>()) {
+      timer_(std::make_shared<gdr::DeadlineTimer>()),
+      calls_(std::make_shared<gdr::ClientCalls>()) {
   if (!options_.fail_when_full) window_ = std::make_shared<gdr::AdmissionWindow>(timer_);
 }
 
 Client::~Client() {
-  // The limits' GetInfo may still be in flight (a daemon that does not answer): it is cancelled
-  // and waited for, since no gRPC call may outlive the Client (nor the process's gRPC).
-  if (window_ != nullptr) window_->CancelFetchAndWait();
+  // What waits in the window fails and nothing more is sent through it; the limits' GetInfo
+  // (a daemon that does not answer) is cancelled and waited for, since no gRPC call may outlive
+  // the Client (nor the process's gRPC).
+  if (window_ != nullptr) window_->Close();
+  // The Streams' calls are cancelled and have ended, unary calls are cancelled, and no code of
+  // the library uses this Client any more: what runs later (an OpStream or a Buffer kept past
+  // the Client, an op's answer) finds it gone and fails instead.
+  calls_->Close();
   if (transport_) transport_->Close();
-  window_.reset();  // fails what still waits, before the timer stops
+  window_.reset();  // answers still to come hold it
 }
 
 void Client::FetchLimits() {
@@ -106,10 +113,6 @@ void Client::Admit(void* stream, uint64_t bytes, std::chrono::system_clock::time
   }
   window_->Submit(static_cast<gdr::AdmissionWindow::Scope*>(stream), bytes,
                   gdr::FromDeadline(deadline), std::move(send), std::move(done));
-}
-
-void Client::AwaitStreamIdle(void* stream) {
-  if (window_ != nullptr) window_->AwaitIdle(static_cast<gdr::AdmissionWindow::Scope*>(stream));
 }
 
 Client::WindowStats Client::window_stats() const {
@@ -182,7 +185,10 @@ std::string Client::PathOf(const Buffer& buffer) const {
 
 void Client::StartWindow(const v1::GetInfoResponse* info) {
   if (window_ == nullptr) return;
-  window_->OnRefusalAskLimits([this] { FetchLimits(); });
+  // Run from an answer, which may come as the Client goes.
+  window_->OnRefusalAskLimits([this, calls = calls_] {
+    if (gdr::ClientCalls::Use use(*calls); use) FetchLimits();
+  });
   if (info == nullptr) {
     FetchLimits();
   } else if (info->has_limits()) {
@@ -374,11 +380,12 @@ void ClientAccess::DispatchSlices(gdrstore::Client& client, const Extent& extent
                                   PieceSubmit piece) {
   const bool crc = client.options_.crc32c;
   RunSliced(
+  // A slice is resent from an answer, when the Client may be gone: what it needs is held here.
       client.transport_, client.transport_->Plan(region(buffer), extent.length),
-      [crc, &client, &buffer, extent, buffer_offset, piece = std::move(piece)](
-          const ClientTransport::Slice& s, OpCallback cb) {
+      [crc, transport = client.transport_, required = client.required_, &buffer, extent,
+       buffer_offset, piece = std::move(piece)](const ClientTransport::Slice& s, OpCallback cb) {
         if (crc) cb = CrcChecked(buffer, buffer_offset + s.offset, s.length, std::move(cb));
-        cb = PathNamed(client, buffer, s.rail, std::move(cb));
+        cb = PathNamed(transport, required, buffer, s.rail, std::move(cb));
         piece(Extent{extent.volume, extent.offset + s.offset, s.length},
               buffer_offset + s.offset, s.rail, std::move(cb));
       },
@@ -410,8 +417,14 @@ absl::StatusOr<std::unique_ptr<gdrstore::Client>> ClientAccess::ConnectSharing(
 OpCallback ClientAccess::PathNamed(const gdrstore::Client& client, const Buffer& buffer,
                                    int rail, OpCallback done) {
   // The buffer outlives the callback (its destructor waits for its ops); the transport and the
+  return PathNamed(client.transport_, client.required_, buffer, rail, std::move(done));
+}
+
+OpCallback ClientAccess::PathNamed(std::shared_ptr<ClientTransport> transport,
+                                   std::shared_ptr<const Requirement> required,
+                                   const Buffer& buffer, int rail, OpCallback done) {
   // requirement are held, as an answer may come while the Client is being closed.
-  return [transport = client.transport_, required = client.required_, &buffer, rail,
+  return [transport = std::move(transport), required = std::move(required), &buffer, rail,
           done = std::move(done)](absl::StatusOr<OpResult> r) {
     if (r.ok()) {
       const Region& reg = region(buffer);
@@ -445,18 +458,37 @@ OpCallback ClientAccess::CrcChecked(const Buffer& buffer, size_t offset, uint64_
 namespace gdrstore {
 
 void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer,
+namespace {
+absl::Status ClientGone() {
+  return absl::FailedPreconditionError("the Client was closed before the op was sent");
+}
+}  // namespace
+
                          size_t buffer_offset, OpCallback done) {
   gdr::ClientAccess::Dispatch(
+  // The piece may run again from an answer (a slice resent on another rail), and the window
+  // may send it later from another thread: the Client may be gone by then, so each reaches it
+  // through a use.
       *this, extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)),
-           [this, kind, &buffer, deadline = DeadlineFromNow()](const Extent& e, size_t offset,
-                                                                int rail, OpCallback cb) {
-             Admit(nullptr, e.length, deadline,
-                   [this, kind, &buffer, e, offset, rail](
-                       std::chrono::system_clock::time_point dl, OpCallback sent) {
-                     SubmitOne(kind, e, buffer, offset, rail, dl, std::move(sent));
-                   },
-                   std::move(cb));
-           });
+      [this, calls = calls_, kind, &buffer, deadline = DeadlineFromNow()](
+          const Extent& e, size_t offset, int rail, OpCallback cb) {
+        gdr::ClientCalls::Use use(*calls);
+        if (!use) {
+          cb(ClientGone());
+          return;
+        }
+        Admit(nullptr, e.length, deadline,
+              [this, calls, kind, &buffer, e, offset, rail](
+                  std::chrono::system_clock::time_point dl, OpCallback sent) {
+                gdr::ClientCalls::Use send_use(*calls);
+                if (!send_use) {
+                  sent(ClientGone());
+                  return;
+                }
+                SubmitOne(kind, e, buffer, offset, rail, dl, std::move(sent));
+              },
+              std::move(cb));
+      });
 }
 
 void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
@@ -469,7 +501,8 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
     v1::OpResponse response;
     OpCallback done;
   };
-  auto* call = new Call();
+  // Shared with the Client's list of calls, which cancels it if the Client goes first.
+  auto call = std::make_shared<Call>();
   call->done = std::move(done);
   absl::Status s =
       kind == OpKind::kWrite
@@ -477,13 +510,16 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
           : gdr::FillRequest(*this, extent, buffer, buffer_offset, rail, &call->read);
   call->read.set_sync(kind == OpKind::kReadSync);
   if (!s.ok()) {
+  const std::shared_ptr<grpc::ClientContext> ctx(call, &call->ctx);
+  if (s.ok() && !calls_->AddUnary(ctx)) {
+    s = absl::CancelledError("the Client was closed before the op was sent");
+  }
     OpCallback cb = std::move(call->done);
-    delete call;
     cb(s);
     return;
   }
   if (deadline != std::chrono::system_clock::time_point::max()) call->ctx.set_deadline(deadline);
-  auto on_done = [call](grpc::Status st) {
+  auto on_done = [call, calls = calls_](grpc::Status st) {
     absl::StatusOr<OpResult> result;
     if (st.ok()) {
       result = OpResult{call->response.bytes(), call->response.service_ns(),
@@ -498,7 +534,7 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
       }
     }
     OpCallback cb = std::move(call->done);
-    delete call;
+    calls->RemoveUnary(&call->ctx);
     cb(std::move(result));
   };
   if (kind == OpKind::kWrite) {

@@ -67,6 +67,12 @@ class ClientAccess {
   static gdrstore::OpCallback PathNamed(const gdrstore::Client& client,
                                         const gdrstore::Buffer& buffer, int rail,
                                         gdrstore::OpCallback done);
+  // The same with the client's transport and requirement (what PathNamed holds), for code
+  // that may run after the Client has gone.
+  static gdrstore::OpCallback PathNamed(std::shared_ptr<ClientTransport> transport,
+                                        std::shared_ptr<const Requirement> required,
+                                        const gdrstore::Buffer& buffer, int rail,
+                                        gdrstore::OpCallback done);
   // `done` behind a check of the answer's CRC32C against `length` bytes of `buffer` at `offset`.
   static gdrstore::OpCallback CrcChecked(const gdrstore::Buffer& buffer, size_t offset,
                                          uint64_t length, gdrstore::OpCallback done);

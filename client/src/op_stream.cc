@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "client/src/admission_window.h"
 #include "client/src/client_access.h"
+#include "client/src/client_calls.h"
 #include "client/src/deadline_timer.h"
 #include "client/src/op_request.h"
 #include "common/grpc/grpc_status.h"
@@ -28,36 +29,88 @@ namespace gdrstore {
 // gone. Every op has a deadline: one not answered by then fails DEADLINE_EXCEEDED on the
 // client's timer thread (and is dropped if it was not sent yet), so a hung daemon holds no
 // caller past its timeout; Close then cancels the call instead of waiting for it.
-class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse> {
+//
+// The stream may outlive its Client. Every use of the Client goes through a ClientCalls::Use,
+// and the Client, as it goes, cancels the call, waits for the uses to end and takes back its
+// timer (ClientCalls::Stream); later uses fail FAILED_PRECONDITION. Shared: the OpStream and,
+// while it ends the call, the Client's list of calls hold it.
+class OpStream::Reactor final
+    : public grpc::ClientBidiReactor<v1::StreamRequest, v1::StreamResponse>,
+      public gdr::ClientCalls::Stream {
  public:
-  Reactor(Client* client, gdr::DeadlineTimer* timer)
+  Reactor(Client* client, std::shared_ptr<gdr::ClientCalls> calls,
+          std::shared_ptr<gdr::AdmissionWindow> window, std::shared_ptr<gdr::DeadlineTimer> timer)
       : client_(client),
-        timer_(timer),
+        calls_(std::move(calls)),
+        window_(std::move(window)),
+        rpc_timeout_(client->rpc_timeout()),
         writes_([this](std::deque<v1::StreamOp>& unsent) { return StartWriteLocked(unsent); },
-                [this](bool all_written) { EndWritesLocked(all_written); }) {
+                [this](bool all_written) { EndWritesLocked(all_written); }),
+        timer_(std::move(timer)) {
     client_->stub()->async()->Stream(&ctx_, this);
     AddHold();
     StartRead(&response_);
     StartCall();
   }
 
-  ~Reactor() {
+  ~Reactor() override {
+    // The timer is held (it may have lost its Client): a wake that is running is waited for.
     std::vector<gdr::DeadlineTimer::Id> timers;
+    std::shared_ptr<gdr::DeadlineTimer> timer;
     {
       std::lock_guard<std::mutex> lock(mu_);
       timers.swap(timers_);
+      timer = std::move(timer_);
     }
-    for (gdr::DeadlineTimer::Id id : timers) timer_->Cancel(id);
+    if (timer != nullptr) {
+      for (gdr::DeadlineTimer::Id id : timers) timer->Cancel(id);
+    }
+  }
+
+  void CancelForClientClose() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      client_closed_ = true;
+      if (done_) return;
+    }
+    ctx_.TryCancel();  // unlocked: OnDone takes mu_
+  }
+
+  void AwaitEndForClientClose() override {
+    // No wake may run once the Client (and so, perhaps, the timer) is gone; ops still pending
+    // are answered by OnDone, which the cancel brings.
+    std::vector<gdr::DeadlineTimer::Id> timers;
+    std::shared_ptr<gdr::DeadlineTimer> timer;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      timers.swap(timers_);
+      timer = std::move(timer_);
+    }
+    if (timer != nullptr) {
+      for (gdr::DeadlineTimer::Id id : timers) timer->Cancel(id);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return done_; });
+  }
+
+  // FAILED_PRECONDITION for an op that finds the Client gone.
+  static absl::Status ClientGone() {
+    return absl::FailedPreconditionError(
+        "the stream's Client was closed: open a new Client and stream");
   }
 
   void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
               int rail, absl::Time deadline, OpCallback done) {
     v1::StreamOp op;
-    absl::Status s = kind == OpKind::kWrite
-                         ? gdr::FillRequest(*client_, extent, buffer, buffer_offset, rail,
-                                            op.mutable_write())
-                         : gdr::FillRequest(*client_, extent, buffer, buffer_offset, rail,
-                                            op.mutable_read());
+    absl::Status s;
+    {
+      // May run on the window's thread after the Client has gone.
+      gdr::ClientCalls::Use use(*calls_);
+      s = !use ? ClientGone()
+          : kind == OpKind::kWrite
+              ? gdr::FillRequest(*client_, extent, buffer, buffer_offset, rail, op.mutable_write())
+              : gdr::FillRequest(*client_, extent, buffer, buffer_offset, rail, op.mutable_read());
+    }
     if (kind == OpKind::kReadSync) op.mutable_read()->set_sync(true);
     if (!s.ok()) {
       done(s);
@@ -91,13 +144,16 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     done(s);
   }
 
+  // Only inside a ClientCalls::Use of calls().
   Client* client() const { return client_; }
+  gdr::ClientCalls& calls() const { return *calls_; }
   gdr::AdmissionWindow::Scope* scope() { return &scope_; }
 
   absl::Status Close() {
     // Ops still waiting in the client's window for room are sent (or fail at their deadline)
-    // before the write side ends.
-    client_->AwaitStreamIdle(&scope_);
+    // before the write side ends; once the Client has gone, the window has failed them. Either
+    // way, when this returns the window no longer reaches this stream (its scope).
+    if (window_ != nullptr) window_->AwaitIdle(&scope_);
     std::unique_lock<std::mutex> lock(mu_);
     writes_.EndWhenDrained();
     // Every op is answered or past its deadline in bounded time; then the daemon ends the call.
@@ -107,7 +163,7 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     if (!done_) {
       bool ended = false;
       if (!expired_any_) {
-        const std::chrono::milliseconds timeout = client_->rpc_timeout();
+        const std::chrono::milliseconds timeout = rpc_timeout_;
         if (timeout.count() == 0) {
           cv_.wait(lock, [this] { return done_; });
           ended = true;
@@ -182,6 +238,11 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
       if (status.ok() && !orphans.empty()) {
         status = absl::InternalError("stream ended with ops unanswered");
       }
+      if (client_closed_ && absl::IsCancelled(status)) {
+        status = absl::CancelledError(
+            "the stream's Client was closed while the stream was open: ops in flight were "
+            "cancelled");
+      }
       status_ = status;
       ended_ = true;
     }
@@ -217,7 +278,7 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   // Wakes at `when` to fail the ops past their deadline. A later wake already armed stays and
   // only looks again when it comes.
   void ArmLocked(absl::Time when) {
-    if (when == absl::InfiniteFuture()) return;
+    if (when == absl::InfiniteFuture() || timer_ == nullptr) return;  // no timer: Client gone
     armed_at_ = when;
     timers_.push_back(timer_->Schedule(when, [this] { ExpireOverdue(); }));
   }
@@ -261,8 +322,10 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
     absl::Time deadline;
   };
 
-  Client* client_;
-  gdr::DeadlineTimer* timer_;
+  Client* const client_;  // used only inside a ClientCalls::Use
+  const std::shared_ptr<gdr::ClientCalls> calls_;
+  const std::shared_ptr<gdr::AdmissionWindow> window_;  // null with fail_when_full
+  const std::chrono::milliseconds rpc_timeout_;
   gdr::AdmissionWindow::Scope scope_;  // this stream's ops in the client's window
   grpc::ClientContext ctx_;
   v1::StreamResponse response_;
@@ -274,6 +337,8 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   gdr::WriteQueue<v1::StreamOp> writes_;
   absl::flat_hash_map<uint64_t, Pending> pending_;
   absl::Time armed_at_ = absl::InfiniteFuture();  // the earliest wake armed
+  // The Client's timer, given back when the Client goes (then nothing more is armed).
+  std::shared_ptr<gdr::DeadlineTimer> timer_;
   std::vector<gdr::DeadlineTimer::Id> timers_;     // every wake armed, cancelled at the end
   bool expired_any_ = false;                       // an op went unanswered past its deadline
   uint64_t next_id_ = 1;
@@ -282,41 +347,84 @@ class OpStream::Reactor final : public grpc::ClientBidiReactor<v1::StreamRequest
   bool hold_released_ = false;  // after this, nothing may be started on the call
   bool ended_ = false;          // OnDone has begun: Submit refuses
   bool done_ = false;           // OnDone has answered every op
+  bool client_closed_ = false;  // the Client cancelled the call as it went
   absl::Status status_;
 };
 
-OpStream::OpStream(std::unique_ptr<Reactor> reactor) : reactor_(std::move(reactor)) {}
-OpStream::~OpStream() { (void)reactor_->Close(); }
+struct OpStream::Hold {
+  std::shared_ptr<Reactor> reactor;
+};
+
+OpStream::OpStream(std::unique_ptr<Hold> hold) : hold_(std::move(hold)) {}
+OpStream::~OpStream() { (void)hold_->reactor->Close(); }
 
 void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
                       size_t buffer_offset, OpCallback done) {
-  Submit(kind, extent, buffer, buffer_offset, std::move(done),
-         reactor_->client()->DeadlineFromNow());
+  Reactor* reactor = hold_->reactor.get();
+  std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
+  {
+    gdr::ClientCalls::Use use(reactor->calls());
+    if (!use) {
+      done(Reactor::ClientGone());
+      return;
+    }
+    deadline = reactor->client()->DeadlineFromNow();
+  }
+  Submit(kind, extent, buffer, buffer_offset, std::move(done), deadline);
 }
 
 void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
                       size_t buffer_offset, OpCallback done,
                       std::chrono::system_clock::time_point deadline) {
-  Client* client = reactor_->client();
+  const std::shared_ptr<Reactor>& reactor = hold_->reactor;
+  gdr::ClientCalls::Use use(reactor->calls());
+  if (!use) {
+    done(Reactor::ClientGone());
+    return;
+  }
+  Client* client = reactor->client();
+  // `piece` may run again later, from an answer (a slice resent on another rail), when the
+  // stream or the Client may be gone: it holds neither, and looks for both.
   gdr::ClientAccess::Dispatch(
       *client, extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)),
-      [this, client, kind, &buffer, deadline](const Extent& e, size_t offset, int rail,
-                                              OpCallback cb) {
-        client->Admit(reactor_->scope(), e.length, deadline,
-                      [this, kind, &buffer, e, offset, rail](
+      [weak = std::weak_ptr<Reactor>(reactor), client, kind, &buffer, deadline](
+          const Extent& e, size_t offset, int rail, OpCallback cb) {
+        std::shared_ptr<Reactor> r = weak.lock();
+        if (r == nullptr) {
+          cb(absl::FailedPreconditionError("the stream was closed"));
+          return;
+        }
+        gdr::ClientCalls::Use piece_use(r->calls());
+        if (!piece_use) {
+          cb(Reactor::ClientGone());
+          return;
+        }
+        // The window may send the piece later, from another thread: the stream is alive then,
+        // as its Close waits until the window has nothing of its scope (AwaitIdle).
+        Reactor* raw = r.get();
+        client->Admit(raw->scope(), e.length, deadline,
+                      [raw, kind, &buffer, e, offset, rail](
                           std::chrono::system_clock::time_point dl, OpCallback sent) {
-                        reactor_->Submit(kind, e, buffer, offset, rail, gdr::FromDeadline(dl),
-                                         std::move(sent));
+                        raw->Submit(kind, e, buffer, offset, rail, gdr::FromDeadline(dl),
+                                    std::move(sent));
                       },
                       std::move(cb));
       });
 }
 
-absl::Status OpStream::Close() { return reactor_->Close(); }
+absl::Status OpStream::Close() { return hold_->reactor->Close(); }
 
 absl::StatusOr<std::unique_ptr<OpStream>> Client::OpenStream() {
-  return std::unique_ptr<OpStream>(
-      new OpStream(std::make_unique<OpStream::Reactor>(this, timer_.get())));
+  auto reactor = std::make_shared<OpStream::Reactor>(this, calls_, window_, timer_);
+  if (!calls_->AddStream(reactor)) {
+    // Only while the Client is being destroyed (a use of it racing its destructor).
+    reactor->CancelForClientClose();
+    (void)reactor->Close();
+    return absl::FailedPreconditionError("the Client is closed");
+  }
+  auto hold = std::make_unique<OpStream::Hold>();
+  hold->reactor = std::move(reactor);
+  return std::unique_ptr<OpStream>(new OpStream(std::move(hold)));
 }
 
 }  // namespace gdrstore

@@ -33,6 +33,7 @@
 namespace gdr {
 class AdmissionWindow;
 class ClientAccess;
+class ClientCalls;
 class ClientTransport;
 class DeadlineTimer;
 class OpGate;
@@ -49,8 +50,9 @@ class Client;
 // Registered memory: host memory or device memory on a GPU, allocated by the library or owned
 // by the caller (Client::RegisterHostMemory). The destructor waits for the ops submitted on the
 // buffer to finish, then lets go of its registration, which is withdrawn (and memory the
-// library allocated freed) once no Buffer views it. Not copyable; every method is safe to call
-// from any thread.
+// library allocated freed) once no Buffer views it. A Buffer may outlive its Client: its
+// memory stays valid (CopyIn / CopyOut work) until the Buffer goes. Not copyable; every
+// method is safe to call from any thread.
 class Buffer {
  public:
   ~Buffer();
@@ -101,6 +103,10 @@ class Buffer {
 // (ClientOptions::fail_when_full). Each op has a deadline, ClientOptions::rpc_timeout from its
 // Submit unless given: one not answered by then fails DEADLINE_EXCEEDED (its buffer's bytes
 // are then undefined until an answered op rewrites them).
+//
+// An OpStream may outlive its Client (closed or destroyed in either order): destroying the
+// Client cancels the call (ops in flight fail CANCELLED, naming the Client's close); Submit
+// then fails FAILED_PRECONDITION, and Close returns the call's final status.
 class OpStream {
  public:
   ~OpStream();  // Close()
@@ -109,7 +115,8 @@ class OpStream {
 
   // INVALID_ARGUMENT (via callback) when [buffer_offset, +extent.length) is outside `buffer`;
   // after the stream has failed, the call's error (e.g. PERMISSION_DENIED when the daemon
-  // refused the token); FAILED_PRECONDITION after Close or a clean end.
+  // refused the token); FAILED_PRECONDITION after Close or a clean end, or once the Client
+  // is gone.
   void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
               OpCallback done);
   // The same with its own deadline (time_point::max(): none).
@@ -117,14 +124,18 @@ class OpStream {
               OpCallback done, std::chrono::system_clock::time_point deadline);
   // Half-closes, waits until every submitted op has been answered or has failed at its
   // deadline, and for the daemon to end the call (cancelling it when the daemon does not within
-  // rpc_timeout, or once an op went unanswered); the call's final status.
+  // rpc_timeout, or once an op went unanswered); the call's final status. Again after that
+  // (or after the Client is gone): the same status, at once.
   absl::Status Close();
 
  private:
   friend class Client;
-  class Reactor;
-  explicit OpStream(std::unique_ptr<Reactor> reactor);
-  std::unique_ptr<Reactor> reactor_;
+  class Reactor;  // the Stream call (op_stream.cc)
+  // The OpStream's share of its Reactor, which the Client's list of calls reaches too, so that
+  // a Client destroyed first ends the call (client_calls.h).
+  struct Hold;
+  explicit OpStream(std::unique_ptr<Hold> hold);
+  std::unique_ptr<Hold> hold_;
 };
 
 class Client {
@@ -136,7 +147,10 @@ class Client {
   // when the target cannot listen, the device's or the handshake's error otherwise.
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
   // Closes the transport (tcp: daemon links see EOF; rc: the Connect call ends) and the
-  // channel. Ops still running fail.
+  // channel. Ops still running fail: ops waiting for room and Streams' ops in flight with
+  // CANCELLED (the Streams, Buffers and futures of the Client may outlive it; see OpStream and
+  // Buffer); unary calls in flight are cancelled. Returns once no Stream's call is running and
+  // nothing of the library uses the Client any more. Not from one of its ops' callbacks.
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -261,8 +275,6 @@ class Client {
       std::function<void(std::chrono::system_clock::time_point deadline, OpCallback done)>;
   void Admit(void* stream, uint64_t bytes, std::chrono::system_clock::time_point deadline,
              PieceSend send, OpCallback done);
-  // Blocks until no op of `stream` waits in the window or is in flight.
-  void AwaitStreamIdle(void* stream);
   // Asks the daemon for its limits (async) and gives them to the window.
   void FetchLimits();
   // The window's refusal hook, and the limits from `info` (the connect's GetInfo answer) when
@@ -297,4 +309,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenDaemonChannel(const ClientOpt
 // grpc::Status -> absl::Status, same code and message.
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
+  // The Streams and calls in flight, ended first when the Client goes. Last, so that the
+  // members above keep their places (stub(), rpc_timeout() and crc32c() are inline).
+  std::shared_ptr<gdr::ClientCalls> calls_;
 }  // namespace gdrstore

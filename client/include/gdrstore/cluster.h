@@ -59,7 +59,8 @@ struct ClusterMemberStatus {
 class ClusterClient;
 
 // Memory registered once (lazily, the first time an op uses it) with the one transport every
-// member is reached through. Must not outlive its ClusterClient.
+// member is reached through. Belongs to the ClusterClient that made it (another one refuses it:
+// INVALID_ARGUMENT); may outlive it, its memory staying until the ClusterBuffer goes.
 class ClusterBuffer {
  public:
   ~ClusterBuffer();
@@ -71,7 +72,8 @@ class ClusterBuffer {
 
  private:
   friend class ClusterClient;
-  ClusterBuffer(std::byte* data, size_t size, bool gpu, bool owned);
+  ClusterBuffer(std::byte* data, size_t size, bool gpu, bool owned,
+                std::weak_ptr<const void> owner);
   // The registration of this memory, made the first time through `link`'s client; every
   // member link shares its transport, so the one registration serves them all.
   absl::StatusOr<const Buffer*> On(gdr::cluster::MemberLink& link) const;
@@ -81,6 +83,9 @@ class ClusterBuffer {
   bool owned_;  // allocated by the library: freed with the buffer
   mutable std::mutex mu_;
   mutable std::unique_ptr<Buffer> view_;  // the registration, once made
+  // The ClusterClient that made it (its token, compared by owner: valid once it has gone).
+  // Last, so that the members above keep their places (data(), size() are inline).
+  std::weak_ptr<const void> owner_;
 };
 
 class ClusterClient {
@@ -140,7 +145,8 @@ class ClusterClient {
                    const ClusterBuffer& buffer, size_t buffer_offset = 0);
 
   // The path ops on `buffer` take to the members ("tcp/host", "rc:mlx5_0/dma-buf"; the
-  // transport's name alone before its first op registered it), as OpResult::path words it.
+  // transport's name alone before its first op registered it), as OpResult::path words it;
+  // "" for a buffer another ClusterClient made.
   std::string PathOf(const ClusterBuffer& buffer) const;
 
   // Every member known, present or not, with a fresh Ping of each.
@@ -152,6 +158,8 @@ class ClusterClient {
   friend class ClusterBuffer;
   struct State;
   explicit ClusterClient(std::unique_ptr<State> state);
+  // Whether this ClusterClient made `buffer`.
+  bool Owns(const ClusterBuffer& buffer) const;
   absl::Status Run(bool put, const std::string& volume, uint64_t offset, uint64_t length,
                    const ClusterBuffer& buffer, size_t buffer_offset);
   std::unique_ptr<State> state_;

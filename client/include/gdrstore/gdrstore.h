@@ -16,6 +16,11 @@
  * several threads at once. A handle released while another thread is inside a call with it
  * stays valid for that call (its object goes when the call returns); calls that start after
  * the release are refused. Releasing a buffer still waits for the ops in flight on it.
+ *
+ * Closing: handles may be released in any order. A buffer or stream belongs to the client (a
+ * cluster buffer to the cluster) that made it: another one refuses it (INVALID_ARGUMENT, naming
+ * the owner), and once its client is closed a stream refuses new ops (FAILED_PRECONDITION)
+ * while a buffer keeps its memory; each is freed by its own release, once.
  */
 #ifndef GDRSTORE_GDRSTORE_H_
 #define GDRSTORE_GDRSTORE_H_
@@ -111,8 +116,13 @@ GDRSTORE_EXPORT void gdrstore_client_options_init(gdrstore_client_options* optio
 GDRSTORE_EXPORT gdrstore_status gdrstore_client_open(const gdrstore_client_options* options,
                                                      gdrstore_client** client, char* error,
                                                      size_t error_len);
-/* Closes the transport; buffers and streams of the client must have been released first.
- * A NULL, released or unknown handle: nothing happens. */
+/* Ends the client's open streams as gdrstore_stream_close would (every op answered, each within
+ * its deadline; the answers stay for gdrstore_poll), then closes the transport. Its buffers and
+ * streams may be released before or after: afterwards a stream refuses new ops with
+ * GDRSTORE_FAILED_PRECONDITION (gdrstore_poll, gdrstore_stream_outstanding and
+ * gdrstore_stream_close work; the last returns the call's status), and a buffer keeps its
+ * memory (copy_in, copy_out, get_info and verify work) until released. A NULL, released or
+ * unknown handle: nothing happens. */
 GDRSTORE_EXPORT void gdrstore_client_close(gdrstore_client* client);
 
 /* GetInfo / GetStats of the daemon as proto3 JSON, in memory the caller frees with
@@ -269,8 +279,9 @@ GDRSTORE_EXPORT void gdrstore_cluster_options_init(gdrstore_cluster_options* opt
 GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* options,
                                                       gdrstore_cluster** cluster, char* error,
                                                       size_t error_len);
-/* Ends the links and the etcd watch; the cluster's buffers must have been released first.
- * A NULL, released or unknown handle: nothing happens. */
+/* Ends the links and the etcd watch. Its buffers may be released before or after: each keeps
+ * its memory (data, size) until released, and no cluster takes it for an op any more. A NULL,
+ * released or unknown handle: nothing happens. */
 GDRSTORE_EXPORT void gdrstore_cluster_close(gdrstore_cluster* cluster);
 
 /* Memory for cluster ops, registered with each member the first time an op there uses it.

@@ -45,6 +45,8 @@ bool MemberFault(const absl::Status& st) {
 
 struct ClusterClient::State {
   ClusterOptions options;
+  // What this client's buffers name it by: a ClusterBuffer of another one is refused.
+  const std::shared_ptr<const void> token = std::make_shared<int>(0);
   std::unique_ptr<cl::Membership> membership;
 
   struct Member {
@@ -126,8 +128,9 @@ struct ClusterClient::State {
   }
 };
 
-ClusterBuffer::ClusterBuffer(std::byte* data, size_t size, bool gpu, bool owned)
-    : data_(data), size_(size), gpu_(gpu), owned_(owned) {}
+ClusterBuffer::ClusterBuffer(std::byte* data, size_t size, bool gpu, bool owned,
+                             std::weak_ptr<const void> owner)
+    : data_(data), size_(size), gpu_(gpu), owned_(owned), owner_(std::move(owner)) {}
 
 ClusterBuffer::~ClusterBuffer() {
   {
@@ -154,7 +157,12 @@ absl::StatusOr<const Buffer*> ClusterBuffer::On(cl::MemberLink& link) const {
 
 ClusterClient::ClusterClient(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
+bool ClusterClient::Owns(const ClusterBuffer& buffer) const {
+  return !buffer.owner_.owner_before(state_->token) && !state_->token.owner_before(buffer.owner_);
+}
+
 std::string ClusterClient::PathOf(const ClusterBuffer& buffer) const {
+  if (!Owns(buffer)) return "";
   std::shared_ptr<cl::MemberLink> base;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -216,7 +224,7 @@ absl::StatusOr<std::unique_ptr<ClusterBuffer>> ClusterClient::AllocateBuffer(siz
   }
   std::memset(p, 0, rounded);
   return std::unique_ptr<ClusterBuffer>(
-      new ClusterBuffer(static_cast<std::byte*>(p), bytes, false, true));
+      new ClusterBuffer(static_cast<std::byte*>(p), bytes, false, true, state_->token));
 }
 
 absl::StatusOr<std::unique_ptr<ClusterBuffer>> ClusterClient::RegisterHostMemory(void* p,
@@ -225,7 +233,7 @@ absl::StatusOr<std::unique_ptr<ClusterBuffer>> ClusterClient::RegisterHostMemory
     return absl::InvalidArgumentError("host memory must be a non-null pointer and length > 0");
   }
   return std::unique_ptr<ClusterBuffer>(
-      new ClusterBuffer(static_cast<std::byte*>(p), bytes, false, false));
+      new ClusterBuffer(static_cast<std::byte*>(p), bytes, false, false, state_->token));
 }
 
 absl::StatusOr<std::unique_ptr<ClusterBuffer>> ClusterClient::RegisterGpuMemory(
@@ -234,7 +242,8 @@ absl::StatusOr<std::unique_ptr<ClusterBuffer>> ClusterClient::RegisterGpuMemory(
     return absl::InvalidArgumentError("device memory must be a non-null pointer and length > 0");
   }
   return std::unique_ptr<ClusterBuffer>(
-      new ClusterBuffer(reinterpret_cast<std::byte*>(device_ptr), bytes, true, false));
+      new ClusterBuffer(reinterpret_cast<std::byte*>(device_ptr), bytes, true, false,
+                        state_->token));
 }
 
 absl::StatusOr<v1::ClusterVolume> ClusterClient::Layout(const std::string& volume) {
@@ -421,6 +430,11 @@ absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t of
                                 size_t buffer_offset) {
   // The op's deadline, failovers included (the client options' rpc_timeout).
   const auto deadline = gdr::DeadlineAfter(state_->options.client.rpc_timeout);
+  if (!Owns(buffer)) {
+    // Its registration (once made) is another cluster's transport's, which alone reaches it.
+    return absl::InvalidArgumentError(
+        "the buffer was made by another ClusterClient: make it with this one");
+  }
   if (buffer_offset > buffer.size() || length > buffer.size() - buffer_offset) {
     return absl::InvalidArgumentError(absl::StrCat("[", buffer_offset, ", +", length,
                                                    ") is outside the buffer of ", buffer.size(),
