@@ -479,16 +479,6 @@ gdrstore_status gdrstore_stream_open(gdrstore_client* client, gdrstore_stream** 
     if (!s.ok()) return c->Fail(s.status());
     auto h = std::make_shared<StreamHandle>();
     h->stream = std::move(*s);
-    *out = AsC<gdrstore_stream>(gdr::capi::Register(std::move(h)));
-    return GDRSTORE_OK;
-  });
-}
-
-gdrstore_status gdrstore_stream_get(gdrstore_stream* s, const char* volume, uint64_t offset,
-                                    uint64_t n, gdrstore_buffer* buffer, size_t buffer_offset,
-                                    uint64_t tag) {
-  return Submit(s, gdrstore::OpKind::kWrite, volume, offset, n, buffer, buffer_offset, tag);
-}
     h->client = c->life;
     {
       // Listed for gdrstore_client_close, unless that has begun on another thread.
@@ -503,6 +493,16 @@ gdrstore_status gdrstore_stream_get(gdrstore_stream* s, const char* volume, uint
                  list.end());
       list.push_back(h);
     }
+    *out = AsC<gdrstore_stream>(gdr::capi::Register(std::move(h)));
+    return GDRSTORE_OK;
+  });
+}
+
+gdrstore_status gdrstore_stream_get(gdrstore_stream* s, const char* volume, uint64_t offset,
+                                    uint64_t n, gdrstore_buffer* buffer, size_t buffer_offset,
+                                    uint64_t tag) {
+  return Submit(s, gdrstore::OpKind::kWrite, volume, offset, n, buffer, buffer_offset, tag);
+}
 
 gdrstore_status gdrstore_stream_put(gdrstore_stream* s, gdrstore_buffer* buffer,
                                     size_t buffer_offset, const char* volume, uint64_t offset,

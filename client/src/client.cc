@@ -379,8 +379,8 @@ void ClientAccess::DispatchSlices(gdrstore::Client& client, const Extent& extent
                                   const Buffer& buffer, size_t buffer_offset, OpCallback done,
                                   PieceSubmit piece) {
   const bool crc = client.options_.crc32c;
-  RunSliced(
   // A slice is resent from an answer, when the Client may be gone: what it needs is held here.
+  RunSliced(
       client.transport_, client.transport_->Plan(region(buffer), extent.length),
       [crc, transport = client.transport_, required = client.required_, &buffer, extent,
        buffer_offset, piece = std::move(piece)](const ClientTransport::Slice& s, OpCallback cb) {
@@ -416,13 +416,13 @@ absl::StatusOr<std::unique_ptr<gdrstore::Client>> ClientAccess::ConnectSharing(
 
 OpCallback ClientAccess::PathNamed(const gdrstore::Client& client, const Buffer& buffer,
                                    int rail, OpCallback done) {
-  // The buffer outlives the callback (its destructor waits for its ops); the transport and the
   return PathNamed(client.transport_, client.required_, buffer, rail, std::move(done));
 }
 
 OpCallback ClientAccess::PathNamed(std::shared_ptr<ClientTransport> transport,
                                    std::shared_ptr<const Requirement> required,
                                    const Buffer& buffer, int rail, OpCallback done) {
+  // The buffer outlives the callback (its destructor waits for its ops); the transport and the
   // requirement are held, as an answer may come while the Client is being closed.
   return [transport = std::move(transport), required = std::move(required), &buffer, rail,
           done = std::move(done)](absl::StatusOr<OpResult> r) {
@@ -457,18 +457,18 @@ OpCallback ClientAccess::CrcChecked(const Buffer& buffer, size_t offset, uint64_
 
 namespace gdrstore {
 
-void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer,
 namespace {
 absl::Status ClientGone() {
   return absl::FailedPreconditionError("the Client was closed before the op was sent");
 }
 }  // namespace
 
+void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer,
                          size_t buffer_offset, OpCallback done) {
-  gdr::ClientAccess::Dispatch(
   // The piece may run again from an answer (a slice resent on another rail), and the window
   // may send it later from another thread: the Client may be gone by then, so each reaches it
   // through a use.
+  gdr::ClientAccess::Dispatch(
       *this, extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)),
       [this, calls = calls_, kind, &buffer, deadline = DeadlineFromNow()](
           const Extent& e, size_t offset, int rail, OpCallback cb) {
@@ -509,11 +509,11 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
           ? gdr::FillRequest(*this, extent, buffer, buffer_offset, rail, &call->write)
           : gdr::FillRequest(*this, extent, buffer, buffer_offset, rail, &call->read);
   call->read.set_sync(kind == OpKind::kReadSync);
-  if (!s.ok()) {
   const std::shared_ptr<grpc::ClientContext> ctx(call, &call->ctx);
   if (s.ok() && !calls_->AddUnary(ctx)) {
     s = absl::CancelledError("the Client was closed before the op was sent");
   }
+  if (!s.ok()) {
     OpCallback cb = std::move(call->done);
     cb(s);
     return;
@@ -533,8 +533,8 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
         result = gdr::MarkNotAdmitted(result.status());
       }
     }
-    OpCallback cb = std::move(call->done);
     calls->RemoveUnary(&call->ctx);
+    OpCallback cb = std::move(call->done);
     cb(std::move(result));
   };
   if (kind == OpKind::kWrite) {

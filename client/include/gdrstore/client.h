@@ -297,6 +297,9 @@ class Client {
   // Runs op deadlines and the window's pauses; declared before what schedules on it.
   std::shared_ptr<gdr::DeadlineTimer> timer_;
   std::shared_ptr<gdr::AdmissionWindow> window_;  // null with fail_when_full
+  // The Streams and calls in flight, ended first when the Client goes. Last, so that the
+  // members above keep their places (stub(), rpc_timeout() and crc32c() are inline).
+  std::shared_ptr<gdr::ClientCalls> calls_;
 };
 
 // The channel a Client talks to its daemon on: gRPC retries off (a retried op could run twice),
@@ -309,7 +312,4 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenDaemonChannel(const ClientOpt
 // grpc::Status -> absl::Status, same code and message.
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-  // The Streams and calls in flight, ended first when the Client goes. Last, so that the
-  // members above keep their places (stub(), rpc_timeout() and crc32c() are inline).
-  std::shared_ptr<gdr::ClientCalls> calls_;
 }  // namespace gdrstore
