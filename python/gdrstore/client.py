@@ -91,6 +91,9 @@ class Client:
                  agent: Optional[str] = None, local_socket: Optional[str] = None,
                  require: Optional[str] = None):
         self._handle = None
+        # Streams not closed yet, which close() ends first; None once closing has begun.
+        self._streams_lock = threading.Lock()
+        self._streams: Optional[Dict[int, "Stream"]] = {}
         opts, self._keep = client_options(address, transport, token, token_file, rdma_device,
                                           timeout, tls_ca, tls_cert, tls_key, tls_server_name,
                                           crc32c, fail_when_full, agent, local_socket, require)
@@ -101,12 +104,44 @@ class Client:
 
     # ---- lifetime ----
     def close(self) -> None:
-        """Releases every registration (waiting for their ops) and closes the connection."""
-        if self._handle is None:
+        """Closes the Streams still open (each waits for its ops: their Futures hold the
+        outcomes), releases every registration (waiting for their ops) and closes the connection.
+        Afterwards every call on the Client or its Streams raises gdrstore.FailedPrecondition;
+        memory from allocate() stays usable while referenced. Closing again does nothing."""
+        with self._streams_lock:
+            streams, self._streams = self._streams, None
+        if streams is None:
+            return  # closed (or closing) already
+        for stream in streams.values():
+            try:
+                stream._end(True, "the stream was closed by its Client's close()")
+            except Exception:  # its ops' outcomes are on their Futures; the Client still closes
+                pass
+        if self._handle is None:  # __init__ failed
             return
         self._regs.close()
-        lib.gdrstore_client_close(self._handle)
-        self._handle = None
+        handle, self._handle = self._handle, None
+        lib.gdrstore_client_close(handle)
+
+    def _open_handle(self):
+        """The library handle, or gdrstore.FailedPrecondition once the Client is closed."""
+        handle = self._handle
+        if handle is None:
+            raise errors.FailedPrecondition("the Client is closed")
+        return handle
+
+    def _adopt(self, stream: "Stream") -> bool:
+        """Lists `stream` for close(); False when the Client is closing."""
+        with self._streams_lock:
+            if self._streams is None:
+                return False
+            self._streams[id(stream)] = stream
+            return True
+
+    def _forget(self, stream: "Stream") -> None:
+        with self._streams_lock:
+            if self._streams is not None:
+                self._streams.pop(id(stream), None)
 
     def __enter__(self) -> "Client":
         return self
@@ -124,14 +159,15 @@ class Client:
     def _register_memory(self, mem: Memory) -> Registration:
         if mem.nbytes == 0:
             raise ValueError("buffer is empty")
+        handle = self._open_handle()
         out = ctypes.c_void_p()
         if mem.gpu:
-            status = lib.gdrstore_register_gpu(self._handle, mem.address, mem.nbytes,
+            status = lib.gdrstore_register_gpu(handle, mem.address, mem.nbytes,
                                                ctypes.byref(out))
         else:
-            status = lib.gdrstore_register_host(self._handle, mem.address, mem.nbytes,
+            status = lib.gdrstore_register_host(handle, mem.address, mem.nbytes,
                                                 ctypes.byref(out))
-        _check(status, self._handle)
+        _check(status, handle)
         return Registration(out, mem.nbytes, lib.gdrstore_buffer_release)
 
     def allocate(self, nbytes: int) -> memoryview:
@@ -144,8 +180,9 @@ class Client:
             raise TypeError(f"nbytes must be an int, not {type(nbytes).__name__}")
         if not 0 < nbytes < (1 << 63):
             raise errors.ArgumentOutOfRange(f"nbytes {nbytes} is outside [1, 2^63)")
+        handle = self._open_handle()
         out = ctypes.c_void_p()
-        _check(lib.gdrstore_alloc_host(self._handle, nbytes, ctypes.byref(out)), self._handle)
+        _check(lib.gdrstore_alloc_host(handle, nbytes, ctypes.byref(out)), handle)
         info = BufferInfo()
         lib.gdrstore_buffer_get_info(out, ctypes.byref(info))
         reg = Registration(out, nbytes, lib.gdrstore_buffer_release)
@@ -189,12 +226,13 @@ class Client:
         mem = describe(into)
         if not mem.writable:
             raise ValueError("`into` is read-only; a get needs writable memory")
+        handle = self._open_handle()
         reg, temporary, n = self._span(mem, length, at)
         try:
             result = Result()
-            _check(lib.gdrstore_get(self._handle, volume, offset, n, reg.handle, at,
-                                    ctypes.byref(result)), self._handle)
-            return Moved(result.bytes, _last_path(self._handle))
+            _check(lib.gdrstore_get(handle, volume, offset, n, reg.handle, at,
+                                    ctypes.byref(result)), handle)
+            return Moved(result.bytes, _last_path(handle))
         finally:
             if temporary:
                 reg.release()
@@ -204,12 +242,13 @@ class Client:
         """`src` (from its byte `at` on) -> store at volume [offset, offset + length). sync:
         answered only once a file-backed volume has the bytes on disk. Returns the bytes
         moved."""
+        handle = self._open_handle()
         reg, temporary, n = self._span(describe(src), length, at)
         try:
             result = Result()
-            _check(lib.gdrstore_put(self._handle, reg.handle, at, volume, offset, n,
-                                    1 if sync else 0, ctypes.byref(result)), self._handle)
-            return Moved(result.bytes, _last_path(self._handle))
+            _check(lib.gdrstore_put(handle, reg.handle, at, volume, offset, n,
+                                    1 if sync else 0, ctypes.byref(result)), handle)
+            return Moved(result.bytes, _last_path(handle))
         finally:
             if temporary:
                 reg.release()
@@ -229,23 +268,26 @@ class Client:
         ``media`` as ``--volume``'s media options ("media=nvme-gen4,latency_us=80"). Returns
         True when a file was made now, False when an existing file of the size is served (and
         for memory volumes)."""
+        handle = self._open_handle()
         created = ctypes.c_int(0)
-        _check(lib.gdrstore_volume_create(self._handle, name, size, int(file), media,
-                                          ctypes.byref(created)), self._handle)
+        _check(lib.gdrstore_volume_create(handle, name, size, int(file), media,
+                                          ctypes.byref(created)), handle)
         return bool(created.value)
 
     def delete_volume(self, name: str, delete_file: bool = False) -> None:
         """Takes a volume away (ops in flight on it finish); ``delete_file`` also removes its
         file (files in the daemon's writable ``--volume-dir`` only)."""
-        _check(lib.gdrstore_volume_delete(self._handle, name, int(delete_file)), self._handle)
+        handle = self._open_handle()
+        _check(lib.gdrstore_volume_delete(handle, name, int(delete_file)), handle)
 
     def stats(self) -> Dict[str, Any]:
         """The daemon's GetStats as a dict (proto field names)."""
         return self._json(lib.gdrstore_stats_json)
 
     def _json(self, fn) -> Dict[str, Any]:
+        handle = self._open_handle()
         p = ctypes.c_void_p()
-        _check(fn(self._handle, ctypes.byref(p)), self._handle)
+        _check(fn(handle, ctypes.byref(p)), handle)
         try:
             return json.loads(ctypes.string_at(p).decode())
         finally:
@@ -290,12 +332,18 @@ class Future:
     def _resolve(self, c: Completion) -> None:
         self.latency = time.monotonic() - self._submitted
         self.service_s = c.service_ns / 1e9
-        self._done = True
         if c.status == 0:
             # On success the completion's message is the path the op took.
             self._bytes = Moved(c.bytes, c.message.decode(errors="replace"))
         else:
             self._error = errors.from_status(c.status, c.message.decode(errors="replace"))
+        self._done = True
+
+    def _fail(self, error: errors.Error) -> None:
+        """Resolves the Future with `error`: its stream closed before its answer was taken."""
+        self.latency = time.monotonic() - self._submitted
+        self._error = error
+        self._done = True
 
     def done(self) -> bool:
         return self._done
@@ -320,39 +368,59 @@ class Future:
 
 
 class Stream:
-    """Ops submitted at once and answered in any order: get/put return Futures."""
+    """Ops submitted at once and answered in any order: get/put return Futures.
+
+    Closed by close() (or the with block), or by its Client's close(), in either order: every
+    Future is resolved then, get/put raise gdrstore.FailedPrecondition, and closing again does
+    nothing. The Stream keeps its Client (and a Future its Stream) alive."""
 
     def __init__(self, client: Client):
         self._client = client
-        handle = ctypes.c_void_p()
-        _check(lib.gdrstore_stream_open(client._handle, ctypes.byref(handle)), client._handle)
-        self._handle = handle
         self._lock = threading.Lock()
         self._next = 1
         # Each op in flight keeps its object (so its memory) alive until it is answered.
         self._pending: Dict[int, Tuple[Future, Registration, bool, Memory]] = {}
-        self._batch = (Completion * 64)()
+        # Why get/put are refused (set once closing has begun), and when the close is over.
+        self._closed: Optional[str] = None
+        self._ended = threading.Event()
+        self._batches = threading.local()  # each polling thread's own completion array
+        self._handle = None
+        client_handle = client._open_handle()
+        handle = ctypes.c_void_p()
+        _check(lib.gdrstore_stream_open(client_handle, ctypes.byref(handle)), client_handle)
+        self._handle = handle
+        if not client._adopt(self):  # the Client began to close meanwhile
+            self._end(False, "the stream was closed by its Client's close()")
+            raise errors.FailedPrecondition("the Client is closed")
 
     def _submit(self, fn, obj, length, writable_needed, args_before, args_after,
                 at: int = 0) -> Future:
+        if self._closed is not None:
+            raise errors.FailedPrecondition(self._closed)
         mem = describe(obj)
         if writable_needed and not mem.writable:
             raise ValueError("`into` is read-only; a get needs writable memory")
         reg, temporary, n = self._client._span(mem, length, at)
         with self._lock:
-            tag = self._next
-            self._next += 1
-            fut = Future(self, tag)
-            self._pending[tag] = (fut, reg, temporary, mem)
+            closed, handle = self._closed, self._handle
+            if closed is None:
+                tag = self._next
+                self._next += 1
+                fut = Future(self, tag)
+                self._pending[tag] = (fut, reg, temporary, mem)
+        if closed is not None:  # closed while the memory was registered
+            if temporary:
+                reg.release()
+            raise errors.FailedPrecondition(closed)
         try:
-            status = fn(self._handle, *args_before(reg, n), *args_after(tag))
-            failure = _failure(status, self._handle) if status != 0 else None
+            status = fn(handle, *args_before(reg, n), *args_after(tag))
+            failure = _failure(status, handle) if status != 0 else None
         except Exception as e:  # an argument refused before the call
             status, failure = -1, e
         if failure is not None:
             with self._lock:
-                self._pending.pop(tag, None)
-            if temporary:
+                taken = self._pending.pop(tag, None)
+            if temporary and taken is not None:
                 reg.release()
             raise failure
         return fut
@@ -374,13 +442,28 @@ class Stream:
                             lambda tag: (tag,), at)
 
     def _collect(self, timeout: Optional[float]) -> None:
+        handle = self._handle
+        if handle is None:
+            # Closed, or closing: the close resolves every Future still pending.
+            self._ended.wait(timeout)
+            return
+        batch = getattr(self._batches, "array", None)
+        if batch is None:
+            batch = self._batches.array = (Completion * 64)()
         got = ctypes.c_size_t()
-        _check(lib.gdrstore_poll(self._handle, self._batch, len(self._batch), _poll_ms(timeout),
-                                 ctypes.byref(got)), self._handle)
+        status = lib.gdrstore_poll(handle, batch, len(batch), _poll_ms(timeout),
+                                   ctypes.byref(got))
+        if status != 0:
+            if self._handle is None:  # released by a close meanwhile
+                return
+            raise _failure(status, handle)
         for i in range(got.value):
-            c = self._batch[i]
+            c = batch[i]
             with self._lock:
-                fut, reg, temporary, _ = self._pending.pop(c.tag)
+                taken = self._pending.pop(c.tag, None)
+            if taken is None:
+                continue
+            fut, reg, temporary, _ = taken
             fut._resolve(c)
             if temporary:
                 reg.release()
@@ -394,14 +477,43 @@ class Stream:
         return futures
 
     def close(self) -> None:
-        """Waits for every op, then ends the call; raises the call's error if it failed."""
-        if self._handle is None:
-            return
-        self.wait_all()
-        handle, self._handle = self._handle, None
-        status = lib.gdrstore_stream_close(handle)
-        if status != 0:  # the message stays readable on this thread after the close
-            raise _failure(status, handle)
+        """Waits for every op, then ends the call; raises the call's error if it failed. Does
+        nothing when the Stream is closed already (by close() or its Client's close())."""
+        failure = self._end(True, "the stream is closed")
+        if failure is not None:  # the message stays readable on this thread after the close
+            raise failure
+
+    def _end(self, wait: bool, why: str) -> Optional[errors.Error]:
+        """Ends the Stream once: from here get/put raise FailedPrecondition(`why`); with
+        `wait`, every answer is collected first; then the library handle is released and any
+        Future still pending fails. The call's error, or None (also when closing began
+        elsewhere: this waits for that close to finish)."""
+        with self._lock:
+            first = self._closed is None
+            if first:
+                self._closed = why
+        if not first:
+            self._ended.wait()
+            return None
+        failure = None
+        try:
+            if wait:
+                self.wait_all()
+        finally:
+            handle, self._handle = self._handle, None
+            if handle is not None:
+                status = lib.gdrstore_stream_close(handle)
+                failure = _failure(status, handle) if status != 0 else None
+            with self._lock:
+                left, self._pending = list(self._pending.values()), {}
+            for fut, reg, temporary, _ in left:
+                fut._fail(errors.Cancelled("the stream was closed before the op's answer "
+                                           "was collected"))
+                if temporary:
+                    reg.release()
+            self._ended.set()
+            self._client._forget(self)
+        return failure
 
     def __enter__(self) -> "Stream":
         return self
