@@ -9,6 +9,8 @@
 #include "absl/time/clock.h"
 #include "common/base/log.h"
 #include "common/grpc/grpc_status.h"
+#include "common/wire/list_pages.h"
+#include "common/wire/volume_name.h"
 
 namespace gdr::agent {
 
@@ -190,9 +192,16 @@ grpc::ServerUnaryReactor* AgentService::GetInfo(grpc::CallbackServerContext* ctx
                                                 const v1::GetInfoRequest* request,
                                                 v1::GetInfoResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  if (absl::Status s = CheckVolumePaging(request->volumes_after(), request->volume(),
+                                         request->no_volumes());
+      !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
   const auto deadline =
       std::min(ctx->deadline(), std::chrono::system_clock::now() + std::chrono::seconds(10));
-  upstream_->GetInfo(deadline, [this, reactor, response](absl::StatusOr<UpstreamInfo> r) {
+  // The page the caller asked for, gathered from the daemons' pages (or the cluster's list).
+  upstream_->GetInfo(*request, deadline, [this, reactor, response](absl::StatusOr<UpstreamInfo> r) {
     if (!r.ok()) {
       reactor->Finish(ToGrpcStatus(AgentError(r.status())));
       return;
@@ -203,7 +212,8 @@ grpc::ServerUnaryReactor* AgentService::GetInfo(grpc::CallbackServerContext* ctx
     t->set_available(true);
     // Which path the agent reaches each daemon by: the caller's memory goes no other way.
     t->set_detail(absl::StrCat("through gdragent ", GDR_VERSION, ": ", r->paths));
-    *response->mutable_volumes() = r->info.volumes();
+    *response->mutable_volumes() = std::move(*r->info.mutable_volumes());
+    response->set_next_volumes_after(r->info.next_volumes_after());
     // The daemons' limits, but ops in flight as this agent admits one client's.
     v1::Limits* l = response->mutable_limits();
     *l = r->info.limits();
@@ -231,12 +241,25 @@ grpc::ServerUnaryReactor* AgentService::Ping(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* AgentService::GetStats(grpc::CallbackServerContext* ctx,
                                                  const v1::GetStatsRequest* request,
                                                  v1::GetStatsResponse* response) {
+  // The page cursor is a session number (the last page's last), in decimal.
+  uint64_t after = 0;
+  if (!request->page_after().empty() &&
+      (request->page_after().size() > 20 ||
+       request->page_after().find_first_not_of("0123456789") != std::string::npos ||
+       !absl::SimpleAtoi(request->page_after(), &after))) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("GetStats page_after '", ShownVolumeName(request->page_after()),
+                     "' is not a session number (decimal), as gdragent's pages end with")));
+    return reactor;
+  }
   const std::optional<uid_t> caller = CallerUid(*ctx);
   const bool see_all = caller && (*caller == 0 || *caller == options_.agent_uid);
   response->set_version(GDR_VERSION);
   response->set_uptime_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - started_)));
   v1::AgentStats* agent = response->mutable_agent();
-  sessions_->Fill(response, agent, caller, see_all);
+  sessions_->Fill(response, agent, caller, see_all, after, PageEntries(request->max_entries()));
   if (const handoff::HandoffServer* h = handoff_.load()) {
     const handoff::HandoffStats hs = h->stats();
     agent->set_sessions(static_cast<uint32_t>(hs.sessions));

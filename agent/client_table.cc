@@ -181,7 +181,8 @@ void ClientTable::CountRefused(absl::StatusCode code) {
 }
 
 void ClientTable::Fill(v1::GetStatsResponse* out, v1::AgentStats* agent,
-                        std::optional<uid_t> viewer, bool see_all) const {
+                        std::optional<uid_t> viewer, bool see_all, uint64_t after,
+                        uint32_t max_entries) const {
   {
     absl::MutexLock lock(&total_mu_);
     total_.Fill(out->mutable_total());
@@ -190,13 +191,21 @@ void ClientTable::Fill(v1::GetStatsResponse* out, v1::AgentStats* agent,
     total_.Fill(t->mutable_ops());
     t->mutable_pool()->set_inflight_ops(static_cast<uint64_t>(std::max<int64_t>(0, inflight())));
   }
-  std::vector<std::shared_ptr<Session>> all;
+  // The page's sessions (in session order, after `after`), picked under the lock.
+  std::vector<std::shared_ptr<Session>> page;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, s] : sessions_) all.push_back(s);
+    for (auto it = sessions_.upper_bound(after); it != sessions_.end(); ++it) {
+      const Session& s = *it->second;
+      if (!see_all && (!viewer || s.info.peer.uid != *viewer)) continue;
+      if (max_entries != 0 && page.size() == max_entries) {
+        out->set_next_page_after(absl::StrCat(page.back()->info.id));
+        break;
+      }
+      page.push_back(it->second);
+    }
   }
-  for (const std::shared_ptr<Session>& s : all) {
-    if (!see_all && (!viewer || s->info.peer.uid != *viewer)) continue;
+  for (const std::shared_ptr<Session>& s : page) {
     v1::AgentSession* e = agent->add_clients();
     e->set_session(s->info.id);
     e->set_uid(s->info.peer.uid);

@@ -78,9 +78,12 @@ class ClientTable {
   void CountRefused(absl::StatusCode code);
 
   // GetStats: the totals into `out` (total, transports), and into `agent` one entry per
-  // session whose uid is `viewer` (every session when `see_all`; none without a viewer).
+  // session whose uid is `viewer` (every session when `see_all`; none without a viewer): a page
+  // of them, those numbered above `after`, at most `max_entries` (0: all); when more follow,
+  // out->next_page_after is the page's last session number in decimal.
   void Fill(gdrstore::v1::GetStatsResponse* out, gdrstore::v1::AgentStats* agent,
-            std::optional<uid_t> viewer, bool see_all) const;
+            std::optional<uid_t> viewer, bool see_all, uint64_t after = 0,
+            uint32_t max_entries = 0) const;
   int64_t inflight() const { return inflight_.load(std::memory_order_relaxed); }
   uint32_t max_ops_per_session() const { return max_ops_; }
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/volume_page.h"
 #include "common/base/thread_name.h"
 
 namespace gdr::agent {
@@ -146,23 +147,26 @@ void ClusterUpstream::Submit(const ForwardedOp& op, uint32_t lane, Done done) {
       }});
 }
 
-void ClusterUpstream::GetInfo(std::chrono::system_clock::time_point deadline, InfoDone done) {
+void ClusterUpstream::GetInfo(const v1::GetInfoRequest& request,
+                              std::chrono::system_clock::time_point deadline, InfoDone done) {
   auto shared = std::make_shared<InfoDone>(std::move(done));
   Post(Task{
-      [this, deadline, shared] {
+      [this, request, deadline, shared] {
         if (std::chrono::system_clock::now() > deadline) {
           (*shared)(Prefixed(Prefix(), absl::DeadlineExceededError(
                                            "waited for a cluster worker past the deadline")));
           return;
         }
         UpstreamInfo out;
+        std::vector<v1::VolumeInfo> volumes;
         for (const v1::ClusterVolume& v : cluster_->Volumes()) {
-          v1::VolumeInfo* info = out.info.add_volumes();
-          info->set_name(v.name());
-          info->set_size(v.size());
-          info->set_backing(absl::StrCat("cluster: ", v.members_size(), " members, stripe unit ",
-                                         v.stripe_unit(), ", ", v.replicas(), " replicas"));
+          v1::VolumeInfo& info = volumes.emplace_back();
+          info.set_name(v.name());
+          info.set_size(v.size());
+          info.set_backing(absl::StrCat("cluster: ", v.members_size(), " members, stripe unit ",
+                                        v.stripe_unit(), ", ", v.replicas(), " replicas"));
         }
+        FillVolumePage(std::move(volumes), request, "", &out.info);
         std::vector<std::string> members;
         for (const gdrstore::ClusterMemberStatus& m : cluster_->Members()) {
           members.push_back(absl::StrCat(

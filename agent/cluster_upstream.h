@@ -35,7 +35,8 @@ class ClusterUpstream final : public Upstreams {
       const handoff::ImportedRegion& region) override;
   uint32_t PickLane() override { return 0; }
   void Submit(const ForwardedOp& op, uint32_t lane, Done done) override;
-  void GetInfo(std::chrono::system_clock::time_point deadline, InfoDone done) override;
+  void GetInfo(const gdrstore::v1::GetInfoRequest& request,
+               std::chrono::system_clock::time_point deadline, InfoDone done) override;
   std::string Path() const override;
   uint64_t live_registrations() const override { return live_->load(); }
 

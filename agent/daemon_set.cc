@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "agent/volume_page.h"
 
 namespace gdr::agent {
 
@@ -26,11 +27,11 @@ struct DaemonSet::Memory final : UpstreamMemory {
   std::vector<std::unique_ptr<gdrstore::Buffer>> buffers;  // one per daemon, in their order
 };
 
-struct DaemonSet::Gather {
+struct DaemonSet::Gathered {
   absl::Mutex mu;
-  std::vector<absl::StatusOr<v1::GetInfoResponse>> answers;
+  Answers answers;
   size_t left = 0;
-  std::function<void(std::vector<absl::StatusOr<v1::GetInfoResponse>>)> then;
+  std::function<void(Answers)> then;
 };
 
 DaemonSet::DaemonSet(std::vector<std::unique_ptr<Upstream>> daemons)
@@ -85,9 +86,7 @@ void DaemonSet::Route(const ForwardedOp& op, uint32_t lane, Done done, bool may_
   {
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < serves_.size(); ++i) {
-      if (std::find(serves_[i].begin(), serves_[i].end(), op.extent.volume) != serves_[i].end()) {
-        hits.push_back(i);
-      }
+      if (serves_[i].count(op.extent.volume) != 0) hits.push_back(i);
     }
     if (hits.empty()) {
       if (may_refresh && (asking_ || absl::Now() - learned_ >= kRelearnEvery)) {
@@ -103,7 +102,7 @@ void DaemonSet::Route(const ForwardedOp& op, uint32_t lane, Done done, bool may_
   if (parked) {
     if (!ask) return;  // the round under way takes it along
     Ask(std::chrono::system_clock::now() + kRouteAskTimeout,
-        [this](std::vector<absl::StatusOr<v1::GetInfoResponse>>) {
+        [this](Answers) {
           std::vector<Waiting> ready;
           {
             absl::MutexLock lock(&mu_);
@@ -146,27 +145,37 @@ void DaemonSet::Forward(size_t index, const ForwardedOp& op, uint32_t lane, Done
   });
 }
 
-void DaemonSet::Ask(
-    std::chrono::system_clock::time_point deadline,
-    std::function<void(std::vector<absl::StatusOr<v1::GetInfoResponse>>)> then) {
-  auto g = std::make_shared<Gather>();
+void DaemonSet::Gather(std::function<void(Upstream&, Upstream::InfoDone)> ask,
+                       std::function<void(Answers)> then) {
+  auto g = std::make_shared<Gathered>();
   g->answers.resize(daemons_.size(), absl::UnknownError("not asked"));
   g->left = daemons_.size();
   g->then = std::move(then);
   for (size_t i = 0; i < daemons_.size(); ++i) {
-    daemons_[i]->GetInfo(deadline, [this, g, i](absl::StatusOr<v1::GetInfoResponse> r) {
+    ask(*daemons_[i], [g, i](absl::StatusOr<v1::GetInfoResponse> r) {
       {
         absl::MutexLock lock(&g->mu);
         g->answers[i] = std::move(r);
         if (--g->left != 0) return;
       }
-      Learn(g->answers);
       g->then(std::move(g->answers));
     });
   }
 }
 
-void DaemonSet::Learn(const std::vector<absl::StatusOr<v1::GetInfoResponse>>& answers) {
+void DaemonSet::Ask(std::chrono::system_clock::time_point deadline,
+                    std::function<void(Answers)> then) {
+  Gather(
+      [deadline](Upstream& u, Upstream::InfoDone done) {
+        u.GetAllInfo(deadline, std::move(done));
+      },
+      [this, then = std::move(then)](Answers answers) {
+        Learn(answers);
+        then(std::move(answers));
+      });
+}
+
+void DaemonSet::Learn(const Answers& answers) {
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < answers.size(); ++i) {
     if (!answers[i].ok()) {
@@ -175,7 +184,7 @@ void DaemonSet::Learn(const std::vector<absl::StatusOr<v1::GetInfoResponse>>& an
     }
     last_error_[i].clear();
     serves_[i].clear();
-    for (const v1::VolumeInfo& v : answers[i]->volumes()) serves_[i].push_back(v.name());
+    for (const v1::VolumeInfo& v : answers[i]->volumes()) serves_[i].insert(v.name());
   }
   learned_ = absl::Now();
 }
@@ -184,60 +193,84 @@ std::string DaemonSet::KnownLocked() const {
   std::vector<std::string> parts;
   for (size_t i = 0; i < daemons_.size(); ++i) {
     std::string line = absl::StrCat(daemons_[i]->address(), " serves ");
-    absl::StrAppend(&line, serves_[i].empty() ? "nothing known" : absl::StrJoin(serves_[i], ", "));
+    absl::StrAppend(&line, serves_[i].empty() ? "nothing known" : NamesInBrief(serves_[i]));
     if (!last_error_[i].empty()) absl::StrAppend(&line, " (unreachable: ", last_error_[i], ")");
     parts.push_back(std::move(line));
   }
   return absl::StrJoin(parts, "; ");
 }
 
-void DaemonSet::GetInfo(std::chrono::system_clock::time_point deadline, InfoDone done) {
-  Ask(deadline, [this, done = std::move(done)](
-                    std::vector<absl::StatusOr<v1::GetInfoResponse>> answers) {
-    UpstreamInfo out;
-    std::vector<std::string> paths, failures;
-    bool any = false;
-    for (size_t i = 0; i < answers.size(); ++i) {
-      const Upstream& u = *daemons_[i];
-      if (!answers[i].ok()) {
-        paths.push_back(absl::StrCat(u.Path(), " [unreachable: ", answers[i].status().message(),
-                                     "]"));
-        failures.push_back(absl::StrCat(DaemonPrefix(u), answers[i].status().message()));
-        continue;
-      }
-      std::vector<std::string> names;
-      for (const v1::VolumeInfo& v : answers[i]->volumes()) {
-        names.push_back(v.name());
-        *out.info.add_volumes() = v;
-      }
-      paths.push_back(absl::StrCat(u.Path(), " [volumes ", absl::StrJoin(names, ", "), "]"));
-      // The strictest of the daemons' limits: an op may go to any of them.
-      const v1::Limits& l = answers[i]->limits();
-      v1::Limits* m = out.info.mutable_limits();
-      if (!any) {
-        *m = l;
-      } else {
-        auto tighter = [](uint64_t a, uint64_t b) { return a == 0 ? b : (b == 0 ? a : std::min(a, b)); };
-        m->set_max_op_bytes(tighter(m->max_op_bytes(), l.max_op_bytes()));
-        m->set_max_inflight_ops(
-            static_cast<uint32_t>(tighter(m->max_inflight_ops(), l.max_inflight_ops())));
-        m->set_max_inflight_per_stream(static_cast<uint32_t>(
-            tighter(m->max_inflight_per_stream(), l.max_inflight_per_stream())));
-        m->set_max_inflight_bytes(tighter(m->max_inflight_bytes(), l.max_inflight_bytes()));
-      }
-      any = true;
+void DaemonSet::GetInfo(const v1::GetInfoRequest& request,
+                        std::chrono::system_clock::time_point deadline, InfoDone done) {
+  // Each daemon's page from the same cursor, joined into one page here (FillVolumePage). The
+  // routing table is not touched: it takes every page (Ask).
+  Gather(
+      [request, deadline](Upstream& u, Upstream::InfoDone d) {
+        u.GetInfo(request, deadline, std::move(d));
+      },
+      [this, request, done = std::move(done)](Answers answers) {
+        JoinPages(request, std::move(answers), done);
+      });
+}
+
+void DaemonSet::JoinPages(const v1::GetInfoRequest& request, Answers answers,
+                          const InfoDone& done) const {
+  UpstreamInfo out;
+  std::vector<std::string> paths, failures;
+  std::vector<v1::VolumeInfo> volumes;
+  // Past the smallest cursor of a daemon with more, not every daemon's names are known yet.
+  std::string known_through;
+  bool any = false;
+  for (size_t i = 0; i < answers.size(); ++i) {
+    const Upstream& u = *daemons_[i];
+    if (!answers[i].ok()) {
+      paths.push_back(absl::StrCat(u.Path(), " [unreachable: ", answers[i].status().message(),
+                                   "]"));
+      failures.push_back(absl::StrCat(DaemonPrefix(u), answers[i].status().message()));
+      continue;
     }
+    const std::string& next = answers[i]->next_volumes_after();
+    if (!next.empty() && (known_through.empty() || next < known_through)) known_through = next;
+    std::vector<std::string> names;
+    for (v1::VolumeInfo& v : *answers[i]->mutable_volumes()) {
+      names.push_back(v.name());
+      volumes.push_back(std::move(v));
+    }
+    if (request.no_volumes()) {
+      paths.push_back(u.Path());
+    } else {
+      paths.push_back(absl::StrCat(u.Path(), " [volumes ", NamesInBrief(names),
+                                   next.empty() ? "" : " and more", "]"));
+    }
+    // The strictest of the daemons' limits: an op may go to any of them.
+    const v1::Limits& l = answers[i]->limits();
+    v1::Limits* m = out.info.mutable_limits();
     if (!any) {
-      // One daemon: its own error, as it said it; several: each one's.
-      done(daemons_.size() == 1
-               ? Prefixed(DaemonPrefix(*daemons_.front()), answers.front().status())
-               : absl::UnavailableError(absl::StrCat("no daemon answered: ",
-                                                     absl::StrJoin(failures, "; "))));
-      return;
+      *m = l;
+    } else {
+      auto tighter = [](uint64_t a, uint64_t b) {
+        return a == 0 ? b : (b == 0 ? a : std::min(a, b));
+      };
+      m->set_max_op_bytes(tighter(m->max_op_bytes(), l.max_op_bytes()));
+      m->set_max_inflight_ops(
+          static_cast<uint32_t>(tighter(m->max_inflight_ops(), l.max_inflight_ops())));
+      m->set_max_inflight_per_stream(static_cast<uint32_t>(
+          tighter(m->max_inflight_per_stream(), l.max_inflight_per_stream())));
+      m->set_max_inflight_bytes(tighter(m->max_inflight_bytes(), l.max_inflight_bytes()));
     }
-    out.paths = absl::StrJoin(paths, "; ");
-    done(std::move(out));
-  });
+    any = true;
+  }
+  if (!any) {
+    // One daemon: its own error, as it said it; several: each one's.
+    done(daemons_.size() == 1
+             ? Prefixed(DaemonPrefix(*daemons_.front()), answers.front().status())
+             : absl::UnavailableError(absl::StrCat("no daemon answered: ",
+                                                   absl::StrJoin(failures, "; "))));
+    return;
+  }
+  FillVolumePage(std::move(volumes), request, known_through, &out.info);
+  out.paths = absl::StrJoin(paths, "; ");
+  done(std::move(out));
 }
 
 std::string DaemonSet::Path() const {

@@ -10,6 +10,7 @@
 #include "common/base/log.h"
 #include "common/base/thread_name.h"
 #include "common/grpc/grpc_status.h"
+#include "common/wire/volume_name.h"
 
 namespace gdr::agent {
 
@@ -259,15 +260,16 @@ void Upstream::SubmitUnary(const UpstreamOp& op, Done done) {
   }
 }
 
-void Upstream::GetInfo(std::chrono::system_clock::time_point deadline,
-                       std::function<void(absl::StatusOr<v1::GetInfoResponse>)> done) {
+void Upstream::GetInfo(const v1::GetInfoRequest& request,
+                       std::chrono::system_clock::time_point deadline, InfoDone done) {
   struct Call {
     grpc::ClientContext ctx;
     v1::GetInfoRequest request;
     v1::GetInfoResponse response;
-    std::function<void(absl::StatusOr<v1::GetInfoResponse>)> done;
+    InfoDone done;
   };
   auto* call = new Call();
+  call->request = request;
   call->done = std::move(done);
   call->ctx.set_deadline(deadline);
   client_->stub()->async()->GetInfo(&call->ctx, &call->request, &call->response,
@@ -280,6 +282,52 @@ void Upstream::GetInfo(std::chrono::system_clock::time_point deadline,
                                       delete call;
                                       cb(std::move(r));
                                     });
+}
+
+// GetAllInfo's pages so far and where the next starts.
+struct Upstream::InfoPages {
+  v1::GetInfoResponse all;
+  v1::GetInfoRequest next;
+  bool first = true;
+  std::chrono::system_clock::time_point deadline;
+  InfoDone done;
+};
+
+void Upstream::GetAllInfo(std::chrono::system_clock::time_point deadline, InfoDone done) {
+  auto pages = std::make_shared<InfoPages>();
+  pages->deadline = deadline;
+  pages->done = std::move(done);
+  AskPage(std::move(pages));
+}
+
+void Upstream::AskPage(std::shared_ptr<InfoPages> pages) {
+  const v1::GetInfoRequest request = pages->next;
+  GetInfo(request, pages->deadline, [this, pages](absl::StatusOr<v1::GetInfoResponse> r) {
+    if (!r.ok()) {
+      pages->done(std::move(r).status());
+      return;
+    }
+    std::string after = std::move(*r->mutable_next_volumes_after());
+    if (pages->first) {
+      pages->all = *std::move(r);
+      pages->first = false;
+    } else {
+      for (v1::VolumeInfo& v : *r->mutable_volumes()) *pages->all.add_volumes() = std::move(v);
+    }
+    if (after.empty()) {
+      pages->done(std::move(pages->all));
+      return;
+    }
+    // Names only grow page by page: a cursor that does not would ask until the deadline.
+    if (after <= pages->next.volumes_after()) {
+      pages->done(absl::InternalError(absl::StrCat(
+          "GetInfo: the page after '", ShownVolumeName(pages->next.volumes_after()),
+          "' names the same page next")));
+      return;
+    }
+    pages->next.set_volumes_after(std::move(after));
+    AskPage(pages);
+  });
 }
 
 std::string Upstream::Path() const {

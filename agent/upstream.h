@@ -59,9 +59,14 @@ class Upstream {
   using Done = std::function<void(absl::StatusOr<gdrstore::OpResult>)>;
   void Submit(const UpstreamOp& op, uint32_t lane, Done done);
 
-  // The daemon's GetInfo, asynchronously, within `deadline`.
-  void GetInfo(std::chrono::system_clock::time_point deadline,
-               std::function<void(absl::StatusOr<gdrstore::v1::GetInfoResponse>)> done);
+  // The daemon's GetInfo for `request` (one page of its volumes), asynchronously, within
+  // `deadline`. `done` runs once, on a gRPC thread.
+  using InfoDone = std::function<void(absl::StatusOr<gdrstore::v1::GetInfoResponse>)>;
+  void GetInfo(const gdrstore::v1::GetInfoRequest& request,
+               std::chrono::system_clock::time_point deadline, InfoDone done);
+  // Every page of it, joined (every volume the daemon shows the agent), asked for in turn
+  // within `deadline` in all. INTERNAL when the daemon's cursor does not move on.
+  void GetAllInfo(std::chrono::system_clock::time_point deadline, InfoDone done);
 
   // "agent -> 127.0.0.1:50051 over tcp (tcp target 127.0.0.1:41234)".
   std::string Path() const;
@@ -71,7 +76,10 @@ class Upstream {
   uint64_t lanes_replaced() const { return replaced_.load(); }
 
  private:
+  struct InfoPages;
   Upstream(std::unique_ptr<gdrstore::Client> client, std::string address);
+  // GetAllInfo's next page; the last one (or a failure) answers.
+  void AskPage(std::shared_ptr<InfoPages> pages);
   std::chrono::system_clock::time_point DeadlineOf(const UpstreamOp& op) const;
   // `retried`: the op was sent again once already after its lane had ended under it.
   void SubmitOnLane(const UpstreamOp& op, uint32_t lane, bool retried, Done done);

@@ -38,10 +38,10 @@ struct ForwardedOp {
   std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
 };
 
-// What GetInfo through the agent reports of its upstream: the volumes its clients may name,
-// the limits of the daemons, and the path to each daemon (or member) in words.
+// What GetInfo through the agent reports of its upstream: the volumes its clients may name (the
+// page asked for), the limits of the daemons, and the path to each daemon (or member) in words.
 struct UpstreamInfo {
-  gdrstore::v1::GetInfoResponse info;  // volumes and limits only
+  gdrstore::v1::GetInfoResponse info;  // volumes, next_volumes_after and limits only
   std::string paths;
 };
 
@@ -62,8 +62,11 @@ class Upstreams {
   // with where they came from ("daemon HOST:PORT: ", "cluster SOURCE: "); not-admitted refusals
   // keep their mark (IsNotAdmitted).
   virtual void Submit(const ForwardedOp& op, uint32_t lane, Done done) = 0;
-  // Asks the daemons (members) within `deadline`; `done` runs once, on another thread.
-  virtual void GetInfo(std::chrono::system_clock::time_point deadline, InfoDone done) = 0;
+  // Asks the daemons (members) within `deadline` for the volumes `request` names (a page, one
+  // or none: gdrstore.proto GetInfoRequest, checked by CheckVolumePaging); `done` runs once, on
+  // another thread.
+  virtual void GetInfo(const gdrstore::v1::GetInfoRequest& request,
+                       std::chrono::system_clock::time_point deadline, InfoDone done) = 0;
   // One line, cheap (STATUS lines, logs): "agent -> 127.0.0.1:50051 over tcp (...)".
   virtual std::string Path() const = 0;
   // Registrations live upstream now (each region's until its last op is done).

@@ -72,13 +72,16 @@ int RunSelftest(const SelftestOptions& o, std::ostream& out) {
   auto stub = v1::GdrStore::NewStub(*channel);
   v1::GetInfoResponse info;
   {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    grpc::Status st = stub->GetInfo(&ctx, v1::GetInfoRequest(), &info);
-    if (!st.ok()) {
-      steps.Fail("daemon", gdrstore::FromGrpcStatus(st));
+    // The one volume the test uses, however many the daemon serves.
+    v1::GetInfoRequest request;
+    request.set_volume(o.volume);
+    absl::StatusOr<v1::GetInfoResponse> got = gdrstore::GetInfoPages(
+        *stub, std::move(request), std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!got.ok()) {
+      steps.Fail("daemon", got.status());
       return steps.failed();
     }
+    info = *std::move(got);
   }
   const v1::Transport wire = Wire(o.client.transport);
   bool offered = wire == v1::TRANSPORT_UNSPECIFIED;

@@ -13,6 +13,7 @@
 #include "client/gdrctl/message_json.h"
 #include "common/wire/transport_kind.h"
 #include "common/base/units.h"
+#include "gdrstore/client.h"
 
 namespace gdrctl {
 
@@ -175,26 +176,24 @@ absl::Status RunStats(v1::GdrStore::Stub* stub, const StatsOptions& o) {
   absl::Time previous_at;
   const bool tty = ::isatty(1);
   for (uint64_t n = 0;; ++n) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + o.rpc_timeout));
-    v1::GetStatsRequest req;
-    v1::GetStatsResponse resp;
-    grpc::Status s = stub->GetStats(&ctx, req, &resp);
+    // Every page of the per-volume (per-session) figures, within the one timeout.
+    absl::StatusOr<v1::GetStatsResponse> resp =
+        gdrstore::GetStatsPages(*stub, absl::ToChronoTime(absl::Now() + o.rpc_timeout));
     const absl::Time at = absl::Now();
-    if (!s.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                          absl::StrCat("GetStats: ", s.error_message()));
+    if (!resp.ok()) {
+      return absl::Status(resp.status().code(),
+                          absl::StrCat("GetStats: ", resp.status().message()));
     }
     if (o.json) {
-      std::cout << MessageJson(resp) << std::endl;
+      std::cout << MessageJson(*resp) << std::endl;
     } else {
       if (o.watch && tty) std::cout << "\033[H\033[2J";  // clear the screen between samples
-      std::cout << FormatStats(resp, have_previous ? &previous : nullptr, at - previous_at);
+      std::cout << FormatStats(*resp, have_previous ? &previous : nullptr, at - previous_at);
       if (o.watch && !tty) std::cout << "--\n";
       std::cout.flush();
     }
     if (!o.watch || (o.count != 0 && n + 1 >= o.count)) return absl::OkStatus();
-    previous = std::move(resp);
+    previous = *std::move(resp);
     previous_at = at;
     have_previous = true;
     absl::SleepFor(o.interval);

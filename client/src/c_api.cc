@@ -291,6 +291,19 @@ gdrstore_status gdrstore_info_json(gdrstore_client* client, char** json) {
   });
 }
 
+gdrstore_status gdrstore_volume_info_json(gdrstore_client* client, const char* volume,
+                                          char** json) {
+  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  if (volume == nullptr) return Invalid(*c, "volume is NULL");
+  if (json == nullptr) return Invalid(*c, "json (the out pointer) is NULL");
+  return Guard(*c, [&] {
+    absl::StatusOr<gdrstore::v1::GetInfoResponse> info = c->client->GetVolumeInfo(volume);
+    if (!info.ok()) return c->Fail(info.status());
+    return Json(*c, *info, json);
+  });
+}
+
 gdrstore_status gdrstore_volume_create(gdrstore_client* client, const char* name, uint64_t size,
                                        int file, const char* media, int* created) {
   std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
@@ -321,12 +334,9 @@ gdrstore_status gdrstore_stats_json(gdrstore_client* client, char** json) {
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
   if (json == nullptr) return Invalid(*c, "json (the out pointer) is NULL");
   return Guard(*c, [&] {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    gdrstore::v1::GetStatsResponse stats;
-    grpc::Status s = c->client->stub()->GetStats(&ctx, gdrstore::v1::GetStatsRequest(), &stats);
-    if (!s.ok()) return c->Fail(gdrstore::FromGrpcStatus(s));
-    return Json(*c, stats, json);
+    absl::StatusOr<gdrstore::v1::GetStatsResponse> stats = c->client->GetStats();
+    if (!stats.ok()) return c->Fail(stats.status());
+    return Json(*c, *stats, json);
   });
 }
 

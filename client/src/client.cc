@@ -86,6 +86,7 @@ void Client::FetchLimits() {
     v1::GetInfoResponse resp;
   };
   auto call = std::make_shared<Call>();
+  call->req.set_no_volumes(true);  // the limits only, however many volumes there are
   call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   if (!window_->BeginFetch([call] { call->ctx.TryCancel(); })) return;
   // The Client waits for this callback before it goes (CancelFetchAndWait), so the window is
@@ -566,12 +567,20 @@ absl::StatusOr<OpResult> Client::Read(const Extent& extent, const Buffer& buffer
 }
 
 absl::StatusOr<v1::GetInfoResponse> Client::GetInfo(std::chrono::milliseconds timeout) {
-  grpc::ClientContext ctx;
-  gdr::SetDeadline(&ctx, timeout);
-  v1::GetInfoResponse resp;
-  grpc::Status s = stub_->GetInfo(&ctx, v1::GetInfoRequest(), &resp);
-  if (!s.ok()) return FromGrpcStatus(s);
-  return resp;
+  return GetInfoPages(*stub_, v1::GetInfoRequest(), gdr::DeadlineAfter(timeout));
+}
+
+absl::StatusOr<v1::GetInfoResponse> Client::GetVolumeInfo(const std::string& volume,
+                                                          std::chrono::milliseconds timeout) {
+  // An empty name would ask for every volume, not one.
+  if (volume.empty()) return absl::InvalidArgumentError("GetVolumeInfo: the volume name is empty");
+  v1::GetInfoRequest request;
+  request.set_volume(volume);
+  return GetInfoPages(*stub_, std::move(request), gdr::DeadlineAfter(timeout));
+}
+
+absl::StatusOr<v1::GetStatsResponse> Client::GetStats(std::chrono::milliseconds timeout) {
+  return GetStatsPages(*stub_, gdr::DeadlineAfter(timeout));
 }
 
 absl::Status Client::Ping() {

@@ -186,7 +186,7 @@ void DaemonStats::Finished(const OpScopes& scopes, Direction direction, absl::St
   if (scopes.client) scopes.client->Finished(direction, code, bytes, latency_ns, started);
 }
 
-void DaemonStats::Fill(v1::GetStatsResponse* out) const {
+void DaemonStats::Fill(v1::GetStatsResponse* out, const VolumePage& page) const {
   out->set_uptime_ns(static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - started_at_)));
   total_.Fill(out->mutable_total());
   for (TransportKind k : kTransportKinds) {
@@ -194,7 +194,20 @@ void DaemonStats::Fill(v1::GetStatsResponse* out) const {
     t->set_transport(ToProto(k));
     transports_[static_cast<size_t>(k)].Fill(t->mutable_ops());
   }
-  for (const auto& [name, c] : volumes()) {
+  // The page's names under the lock, their figures after it: counters are never freed.
+  std::vector<std::pair<std::string, const OpCounters*>> listed;
+  {
+    absl::ReaderMutexLock lock(&volumes_mu_);
+    for (auto it = volumes_.upper_bound(page.after); it != volumes_.end(); ++it) {
+      if (!it->second.shown || (page.shown && !page.shown(it->first))) continue;
+      if (page.max_entries != 0 && listed.size() == page.max_entries) {
+        out->set_next_page_after(listed.back().first);
+        break;
+      }
+      listed.emplace_back(it->first, it->second.counters.get());
+    }
+  }
+  for (const auto& [name, c] : listed) {
     v1::VolumeStats* v = out->add_volumes();
     v->set_name(name);
     c->Fill(v->mutable_ops());

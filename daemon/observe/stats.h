@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -127,8 +128,17 @@ class DaemonStats {
   uint64_t reloads() const { return reloads_.load(); }
   void CountReload() { reloads_.fetch_add(1); }
 
-  // Everything but pool/admission figures (the service adds those).
-  void Fill(gdrstore::v1::GetStatsResponse* out) const;
+  // Which volumes' figures one GetStats answer holds: those named after `after` (bytewise; empty:
+  // from the first) that `shown` accepts (unset: all), at most `max_entries` (0: no limit).
+  struct VolumePage {
+    std::string after;
+    uint32_t max_entries = 0;
+    std::function<bool(absl::string_view name)> shown;
+  };
+  // Everything but pool/admission figures (the service adds those), the volumes of `page`
+  // only: next_page_after is set to the last one listed when a further one would be shown.
+  void Fill(gdrstore::v1::GetStatsResponse* out, const VolumePage& page) const;
+  void Fill(gdrstore::v1::GetStatsResponse* out) const { Fill(out, VolumePage()); }
 
  private:
   absl::Time started_at_;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,14 @@ namespace gdr {
 
 class OpPipeline;
 class Volume;
+
+// Which page of the per-volume figures a GetStats answer holds (gdrstore.proto
+// GetStatsRequest): volumes named after `after`, at most `max_entries` (0: all of them, as the
+// metrics exporter reads them).
+struct StatsPage {
+  std::string after;
+  uint32_t max_entries = 0;
+};
 struct OpFault;  // a fault stage's state of an op a rule hit (op_stages.h)
 
 // One op, from the handler to its answer. Stages keep what they need of it here (one field
@@ -106,8 +115,10 @@ class OpStage {
   // The op was refused with `why` (non-OK): before it started (no OnStart ran, or only some
   // of them) or by the transport after every OnStart ran; nothing of it was transferred.
   virtual void OnRefused(OpContext& ctx, const absl::Status& why) {}
-  // Its part of a GetStats answer for `caller`.
-  virtual void FillStats(const Caller& caller, gdrstore::v1::GetStatsResponse* out) const {}
+  // Its part of a GetStats answer for `caller`: of per-volume figures, those of `page` (the
+  // stats stage, which runs first, lists the page's volumes and sets next_page_after).
+  virtual void FillStats(const Caller& caller, const StatsPage& page,
+                         gdrstore::v1::GetStatsResponse* out) const {}
 };
 
 // The stages in the order ops pass them. Read-only once serving: an op walks a fixed list.

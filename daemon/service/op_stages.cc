@@ -107,13 +107,19 @@ void FaultStage::DeliverCorruptByte(OpContext& ctx) {
   if (!s.ok()) delivered(ctx, std::move(s));
 }
 
-void FaultStage::FillStats(const Caller& caller, v1::GetStatsResponse* out) const {
+void FaultStage::FillStats(const Caller& caller, const StatsPage& page,
+                           v1::GetStatsResponse* out) const {
   faults_->FillStats(out);
-  // As for volumes: fault counts of volumes the caller may not see are left out.
+  // As for volumes: fault counts of volumes the caller may not see are left out, and those of
+  // volumes outside the page's name range (after `after`, up to the page's last unless it is
+  // the last page; those naming no volume come on the first page).
+  const std::string& last = out->next_page_after();
   auto* faults = out->mutable_faults();
   faults->erase(std::remove_if(faults->begin(), faults->end(),
-                               [&caller](const v1::FaultStats& f) {
-                                 return !f.volume().empty() && !caller.MaySee(f.volume());
+                               [&](const v1::FaultStats& f) {
+                                 if (f.volume().empty()) return !page.after.empty();
+                                 return !caller.MaySee(f.volume()) || f.volume() <= page.after ||
+                                        (!last.empty() && f.volume() > last);
                                }),
                 faults->end());
 }
@@ -157,7 +163,8 @@ void FillMedia(const MediaModel& m, v1::MediaTiming* out) {
 
 }  // namespace
 
-void MediaStage::FillStats(const Caller& caller, v1::GetStatsResponse* out) const {
+void MediaStage::FillStats(const Caller& caller, const StatsPage& page,
+                           v1::GetStatsResponse* out) const {
   for (v1::VolumeStats& v : *out->mutable_volumes()) {
     if (std::shared_ptr<MediaModel> m = media_->Find(v.name())) FillMedia(*m, v.mutable_media());
   }
@@ -185,16 +192,13 @@ void StatsStage::OnRefused(OpContext& ctx, const absl::Status& why) {
                   ctx.client, ctx.direction, why.code());
 }
 
-void StatsStage::FillStats(const Caller& caller, v1::GetStatsResponse* out) const {
-  stats_->Fill(out);
+void StatsStage::FillStats(const Caller& caller, const StatsPage& page,
+                           v1::GetStatsResponse* out) const {
   // Per-volume figures only of the volumes the caller has a grant on (the totals, per
-  // transport figures and admission stay daemon-wide).
-  auto* volumes = out->mutable_volumes();
-  volumes->erase(std::remove_if(volumes->begin(), volumes->end(),
-                                [&caller](const v1::VolumeStats& v) {
-                                  return !caller.MaySee(v.name());
-                                }),
-                 volumes->end());
+  // transport figures and admission stay daemon-wide), paged among those.
+  stats_->Fill(out, DaemonStats::VolumePage{
+                        page.after, page.max_entries,
+                        [&caller](absl::string_view name) { return caller.MaySee(name); }});
   // A caller with a credential sees its own client entry only: the others' labels and
   // traffic are theirs.
   if (!caller.label().empty()) {
@@ -228,7 +232,8 @@ void TraceStage::OnFinish(OpContext& ctx, uint64_t service_ns) {
   ctx.trace.reset();
 }
 
-void TraceStage::FillStats(const Caller& caller, v1::GetStatsResponse* out) const {
+void TraceStage::FillStats(const Caller& caller, const StatsPage& page,
+                           v1::GetStatsResponse* out) const {
   const TraceRecorder::Stats t = trace_->stats();
   v1::TraceStats* ts = out->mutable_trace();
   ts->set_records(t.records);

@@ -69,7 +69,8 @@ class FaultStage final : public OpStage {
   const char* name() const override { return "faults"; }
   absl::Status OnStart(OpContext& ctx, TransferOp& op) override;
   bool OnTransferred(OpContext& ctx) override;
-  void FillStats(const Caller& caller, gdrstore::v1::GetStatsResponse* out) const override;
+  void FillStats(const Caller& caller, const StatsPage& page,
+                 gdrstore::v1::GetStatsResponse* out) const override;
 
  private:
   // The corrupt byte: one byte of the op's extent with one bit flipped, written into the
@@ -93,7 +94,8 @@ class MediaStage final : public OpStage {
   const char* name() const override { return "media"; }
   absl::Status OnStart(OpContext& ctx, TransferOp& op) override;
   bool OnTransferred(OpContext& ctx) override;
-  void FillStats(const Caller& caller, gdrstore::v1::GetStatsResponse* out) const override;
+  void FillStats(const Caller& caller, const StatsPage& page,
+                 gdrstore::v1::GetStatsResponse* out) const override;
 
  private:
   MediaTiming* media_;
@@ -109,9 +111,10 @@ class StatsStage final : public OpStage {
   absl::Status OnStart(OpContext& ctx, TransferOp& op) override;
   void OnFinish(OpContext& ctx, uint64_t service_ns) override;
   void OnRefused(OpContext& ctx, const absl::Status& why) override;
-  // The op counters GetStats answers: per-volume figures of the volumes `caller` may see only,
-  // and with a credential its own client entry only.
-  void FillStats(const Caller& caller, gdrstore::v1::GetStatsResponse* out) const override;
+  // The op counters GetStats answers: per-volume figures of the volumes `caller` may see only
+  // (the page of them), and with a credential its own client entry only.
+  void FillStats(const Caller& caller, const StatsPage& page,
+                 gdrstore::v1::GetStatsResponse* out) const override;
 
  private:
   DaemonStats* stats_;
@@ -124,7 +127,8 @@ class TraceStage final : public OpStage {
   const char* name() const override { return "trace"; }
   absl::Status OnStart(OpContext& ctx, TransferOp& op) override;
   void OnFinish(OpContext& ctx, uint64_t service_ns) override;
-  void FillStats(const Caller& caller, gdrstore::v1::GetStatsResponse* out) const override;
+  void FillStats(const Caller& caller, const StatsPage& page,
+                 gdrstore::v1::GetStatsResponse* out) const override;
 
  private:
   TraceRecorder* trace_;

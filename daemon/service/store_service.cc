@@ -1,5 +1,7 @@
 #include "daemon/service/store_service.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -7,6 +9,7 @@
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
 #include "common/grpc/grpc_status.h"
+#include "common/wire/list_pages.h"
 #include "daemon/observe/client_stats.h"
 #include "daemon/service/refused_bidi.h"
 #include "daemon/store/mapping_guard.h"
@@ -198,21 +201,66 @@ grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
                  request->crc32c());
 }
 
+namespace {
+
+v1::VolumeInfo InfoOf(const Volume& volume) {
+  v1::VolumeInfo vi;
+  vi.set_name(volume.name());
+  vi.set_size(volume.size());
+  vi.set_backing(volume.file().empty() ? "memory" : absl::StrCat("file:", volume.file()));
+  vi.set_read_only(volume.read_only());
+  return vi;
+}
+
+}  // namespace
+
+absl::Status StoreService::ListVolumes(const Caller& caller, const v1::GetInfoRequest& request,
+                                       v1::GetInfoResponse* response) const {
+  GDR_RETURN_IF_ERROR(
+      CheckVolumePaging(request.volumes_after(), request.volume(), request.no_volumes()));
+  if (request.no_volumes()) return absl::OkStatus();
+  // Volumes without a grant are not shown, not even as absent.
+  if (!request.volume().empty()) {
+    std::shared_ptr<const Volume> v = store_->Find(request.volume());
+    if (v != nullptr && caller.MaySee(v->name())) *response->add_volumes() = InfoOf(*v);
+    return absl::OkStatus();
+  }
+  // In name order (the store's), from past the cursor: a page of at most PageEntries entries
+  // and about kMaxPageBytes, so that no answer grows with the number of volumes.
+  const std::vector<std::shared_ptr<const Volume>> volumes = store_->Volumes();
+  auto it = std::upper_bound(volumes.begin(), volumes.end(), request.volumes_after(),
+                             [](const std::string& after, const std::shared_ptr<const Volume>& v) {
+                               return after < v->name();
+                             });
+  const uint32_t page = PageEntries(request.max_volumes());
+  size_t bytes = 0;
+  for (; it != volumes.end(); ++it) {
+    if (!caller.MaySee((*it)->name())) continue;
+    v1::VolumeInfo vi = InfoOf(**it);
+    const size_t size = vi.ByteSizeLong();
+    const int listed = response->volumes_size();
+    if (listed > 0 && (static_cast<uint32_t>(listed) == page || bytes + size > kMaxPageBytes)) {
+      response->set_next_volumes_after(response->volumes(listed - 1).name());
+      break;
+    }
+    bytes += size;
+    *response->add_volumes() = std::move(vi);
+  }
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* StoreService::GetInfo(grpc::CallbackServerContext* ctx,
                                                 const v1::GetInfoRequest* request,
                                                 v1::GetInfoResponse* response) {
   Caller caller;
   if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx, &caller)) return refused;
+  if (absl::Status s = ListVolumes(caller, *request, response); !s.ok()) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
   response->set_version(GDR_VERSION);
   transports_->FillInfo(response);
-  for (const std::shared_ptr<const Volume>& volume : store_->Volumes()) {
-    if (!caller.MaySee(volume->name())) continue;  // volumes without a grant are not shown
-    auto* vi = response->add_volumes();
-    vi->set_name(volume->name());
-    vi->set_size(volume->size());
-    vi->set_backing(volume->file().empty() ? "memory" : absl::StrCat("file:", volume->file()));
-    vi->set_read_only(volume->read_only());
-  }
   const ServiceLimits limits = this->limits();
   auto* l = response->mutable_limits();
   l->set_max_op_bytes(limits.max_op_bytes);

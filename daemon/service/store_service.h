@@ -80,9 +80,10 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
                                      const gdrstore::v1::GetStatsRequest* request,
                                      gdrstore::v1::GetStatsResponse* response) override;
   // What GetStats answers `caller` (a default Caller: everything, as the metrics exporter
-  // reads it). FAILED_PRECONDITION when the daemon collects no statistics (no stats stage).
-  // Thread-safe.
-  absl::Status FillStats(const Caller& caller, gdrstore::v1::GetStatsResponse* response) const;
+  // reads it), the per-volume figures of `page` (default: every volume). FAILED_PRECONDITION
+  // when the daemon collects no statistics (no stats stage). Thread-safe.
+  absl::Status FillStats(const Caller& caller, gdrstore::v1::GetStatsResponse* response,
+                         const StatsPage& page = {}) const;
 
   // From now on new ops are refused with UNAVAILABLE; ops already started run to completion.
   void StartDrain() { draining_.store(true); }
@@ -108,6 +109,11 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
     tls_info_ = std::move(source);
   }
   ServiceLimits limits() const;
+
+  // The volumes a GetInfo answer lists for `caller` (gdrstore.proto GetInfoRequest): one page,
+  // one volume or none. INVALID_ARGUMENT naming the field of a request it cannot answer.
+  absl::Status ListVolumes(const Caller& caller, const gdrstore::v1::GetInfoRequest& request,
+                           gdrstore::v1::GetInfoResponse* response) const;
 
   // Validates and starts one op; `done` gets the final status and the daemon-side service time.
   // A non-OK return means nothing started and `done` will not run. `peer` is the call's

@@ -217,6 +217,7 @@ def _declare(cdll):
         "gdrstore_client_close": (None, [("client", P)]),
         "gdrstore_info_json": (i, [("client", P), ("json", P_out)]),
         "gdrstore_stats_json": (i, [("client", P), ("json", P_out)]),
+        "gdrstore_volume_info_json": (i, [("client", P), ("volume", s), ("json", P_out)]),
         "gdrstore_free": (None, [("p", P)]),
         "gdrstore_volume_create": (i, [("client", P), ("name", s), ("size", u64), ("file", i),
                                        ("media", s), ("created", ctypes.POINTER(i))]),

@@ -257,9 +257,13 @@ class Client:
         """Many ops over one Stream call; use as a context manager."""
         return Stream(self)
 
-    def info(self) -> Dict[str, Any]:
-        """The daemon's GetInfo as a dict (proto field names)."""
-        return self._json(lib.gdrstore_info_json)
+    def info(self, volume: Optional[str] = None) -> Dict[str, Any]:
+        """The daemon's GetInfo as a dict (proto field names), with every volume (the daemon's
+        pages joined). ``volume``: "volumes" holds that one alone, or none when the daemon shows
+        no volume of the name; one small answer however many volumes it serves."""
+        if volume is None:
+            return self._json(lib.gdrstore_info_json)
+        return self._json(lambda handle, out: lib.gdrstore_volume_info_json(handle, volume, out))
 
     def create_volume(self, name: str, size: int, file: bool = False,
                       media: Optional[str] = None) -> bool:

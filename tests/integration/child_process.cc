@@ -28,9 +28,11 @@ namespace gdr::integ {
 
 // ---- TempDir ----
 
-absl::StatusOr<std::unique_ptr<TempDir>> TempDir::Create(const std::string& prefix) {
-  const char* base = std::getenv("TMPDIR");
-  std::string templ = absl::StrCat(base && *base ? base : "/tmp", "/", prefix, "-XXXXXX");
+absl::StatusOr<std::unique_ptr<TempDir>> TempDir::Create(const std::string& prefix,
+                                                         const std::string& base) {
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string root = !base.empty() ? base : tmpdir && *tmpdir ? tmpdir : "/tmp";
+  std::string templ = absl::StrCat(root, "/", prefix, "-XXXXXX");
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   if (::mkdtemp(buf.data()) == nullptr) {

@@ -17,10 +17,13 @@
 
 namespace gdr::integ {
 
-// A scratch directory under $TMPDIR (or /tmp), removed with its files on destruction.
+// A scratch directory under $TMPDIR (or /tmp, or a base the caller names), removed with its
+// files on destruction.
 class TempDir {
  public:
-  static absl::StatusOr<std::unique_ptr<TempDir>> Create(const std::string& prefix);
+  // Under `base`; empty: $TMPDIR, else /tmp.
+  static absl::StatusOr<std::unique_ptr<TempDir>> Create(const std::string& prefix,
+                                                         const std::string& base = "");
   ~TempDir();
   const std::string& path() const { return path_; }
   std::string File(const std::string& name) const { return path_ + "/" + name; }

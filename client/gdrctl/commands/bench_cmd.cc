@@ -85,7 +85,7 @@ class BenchCommand final : public Command {
                const GlobalOptions& global) const {
     if (span_opt_->count() == 0) {
       // Default: cycle through up to 256 MiB of the volume, within its size.
-      auto info = client.GetInfo(std::chrono::milliseconds(global.timeout_ms));
+      auto info = client.GetVolumeInfo(o.volume, std::chrono::milliseconds(global.timeout_ms));
       if (!info.ok()) return Fail(info.status(), "GetInfo");
       uint64_t vol_size = 0;
       for (const auto& v : info->volumes())

@@ -1,7 +1,7 @@
 // `gdrctl volume create NAME SIZE [--file] [--media OPTS] | delete NAME [--delete-file] | list`:
 // the daemon's volumes at run time. create and delete go through its gdrstore.v1.Admin service
-// (an admin=yes token when it has a token file); list is GetInfo's volumes. Exit 1 when the
-// daemon refuses, naming why.
+// (an admin=yes token when it has a token file); list is GetInfo's volumes, every page. Exit 1
+// when the daemon refuses, naming why.
 #include <grpcpp/grpcpp.h>
 
 #include <iostream>
@@ -90,19 +90,19 @@ class VolumeCommand final : public Command {
       std::cout << (json ? MessageJson(resp) + "\n" : absl::StrCat("deleted ", name_, "\n"));
       return 0;
     }
+    // Every page of them (however many volumes), within the one timeout.
     auto store = v1::GdrStore::NewStub(*channel);
-    v1::GetInfoResponse info;
-    if (grpc::Status s = store->GetInfo(&call, v1::GetInfoRequest(), &info); !s.ok()) {
-      return Refused("GetInfo", s);
-    }
+    absl::StatusOr<v1::GetInfoResponse> info =
+        gdrstore::GetInfoPages(*store, v1::GetInfoRequest(), call.deadline());
+    if (!info.ok()) return Fail(info.status(), "volume: GetInfo");
     if (json) {
       v1::GetInfoResponse only;
-      *only.mutable_volumes() = info.volumes();
+      *only.mutable_volumes() = std::move(*info->mutable_volumes());
       std::cout << MessageJson(only) << "\n";
       return 0;
     }
-    std::cout << info.volumes_size() << " volume(s)\n";
-    for (const v1::VolumeInfo& v : info.volumes()) std::cout << Line(v);
+    std::cout << info->volumes_size() << " volume(s)\n";
+    for (const v1::VolumeInfo& v : info->volumes()) std::cout << Line(v);
     return 0;
   }
 

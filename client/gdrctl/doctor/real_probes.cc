@@ -139,8 +139,10 @@ absl::StatusOr<DaemonOffer> RealProbes::GetInfo(const std::string& address) {
   // A doctor answers quickly: an unreachable daemon costs at most this long.
   const auto wait = std::min<std::chrono::milliseconds>(o.rpc_timeout, std::chrono::seconds(5));
   ctx.set_deadline(std::chrono::system_clock::now() + wait);
+  v1::GetInfoRequest request;
+  request.set_no_volumes(true);  // what it offers, not its volumes
   v1::GetInfoResponse info;
-  grpc::Status st = stub->GetInfo(&ctx, v1::GetInfoRequest(), &info);
+  grpc::Status st = stub->GetInfo(&ctx, request, &info);
   if (!st.ok()) return gdrstore::FromGrpcStatus(st);
   DaemonOffer d;
   d.version = info.version();

@@ -222,8 +222,20 @@ class Client {
                                 size_t buffer_offset = 0, bool sync = false);
 
   absl::StatusOr<std::unique_ptr<OpStream>> OpenStream();
+  // The daemon's GetInfo (gdragent's, through the agent) with every volume the caller may see,
+  // in name order: the pages (gdrstore.proto GetInfoRequest) asked for in turn and joined, the
+  // other fields as the first page had them. `timeout` bounds all the pages together.
   absl::StatusOr<v1::GetInfoResponse> GetInfo(std::chrono::milliseconds timeout =
                                                   std::chrono::milliseconds(10000));
+  // GetInfo with `volumes` holding `volume` alone, or nothing when the daemon shows the caller
+  // no volume of that name: one small answer however many volumes it serves. INVALID_ARGUMENT
+  // for an empty name, and from the daemon when `volume` is no volume name.
+  absl::StatusOr<v1::GetInfoResponse> GetVolumeInfo(const std::string& volume,
+                                                    std::chrono::milliseconds timeout =
+                                                        std::chrono::milliseconds(10000));
+  // The daemon's GetStats (gdragent's, through the agent), its pages joined (as GetInfo).
+  absl::StatusOr<v1::GetStatsResponse> GetStats(std::chrono::milliseconds timeout =
+                                                    std::chrono::milliseconds(10000));
   // The daemon's volumes at run time, through its Admin service (an admin=yes token when it
   // has a token file; docs/operations.md "Volumes at run time"): a memory volume, or with
   // `file` one in its writable --volume-dir; `media` as --volume's options. Returns whether a
@@ -311,5 +323,18 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenDaemonChannel(const ClientOpt
 
 // grpc::Status -> absl::Status, same code and message.
 absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// For callers with a stub of their own: GetInfo for `request` with its pages asked for in turn
+// from request.volumes_after on and joined (next_volumes_after left empty), all before
+// `deadline` (time_point::max(): none). A request for one volume or none is one call; from a
+// daemon that predates paging the answer is filtered here. The first failing call's status
+// (a later page's names where it started); INTERNAL when an answer's cursor does not move on.
+absl::StatusOr<v1::GetInfoResponse> GetInfoPages(v1::GdrStore::StubInterface& stub,
+                                                 v1::GetInfoRequest request,
+                                                 std::chrono::system_clock::time_point deadline);
+// The same for GetStats: every page's volumes, faults and agent.clients joined, the other
+// figures as the first page had them.
+absl::StatusOr<v1::GetStatsResponse> GetStatsPages(v1::GdrStore::StubInterface& stub,
+                                                   std::chrono::system_clock::time_point deadline);
 
 }  // namespace gdrstore

@@ -126,9 +126,13 @@ GDRSTORE_EXPORT gdrstore_status gdrstore_client_open(const gdrstore_client_optio
 GDRSTORE_EXPORT void gdrstore_client_close(gdrstore_client* client);
 
 /* GetInfo / GetStats of the daemon as proto3 JSON, in memory the caller frees with
- * gdrstore_free. */
+ * gdrstore_free; every page of their lists joined (gdrstore::Client::GetInfo, GetStats). */
 GDRSTORE_EXPORT gdrstore_status gdrstore_info_json(gdrstore_client* client, char** json);
 GDRSTORE_EXPORT gdrstore_status gdrstore_stats_json(gdrstore_client* client, char** json);
+/* GetInfo with "volumes" holding `volume` alone, or none when the daemon shows no volume of
+ * that name (gdrstore::Client::GetVolumeInfo): one small answer however many it serves. */
+GDRSTORE_EXPORT gdrstore_status gdrstore_volume_info_json(gdrstore_client* client,
+                                                          const char* volume, char** json);
 GDRSTORE_EXPORT void gdrstore_free(void* p);
 /* The daemon's volumes at run time, through its Admin service (an admin token when it has a
  * token file; docs/operations.md): a memory volume of `size` bytes, or with `file` != 0 one in

@@ -31,6 +31,14 @@ verbs::DeviceSelector DeviceOf(const gdrstore::ClientOptions& o) {
   return d;
 }
 
+// A GetInfo request for what opening a transport reads (transports, rdma, rails, local,
+// limits): the volumes, however many, are left out of the answer.
+v1::GetInfoRequest NoVolumes() {
+  v1::GetInfoRequest request;
+  request.set_no_volumes(true);
+  return request;
+}
+
 // What the daemon says about itself; its RDMA part tells a verbs transport what to match.
 absl::StatusOr<v1::GetInfoResponse> DaemonInfo(const gdrstore::ClientOptions& o,
                                                v1::GdrStore::Stub* stub) {
@@ -39,7 +47,7 @@ absl::StatusOr<v1::GetInfoResponse> DaemonInfo(const gdrstore::ClientOptions& o,
   if (o.rpc_timeout.count() > 0) timeout = std::min(timeout, o.rpc_timeout);
   ctx.set_deadline(std::chrono::system_clock::now() + timeout);
   v1::GetInfoResponse info;
-  if (grpc::Status st = stub->GetInfo(&ctx, v1::GetInfoRequest(), &info); !st.ok()) {
+  if (grpc::Status st = stub->GetInfo(&ctx, NoVolumes(), &info); !st.ok()) {
     return absl::Status(FromGrpcStatus(st).code(), absl::StrCat("GetInfo: ", st.error_message()));
   }
   return info;
@@ -294,7 +302,7 @@ absl::StatusOr<OpenedTransport> OpenAuto(gdrstore::ClientOptions* options,
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::GetInfoResponse got;
-  if (grpc::Status st = stub->GetInfo(&ctx, v1::GetInfoRequest(), &got); !st.ok()) {
+  if (grpc::Status st = stub->GetInfo(&ctx, NoVolumes(), &got); !st.ok()) {
     return absl::Status(FromGrpcStatus(st).code(),
                         absl::StrCat("transport auto: GetInfo: ", st.error_message()));
   }
