@@ -16,6 +16,7 @@
 #include "gdrstore/client.h"
 #include "tests/integration/admin_rpc.h"
 #include "tests/integration/daemon_process.h"
+#include "tests/integration/stats_rpc.h"
 
 namespace gdr::integ {
 namespace {
@@ -89,16 +90,29 @@ TEST(VolumeAdminTest, AMadeVolumeServesVerifiedBytesAndADeletedOneIsNotFound) {
 TEST(VolumeAdminTest, AnOpInFlightOnADeletedVolumeFinishesWithItsBytes) {
   auto d = DaemonProcess::Start({"--volume", "vol0=4MiB"});
   ASSERT_TRUE(d.ok()) << d.status();
-  // 16 MiB/s: a 4 MiB get is on the simulated device for about 250 ms.
+  // 4 MiB/s: a 4 MiB get is on the simulated device for about a second, time enough to see it
+  // there on a loaded host.
   ASSERT_TRUE(
-      CreateVolume((*d)->address(), Request("slow", 8 * kMiB, false, "bandwidth=16MiB/s")).ok());
+      CreateVolume((*d)->address(), Request("slow", 8 * kMiB, false, "bandwidth=4MiB/s")).ok());
   auto c = ConnectClient(**d);
   ASSERT_NE(c, nullptr);
   auto buf = c->AllocateBuffer(4 * kMiB);
   ASSERT_TRUE(buf.ok());
   std::future<absl::StatusOr<gdrstore::OpResult>> op =
       c->SubmitAsync(gdrstore::OpKind::kWrite, {"slow", kMiB, 4 * kMiB}, **buf, 0);
-  absl::SleepFor(absl::Milliseconds(50));
+  // The delete must come while the op is in the daemon, not before it arrives: wait until the
+  // volume counts it in flight (a fixed 50 ms was too short under load).
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        auto s = GetStats(*c);
+        if (!s.ok()) return false;
+        for (const v1::VolumeStats& v : s->volumes()) {
+          if (v.name() == "slow") return v.ops().inflight_ops() == 1;
+        }
+        return false;
+      },
+      absl::Seconds(30)))
+      << "the op never showed in flight";
   ASSERT_TRUE(DeleteVolume((*d)->address(), "slow").ok());
   auto answered = op.get();
   ASSERT_TRUE(answered.ok()) << answered.status();
