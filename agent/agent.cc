@@ -77,6 +77,7 @@ absl::Status Agent::StartParts() {
   }
   handoff_ = *std::move(h);
   service_->set_handoff(handoff_.get());
+  serving_.Notify();
   housekeeping_ = std::thread([this] { Housekeeping(); });
   GDR_LOG(kInfo) << "gdragent " << GDR_VERSION << " serving " << config_.socket_path
                  << " (mode 0" << std::oct << config_.socket_mode << std::dec
@@ -120,6 +121,12 @@ handoff::HandoffServerOptions Agent::HandoffOptions() {
     return absl::OkStatus();
   };
   o.on_channel = [this](const handoff::SessionInfo& s, ScopedFd fd) -> absl::Status {
+    // The socket takes sessions as soon as it listens, before Start has handed the server to
+    // the service: a channel given to gRPC then carried ops refused as "the agent is starting".
+    // This session's own thread waits the moment that takes.
+    if (!serving_.WaitForNotificationWithTimeout(config_.hello_timeout)) {
+      return absl::UnavailableError("gdragent: the agent is starting");
+    }
     // The agent's own end of the pair the handoff server made: an open file no client shares,
     // so the O_NONBLOCK its gRPC pollers need (one blocking read would stall every call of the
     // server) stays set.

@@ -58,6 +58,8 @@ class Agent {
   std::unique_ptr<AgentService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<handoff::HandoffServer> handoff_;
+  // Notified once the service knows the handoff server: no channel is served before.
+  absl::Notification serving_;
   absl::Notification stop_;
   std::thread housekeeping_;
 };
