@@ -304,7 +304,8 @@ TEST_F(BadInputTest, SilentTargetTimesOutInsteadOfHanging) {
     EXPECT_LT(took, absl::Seconds(10)) << "the op hung for " << took;
     ExpectGoodOpFromOtherClient("silent target");
   }
-  EXPECT_TRUE((*silent)->WaitForConnections(1, absl::Seconds(1)));
+  // The daemon did connect: the listener's thread counts the accept, late on a loaded host.
+  EXPECT_TRUE((*silent)->WaitForConnections(1, absl::Seconds(30)));
 }
 
 TEST_F(BadInputTest, GarbageOnTheClientTargetPort) {
