@@ -63,9 +63,15 @@ absl::Status Agent::StartParts() {
   sessions_ = std::make_unique<ClientTable>(config_.max_ops_per_client);
   service_ = std::make_unique<AgentService>(
       upstream_.get(), sessions_.get(),
-      AgentServiceOptions{config_.socket_path, handoff::HostId(), ::getuid()});
+      AgentServiceOptions{config_.socket_path, handoff::HostId(), ::getuid(),
+                          config_.max_streams_per_client});
   grpc::ServerBuilder builder;
   builder.RegisterService(service_.get());
+  // What one channel may make the agent hold: requests are control messages (the daemon takes
+  // no more either), and calls at once are the client's ops in flight and a few more.
+  builder.SetMaxReceiveMessageSize(1 << 20);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             static_cast<int>(config_.max_ops_per_client) + 64);
   // No listening port: every channel is a socket a client handed over (AddInsecureChannelFromFd).
   server_ = builder.BuildAndStart();
   if (server_ == nullptr) return absl::InternalError("cannot start the gRPC server");
@@ -99,7 +105,14 @@ handoff::HandoffServerOptions Agent::HandoffOptions() {
   o.server_name = absl::StrCat("gdragent ", GDR_VERSION);
   o.max_regions_per_session = config_.max_regions_per_client;
   o.max_bytes_per_session = config_.max_bytes_per_client;
+  o.max_channels_per_session = config_.max_channels_per_client;
   o.max_sessions = config_.max_clients;
+  o.fd_reserve = config_.fd_reserve;
+  o.names.max_sessions = "--max-clients";
+  o.names.max_regions_per_session = "--max-regions-per-client";
+  o.names.max_bytes_per_session = "--max-bytes-per-client";
+  o.names.max_channels_per_session = "--max-channels-per-client";
+  o.names.fd_reserve = "--fd-reserve";
   o.hello_timeout = config_.hello_timeout;
   o.admit = [self = ::getuid(), uids = config_.allow_uids,
              gids = config_.allow_gids](const PeerCredentials& p) -> absl::Status {

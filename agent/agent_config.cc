@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/base/host_port.h"
@@ -33,6 +34,18 @@ absl::StatusOr<mode_t> ParseMode(const std::string& text) {
         "--socket-mode ", text, " leaves the owner without read and write on the socket"));
   }
   return static_cast<mode_t>(mode);
+}
+
+// "auto" (0: the agent derives it from RLIMIT_NOFILE) or a count in 1..`max`.
+absl::StatusOr<uint32_t> ParseAutoCount(const char* flag, const std::string& text,
+                                        uint32_t max) {
+  if (text == "auto") return 0;
+  uint32_t n = 0;
+  if (!absl::SimpleAtoi(text, &n) || n < 1 || n > max) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, " '", text.substr(0, 32),
+                                                   "' is neither auto nor a number in 1..", max));
+  }
+  return n;
 }
 
 // The upstream client's settings from the flags (as gdrctl's global options build them).
@@ -162,6 +175,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(int argc, char** argv) {
                "connection to a storage daemon"};
   app.set_config("--config", "", "config file (TOML/INI: key = value, keys as the long flags)");
   std::string socket_mode = "0660", max_bytes = "0", log_level = "info";
+  std::string max_channels = "auto", fd_reserve = "auto";
   int64_t drain_ms = 10000, hello_ms = 5000;
   app.add_option("--socket", cfg.socket_path, "the Unix socket clients connect to")
       ->capture_default_str();
@@ -184,9 +198,24 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(int argc, char** argv) {
                  "RESOURCE_EXHAUSTED (not started, may be sent again)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--max-channels-per-client", max_channels,
+                 "channels (OPEN_CHANNEL) one client session may have open at once, each a "
+                 "descriptor of the agent; auto: a 16th of the descriptors above --fd-reserve, "
+                 "1..64")
+      ->capture_default_str();
+  app.add_option("--max-streams-per-client", cfg.max_streams_per_client,
+                 "Stream calls one client session may have open at once; more are refused "
+                 "RESOURCE_EXHAUSTED")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 16));
   app.add_option("--max-clients", cfg.max_clients, "client sessions open at once")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 16));
+  app.add_option("--fd-reserve", fd_reserve,
+                 "descriptors no client may take: a new connection or channel that would leave "
+                 "fewer free under RLIMIT_NOFILE is refused; auto: an eighth of the limit, "
+                 "16..1024")
+      ->capture_default_str();
   app.add_option("--hello-timeout-ms", hello_ms,
                  "a connection that does not say HELLO (or finish a request) within this is "
                  "closed")
@@ -237,6 +266,9 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(int argc, char** argv) {
         absl::StrCat("--max-bytes-per-client: ", bytes.status().message()));
   }
   cfg.max_bytes_per_client = *bytes;
+  GDR_ASSIGN_OR_RETURN(cfg.max_channels_per_client,
+                       ParseAutoCount("--max-channels-per-client", max_channels, 4096));
+  GDR_ASSIGN_OR_RETURN(cfg.fd_reserve, ParseAutoCount("--fd-reserve", fd_reserve, 1u << 20));
   cfg.hello_timeout = absl::Milliseconds(hello_ms);
   cfg.drain_timeout = absl::Milliseconds(drain_ms);
   absl::StatusOr<LogLevel> level = ParseLogLevel(log_level);

@@ -24,12 +24,17 @@ struct AgentConfig {
   // uids, and processes whose (effective, primary) gid is one of these gids.
   std::vector<uid_t> allow_uids;
   std::vector<gid_t> allow_gids;
-  // Per client session: registered bytes (0: unlimited), regions, ops in flight; sessions at
-  // once.
+  // Per client session: registered bytes (0: unlimited), regions, ops in flight, channels
+  // open (0: derived from RLIMIT_NOFILE, HandoffServerOptions::max_channels_per_session);
+  // sessions at once.
   uint64_t max_bytes_per_client = 0;
   uint32_t max_regions_per_client = 4096;
   uint32_t max_ops_per_client = 1024;
+  uint32_t max_channels_per_client = 0;
+  uint32_t max_streams_per_client = 256;
   uint32_t max_clients = 1024;
+  // Descriptors no client may take (0: an eighth of RLIMIT_NOFILE, 16..1024).
+  uint32_t fd_reserve = 0;
   absl::Duration hello_timeout = absl::Seconds(5);
   // Where ops go: the storage daemons (HOST:PORT, each volume to the one serving it), or a
   // cluster (an etcd URL or a members file); exactly one of the three is set.

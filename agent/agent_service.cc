@@ -78,10 +78,11 @@ AgentService::AgentService(Upstreams* upstream, ClientTable* sessions,
 
 void AgentService::AddChannel(int fd, const handoff::SessionInfo& session) {
   absl::MutexLock lock(&channels_mu_);
-  channels_[fd] = session.peer.uid;
+  channels_[fd] = ChannelOwner{session.peer.uid, session.id};
 }
 
-std::optional<uid_t> AgentService::CallerUid(const grpc::CallbackServerContext& ctx) const {
+std::optional<AgentService::ChannelOwner> AgentService::Caller(
+    const grpc::CallbackServerContext& ctx) const {
   const std::string peer = ctx.peer();
   int fd = -1;
   if (!absl::StartsWith(peer, "fd:") || !absl::SimpleAtoi(peer.substr(3), &fd)) {
@@ -91,6 +92,37 @@ std::optional<uid_t> AgentService::CallerUid(const grpc::CallbackServerContext& 
   auto it = channels_.find(fd);
   if (it == channels_.end()) return std::nullopt;
   return it->second;
+}
+
+std::optional<uid_t> AgentService::CallerUid(const grpc::CallbackServerContext& ctx) const {
+  const std::optional<ChannelOwner> owner = Caller(ctx);
+  if (!owner) return std::nullopt;
+  return owner->uid;
+}
+
+grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* AgentService::RefusedStream(
+    const grpc::Status& status) {
+  return new RefusedBidi<v1::StreamRequest, v1::StreamResponse>(status);
+}
+
+absl::Status AgentService::BeginStream(uint64_t session) {
+  if (session == 0) return absl::OkStatus();
+  absl::MutexLock lock(&channels_mu_);
+  uint32_t& open = session_streams_[session];
+  if (open >= options_.max_streams_per_client) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the client has ", open, " Stream calls open, its limit (--max-streams-per-client=",
+        options_.max_streams_per_client, "); end one first"));
+  }
+  ++open;
+  return absl::OkStatus();
+}
+
+void AgentService::EndStream(uint64_t session) {
+  if (session == 0) return;
+  absl::MutexLock lock(&channels_mu_);
+  auto it = session_streams_.find(session);
+  if (it != session_streams_.end() && --it->second == 0) session_streams_.erase(it);
 }
 
 void AgentService::StartOp(bool write, const v1::Extent* extent, const v1::RemoteBuffer* buffer,

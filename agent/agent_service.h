@@ -30,6 +30,8 @@ struct AgentServiceOptions {
   std::string socket_path;  // GetInfo.local.socket_path
   std::string host_id;      // GetInfo.local.host_id (this host's boot id)
   uid_t agent_uid = 0;      // sees every client in GetStats, as root does
+  // Stream calls one client session may have open at once, over all its channels.
+  uint32_t max_streams_per_client = 256;
 };
 
 class AgentService final : public gdrstore::v1::GdrStore::CallbackService {
@@ -41,7 +43,8 @@ class AgentService final : public gdrstore::v1::GdrStore::CallbackService {
   // Must outlive the service's calls.
   void set_handoff(const handoff::HandoffServer* handoff) { handoff_.store(handoff); }
   // A channel the agent serves on: the socket `fd` that `session` handed over. Calls arriving
-  // on it are known by it (GetStats shows its uid's sessions).
+  // on it are known by it (GetStats shows its uid's sessions; Streams count against the
+  // session's --max-streams-per-client).
   void AddChannel(int fd, const handoff::SessionInfo& session);
 
   grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext* ctx,
@@ -79,8 +82,20 @@ class AgentService final : public gdrstore::v1::GdrStore::CallbackService {
 
  private:
   class StreamCall;  // agent_stream.cc
-  // The uid of the client whose channel carries `ctx`, when known.
+  struct ChannelOwner {
+    uid_t uid = 0;
+    uint64_t session = 0;
+  };
+  // The client whose channel carries `ctx`, when known.
+  std::optional<ChannelOwner> Caller(const grpc::CallbackServerContext& ctx) const;
   std::optional<uid_t> CallerUid(const grpc::CallbackServerContext& ctx) const;
+  // Counts a Stream call against its session's limit; the refusal past it. EndStream gives the
+  // place back (a call whose session is unknown, 0, is not counted).
+  absl::Status BeginStream(uint64_t session);
+  void EndStream(uint64_t session);
+  // A Stream call answered `status` at once.
+  grpc::ServerBidiReactor<gdrstore::v1::StreamRequest, gdrstore::v1::StreamResponse>*
+  RefusedStream(const grpc::Status& status);
   grpc::ServerUnaryReactor* UnaryOp(grpc::CallbackServerContext* ctx, bool write,
                                     const gdrstore::v1::Extent* extent,
                                     const gdrstore::v1::RemoteBuffer* buffer,
@@ -94,9 +109,11 @@ class AgentService final : public gdrstore::v1::GdrStore::CallbackService {
   std::atomic<bool> draining_{false};
   std::atomic<uint32_t> streams_{0};
   mutable absl::Mutex channels_mu_;
-  // Channel socket fd -> the uid of the session that handed it over. gRPC names a channel's
-  // calls "fd:N"; a number reused by a later channel is overwritten by it.
-  std::map<int, uid_t> channels_ ABSL_GUARDED_BY(channels_mu_);
+  // Channel socket fd -> the session that handed it over. gRPC names a channel's calls
+  // "fd:N"; a number reused by a later channel is overwritten by it.
+  std::map<int, ChannelOwner> channels_ ABSL_GUARDED_BY(channels_mu_);
+  // Stream calls open per session (absent: none).
+  std::map<uint64_t, uint32_t> session_streams_ ABSL_GUARDED_BY(channels_mu_);
 };
 
 // How the agent words an error it answers: "gdragent: <why>" (for a daemon's own answer

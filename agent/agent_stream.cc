@@ -22,8 +22,10 @@ namespace v1 = gdrstore::v1;
 class AgentService::StreamCall final
     : public grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse> {
  public:
-  StreamCall(AgentService* service, grpc::CallbackServerContext* ctx)
+  // `session` (0: unknown) has counted this call against its limit (BeginStream).
+  StreamCall(AgentService* service, grpc::CallbackServerContext* ctx, uint64_t session)
       : service_(service),
+        session_(session),
         lane_(service->upstream_->PickLane()),
         deadline_(ctx->deadline()),
         // The queue runs this under mu_, which every caller of the queue holds.
@@ -74,6 +76,7 @@ class AgentService::StreamCall final
 
   void OnDone() override {
     service_->streams_.fetch_sub(1);
+    service_->EndStream(session_);
     delete this;
   }
 
@@ -163,6 +166,7 @@ class AgentService::StreamCall final
   size_t QueueCap() const { return 2 * size_t{service_->sessions_->max_ops_per_session()} + 64; }
 
   AgentService* const service_;
+  const uint64_t session_;
   const uint32_t lane_;  // the upstream Stream this call's ops ride
   const std::chrono::system_clock::time_point deadline_;  // the call's; max: none
   v1::StreamRequest request_;  // touched only by the read callbacks, which never overlap
@@ -176,7 +180,13 @@ class AgentService::StreamCall final
 
 grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* AgentService::Stream(
     grpc::CallbackServerContext* ctx) {
-  return new StreamCall(this, ctx);
+  // Each Stream holds a reactor and its buffers for as long as the client keeps it open.
+  const uint64_t session = Caller(*ctx).value_or(ChannelOwner{}).session;
+  if (absl::Status s = BeginStream(session); !s.ok()) {
+    sessions_->CountRefused(s.code());
+    return RefusedStream(ToGrpcStatus(AgentError(s)));
+  }
+  return new StreamCall(this, ctx, session);
 }
 
 }  // namespace gdr::agent

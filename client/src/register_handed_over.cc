@@ -48,6 +48,13 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::RegisterHandedOver(void* p, uint
   }
   region->handed_over = std::move(own);
   absl::StatusOr<std::function<void()>> withdraw = RegisterRegion(region);
+  // Transport local has handed the descriptor on (the daemon holds its own); no transport uses
+  // it again. Kept for the region's life it would cost the node agent one descriptor per region
+  // of its clients, per daemon.
+  if (region->handed_over->fd >= 0) {
+    ::close(region->handed_over->fd);
+    region->handed_over->fd = -1;
+  }
   if (!withdraw.ok()) return withdraw.status();
   // Counted among the live registrations, but never handed out again (RegistrationCache::Find
   // skips it): a range registered the ordinary way must not pick up another process's handle.

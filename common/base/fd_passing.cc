@@ -140,6 +140,14 @@ absl::StatusOr<ReceivedMessage> ReceiveWithFds(int sock, size_t max_bytes, size_
       return absl::InvalidArgumentError(absl::StrFormat(
           "a message longer than the %u bytes this receiver takes", max_bytes));
     }
+    // Truncated with room left: the kernel stopped installing descriptors (EMFILE), not the
+    // sender sending too many (those fill the spare slot).
+    if ((msg.msg_flags & MSG_CTRUNC) != 0 && out.fds.size() <= max_fds) {
+      out.fds.clear();
+      out.bytes.resize(got);
+      out.fds_lost = true;
+      return out;
+    }
     if ((msg.msg_flags & MSG_CTRUNC) != 0 || out.fds.size() > max_fds) {
       out.fds.clear();
       return absl::InvalidArgumentError(absl::StrFormat(

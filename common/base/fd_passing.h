@@ -37,13 +37,16 @@ struct ReceivedMessage {
   std::string bytes;
   std::vector<ScopedFd> fds;
   bool eof = false;  // the peer closed its end: bytes and fds are empty
+  // The message carried descriptors the kernel could not install here (this process is at its
+  // RLIMIT_NOFILE): the bytes are kept, fds is empty, and the sender's copies are unaffected.
+  bool fds_lost = false;
 };
 
 // Receives one message of at most `max_bytes` with at most `max_fds` descriptors, waiting until
 // `deadline` (absl::InfiniteFuture(): for ever). A message longer than `max_bytes`, or with
 // more descriptors than `max_fds`, is INVALID_ARGUMENT saying which (any descriptors that came
 // are closed); DEADLINE_EXCEEDED; UNAVAILABLE with errno's text on a socket error. Descriptors
-// arrive with FD_CLOEXEC set.
+// arrive with FD_CLOEXEC set; those the kernel could not install set fds_lost.
 absl::StatusOr<ReceivedMessage> ReceiveWithFds(int sock, size_t max_bytes, size_t max_fds,
                                                absl::Time deadline);
 

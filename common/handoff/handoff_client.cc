@@ -46,6 +46,12 @@ absl::StatusOr<Message> Exchange(int fd, const Message& request, int pass_fd,
     if (!sent.ok()) return sent;
     return absl::UnavailableError("the server closed the handoff connection");
   }
+  if (in->fds_lost) {
+    // The reply stays in step (its bytes came); the server's channel end is lost with it.
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the descriptor the reply to ", MessageTypeName(TypeOf(request.body)),
+        " carried could not be received: this process is out of descriptors (RLIMIT_NOFILE)"));
+  }
   absl::StatusOr<Message> reply = Decode(in->bytes, in->fds.size());
   if (!reply.ok()) {
     return absl::UnavailableError(

@@ -2,6 +2,11 @@
 // protocol has one outstanding request per client), its callbacks (the agent's NIC
 // registration can take a while) hold up only that client, and every wait is a blocking
 // receive with a deadline. Stop() wakes them all by shutting their sockets down.
+//
+// What one client can hold is bounded per session (regions, bytes, channels) and for the
+// process (connections, mapped regions, and a reserve of descriptors no client may take), so
+// that a client that loops on OPEN_CHANNEL or REGISTER is refused at its own limit while the
+// others go on being served.
 #include "common/handoff/handoff_server.h"
 
 #include <errno.h>
@@ -12,7 +17,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <list>
 #include <optional>
@@ -25,6 +32,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/base/log.h"
+#include "common/handoff/descriptor_budget.h"
 #include "common/handoff/session_table.h"
 
 namespace gdr::handoff {
@@ -69,12 +77,64 @@ Error ErrorOf(const absl::Status& s) {
   return Error{static_cast<uint32_t>(s.code()), std::string(s.message())};
 }
 
+// The regions all sessions may map at once, and how a refusal names that limit.
+SessionLimits LimitsOf(const HandoffServerOptions& o) {
+  SessionLimits l;
+  l.regions_per_session = o.max_regions_per_session;
+  l.bytes_per_session = o.max_bytes_per_session;
+  l.names = o.names;
+  if (o.max_regions != 0) {
+    l.regions = o.max_regions;
+    l.regions_name = absl::StrCat(o.max_regions);
+    return l;
+  }
+  uint64_t map_count = 65530;  // the kernel's default
+  if (FILE* f = std::fopen("/proc/sys/vm/max_map_count", "re")) {
+    unsigned long long v = 0;
+    if (std::fscanf(f, "%llu", &v) == 1 && v > 0) map_count = v;
+    std::fclose(f);
+  }
+  l.regions = map_count / 2;
+  l.regions_name = absl::StrCat(l.regions, ", half of vm.max_map_count ", map_count,
+                                ": raise the sysctl for more");
+  return l;
+}
+
+std::string WhoOf(const HandoffServerOptions& o) {
+  if (o.server_name.empty()) return "the server";
+  return o.server_name.substr(0, o.server_name.find(' '));  // "gdragent 1.4.0" -> "gdragent"
+}
+
+// A channel's socket as the server made it. The descriptor belongs to whoever on_channel gave
+// it to; (dev, ino) tell whether `fd` still is that socket or has been closed (and the number
+// perhaps reused): a socket's inode number is not reused while the socket exists.
+struct ChannelRef {
+  int fd = -1;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool Is(int fd_now) const {
+    struct stat st {};
+    return ::fstat(fd_now, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == dev &&
+           st.st_ino == ino;
+  }
+  bool Live() const { return Is(fd); }
+  // Shuts the socket down if the number is still it: its owner sees the end and closes it, and
+  // so does the client. A duplicate taken first is checked, so a number reused meanwhile is
+  // never touched.
+  void ShutDown() const {
+    ScopedFd dup(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    if (dup.valid() && Is(dup.get())) ::shutdown(dup.get(), SHUT_RDWR);
+  }
+};
+
 }  // namespace
 
 class HandoffServer::Impl {
  public:
   explicit Impl(HandoffServerOptions o)
-      : opt_(std::move(o)), table_(opt_.max_regions_per_session, opt_.max_bytes_per_session) {}
+      : opt_(std::move(o)),
+        table_(LimitsOf(opt_)),
+        budget_(opt_.fd_reserve, opt_.names.fd_reserve, WhoOf(opt_)) {}
   ~Impl() { Stop(); }
 
   absl::Status Listen();
@@ -89,26 +149,37 @@ class HandoffServer::Impl {
     std::thread thread;
     std::atomic<bool> done{false};
   };
+  // A session as its connection's thread holds it.
+  struct Session {
+    SessionInfo info;
+    std::vector<ChannelRef> channels;  // those not yet seen closed
+  };
   void AcceptLoop();
   void Reap();
   void Serve(Conn* c);
   // Reads HELLO (within hello_timeout), admits the peer and opens its session; nullopt after
   // answering whatever went wrong.
   std::optional<SessionInfo> OpenSession(int fd);
-  void ServeSession(int fd, const SessionInfo& info);
+  void ServeSession(int fd, Session* session);
   // Sends `body` as the reply to `id`; errors are counted as refusals. False when the peer is
   // gone or does not read.
   // `pass_fd` >= 0 rides along (CHANNEL_OPEN's socket).
   bool Reply(int fd, uint32_t id, Body body, int pass_fd = -1);
   bool ReplyError(int fd, uint32_t id, const absl::Status& s) { return Reply(fd, id, ErrorOf(s)); }
   // The reply to `m`; `*send` is a descriptor it carries (CHANNEL_OPEN).
-  absl::StatusOr<Body> Handle(const SessionInfo& info, Message m, std::vector<ScopedFd> fds,
+  absl::StatusOr<Body> Handle(Session* session, Message m, std::vector<ScopedFd> fds,
                               ScopedFd* send);
   absl::StatusOr<Body> HandleRegister(const SessionInfo& info, const Register& r, ScopedFd fd);
-  absl::StatusOr<Body> HandleOpenChannel(const SessionInfo& info, ScopedFd* send);
+  absl::StatusOr<Body> HandleOpenChannel(Session* session, ScopedFd* send);
+  // The session's channel limit now (the configured one, or derived from RLIMIT_NOFILE) and
+  // how a refusal names it.
+  std::pair<uint64_t, std::string> ChannelLimit() const;
+  // The refusal of a connection, sent without a thread and without waiting on the peer.
+  void RefuseConnection(int fd, const absl::Status& why);
 
   const HandoffServerOptions opt_;
   SessionTable table_;
+  const DescriptorBudget budget_;
   ScopedFd listen_;
   ScopedFd wake_read_, wake_write_;
   dev_t dev_ = 0;
@@ -122,7 +193,10 @@ class HandoffServer::Impl {
 };
 
 absl::Status HandoffServer::Impl::Listen() {
-  if (opt_.max_sessions == 0) return absl::InvalidArgumentError("max_sessions must be > 0");
+  if (opt_.max_sessions == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(opt_.names.max_sessions, " must be > 0"));
+  }
+  if (absl::Status s = budget_.Validate(); !s.ok()) return s;
   if (opt_.hello_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("hello_timeout must be > 0");
   }
@@ -212,15 +286,17 @@ void HandoffServer::Impl::AcceptLoop() {
       }
       continue;
     }
+    // The descriptors first: the accepted one is among those open now.
+    if (absl::Status s = budget_.Check(0, "a new connection"); !s.ok()) {
+      GDR_LOG_EVERY_N_SEC(kWarning, 10) << "handoff: " << s.message();
+      RefuseConnection(fd.get(), s);
+      continue;
+    }
     absl::MutexLock lock(&mu_);
     if (live_ >= opt_.max_sessions) {
-      // Answered without a thread, and without waiting on a peer that does not read.
-      refused_.fetch_add(1);
-      const std::string reply = Encode(Message{
-          0, Error{static_cast<uint32_t>(absl::StatusCode::kResourceExhausted),
-                   absl::StrFormat("the server has %u connections, its limit (max_sessions)",
-                                   live_)}});
-      (void)!::send(fd.get(), reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      RefuseConnection(fd.get(), absl::ResourceExhaustedError(absl::StrFormat(
+                                     "%s has %u connections, its limit (%s=%u)", WhoOf(opt_),
+                                     live_, opt_.names.max_sessions, opt_.max_sessions)));
       continue;
     }
     auto conn = std::make_unique<Conn>();
@@ -238,6 +314,12 @@ void HandoffServer::Impl::AcceptLoop() {
   }
 }
 
+void HandoffServer::Impl::RefuseConnection(int fd, const absl::Status& why) {
+  refused_.fetch_add(1);
+  const std::string reply = Encode(Message{0, ErrorOf(why)});
+  (void)!::send(fd, reply.data(), reply.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 bool HandoffServer::Impl::Reply(int fd, uint32_t id, Body body, int pass_fd) {
   if (std::holds_alternative<Error>(body)) refused_.fetch_add(1);
   std::vector<int> fds;
@@ -249,11 +331,15 @@ void HandoffServer::Impl::Serve(Conn* c) {
   const int fd = c->fd.get();
   SetSendTimeout(fd, opt_.hello_timeout);  // a peer that does not read holds no thread for ever
   if (std::optional<SessionInfo> info = OpenSession(fd)) {
-    ServeSession(fd, *info);
-    const size_t regions = table_.Close(info->id);
-    GDR_LOG(kDebug) << "handoff: session " << absl::StrFormat("%016x", info->id)
+    Session session{*std::move(info), {}};
+    ServeSession(fd, &session);
+    const size_t regions = table_.Close(session.info.id);
+    // A channel lives no longer than its session: ops on it would find no regions, and a
+    // client that reconnects must not keep the descriptors of its earlier sessions.
+    for (const ChannelRef& c : session.channels) c.ShutDown();
+    GDR_LOG(kDebug) << "handoff: session " << absl::StrFormat("%016x", session.info.id)
                     << " ended; its " << regions << " regions left the table";
-    if (opt_.on_session_end) opt_.on_session_end(*info);
+    if (opt_.on_session_end) opt_.on_session_end(session.info);
   }
   ::shutdown(fd, SHUT_RDWR);  // the peer sees the end now; the number is freed at reaping
   absl::MutexLock lock(&mu_);
@@ -311,7 +397,8 @@ std::optional<SessionInfo> HandoffServer::Impl::OpenSession(int fd) {
   return *info;
 }
 
-void HandoffServer::Impl::ServeSession(int fd, const SessionInfo& info) {
+void HandoffServer::Impl::ServeSession(int fd, Session* session) {
+  const SessionInfo& info = session->info;
   GDR_LOG(kDebug) << "handoff: session " << absl::StrFormat("%016x", info.id) << " opened by pid "
                   << info.peer.pid << " uid " << info.peer.uid << " ("
                   << absl::CHexEscape(info.name) << ")";
@@ -324,6 +411,16 @@ void HandoffServer::Impl::ServeSession(int fd, const SessionInfo& info) {
       return;
     }
     if (in->eof) return;
+    if (in->fds_lost) {
+      // The kernel could not give this process the descriptor the request carried (EMFILE):
+      // the request is refused and the session goes on.
+      const absl::Status s = absl::ResourceExhaustedError(absl::StrFormat(
+          "the descriptor the request carried could not be received: %s is out of descriptors "
+          "(RLIMIT_NOFILE %u); try again once others close",
+          WhoOf(opt_), DescriptorBudget::Limit()));
+      if (!ReplyError(fd, RequestIdOf(in->bytes).value_or(0), s)) return;
+      continue;
+    }
     absl::StatusOr<Message> m = Decode(in->bytes, in->fds.size());
     if (!m.ok()) {
       std::optional<uint32_t> id = RequestIdOf(in->bytes);
@@ -338,7 +435,7 @@ void HandoffServer::Impl::ServeSession(int fd, const SessionInfo& info) {
     }
     const uint32_t id = m->request_id;
     ScopedFd send;
-    absl::StatusOr<Body> reply = Handle(info, *std::move(m), std::move(in->fds), &send);
+    absl::StatusOr<Body> reply = Handle(session, *std::move(m), std::move(in->fds), &send);
     if (!(reply.ok() ? Reply(fd, id, *std::move(reply), send.get())
                      : ReplyError(fd, id, reply.status()))) {
       return;
@@ -346,8 +443,9 @@ void HandoffServer::Impl::ServeSession(int fd, const SessionInfo& info) {
   }
 }
 
-absl::StatusOr<Body> HandoffServer::Impl::Handle(const SessionInfo& info, Message m,
+absl::StatusOr<Body> HandoffServer::Impl::Handle(Session* session, Message m,
                                                  std::vector<ScopedFd> fds, ScopedFd* send) {
+  const SessionInfo& info = session->info;
   ScopedFd fd = fds.empty() ? ScopedFd() : std::move(fds[0]);
   if (const auto* r = std::get_if<Register>(&m.body)) {
     return HandleRegister(info, *r, std::move(fd));
@@ -356,7 +454,7 @@ absl::StatusOr<Body> HandoffServer::Impl::Handle(const SessionInfo& info, Messag
     if (absl::Status s = table_.Remove(info.id, d->rkey); !s.ok()) return s;
     return Deregistered{};
   }
-  if (std::holds_alternative<OpenChannel>(m.body)) return HandleOpenChannel(info, send);
+  if (std::holds_alternative<OpenChannel>(m.body)) return HandleOpenChannel(session, send);
   const char* type = MessageTypeName(TypeOf(m.body));
   if (std::holds_alternative<Hello>(m.body)) {
     return absl::FailedPreconditionError("HELLO again: this connection has its session");
@@ -375,15 +473,40 @@ absl::StatusOr<Body> HandoffServer::Impl::HandleRegister(const SessionInfo& info
   if (opt_.on_register) {
     if (absl::Status s = opt_.on_register(info, *region); !s.ok()) return s;
   }
+  // on_register has handed the memory on if it needed to; the mapping keeps it from here, and
+  // a descriptor kept per region would let one client run the process out of them.
+  (*region)->ReleaseDescriptor();
   if (absl::Status s = table_.Add(info.id, *region); !s.ok()) return s;
   return Registered{*rkey};
 }
 
-absl::StatusOr<Body> HandoffServer::Impl::HandleOpenChannel(const SessionInfo& info,
-                                                            ScopedFd* send) {
+std::pair<uint64_t, std::string> HandoffServer::Impl::ChannelLimit() const {
+  const std::string& flag = opt_.names.max_channels_per_session;
+  if (opt_.max_channels_per_session != 0) {
+    return {opt_.max_channels_per_session,
+            absl::StrCat(flag, "=", opt_.max_channels_per_session)};
+  }
+  const uint64_t limit = std::clamp<uint64_t>(budget_.Usable() / 16, 1, 64);
+  return {limit, absl::StrFormat("%s, %u here: by default a 16th of the %u descriptors above %s",
+                                 flag, limit, budget_.Usable(), opt_.names.fd_reserve)};
+}
+
+absl::StatusOr<Body> HandoffServer::Impl::HandleOpenChannel(Session* session, ScopedFd* send) {
   if (!opt_.on_channel) {
     return absl::UnimplementedError("this server takes ops over gRPC, not a channel");
   }
+  std::vector<ChannelRef>& channels = session->channels;
+  channels.erase(std::remove_if(channels.begin(), channels.end(),
+                                [](const ChannelRef& c) { return !c.Live(); }),
+                 channels.end());
+  if (const auto [limit, name] = ChannelLimit(); channels.size() >= limit) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "OPEN_CHANNEL refused: the session has %u channels open, its limit (%s); close one "
+        "first",
+        channels.size(), name));
+  }
+  // Both ends for a moment; the client's leaves with the reply.
+  if (absl::Status s = budget_.Check(2, "OPEN_CHANNEL"); !s.ok()) return s;
   // The pair is made here: the server's end is an open file of its own, whose flags no client
   // can change under the server's poller.
   int pair[2];
@@ -393,7 +516,11 @@ absl::StatusOr<Body> HandoffServer::Impl::HandleOpenChannel(const SessionInfo& i
   }
   ScopedFd ours(pair[0]);
   ScopedFd theirs(pair[1]);
-  if (absl::Status s = opt_.on_channel(info, std::move(ours)); !s.ok()) return s;
+  struct stat st {};
+  if (::fstat(ours.get(), &st) != 0) return absl::ErrnoToStatus(errno, "OPEN_CHANNEL: fstat");
+  const ChannelRef ref{ours.get(), st.st_dev, st.st_ino};
+  if (absl::Status s = opt_.on_channel(session->info, std::move(ours)); !s.ok()) return s;
+  channels.push_back(ref);
   *send = std::move(theirs);
   return ChannelOpen{};
 }

@@ -29,6 +29,16 @@ struct SessionInfo {
   std::string name;  // from HELLO
 };
 
+// What refusals call each limit: the setting a user changes (gdragent's --max-clients,
+// gdrstored's --local-max-clients), never an internal name. The defaults name the options.
+struct HandoffLimitNames {
+  std::string max_sessions = "max_sessions";
+  std::string max_regions_per_session = "max_regions_per_session";
+  std::string max_bytes_per_session = "max_bytes_per_session";
+  std::string max_channels_per_session = "max_channels_per_session";
+  std::string fd_reserve = "fd_reserve";
+};
+
 // Callbacks run on the connection's own thread (one per connection), never under the server's
 // lock, so calls for different sessions may run at once and one session's calls never overlap;
 // they may call Resolve and Session, never Stop. on_register runs before the region is in the
@@ -41,12 +51,26 @@ struct HandoffServerOptions {
   // the uid) is sent as the ERROR reply to HELLO and the connection closed. Empty: everyone.
   std::function<absl::Status(const PeerCredentials&)> admit;
   // Per session: regions and registered bytes; past them REGISTER is RESOURCE_EXHAUSTED naming
-  // the limit. 0: unlimited bytes.
+  // the limit. 0: unlimited bytes. A region holds no descriptor once REGISTERED is sent (its
+  // mapping keeps the memory), but each is a mapping of this process.
   uint32_t max_regions_per_session = 4096;
   uint64_t max_bytes_per_session = 0;
+  // Regions of all sessions at once: a process's mappings are bounded by vm.max_map_count, and
+  // malloc and new threads need some. 0: half of vm.max_map_count.
+  uint64_t max_regions = 0;
+  // Per session: channels (OPEN_CHANNEL) open at once, each a descriptor of this process for as
+  // long as whoever on_channel gave it to keeps it open. Past it OPEN_CHANNEL is
+  // RESOURCE_EXHAUSTED naming the limit. 0: 1/16 of the descriptors above the reserve (1..64),
+  // from RLIMIT_NOFILE at each OPEN_CHANNEL. A session's channels are shut down when it ends.
+  uint32_t max_channels_per_session = 0;
+  // Descriptors kept free of clients: a connection or channel that would leave fewer than this
+  // under the soft RLIMIT_NOFILE is refused RESOURCE_EXHAUSTED naming it. 0: an eighth of the
+  // limit, 16..1024 (DescriptorBudget::AutoReserve).
+  uint32_t fd_reserve = 0;
   // Connections served at once, those still before HELLO included; one past it is answered
-  // RESOURCE_EXHAUSTED naming max_sessions and closed.
+  // RESOURCE_EXHAUSTED naming the limit and closed.
   uint32_t max_sessions = 1024;
+  HandoffLimitNames names;
   // A peer that sends nothing for this long after connecting, or in the middle of a request,
   // is not waited on for ever: HELLO must come within it.
   absl::Duration hello_timeout = absl::Seconds(5);
@@ -55,8 +79,9 @@ struct HandoffServerOptions {
   std::function<absl::Status(const SessionInfo&, const std::shared_ptr<ImportedRegion>&)>
       on_register;
   // The server's end of the socket pair OPEN_CHANNEL made (connected SOCK_STREAM; the other
-  // end goes back in CHANNEL_OPEN). Empty: OPEN_CHANNEL is UNIMPLEMENTED ("this server takes
-  // ops over gRPC, not a channel").
+  // end goes back in CHANNEL_OPEN). The callee owns it; the server counts it against the
+  // session's channels until it is closed, and shuts the socket down when the session ends.
+  // Empty: OPEN_CHANNEL is UNIMPLEMENTED ("this server takes ops over gRPC, not a channel").
   std::function<absl::Status(const SessionInfo&, ScopedFd)> on_channel;
   // Called once when a session ends (its regions have left the table).
   std::function<void(const SessionInfo&)> on_session_end;

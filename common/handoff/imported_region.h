@@ -47,11 +47,15 @@ class ImportedRegion {
   uint64_t device_ptr() const;
   int gpu_ordinal() const;
   const cuda::ImportedGpuMemory* gpu_memory() const { return gpu_.get(); }
-  // What was handed over and its descriptor (-1 for an IPC handle), kept so that the memory can
-  // be handed on as it came (gdragent to a daemon over transport local: CUDA does not export
-  // imported memory again, and a memfd is better passed than copied).
+  // What was handed over and its descriptor (-1 for an IPC handle, and once released), kept
+  // so that the memory can be handed on as it came (gdragent to a daemon over transport local:
+  // CUDA does not export imported memory again, and a memfd is better passed than copied).
   const Register& source() const { return source_; }
   int source_fd() const { return source_fd_.get(); }
+  // Closes the descriptor: the mapping (or the driver's import) keeps the memory. The handoff
+  // server calls it once on_register has handed the memory on, so that a region holds no
+  // descriptor of the process for its life. Not thread-safe against source_fd().
+  void ReleaseDescriptor() { source_fd_.Reset(); }
 
  private:
   ImportedRegion() = default;

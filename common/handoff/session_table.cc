@@ -69,16 +69,23 @@ size_t SessionTable::Close(uint64_t session) {
 }
 
 absl::Status SessionTable::CheckLimits(const State& s, uint64_t size) const {
-  if (s.regions.size() >= max_regions_) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "the session already has %u regions, its limit (max_regions_per_session)",
-        s.regions.size()));
+  const HandoffLimitNames& n = limits_.names;
+  if (s.regions.size() >= limits_.regions_per_session) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("the session already has %u regions, its limit (%s=%u)",
+                        s.regions.size(), n.max_regions_per_session, limits_.regions_per_session));
   }
-  if (max_bytes_ != 0 && (size > max_bytes_ || s.bytes > max_bytes_ - size)) {
+  const uint64_t max_bytes = limits_.bytes_per_session;
+  if (max_bytes != 0 && (size > max_bytes || s.bytes > max_bytes - size)) {
     return absl::ResourceExhaustedError(absl::StrFormat(
-        "registering %u more bytes would pass the session's limit of %u bytes "
-        "(max_bytes_per_session; %u registered now)",
-        size, max_bytes_, s.bytes));
+        "registering %u more bytes would pass the session's limit of %u bytes (%s; %u "
+        "registered now)",
+        size, max_bytes, n.max_bytes_per_session, s.bytes));
+  }
+  if (regions_ >= limits_.regions) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "the server maps %u regions of all its clients, its limit (%s)", regions_,
+        limits_.regions_name));
   }
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -25,10 +26,18 @@ absl::Status FillRandom(void* out, size_t n);
 // True when a and b hold the same bytes; takes the same time wherever they differ.
 bool ConstantTimeEqual(absl::string_view a, absl::string_view b);
 
+// The limits REGISTER is held to, and what refusals call them.
+struct SessionLimits {
+  uint32_t regions_per_session = 4096;
+  uint64_t bytes_per_session = 0;  // 0: unlimited
+  uint64_t regions = UINT64_MAX;   // in all sessions
+  std::string regions_name;        // "half of vm.max_map_count (65530)"
+  HandoffLimitNames names;
+};
+
 class SessionTable {
  public:
-  SessionTable(uint32_t max_regions_per_session, uint64_t max_bytes_per_session)
-      : max_regions_(max_regions_per_session), max_bytes_(max_bytes_per_session) {}
+  explicit SessionTable(SessionLimits limits) : limits_(std::move(limits)) {}
 
   // Opens a session for `peer`: a random nonzero id no open session has, and a random key.
   absl::StatusOr<SessionInfo> Open(const PeerCredentials& peer, std::string name,
@@ -38,7 +47,7 @@ class SessionTable {
   size_t Close(uint64_t session);
 
   // Before importing a region of `size` bytes: RESOURCE_EXHAUSTED naming the limit it would
-  // pass, else a random nonzero rkey unused in the session.
+  // pass (by its setting, and its value), else a random nonzero rkey unused in the session.
   absl::StatusOr<uint32_t> Reserve(uint64_t session, uint64_t size) const;
   // Adds an imported region under its rkey (limits checked again).
   absl::Status Add(uint64_t session, std::shared_ptr<const ImportedRegion> region);
@@ -64,8 +73,7 @@ class SessionTable {
   };
   absl::Status CheckLimits(const State& s, uint64_t size) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  const uint32_t max_regions_;
-  const uint64_t max_bytes_;
+  const SessionLimits limits_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, State> sessions_ ABSL_GUARDED_BY(mu_);
   uint64_t regions_ ABSL_GUARDED_BY(mu_) = 0;

@@ -60,8 +60,16 @@ void AddLocalFlags(CLI::App& app, LocalFlagValues* v) {
   app.add_option("--local-max-bytes-per-client", v->max_bytes_per_client,
                  "memory one local client may have handed over at once (0: no limit)")
       ->capture_default_str();
+  app.add_option("--local-max-regions-per-client", v->max_regions_per_client,
+                 "regions one local client may have handed over at once (each is a mapping "
+                 "of the daemon)")
+      ->capture_default_str()->check(CLI::Range(1u, 1u << 20));
   app.add_option("--local-max-clients", v->max_clients, "local sessions open at once")
       ->capture_default_str()->check(CLI::Range(1u, 65536u));
+  app.add_option("--local-fd-reserve", v->fd_reserve,
+                 "descriptors no local client may take: a connection that would leave fewer "
+                 "free under RLIMIT_NOFILE is refused; auto: an eighth of the limit, 16..1024")
+      ->capture_default_str();
   app.add_option("--local-copy-threads", v->copy_threads,
                  "threads copying the local transport's bytes (an op of several split-sizes "
                  "is shared among them)")
@@ -76,7 +84,8 @@ absl::StatusOr<LocalOptions> FinishLocalFlags(const CLI::App& app, const LocalFl
   if (v.socket.empty()) {
     for (const char* flag :
          {"--local-socket-mode", "--local-allow-uid", "--local-allow-gid",
-          "--local-max-bytes-per-client", "--local-max-clients", "--local-copy-threads",
+          "--local-max-bytes-per-client", "--local-max-regions-per-client",
+          "--local-max-clients", "--local-fd-reserve", "--local-copy-threads",
           "--local-split-size"}) {
       if (app.count(flag) > 0) {
         return absl::InvalidArgumentError(
@@ -130,7 +139,17 @@ absl::StatusOr<LocalOptions> FinishLocalFlags(const CLI::App& app, const LocalFl
         v.split_size.substr(0, 32), "'"));
   }
   o.split_bytes = *split;
+  o.max_regions_per_client = v.max_regions_per_client;
   o.max_clients = v.max_clients;
+  if (v.fd_reserve != "auto") {
+    uint32_t n = 0;
+    if (!absl::SimpleAtoi(v.fd_reserve, &n) || n < 1 || n > (1u << 20)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--local-fd-reserve '", v.fd_reserve.substr(0, 32),
+                       "' is neither auto nor a number in 1..1048576"));
+    }
+    o.fd_reserve = n;
+  }
   o.copy_threads = v.copy_threads;
   return o;
 }

@@ -23,7 +23,9 @@ struct LocalFlagValues {
   std::vector<std::string> allow_uids;  // numbers or user names; "*": anyone
   std::vector<std::string> allow_gids;  // numbers or group names
   std::string max_bytes_per_client = "0";
+  uint32_t max_regions_per_client = 4096;
   uint32_t max_clients = 1024;
+  std::string fd_reserve = "auto";
   uint32_t copy_threads = 8;
   std::string split_size = "16MiB";
 };

@@ -234,7 +234,12 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
           absl::StrJoin(nl.allow_gids, ","), &plan.needs_restart);
   CompareSize("local-max-bytes-per-client", cl.max_bytes_per_client, nl.max_bytes_per_client,
               &plan.needs_restart);
+  Compare("local-max-regions-per-client", cl.max_regions_per_client,
+          nl.max_regions_per_client, &plan.needs_restart);
   Compare("local-max-clients", cl.max_clients, nl.max_clients, &plan.needs_restart);
+  auto reserve = [](uint32_t r) { return r == 0 ? std::string("auto") : absl::StrCat(r); };
+  Compare("local-fd-reserve", reserve(cl.fd_reserve), reserve(nl.fd_reserve),
+          &plan.needs_restart);
   Compare("local-copy-threads", cl.copy_threads, nl.copy_threads, &plan.needs_restart);
   CompareSize("local-split-size", cl.split_bytes, nl.split_bytes, &plan.needs_restart);
   return plan;

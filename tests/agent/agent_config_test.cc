@@ -52,6 +52,30 @@ TEST(AgentConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_TRUE(cfg->allow_uids.empty());
   EXPECT_EQ(cfg->max_bytes_per_client, 0u);
   EXPECT_EQ(cfg->max_ops_per_client, 1024u);
+  EXPECT_EQ(cfg->max_streams_per_client, 256u);
+  EXPECT_EQ(cfg->max_channels_per_client, 0u);  // derived from RLIMIT_NOFILE
+  EXPECT_EQ(cfg->fd_reserve, 0u);               // likewise
+}
+
+TEST(AgentConfigTest, DescriptorLimitsAreAutoOrACount) {
+  auto cfg = Parse({"--daemon", "127.0.0.1:1", "--max-channels-per-client", "8",
+                    "--fd-reserve", "100", "--max-streams-per-client", "16"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->max_channels_per_client, 8u);
+  EXPECT_EQ(cfg->fd_reserve, 100u);
+  EXPECT_EQ(cfg->max_streams_per_client, 16u);
+  cfg = Parse({"--daemon", "127.0.0.1:1", "--max-channels-per-client", "auto", "--fd-reserve",
+               "auto"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->max_channels_per_client, 0u);
+  EXPECT_EQ(cfg->fd_reserve, 0u);
+  for (const char* bad : {"0", "-1", "many", "5000"}) {
+    EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--max-channels-per-client", bad}),
+                HasSubstr("--max-channels-per-client"));
+  }
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--fd-reserve", "0"}),
+              HasSubstr("--fd-reserve '0' is neither auto nor a number"));
+  EXPECT_FALSE(Parse({"--daemon", "127.0.0.1:1", "--max-streams-per-client", "0"}).ok());
 }
 
 TEST(AgentConfigTest, RefusesWhatCannotWork) {
@@ -99,6 +123,8 @@ TEST(AgentConfigTest, ThePackagedConfigParses) {
   EXPECT_EQ(cfg->socket_mode, 0666u);
   EXPECT_EQ(cfg->daemons, (std::vector<std::string>{"127.0.0.1:50051"}));
   EXPECT_EQ(cfg->max_ops_per_client, 1024u);
+  EXPECT_EQ(cfg->max_channels_per_client, 0u);
+  EXPECT_EQ(cfg->fd_reserve, 0u);
   // A flag wins over the file.
   cfg = Parse({"--config", GDR_SOURCE_DIR "/deploy/systemd/gdragent.conf", "--daemon",
                "10.1.1.1:7000"});

@@ -48,7 +48,8 @@ struct Region {
   // owns. Closed by `release`.
   int memfd = -1;
   // Memory this process was handed (Client::RegisterHandedOver): how, so that transport local
-  // hands it on the same way. Its fd is the region's own (a dup), closed with it.
+  // hands it on the same way. Its fd is the region's own (a dup) while the transport registers
+  // it, closed then (-1).
   std::optional<gdrstore::HandedOver> handed_over;
   ~Region() {
     if (release) release();

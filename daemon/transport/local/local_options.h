@@ -26,6 +26,8 @@ struct LocalOptions {
   uint64_t max_bytes_per_client = 0;
   uint32_t max_regions_per_client = 4096;
   uint32_t max_clients = 1024;
+  // Descriptors no local client may take (0: an eighth of RLIMIT_NOFILE, 16..1024).
+  uint32_t fd_reserve = 0;
   // Threads that copy between store pages and client memory (never a gRPC thread), and the
   // smallest piece a large op is split into so that several threads share its bytes. 8 and
   // 16 MiB: restores into two GPUs at once ran at 71-82 GB/s with them, 61-64 with 4 and 4 MiB

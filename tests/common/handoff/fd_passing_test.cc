@@ -4,6 +4,7 @@
 #include "common/base/fd_passing.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -157,6 +158,40 @@ TEST(FdPassingTest, PeerCredentialsNameThisProcess) {
   EXPECT_EQ(c->gid, ::getgid());
   ScopedFd not_socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   EXPECT_FALSE(PeerCredentialsOf(not_socket.get()).ok());
+}
+
+// At its descriptor limit the receiver cannot take what a message carries: the bytes still
+// come, marked, so that a server answers that request instead of dropping the connection.
+TEST(FdPassingTest, DescriptorsThisProcessCannotTakeAreReportedLost) {
+  Pair p = SeqPacketPair();
+  ScopedFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(devnull.valid());
+  ASSERT_TRUE(SendWithFds(p.a.get(), "carries one", {devnull.get()}).ok());
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  std::vector<ScopedFd> filler;
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(OpenFdCount() + 8);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  for (;;) {
+    ScopedFd fd(::dup(devnull.get()));
+    if (!fd.valid()) break;
+    filler.push_back(std::move(fd));
+  }
+  absl::StatusOr<ReceivedMessage> m =
+      ReceiveWithFds(p.b.get(), 64, 1, absl::Now() + absl::Seconds(30));
+  filler.clear();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->fds_lost);
+  EXPECT_TRUE(m->fds.empty());
+  EXPECT_EQ(m->bytes, "carries one");
+  // The connection goes on.
+  ASSERT_TRUE(SendWithFds(p.a.get(), "next", {devnull.get()}).ok());
+  m = ReceiveWithFds(p.b.get(), 64, 1, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->fds_lost);
+  EXPECT_EQ(m->fds.size(), 1u);
 }
 
 }  // namespace

@@ -244,3 +244,14 @@ TEST_F(HandoffHostileTest, ConnectionsPastMaxSessionsAreRefused) {
 
 }  // namespace
 }  // namespace gdr::handoff
+      [&] {
+        auto later = HandoffClient::Connect(t_.path(), "later", absl::Seconds(30));
+        return later.ok() && (*later)->Register(r, m->fd.get()).ok();
+      },
+  // A good client is served once it is. Each try is a connection that the server counts until
+  // its thread has seen the end, so the one that gets in is the one checked, not a later one.
+  auto m = MakeSealedMemfd(4096);
+  ASSERT_TRUE(m.ok());
+  Register r;
+  r.address = reinterpret_cast<uint64_t>(m->bytes);
+  r.size = 4096;

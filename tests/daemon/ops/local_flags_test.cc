@@ -41,6 +41,8 @@ TEST(LocalFlagsTest, OffUnlessASocketIsNamed) {
   EXPECT_EQ(cfg->local.copy_threads, 8u);
   EXPECT_EQ(cfg->local.split_bytes, 16u << 20);
   EXPECT_EQ(cfg->local.max_bytes_per_client, 0u);
+  EXPECT_EQ(cfg->local.max_regions_per_client, 4096u);
+  EXPECT_EQ(cfg->local.fd_reserve, 0u);  // derived from RLIMIT_NOFILE
   EXPECT_EQ(cfg->local.socket_mode, -1);
   // A local setting without the socket is a mistake, named.
   ExpectRefused({"--local-allow-uid", "1000"}, "--local-allow-uid configures the local transport");
@@ -52,7 +54,8 @@ TEST(LocalFlagsTest, EverySettingFromFlags) {
       Parse({"--local-socket", "/run/x/local.sock", "--local-allow-uid", "1000,root",
              "--local-allow-uid", "1001", "--local-allow-gid", "27,root", "--local-socket-mode",
              "0660", "--local-max-bytes-per-client", "64GiB", "--local-max-clients", "16",
-             "--local-copy-threads", "8", "--local-split-size", "2MiB"});
+             "--local-copy-threads", "8", "--local-split-size", "2MiB",
+             "--local-max-regions-per-client", "64", "--local-fd-reserve", "200"});
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   const LocalOptions& o = cfg->local;
   EXPECT_EQ(o.socket_path, "/run/x/local.sock");
@@ -62,6 +65,8 @@ TEST(LocalFlagsTest, EverySettingFromFlags) {
   EXPECT_EQ(o.socket_mode, 0660);
   EXPECT_EQ(o.max_bytes_per_client, uint64_t{64} << 30);
   EXPECT_EQ(o.max_clients, 16u);
+  EXPECT_EQ(o.max_regions_per_client, 64u);
+  EXPECT_EQ(o.fd_reserve, 200u);
   EXPECT_EQ(o.copy_threads, 8u);
   EXPECT_EQ(o.split_bytes, 2u << 20);
   cfg = Parse({"--local-socket", "/run/x/local.sock", "--local-allow-uid", "*"});
@@ -75,18 +80,25 @@ TEST(LocalFlagsTest, FromTheConfigFileAndAReloadSaysRestart) {
   const std::string file = std::string(tmpl) + "/gdrstored.conf";
   std::ofstream(file) << "local-socket = \"/run/gdrstored/local.sock\"\n"
                          "local-allow-gid = [\"0\", \"44\"]\n"
-                         "local-copy-threads = 2\n";
+                         "local-copy-threads = 2\n"
+                         "local-max-regions-per-client = 32\n"
+                         "local-fd-reserve = \"64\"\n";
   absl::StatusOr<DaemonConfig> cfg = Parse({"--config", file});
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_EQ(cfg->local.socket_path, "/run/gdrstored/local.sock");
   EXPECT_THAT(cfg->local.allow_gids, ElementsAre(0u, 44u));
   EXPECT_EQ(cfg->local.copy_threads, 2u);
+  EXPECT_EQ(cfg->local.max_regions_per_client, 32u);
+  EXPECT_EQ(cfg->local.fd_reserve, 64u);
   absl::StatusOr<DaemonConfig> off = Parse({});
   ASSERT_TRUE(off.ok());
   const ReloadPlan plan = PlanReload(*cfg, *off);
   EXPECT_THAT(plan.needs_restart,
               ::testing::Contains(HasSubstr("local-socket: /run/gdrstored/local.sock -> ")));
   EXPECT_THAT(plan.needs_restart, ::testing::Contains(HasSubstr("local-allow-gid: 0,44 -> ")));
+  EXPECT_THAT(plan.needs_restart,
+              ::testing::Contains(HasSubstr("local-max-regions-per-client: 32 -> 4096")));
+  EXPECT_THAT(plan.needs_restart, ::testing::Contains(HasSubstr("local-fd-reserve: 64 -> auto")));
   EXPECT_TRUE(plan.applied.empty());
   std::filesystem::remove_all(tmpl);
 }
@@ -107,6 +119,11 @@ TEST(LocalFlagsTest, BadValuesNameTheirFlag) {
   ExpectRefused({"--local-socket", s, "--local-split-size", "1KiB"},
                 "--local-split-size must be a size between 4KiB and 1GiB");
   ExpectRefused({"--local-socket", s, "--local-copy-threads", "0"}, "--local-copy-threads");
+  ExpectRefused({"--local-socket", s, "--local-max-regions-per-client", "0"},
+                "--local-max-regions-per-client");
+  ExpectRefused({"--local-socket", s, "--local-fd-reserve", "lots"},
+                "--local-fd-reserve 'lots' is neither auto nor a number");
+  ExpectRefused({"--local-fd-reserve", "64"}, "--local-fd-reserve configures the local transport");
 }
 
 }  // namespace
