@@ -2,6 +2,7 @@
 // ERROR naming what is wrong (or, for what is not this protocol at all, the connection is
 // closed), nothing is mapped that should not be, and after each a good client is still served.
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -206,9 +207,64 @@ TEST_F(HandoffHostileTest, SilentPeerIsDroppedAfterTheHelloTimeout) {
   ExpectGoodClientServed();
 }
 
+// A session that opens channels without end is refused at its limit, by the name the server
+// was given for it; a channel whose end was closed frees its place (even when its number is
+// reused at once), and the session's end shuts the rest down.
+TEST_F(HandoffHostileTest, ChannelsPastTheSessionsLimitAreRefusedByName) {
+  absl::Mutex mu;
+  std::vector<ScopedFd> ours;  // the server's ends, as on_channel's owner holds them
+  HandoffServerOptions o;
+  o.max_channels_per_session = 3;
+  o.names.max_channels_per_session = "--max-channels-per-client";
+  o.on_channel = [&](const SessionInfo&, ScopedFd fd) {
+    absl::MutexLock lock(&mu);
+    ours.push_back(std::move(fd));
+    return absl::OkStatus();
+  };
+  Start(std::move(o));
+  auto c = HandoffClient::Connect(t_.path(), "channels", absl::Seconds(30));
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<ScopedFd> theirs;
+  absl::Status refused;
+  for (int i = 0; i < 50 && refused.ok(); ++i) {
+    absl::StatusOr<ScopedFd> end = (*c)->OpenChannel();
+    refused = end.status();
+    if (end.ok()) theirs.push_back(*std::move(end));
+  }
+  EXPECT_EQ(theirs.size(), 3u);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_THAT(refused.ToString(), HasSubstr("3 channels open, its limit "
+                                            "(--max-channels-per-client=3)"));
+  ExpectGoodClientServed();
+  // The owner closes one end, and the number goes at once to another socket: the place is free.
+  int again[2];
+  {
+    absl::MutexLock lock(&mu);
+    ours.front().Reset();
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, again), 0);
+  }
+  ScopedFd a(again[0]), b(again[1]);
+  absl::StatusOr<ScopedFd> fourth = (*c)->OpenChannel();
+  ASSERT_TRUE(fourth.ok()) << fourth.status();
+  theirs.push_back(*std::move(fourth));
+  EXPECT_TRUE(absl::IsResourceExhausted((*c)->OpenChannel().status()));
+  // The session's end shuts its channels down; the unrelated socket is untouched.
+  c->reset();
+  for (const ScopedFd& end : theirs) {
+    pollfd p{end.get(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 30000), 1) << "a channel outlived its session";
+    char byte;
+    EXPECT_EQ(::read(end.get(), &byte, 1), 0);
+  }
+  ASSERT_EQ(::write(a.get(), "x", 1), 1);
+  char byte = 0;
+  EXPECT_EQ(::read(b.get(), &byte, 1), 1);
+}
+
 TEST_F(HandoffHostileTest, ConnectionsPastMaxSessionsAreRefused) {
   HandoffServerOptions o;
   o.max_sessions = 3;
+  o.names.max_sessions = "--max-clients";
   o.hello_timeout = absl::Seconds(60);
   Start(std::move(o));
   std::vector<RawPeer> holders;
@@ -229,25 +285,13 @@ TEST_F(HandoffHostileTest, ConnectionsPastMaxSessionsAreRefused) {
     ASSERT_TRUE(p.ok());
     absl::StatusOr<Message> reply = p->Read();
     EXPECT_TRUE(absl::IsResourceExhausted(ErrorIn(reply))) << ErrorIn(reply);
-    EXPECT_THAT(ErrorIn(reply).ToString(), HasSubstr("max_sessions"));
+    EXPECT_THAT(ErrorIn(reply).ToString(),
+                HasSubstr("3 connections, its limit (--max-clients=3)"));
     EXPECT_TRUE(p->ClosedByServer());
   }
   auto c = HandoffClient::Connect(t_.path(), "refused", absl::Seconds(30));
   EXPECT_TRUE(absl::IsResourceExhausted(c.status())) << c.status();
   holders.clear();  // their connections end; room comes back once the server sees it
-  ASSERT_TRUE(integ::PollUntil(
-      [&] { return HandoffClient::Connect(t_.path(), "later", absl::Seconds(30)).ok(); },
-      absl::Seconds(30)));
-  ExpectGoodClientServed();
-  EXPECT_GE(t_.server->stats().refused, 21u);
-}
-
-}  // namespace
-}  // namespace gdr::handoff
-      [&] {
-        auto later = HandoffClient::Connect(t_.path(), "later", absl::Seconds(30));
-        return later.ok() && (*later)->Register(r, m->fd.get()).ok();
-      },
   // A good client is served once it is. Each try is a connection that the server counts until
   // its thread has seen the end, so the one that gets in is the one checked, not a later one.
   auto m = MakeSealedMemfd(4096);
@@ -255,3 +299,14 @@ TEST_F(HandoffHostileTest, ConnectionsPastMaxSessionsAreRefused) {
   Register r;
   r.address = reinterpret_cast<uint64_t>(m->bytes);
   r.size = 4096;
+  ASSERT_TRUE(integ::PollUntil(
+      [&] {
+        auto later = HandoffClient::Connect(t_.path(), "later", absl::Seconds(30));
+        return later.ok() && (*later)->Register(r, m->fd.get()).ok();
+      },
+      absl::Seconds(30)));
+  EXPECT_GE(t_.server->stats().refused, 21u);
+}
+
+}  // namespace
+}  // namespace gdr::handoff
