@@ -399,11 +399,15 @@ TEST(FaultTest, ConfiguredRulesFollowSighupAndABadOneStopsTheStart) {
   EXPECT_EQ(l->faults(1).text(), "kind=error,ops=get,every=3");
   EXPECT_EQ(l->faults(1).origin(), "config");
   EXPECT_EQ(l->faults(2).text(), "kind=corrupt,count=1");
-  EXPECT_TRUE(absl::StrContains((*d)->Stderr(), "fault rules: [kind=error,ops=put] -> ["))
+  // The reload logs what it applied after the rules are in place: wait for the line.
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        return absl::StrContains((*d)->Stderr(), "fault rules: [kind=error,ops=put] -> [");
+      },
+      absl::Seconds(30)))
       << (*d)->Stderr();
 
-  auto broken = DaemonProcess::Start({"--volume", "vol0=4MiB", "--fault", "kind=stall"},
-                                     absl::Seconds(10));
+  auto broken = DaemonProcess::Start({"--volume", "vol0=4MiB", "--fault", "kind=stall"});
   ASSERT_FALSE(broken.ok());
   EXPECT_TRUE(absl::StrContains(broken.status().message(), "--fault 'kind=stall': fault delay"))
       << broken.status();
