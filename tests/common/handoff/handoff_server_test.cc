@@ -183,6 +183,40 @@ TEST(HandoffServerTest, LimitsAreNamedInTheirErrors) {
   EXPECT_GE(t->server->stats().refused, 2u);
 }
 
+TEST(HandoffServerTest, AReserveAboveTheDescriptorLimitIsRefusedAtStart) {
+  HandoffServerOptions o;
+  o.fd_reserve = 1u << 30;  // more than any RLIMIT_NOFILE
+  o.names.fd_reserve = "--fd-reserve";
+  auto t = StartTestServer(std::move(o));
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(t.status())) << t.status();
+  EXPECT_THAT(Msg(t.status()), HasSubstr("--fd-reserve 1073741824 leaves no descriptor"));
+}
+
+// Each region is a mapping of the server: all sessions together are held to a limit (by
+// default half of vm.max_map_count), whoever holds them.
+TEST(HandoffServerTest, RegionsOfAllSessionsAreCapped) {
+  HandoffServerOptions o;
+  o.max_regions = 3;
+  auto t = StartTestServer(std::move(o));
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto a = MustConnect(t->path(), "a");
+  auto b = MustConnect(t->path(), "b");
+  ASSERT_TRUE(a != nullptr && b != nullptr);
+  auto m = MakeSealedMemfd(4096);
+  ASSERT_TRUE(m.ok());
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(a->Register(HostRegion(*m, 0, 4096, true), m->fd.get()).ok());
+  }
+  auto third = b->Register(HostRegion(*m, 0, 4096, true), m->fd.get());
+  ASSERT_TRUE(third.ok()) << third.status();
+  auto fourth = b->Register(HostRegion(*m, 0, 4096, true), m->fd.get());
+  EXPECT_TRUE(absl::IsResourceExhausted(fourth.status())) << fourth.status();
+  EXPECT_THAT(Msg(fourth.status()), HasSubstr("maps 3 regions of all its clients"));
+  ASSERT_TRUE(b->Deregister(*third).ok());
+  EXPECT_TRUE(a->Register(HostRegion(*m, 0, 4096, true), m->fd.get()).ok());
+}
+
 TEST(HandoffServerTest, RkeysAreUniqueWithinASession) {
   auto t = StartTestServer({});
   ASSERT_TRUE(t.ok()) << t.status();
