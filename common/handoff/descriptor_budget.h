@@ -22,8 +22,9 @@ class DescriptorBudget {
 
   // The soft RLIMIT_NOFILE, read at each call: prlimit(1) may change it under a running process.
   static uint64_t Limit();
-  // Descriptors open in this process (entries of /proc/self/fd). At EMFILE the directory
-  // cannot be opened, which says the same: Limit(). INTERNAL when /proc cannot be read.
+  // Descriptors open in this process (entries of /proc/self/fd). At EMFILE (or ENFILE) the
+  // directory cannot be opened, which says the same: Limit(). INTERNAL when /proc cannot be
+  // read.
   static absl::StatusOr<uint64_t> OpenNow();
   // An eighth of `limit`, at least 16 and at most 1024: room for what the process opens for
   // the clients it serves (gRPC connections, an upstream's, logs, the store's files).
@@ -39,7 +40,8 @@ class DescriptorBudget {
 
   // OK when `need` more descriptors can be opened leaving the reserve free; otherwise
   // RESOURCE_EXHAUSTED saying that `what` is refused, how many of how many descriptors are open,
-  // and the reserve by its flag. Thread-safe; reads /proc (no lock, no callback).
+  // and the reserve by its flag. OK (logged) when /proc cannot be read. Thread-safe; reads
+  // /proc (no lock, no callback).
   absl::Status Check(uint64_t need, absl::string_view what) const;
 
   // INVALID_ARGUMENT naming the flag when a configured reserve leaves clients nothing under
