@@ -493,17 +493,25 @@ absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t of
         return;
       }
       Extent e{volume, p.replicas[j].offset, p.length};
-      std::shared_ptr<cl::MemberLink> l = *link;
+      // The answer holds the link weakly: once `next` has answered the op, the ClusterClient
+      // may go at once, and the link must go with it, not later here, on its own stream's
+      // thread (closing the stream from inside its answer would wait for itself).
+      std::weak_ptr<cl::MemberLink> weak = *link;
       (*link)->Submit(kind, e, **view, buffer_offset + p.op_offset, AttemptDeadline(p, j),
-                      [this, l, next, bytes = p.length](absl::StatusOr<OpResult> r) {
-                        State::Member& m = state->slot(l->id());
+                      [this, weak, id, next, bytes = p.length](absl::StatusOr<OpResult> r) {
+                        State::Member& m = state->slot(id);
                         m.ops.fetch_add(1, std::memory_order_relaxed);
                         if (r.ok()) {
                           m.bytes.fetch_add(bytes, std::memory_order_relaxed);
                           next(absl::OkStatus());
                           return;
                         }
-                        if (MemberFault(r.status())) state->Fault(l, r.status());
+                        if (MemberFault(r.status())) {
+                          // Alive: the ClusterClient holds its links until the op is answered.
+                          if (std::shared_ptr<cl::MemberLink> l = weak.lock()) {
+                            state->Fault(l, r.status());
+                          }
+                        }
                         next(r.status());
                       });
     }
