@@ -146,8 +146,8 @@ class Client:
     def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        errors.close_after(self.close, exc)
 
     def __del__(self):
         try:
@@ -522,8 +522,8 @@ class Stream:
     def __enter__(self) -> "Stream":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        errors.close_after(self.close, exc)
 
 
 def verify(buffer, volume: str, offset: int) -> None:

@@ -72,8 +72,8 @@ class Cluster:
     def __enter__(self) -> "Cluster":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        errors.close_after(self.close, exc)
 
     def __del__(self):
         try:

@@ -48,3 +48,21 @@ _BY_CODE = {c.code: c for c in (Cancelled, Unknown, InvalidArgument, DeadlineExc
 def from_status(code, message):
     """The exception for gRPC status `code` with `message`."""
     return _BY_CODE.get(code, Unknown)(message)
+
+
+def close_after(close, error) -> None:
+    """Runs `close` at the end of a `with` block. When the block raised `error`, an error of
+    the close is noted on it (PEP 678 notes, printed after it) instead of replacing it: with
+    the daemon gone, a Stream's close fails too, and Python would show that failure instead of
+    the block's own."""
+    if error is None:
+        close()
+        return
+    try:
+        close()
+    except Exception as e:  # noqa: BLE001 (noted on the block's error, never lost)
+        notes = getattr(error, "__notes__", None)
+        if not isinstance(notes, list):
+            notes = []
+            error.__notes__ = notes
+        notes.append(f"then, closing: {type(e).__name__}: {e}")

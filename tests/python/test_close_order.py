@@ -228,3 +228,39 @@ def test_cluster_buffers_and_a_cluster_closed_in_any_order(daemon, tmp_path):
         gc.collect()
         print("DONE")
     """, env={"GDR_TEST_MEMBERS": str(members)})
+
+
+def test_a_close_that_fails_after_the_block_raised_is_noted_on_the_blocks_own_error():
+    """With the daemon gone, closing a Stream (and the Client) fails too: the error the `with`
+    block raised must be the one the caller sees, the close's failure noted on it (PEP 678),
+    not put in its place."""
+    import numpy as np
+    import pytest
+    from conftest import Daemon
+    import gdrstore
+
+    d = Daemon("--volume", "vol0=4MiB")
+    try:
+        buf = np.zeros(1 << 20, dtype=np.uint8)
+        with pytest.raises(RuntimeError, match="the block's own error") as raised:
+            with gdrstore.Client(d.address) as client:
+                with client.stream() as s:
+                    s.get("vol0", 0, buf).result()
+                    d.stop(signal.SIGKILL)
+                    s.get("vol0", 0, buf)  # in flight, or refused, with the daemon gone
+                    raise RuntimeError("the block's own error")
+        notes = getattr(raised.value, "__notes__", [])
+        assert any(n.startswith("then, closing: ") for n in notes), notes
+    finally:
+        d.stop()
+    # Without an error in the block, the close's own failure is raised as before.
+    d = Daemon("--volume", "vol0=4MiB")
+    try:
+        with pytest.raises(gdrstore.Error):
+            with gdrstore.Client(d.address) as client:
+                with client.stream() as s:
+                    s.get("vol0", 0, buf).result()
+                    d.stop(signal.SIGKILL)
+                    s.get("vol0", 0, buf)
+    finally:
+        d.stop()
