@@ -53,8 +53,11 @@ class OpStream::Reactor final
     StartCall();
   }
 
-  ~Reactor() override {
-    // The timer is held (it may have lost its Client): a wake that is running is waited for.
+  // The timer is held (it may have lost its Client): a wake that is running is waited for.
+  ~Reactor() override { CancelWakes(); }
+
+  // Cancels every deadline wake and lets the timer go; Cancel waits for a wake that is running.
+  void CancelWakes() {
     std::vector<gdr::DeadlineTimer::Id> timers;
     std::shared_ptr<gdr::DeadlineTimer> timer;
     {
@@ -79,16 +82,7 @@ class OpStream::Reactor final
   void AwaitEndForClientClose() override {
     // No wake may run once the Client (and so, perhaps, the timer) is gone; ops still pending
     // are answered by OnDone, which the cancel brings.
-    std::vector<gdr::DeadlineTimer::Id> timers;
-    std::shared_ptr<gdr::DeadlineTimer> timer;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      timers.swap(timers_);
-      timer = std::move(timer_);
-    }
-    if (timer != nullptr) {
-      for (gdr::DeadlineTimer::Id id : timers) timer->Cancel(id);
-    }
+    CancelWakes();
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return done_; });
   }
