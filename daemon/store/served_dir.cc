@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/base/status_macros.h"
 
 namespace gdr {
 namespace {
@@ -72,24 +73,15 @@ std::string ServedDir::Shown(absl::string_view name) const {
   return name.empty() ? path_ : absl::StrCat(path_, "/", name);
 }
 
-absl::StatusOr<ScopedFd> ServedDir::OpenDir(absl::string_view rel) const {
+absl::StatusOr<ScopedFd> ServedDir::Dup() const {
   ScopedFd dir(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
-  if (!dir.valid()) return absl::ErrnoToStatus(errno, "dup");
-  if (rel.empty()) return dir;
-  std::string so_far;
-  for (absl::string_view seg : absl::StrSplit(rel, '/')) {
-    absl::StrAppend(&so_far, so_far.empty() ? "" : "/", seg);
-    ScopedFd next(OpenBeneath(dir.get(), std::string(seg), O_RDONLY | O_DIRECTORY));
-    if (!next.valid()) return OpenError(errno, Shown(so_far), Shown(rel));
-    dir = std::move(next);
-  }
+  if (!dir.valid()) return absl::ErrnoToStatus(errno, "dup " + path_);
   return dir;
 }
 
 absl::StatusOr<ScopedFd> ServedDir::OpenParent(absl::string_view name,
                                                std::vector<Made>* made) const {
-  ScopedFd dir(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
-  if (!dir.valid()) return absl::ErrnoToStatus(errno, "dup");
+  GDR_ASSIGN_OR_RETURN(ScopedFd dir, Dup());
   std::vector<absl::string_view> segs = absl::StrSplit(name, '/');
   std::string so_far;
   for (size_t i = 0; i + 1 < segs.size(); ++i) {

@@ -28,14 +28,13 @@ class ServedDir {
   // The directory's own descriptor (O_DIRECTORY, read), valid as long as this object.
   int fd() const { return fd_.get(); }
 
-  // Opens the directory `rel` (a relative path of IsVolumeNameSyntax's form, or "" for the
-  // directory itself) beneath this one, no part of it a symbolic link. FAILED_PRECONDITION
-  // naming the part that is a link or not a directory; the errno status (NOT_FOUND for a
-  // missing one, PERMISSION_DENIED for an unreadable one) otherwise.
-  absl::StatusOr<ScopedFd> OpenDir(absl::string_view rel) const;
+  // A descriptor of its own for the directory (a scan's fdopendir takes it over).
+  absl::StatusOr<ScopedFd> Dup() const;
 
-  // The directory that holds the last segment of `name` (a volume name), opened as OpenDir
-  // does. With `made` given, missing directories are made (mode 0750) and each one made is
+  // The directory that holds the last segment of `name` (a volume name), each part of its path
+  // opened beneath the one before, none of them a symbolic link: FAILED_PRECONDITION naming the
+  // part that is a link or not a directory; the errno status (PERMISSION_DENIED for an
+  // unreadable one) otherwise. With `made` given, missing directories are made (mode 0750) and each one made is
   // appended to `made` (for RemoveMade to undo); without it a missing one is NOT_FOUND.
   struct Made {
     ScopedFd parent;

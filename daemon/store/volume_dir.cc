@@ -64,7 +64,7 @@ absl::StatusOr<std::vector<VolumeSpec>> ScanVolumeDir(const VolumeDir& given, si
     std::string rel;  // "" for the directory itself
   };
   std::vector<Pending> pending;
-  GDR_ASSIGN_OR_RETURN(ScopedFd root, dir.handle->OpenDir(""));
+  GDR_ASSIGN_OR_RETURN(ScopedFd root, dir.handle->Dup());
   pending.push_back(Pending{std::move(root), ""});
   std::vector<VolumeSpec> specs;
   // Each directory is read through a descriptor opened beneath its parent's without following
