@@ -103,14 +103,11 @@ absl::StatusOr<VolumeSpec> VolumeCatalog::SpecOf(const v1::CreateVolumeRequest& 
   if (request.size() > (uint64_t{1} << 47)) {
     return absl::InvalidArgumentError(absl::StrCat("size ", request.size(), " is past 128 TiB"));
   }
-  VolumeSpec spec;
-  spec.name = request.name();
-  spec.size = request.size();
   absl::StatusOr<MediaSettings> media = ParseMediaOptions(request.name(), request.media());
   if (!media.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("media: ", media.status().message()));
   }
-  spec.media = *media;
+  VolumeSpec spec;
   if (request.file()) {
     if (!options_.writable_dir) {
       return absl::FailedPreconditionError(
@@ -118,11 +115,13 @@ absl::StatusOr<VolumeSpec> VolumeCatalog::SpecOf(const v1::CreateVolumeRequest& 
     }
     // Reached only through the directory's descriptor (served_dir.h): the parts of its path
     // are checked, and its directories made, as the file is made, not before.
-    GDR_ASSIGN_OR_RETURN(VolumeSpec in,
-                         VolumeSpecIn(*options_.writable_dir, spec.name, spec.size));
-    spec.file = std::move(in.file);
-    spec.dir = std::move(in.dir);
+    GDR_ASSIGN_OR_RETURN(spec,
+                         VolumeSpecIn(*options_.writable_dir, request.name(), request.size()));
+  } else {
+    spec.name = request.name();
+    spec.size = request.size();
   }
+  spec.media = *media;
   return spec;
 }
 
