@@ -15,7 +15,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/.." && pwd)
 B=$(cd "${1:?usage: build-image.sh BUILD_DIR [TAG]}" && pwd)
-VERSION=$(sed -n 's/^project(gdrstored VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
+VERSION=$(sed -n 's/^__version__ = "\([0-9.]*\)"$/\1/p' "$SRC/python/gdrstore/_version.py")
 TAG=${2:-localhost/gdrstore:$VERSION}
 MIRROR=${GDR_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$SRC" log -1 --format=%ct)}

@@ -28,4 +28,4 @@ install(FILES ${PROJECT_BINARY_DIR}/proto/gdrstore/v1/gdrstore.pb.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gdrstore/v1 COMPONENT dev)
 # The Python package, where Debian's python3 looks (pure Python: the same for every Python 3).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/gdrstore DESTINATION lib/python3/dist-packages
-        COMPONENT python FILES_MATCHING PATTERN "*.py")
+        COMPONENT python FILES_MATCHING PATTERN "*.py" PATTERN "py.typed")

@@ -11,6 +11,7 @@ tensors, numpy and CuPy arrays, bytearrays), in place.
         cl.get("vol0", 0, into=tensor)
 """
 
+from ._version import __version__
 from .client import Client, Future, Moved, Stream, verify
 from .cluster import Cluster
 from .errors import (Aborted, AlreadyExists, ArgumentOutOfRange, Cancelled, DataLoss,

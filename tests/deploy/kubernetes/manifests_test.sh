@@ -17,6 +17,14 @@ for o in tcp rc dc; do
   node "$HERE/validate.js" "$o" "$T/$o.yaml" || status=1
 done
 node "$HERE/validate.js" examples "$SRC"/deploy/kubernetes/examples/*.yaml || status=1
+# The image tag is the version the tree builds (written once, in python/gdrstore/_version.py):
+# kustomize cannot read it, so a release that moves one without the other fails here.
+version=$(sed -n 's/^__version__ = "\([0-9.]*\)"$/\1/p' "$SRC/python/gdrstore/_version.py")
+if stale=$(grep -ho 'localhost/gdrstore:[^" ]*' "$T"/{tcp,rc,dc}.yaml \
+             "$SRC"/deploy/kubernetes/examples/*.yaml | sort -u |
+           grep -vx "localhost/gdrstore:$version"); then
+  echo "FAIL: images not tagged $version (python/gdrstore/_version.py): $stale"; status=1
+fi
 
 # Broken on purpose: a port that is not a number (schema), and a tcp readiness check asking for
 # RDMA (policy). Each must be refused, naming what is wrong.
