@@ -53,6 +53,8 @@ absl::StatusOr<const CudaApi*> Load() {
   GDR_CUDA_RESOLVE(cuDevicePrimaryCtxRetain)
   GDR_CUDA_RESOLVE(cuDevicePrimaryCtxRelease)
   GDR_CUDA_RESOLVE(cuCtxSetCurrent)
+  GDR_CUDA_RESOLVE(cuCtxGetCurrent)
+  GDR_CUDA_RESOLVE(cuCtxSynchronize)
   GDR_CUDA_RESOLVE(cuMemAlloc)
   GDR_CUDA_RESOLVE(cuMemFree)
   GDR_CUDA_RESOLVE(cuMemHostAlloc)

@@ -29,6 +29,8 @@ struct CudaApi {
   GDR_CUDA_FN(cuDevicePrimaryCtxRetain)
   GDR_CUDA_FN(cuDevicePrimaryCtxRelease)
   GDR_CUDA_FN(cuCtxSetCurrent)
+  GDR_CUDA_FN(cuCtxGetCurrent)
+  GDR_CUDA_FN(cuCtxSynchronize)
   GDR_CUDA_FN(cuMemAlloc)
   GDR_CUDA_FN(cuMemFree)
   GDR_CUDA_FN(cuMemHostAlloc)

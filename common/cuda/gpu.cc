@@ -274,4 +274,35 @@ absl::StatusOr<int> PointerOrdinal(uint64_t ptr) {
   return ordinal;
 }
 
+// ---- the caller's context ----
+
+CurrentContextKeeper::CurrentContextKeeper() {
+  absl::StatusOr<const CudaApi*> loaded = Api();
+  if (!loaded.ok()) return;
+  CUcontext ctx = nullptr;
+  if ((*loaded)->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS) return;
+  saved_ = ctx;
+  restore_ = true;
+}
+
+CurrentContextKeeper::~CurrentContextKeeper() {
+  if (!restore_) return;
+  absl::StatusOr<const CudaApi*> loaded = Api();
+  if (!loaded.ok()) return;
+  const CUresult r = (*loaded)->cuCtxSetCurrent(static_cast<CUcontext>(saved_));
+  if (r != CUDA_SUCCESS) {
+    GDR_LOG(kError) << CudaError(**loaded, r, "cuCtxSetCurrent(the caller's context)", __FILE__,
+                                 __LINE__).message();
+  }
+}
+
+absl::Status SynchronizeDevice(int ordinal) {
+  absl::StatusOr<const CudaApi*> loaded = Api();
+  if (!loaded.ok()) return loaded.status();
+  const CudaApi& api = **loaded;
+  GDR_RETURN_IF_ERROR(UseDevice(api, ordinal));
+  GDR_CU_RETURN_IF_ERROR(api, cuCtxSynchronize());
+  return absl::OkStatus();
+}
+
 }  // namespace gdr::cuda

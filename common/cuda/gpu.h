@@ -122,4 +122,27 @@ absl::StatusOr<DmaBuf> DmaBufFd(uint64_t ptr, size_t length);
 // INVALID_ARGUMENT when it is not device memory the driver knows.
 absl::StatusOr<int> PointerOrdinal(uint64_t ptr);
 
+// Puts back, on destruction, the CUDA context that was current on the calling thread when it
+// was made (none, if none was). For library code called from inside another library's CUDA
+// work (PyTorch's allocator hooks): the calls here make a GPU's primary context current, and
+// the CUDA runtime takes the current context for its current device, so without this a free on
+// GPU 1 would move the caller's current device to 1. Without a driver it does nothing. Not
+// copyable; use on one thread.
+class CurrentContextKeeper {
+ public:
+  CurrentContextKeeper();
+  ~CurrentContextKeeper();
+  CurrentContextKeeper(const CurrentContextKeeper&) = delete;
+  CurrentContextKeeper& operator=(const CurrentContextKeeper&) = delete;
+
+ private:
+  void* saved_ = nullptr;  // the CUcontext
+  bool restore_ = false;   // whether one was read
+};
+
+// Waits for all work queued on GPU `ordinal`'s primary context: what cudaFree implies before
+// memory goes, and what unmapping VMM memory does not. Leaves that context current.
+// FAILED_PRECONDITION without a driver; the driver's error (a failed kernel's) otherwise.
+absl::Status SynchronizeDevice(int ordinal);
+
 }  // namespace gdr::cuda

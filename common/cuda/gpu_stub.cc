@@ -41,6 +41,9 @@ PinnedMemory::~PinnedMemory() = default;
 absl::StatusOr<AllocationRange> AllocationOf(uint64_t) { return NoCuda(); }
 absl::StatusOr<DmaBuf> DmaBufFd(uint64_t, size_t) { return NoCuda(); }
 absl::StatusOr<int> PointerOrdinal(uint64_t) { return NoCuda(); }
+CurrentContextKeeper::CurrentContextKeeper() = default;
+CurrentContextKeeper::~CurrentContextKeeper() = default;
+absl::Status SynchronizeDevice(int) { return NoCuda(); }
 
 struct StagingPipe::Slot {};
 StagingPipe::StagingPipe(int ordinal, size_t slot_bytes)

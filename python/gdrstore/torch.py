@@ -17,16 +17,25 @@ JSON header, the data); what safetensors itself loads, this loads, and what this
 safetensors loads. A header is hostile until checked: every way it can be wrong (nesting, long
 integers, sizes past int64, keys given twice, offsets) is an InvalidArgument naming the byte,
 the entry and the field, before any tensor is made.
+
+memory_pool(device) gives a torch.cuda.MemPool whose memory the library allocates (VMM,
+shareable as a file descriptor, GPUDirect-RDMA capable): tensors made in it cross into a
+daemon or the node agent without the host's IPC or PID namespace, and rc/dc register them by
+dma-buf (docs/python.md, "GPU memory for pods").
 """
 
+import ctypes
 import itertools
 import json
 import operator
+import os
 import struct
+import threading
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from . import _native
 from .client import Client
 from .cluster import Cluster
 from .errors import AlreadyExists, FailedPrecondition, InvalidArgument
@@ -451,3 +460,115 @@ def save_safetensors(state_dict: Dict[str, torch.Tensor], client: Client, volume
         for f in s.wait_all():
             f.result()
     return total
+
+
+# ---- GPU memory a pod can hand over: the pool ----
+
+_ALLOC, _FREE = "gdrstore_torch_alloc", "gdrstore_torch_free"
+_allocator_lock = threading.Lock()
+# The process's one CUDAPluggableAllocator, never dropped: each MemPool made on it keeps only a
+# raw pointer to it in PyTorch's C++ side, and uses it again for every free.
+_allocator = None
+
+
+def memory_pool(device=None) -> "torch.cuda.MemPool":
+    """A new torch.cuda.MemPool on `device` ("cuda", "cuda:1", 1, a torch.device; None: the
+    current one) whose memory libgdrclient allocates (gdrstore_torch_alloc): CUDA VMM memory,
+    shareable as a POSIX file descriptor and GPUDirect-RDMA capable. Tensors made in it are
+    handed to gdrstored's local transport and to gdragent as a descriptor (path .../vmm-fd),
+    which needs neither the host's IPC nor its PID namespace (legacy CUDA IPC, what the default
+    allocator's memory takes, needs the agent in the host's PID namespace), and rc/dc register
+    them by dma-buf.
+
+        pool = gdrstore.torch.memory_pool("cuda:0")
+        with torch.cuda.use_mem_pool(pool):
+            t = torch.empty(n, dtype=torch.uint8, device="cuda:0")
+
+    Each call makes a new pool (pools cache what they freed for their own tensors only): keep
+    one per device and use it on that device (torch.cuda.use_mem_pool(pool, device), or with the
+    device current). Its memory goes back to the GPU once the pool object and its tensors are
+    gone and torch.cuda.empty_cache() runs. PyTorch refuses MemPool allocations while
+    expandable_segments is on (PYTORCH_CUDA_ALLOC_CONF).
+    TypeError / InvalidArgument for a device that is not a CUDA one; FailedPrecondition naming
+    each thing missing: torch.cuda.MemPool (PyTorch 2.5 or newer), a GPU torch can use, or the
+    hooks in the loaded libgdrclient."""
+    index = _cuda_ordinal(device)
+    missing = []
+    if not (hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool") and
+            hasattr(torch.cuda.memory, "CUDAPluggableAllocator")):
+        missing.append(f"torch.cuda.MemPool and torch.cuda.use_mem_pool, which torch "
+                       f"{torch.__version__} lacks (PyTorch 2.5 or newer has them)")
+    if not torch.cuda.is_available():
+        why = ("this torch is built without CUDA" if torch.version.cuda is None else
+               "no GPU, or no NVIDIA driver, is visible to this process")
+        missing.append(f"a GPU torch can use (torch.cuda.is_available() is False: {why})")
+    if not hasattr(_native.lib._cdll, _ALLOC) or not hasattr(_native.lib._cdll, _FREE):
+        missing.append(f"{_ALLOC} and {_FREE} in libgdrclient ({_library_path()} lacks them: a "
+                       "library older than this package)")
+    if missing:
+        raise FailedPrecondition("gdrstore.torch.memory_pool needs " + "; and ".join(missing))
+    count = torch.cuda.device_count()
+    if index is None:
+        index = torch.cuda.current_device()
+    if index >= count:
+        raise InvalidArgument(f"device {device!r}: torch sees {count} GPU(s), cuda:0.."
+                              f"cuda:{count - 1}")
+    allocator = _pluggable_allocator()
+    # A MemPool belongs to the device current when it is made.
+    with torch.cuda.device(index):
+        return torch.cuda.MemPool(allocator=allocator.allocator())
+
+
+def _cuda_ordinal(device) -> Optional[int]:
+    """The CUDA ordinal `device` names; None for the current device."""
+    if device is None:
+        return None
+    if isinstance(device, (str, torch.device)):
+        try:
+            parsed = torch.device(device)
+        except (RuntimeError, ValueError, TypeError) as e:
+            raise InvalidArgument(f"device {device!r} is not a device torch knows: {e}") from None
+        if parsed.type != "cuda":
+            raise InvalidArgument(f"device {device!r} is not a CUDA device: the pool holds GPU "
+                                  "memory")
+        return parsed.index
+    if isinstance(device, bool):
+        raise TypeError("device must be a CUDA device (\"cuda:0\", 0, a torch.device) or None, "
+                        "not bool")
+    try:
+        index = operator.index(device)
+    except TypeError:
+        raise TypeError(f"device must be a CUDA device (\"cuda:0\", 0, a torch.device) or None, "
+                        f"not {type(device).__name__}") from None
+    if index < 0:
+        raise InvalidArgument(f"device {index} is not a CUDA ordinal (0 or more)")
+    return index
+
+
+def _pluggable_allocator():
+    global _allocator
+    with _allocator_lock:
+        if _allocator is None:
+            _allocator = torch.cuda.memory.CUDAPluggableAllocator(_library_path(), _ALLOC, _FREE)
+        return _allocator
+
+
+def _library_path() -> str:
+    """The file the loaded libgdrclient was mapped from, as the kernel names it (absolute, links
+    resolved), found from where one of its functions lies in this process. PyTorch loads the
+    library again by this path and gets the same one: the loader knows it by file identity.
+    The name it was loaded by where /proc is not there to ask."""
+    cdll = _native.lib._cdll
+    address = ctypes.cast(cdll.gdrstore_abi_version, ctypes.c_void_p).value
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.rstrip("\n").split(maxsplit=5)
+                if len(fields) < 6 or not fields[5].startswith("/"):
+                    continue
+                low, high = (int(x, 16) for x in fields[0].split("-"))
+                if low <= address < high and os.path.exists(fields[5]):
+                    return fields[5]
+    except OSError:
+        pass
+    return cdll._name

@@ -357,6 +357,25 @@ GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_delete_volume(gdrstore_cluster*
 GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_status_json(gdrstore_cluster* cluster,
                                                              char** json);
 
+/* ---- GPU memory for PyTorch (gdrstore.torch.memory_pool) ----
+ * The two functions torch.cuda.memory.CUDAPluggableAllocator(<this library's path>,
+ * "gdrstore_torch_alloc", "gdrstore_torch_free") calls, with the signatures PyTorch's C++ side
+ * gives them (`stream` is a cudaStream_t, unused: the memory is usable at once).
+ *
+ * alloc: `size` bytes (rounded up to the GPU's allocation granularity, 2 MiB on current GPUs)
+ * on the GPU of CUDA ordinal `device` in this process, made with the VMM API (cuMemCreate)
+ * shareable as a POSIX file descriptor and GPUDirect-RDMA capable: a tensor in it is handed to
+ * gdrstored's local transport or gdragent as a descriptor (path .../vmm-fd), which needs
+ * neither a shared IPC nor a shared PID namespace, and rc/dc register it by dma-buf. NULL for
+ * size 0 and on any failure (no driver, a build without CUDA, an ordinal that names no GPU,
+ * the GPU full), the reason logged the first time it occurs; PyTorch then raises its
+ * out-of-memory error.
+ * free: waits for the GPU's queued work (as cudaFree does), then unmaps and releases what alloc
+ * returned. NULL is ignored; a pointer alloc did not return, or one freed already, is logged
+ * and left alone. Neither changes the calling thread's current CUDA context. Thread-safe. */
+GDRSTORE_EXPORT void* gdrstore_torch_alloc(size_t size, int device, void* stream);
+GDRSTORE_EXPORT void gdrstore_torch_free(void* ptr, size_t size, int device, void* stream);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 #endif
