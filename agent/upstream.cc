@@ -94,8 +94,12 @@ absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> Upstream::Register(
       h.kind = gdrstore::HandedOver::Kind::kGpuIpcHandle;
       break;
     case handoff::MemoryKind::kGpuVmmFd:
+    case handoff::MemoryKind::kGpuVmmChunks:
       h.kind = gdrstore::HandedOver::Kind::kGpuVmmFd;
       break;
+  }
+  for (const handoff::StagedChunk& c : region.source_chunks()) {
+    h.chunks.push_back(gdrstore::HandedOver::VmmChunk{c.fd.get(), c.size});
   }
   h.fd = region.source_fd();
   h.offset = s.offset;

@@ -25,7 +25,13 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::RegisterHandedOver(void* p, uint
         "handed-over memory: ", gpu ? "GPU memory needs its device pointer"
                                     : "host memory needs its address in this process"));
   }
-  if (from.kind != HandedOver::Kind::kGpuIpcHandle && from.fd < 0) {
+  const bool chunked = !from.chunks.empty();
+  if (chunked && (from.kind != HandedOver::Kind::kGpuVmmFd || from.fd >= 0)) {
+    return absl::InvalidArgumentError(
+        "handed-over memory: chunks are for VMM memory mapped from several allocations, "
+        "without a single fd");
+  }
+  if (from.kind != HandedOver::Kind::kGpuIpcHandle && from.fd < 0 && !chunked) {
     return absl::InvalidArgumentError("handed-over memory: a memfd or VMM kind needs its fd");
   }
   auto region = std::make_shared<gdr::Region>();
@@ -41,20 +47,30 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::RegisterHandedOver(void* p, uint
     region->host = static_cast<std::byte*>(p);
     region->base = reinterpret_cast<uint64_t>(p);
   }
-  HandedOver own = from;
+  // The region's own duplicates, closed with it (or once handed on, below).
+  region->handed_over = from;
+  region->handed_over->fd = -1;
+  for (HandedOver::VmmChunk& c : region->handed_over->chunks) c.fd = -1;
   if (from.fd >= 0) {
-    own.fd = ::fcntl(from.fd, F_DUPFD_CLOEXEC, 0);
-    if (own.fd < 0) return absl::ErrnoToStatus(errno, "handed-over memory: dup of its fd");
+    region->handed_over->fd = ::fcntl(from.fd, F_DUPFD_CLOEXEC, 0);
+    if (region->handed_over->fd < 0) {
+      return absl::ErrnoToStatus(errno, "handed-over memory: dup of its fd");
+    }
   }
-  region->handed_over = std::move(own);
+  for (size_t i = 0; i < from.chunks.size(); ++i) {
+    if (from.chunks[i].fd < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("handed-over memory: chunk ", i,
+                                                     " has no fd"));
+    }
+    const int fd = ::fcntl(from.chunks[i].fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return absl::ErrnoToStatus(errno, "handed-over memory: dup of a chunk's fd");
+    region->handed_over->chunks[i].fd = fd;
+  }
   absl::StatusOr<std::function<void()>> withdraw = RegisterRegion(region);
   // Transport local has handed the descriptor on (the daemon holds its own); no transport uses
   // it again. Kept for the region's life it would cost the node agent one descriptor per region
   // of its clients, per daemon.
-  if (region->handed_over->fd >= 0) {
-    ::close(region->handed_over->fd);
-    region->handed_over->fd = -1;
-  }
+  region->CloseHandedOverFds();
   if (!withdraw.ok()) return withdraw.status();
   // Counted among the live registrations, but never handed out again (RegistrationCache::Find
   // skips it): a range registered the ordinary way must not pick up another process's handle.

@@ -1,10 +1,12 @@
 #include "common/cuda/gpu_ipc.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
+#include "common/cuda/allocation_span.h"
 #include "common/cuda/context.h"
 #include "common/cuda/cuda_api.h"
 #include "common/cuda/gpu.h"
@@ -17,7 +19,8 @@ static_assert(sizeof(CUipcMemHandle) == kIpcHandleBytes, "CUipcMemHandle changed
 // A VMM import: the generic handle is released once mapped (the mapping holds the memory);
 // what is left to undo is the mapping and the address reservation.
 struct ImportedGpuMemory::Vmm {
-  size_t mapped = 0;  // bytes mapped and reserved at ptr_
+  size_t reserved = 0;               // bytes of address range reserved at ptr_
+  std::vector<uint64_t> mapped;      // each chunk mapped there, in order from ptr_
 };
 
 namespace {
@@ -77,59 +80,90 @@ absl::Status FillGpu(const CudaApi& api, int ordinal, GpuExport* out) {
   return absl::OkStatus();
 }
 
-// A VMM allocation (`handle`, retained for `ptr`) as a POSIX fd: its range is the mapping that
-// holds `ptr` (cuMemMap maps whole allocations), its GPU where the allocation lives.
-absl::StatusOr<GpuExport> ExportVmm(const CudaApi& api, uint64_t ptr,
-                                    CUmemGenericAllocationHandle handle) {
+// What holds `address`, as the driver says: a VMM allocation (it has a generic handle; its
+// mapping is the one cuMemMap made, which maps whole allocations), else a cudaMalloc one.
+absl::StatusOr<AllocationAt> FindWithDriver(const CudaApi& api, uint64_t address) {
+  CUmemGenericAllocationHandle handle = 0;
+  if (api.cuMemRetainAllocationHandle(&handle, reinterpret_cast<void*>(address)) ==
+      CUDA_SUCCESS) {
+    struct Release {
+      const CudaApi& api;
+      CUmemGenericAllocationHandle h;
+      ~Release() { api.cuMemRelease(h); }  // Retain's reference; the mapping keeps its own
+    } release{api, handle};
+    CUmemAllocationProp prop = {};
+    GDR_CU_RETURN_IF_ERROR(api, cuMemGetAllocationPropertiesFromHandle(&prop, handle));
+    if (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "GPU memory ", Where(address), " is a VMM allocation that does not live on a GPU"));
+    }
+    AllocationAt a;
+    a.kind = AllocationKind::kVmm;
+    a.ordinal = prop.location.id;
+    GDR_RETURN_IF_ERROR(UseDevice(api, a.ordinal));
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    GDR_CU_RETURN_IF_ERROR(api, cuMemGetAddressRange(&base, &size, address));
+    a.base = base;
+    a.size = size;
+    return a;
+  }
+  GDR_ASSIGN_OR_RETURN(const int ordinal, PointerOrdinal(address));
+  GDR_ASSIGN_OR_RETURN(const AllocationRange range, AllocationOf(address));
+  return AllocationAt{AllocationKind::kCudaMalloc, range.base, range.size, ordinal};
+}
+
+// The VMM allocation mapped at `base` as a POSIX fd.
+absl::StatusOr<ScopedFd> ExportVmmChunk(const CudaApi& api, uint64_t base) {
+  CUmemGenericAllocationHandle handle = 0;
+  GDR_CU_RETURN_IF_ERROR(api, cuMemRetainAllocationHandle(&handle, reinterpret_cast<void*>(base)));
+  struct Release {
+    const CudaApi& api;
+    CUmemGenericAllocationHandle h;
+    ~Release() { api.cuMemRelease(h); }
+  } release{api, handle};
   CUmemAllocationProp prop = {};
   GDR_CU_RETURN_IF_ERROR(api, cuMemGetAllocationPropertiesFromHandle(&prop, handle));
   if ((prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "GPU memory ", Where(ptr), " is a VMM allocation (cuMemCreate) that was not made "
+        "GPU memory ", Where(base), " is a VMM allocation (cuMemCreate) that was not made "
         "shareable: create it with CUmemAllocationProp.requestedHandleTypes including "
-        "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR to hand it to another process"));
+        "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR to hand it to another process (PyTorch: "
+        "gdrstore.torch.memory_pool)"));
   }
-  if (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "GPU memory ", Where(ptr), " is a VMM allocation that does not live on a GPU"));
-  }
-  GpuExport out;
-  GDR_RETURN_IF_ERROR(FillGpu(api, prop.location.id, &out));
-  GDR_RETURN_IF_ERROR(UseDevice(api, out.ordinal));
-  CUdeviceptr base = 0;
-  size_t size = 0;
-  GDR_CU_RETURN_IF_ERROR(api, cuMemGetAddressRange(&base, &size, ptr));
   int fd = -1;
   GDR_CU_RETURN_IF_ERROR(api, cuMemExportToShareableHandle(
                                   &fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-  out.kind = GpuExport::Kind::kVmmFd;
-  out.fd = ScopedFd(fd);
-  out.allocation_base = base;
-  out.allocation_size = size;
-  return out;
+  return ScopedFd(fd);
 }
 
 }  // namespace
 
-absl::StatusOr<GpuExport> ExportAllocation(uint64_t ptr) {
+absl::StatusOr<GpuExport> ExportRange(uint64_t ptr, uint64_t n, size_t max_chunks) {
   GDR_ASSIGN_OR_RETURN(const CudaApi* api, LoadedApi());
-  // Only memory mapped through the VMM API has a generic allocation handle.
-  CUmemGenericAllocationHandle handle = 0;
-  if (api->cuMemRetainAllocationHandle(&handle, reinterpret_cast<void*>(ptr)) ==
-      CUDA_SUCCESS) {
-    absl::StatusOr<GpuExport> out = ExportVmm(*api, ptr, handle);
-    api->cuMemRelease(handle);  // the reference Retain took; the mapping keeps its own
+  GDR_ASSIGN_OR_RETURN(
+      std::vector<AllocationAt> pieces,
+      AllocationsOfRange(
+          ptr, n, [api](uint64_t at) { return FindWithDriver(*api, at); }, max_chunks));
+  const AllocationAt& first = pieces.front();
+  GpuExport out;
+  GDR_RETURN_IF_ERROR(FillGpu(*api, first.ordinal, &out));
+  GDR_RETURN_IF_ERROR(UseDevice(*api, first.ordinal));
+  out.allocation_base = first.base;
+  if (first.kind == AllocationKind::kVmm) {
+    out.kind = GpuExport::Kind::kVmmFd;
+    uint64_t total = 0;
+    for (const AllocationAt& a : pieces) {
+      GDR_ASSIGN_OR_RETURN(ScopedFd fd, ExportVmmChunk(*api, a.base));
+      out.chunks.push_back(ExportedChunk{std::move(fd), a.size});
+      total += a.size;
+    }
+    out.allocation_size = total;
     return out;
   }
-  GDR_ASSIGN_OR_RETURN(const int ordinal, PointerOrdinal(ptr));
-  GDR_ASSIGN_OR_RETURN(const AllocationRange range, AllocationOf(ptr));
-  GpuExport out;
-  GDR_RETURN_IF_ERROR(FillGpu(*api, ordinal, &out));
-  GDR_RETURN_IF_ERROR(UseDevice(*api, ordinal));
-  out.allocation_base = range.base;
-  out.allocation_size = range.size;
+  out.allocation_size = first.size;
   CUipcMemHandle h;
-  const CUresult r = api->cuIpcGetMemHandle(&h, range.base);
+  const CUresult r = api->cuIpcGetMemHandle(&h, first.base);
   if (r != CUDA_SUCCESS) {
     // Stream-ordered pool memory (cudaMallocAsync) and managed memory have no legacy handle.
     return absl::FailedPreconditionError(absl::StrCat(
@@ -142,6 +176,8 @@ absl::StatusOr<GpuExport> ExportAllocation(uint64_t ptr) {
   out.kind = GpuExport::Kind::kIpcHandle;
   return out;
 }
+
+absl::StatusOr<GpuExport> ExportAllocation(uint64_t ptr) { return ExportRange(ptr, 1, 1); }
 
 // ---- ImportedGpuMemory ----
 
@@ -190,55 +226,84 @@ absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::OpenIpcHan
 
 absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::ImportVmmFd(
     int fd, const std::string& pci, size_t allocation_size) {
+  return ImportVmmChunks({VmmChunk{fd, allocation_size}}, pci, allocation_size);
+}
+
+absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::ImportVmmChunks(
+    const std::vector<VmmChunk>& chunks, const std::string& pci, size_t allocation_size) {
   GDR_ASSIGN_OR_RETURN(const CudaApi* api, LoadedApi());
-  if (allocation_size == 0) {
+  if (allocation_size == 0 || chunks.empty()) {
     return absl::InvalidArgumentError("VMM import: the allocation size is 0");
   }
   GDR_ASSIGN_OR_RETURN(const int ordinal, OrdinalOf(pci));
   GDR_RETURN_IF_ERROR(UseDevice(*api, ordinal));
-  CUmemGenericAllocationHandle handle = 0;
-  CUresult r = api->cuMemImportFromShareableHandle(
-      &handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
-      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-  if (r != CUDA_SUCCESS) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the descriptor handed over for GPU ", pci, " is not a VMM allocation's shareable "
-        "handle: ", CudaError(*api, r, "cuMemImportFromShareableHandle", __FILE__, __LINE__)
-                        .message()));
-  }
-  // The mapping holds the memory from here on; the handle's own reference goes at return.
-  struct Release {
+  const bool several = chunks.size() > 1;
+  auto which = [&](size_t i) {
+    return several ? absl::StrCat("chunk ", i, " of ", chunks.size(), ": ") : std::string();
+  };
+  // Every chunk imported first (the handles keep the memory until mapped), so that the range
+  // can be reserved with the coarsest granularity any of them needs.
+  struct Handles {
     const CudaApi* api;
-    CUmemGenericAllocationHandle h;
-    ~Release() { api->cuMemRelease(h); }
-  } release{api, handle};
-  CUmemAllocationProp prop = {};
-  GDR_CU_RETURN_IF_ERROR(*api, cuMemGetAllocationPropertiesFromHandle(&prop, handle));
-  size_t granule = 0;
-  GDR_CU_RETURN_IF_ERROR(*api, cuMemGetAllocationGranularity(&granule, &prop,
-                                                             CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-  if (granule == 0 || allocation_size % granule != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "VMM import: the allocation size ", allocation_size,
-        " is not a multiple of the allocation granularity ", granule));
+    std::vector<CUmemGenericAllocationHandle> h;
+    ~Handles() {
+      for (CUmemGenericAllocationHandle x : h) api->cuMemRelease(x);  // the mapping keeps its own
+    }
+  } handles{api, {}};
+  size_t align = 0;
+  uint64_t sum = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    CUmemGenericAllocationHandle handle = 0;
+    const CUresult r = api->cuMemImportFromShareableHandle(
+        &handle, reinterpret_cast<void*>(static_cast<uintptr_t>(chunks[i].fd)),
+        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (r != CUDA_SUCCESS) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          which(i), "the descriptor handed over for GPU ", pci,
+          " is not a VMM allocation's shareable handle: ",
+          CudaError(*api, r, "cuMemImportFromShareableHandle", __FILE__, __LINE__).message()));
+    }
+    handles.h.push_back(handle);
+    CUmemAllocationProp prop = {};
+    GDR_CU_RETURN_IF_ERROR(*api, cuMemGetAllocationPropertiesFromHandle(&prop, handle));
+    size_t granule = 0;
+    GDR_CU_RETURN_IF_ERROR(*api, cuMemGetAllocationGranularity(
+                                     &granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    if (granule == 0 || chunks[i].size % granule != 0 || sum % granule != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "VMM import: ", which(i), chunks[i].size, " bytes at +", sum,
+          " is not a multiple of the allocation granularity ", granule));
+    }
+    align = std::max(align, granule);
+    if (chunks[i].size > UINT64_MAX - sum) {
+      return absl::InvalidArgumentError("VMM import: the chunks' sizes overflow");
+    }
+    sum += chunks[i].size;
+  }
+  if (sum != allocation_size) {
+    return absl::InvalidArgumentError(absl::StrCat("VMM import: the chunks hold ", sum,
+                                                   " bytes, the region says ", allocation_size));
   }
   CUdeviceptr va = 0;
-  GDR_CU_RETURN_IF_ERROR(*api, cuMemAddressReserve(&va, allocation_size, granule, 0, 0));
+  GDR_CU_RETURN_IF_ERROR(*api, cuMemAddressReserve(&va, allocation_size, align, 0, 0));
   std::unique_ptr<ImportedGpuMemory> m(new ImportedGpuMemory());
   m->ptr_ = va;
   m->ordinal_ = ordinal;
   m->vmm_ = std::make_unique<Vmm>();
-  r = api->cuMemMap(va, allocation_size, 0, handle, 0);
-  if (r != CUDA_SUCCESS) {
-    api->cuMemAddressFree(va, allocation_size);
-    m->ptr_ = 0;
-    // Most often a size larger than what the exporter allocated.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "VMM import of ", allocation_size, " bytes on GPU ", pci, ": ",
-        CudaError(*api, r, "cuMemMap", __FILE__, __LINE__).message(),
-        " (is the size the allocation's?)"));
+  m->vmm_->reserved = allocation_size;  // from here the destructor unmaps and frees
+  uint64_t at = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const CUresult r = api->cuMemMap(va + at, chunks[i].size, 0, handles.h[i], 0);
+    if (r != CUDA_SUCCESS) {
+      // Most often a size larger than what the exporter allocated.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "VMM import: ", which(i), chunks[i].size, " bytes on GPU ", pci, ": ",
+          CudaError(*api, r, "cuMemMap", __FILE__, __LINE__).message(),
+          " (is the size the allocation's?)"));
+    }
+    m->vmm_->mapped.push_back(chunks[i].size);
+    at += chunks[i].size;
   }
-  m->vmm_->mapped = allocation_size;  // from here the destructor unmaps and frees
   m->size_ = allocation_size;
   GDR_RETURN_IF_ERROR(GrantReadWrite(*api, va, allocation_size, ordinal));
   return m;
@@ -251,12 +316,16 @@ ImportedGpuMemory::~ImportedGpuMemory() {
   const CudaApi& api = **loaded;
   if (!UseDevice(api, ordinal_).ok()) return;
   if (vmm_ != nullptr) {
-    if (vmm_->mapped == 0) return;
-    const CUresult u = api.cuMemUnmap(ptr_, vmm_->mapped);
-    if (u != CUDA_SUCCESS) {
-      GDR_LOG(kError) << CudaError(api, u, "cuMemUnmap", __FILE__, __LINE__).message();
+    if (vmm_->reserved == 0) return;
+    uint64_t at = 0;
+    for (const uint64_t size : vmm_->mapped) {
+      const CUresult u = api.cuMemUnmap(ptr_ + at, size);
+      if (u != CUDA_SUCCESS) {
+        GDR_LOG(kError) << CudaError(api, u, "cuMemUnmap", __FILE__, __LINE__).message();
+      }
+      at += size;
     }
-    const CUresult f = api.cuMemAddressFree(ptr_, vmm_->mapped);
+    const CUresult f = api.cuMemAddressFree(ptr_, vmm_->reserved);
     if (f != CUDA_SUCCESS) {
       GDR_LOG(kError) << CudaError(api, f, "cuMemAddressFree", __FILE__, __LINE__).message();
     }

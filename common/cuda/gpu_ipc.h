@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -20,23 +21,41 @@ namespace gdr::cuda {
 
 inline constexpr size_t kIpcHandleBytes = 64;  // sizeof(CUipcMemHandle)
 
-// How the allocation that holds a device pointer can be handed to another process.
+// One VMM allocation of an export: its shareable handle and its bytes.
+struct ExportedChunk {
+  ScopedFd fd;
+  uint64_t size = 0;
+};
+
+// How the allocations that hold a device range can be handed to another process.
 struct GpuExport {
   enum class Kind { kIpcHandle, kVmmFd };
   Kind kind = Kind::kIpcHandle;
   std::array<uint8_t, kIpcHandleBytes> ipc_handle{};  // kIpcHandle
-  ScopedFd fd;                                         // kVmmFd: the shareable handle
-  uint64_t allocation_base = 0;  // the allocation's start in this process
-  size_t allocation_size = 0;
+  // kVmmFd: the VMM allocations mapped side by side from allocation_base, in address order
+  // (one, or several where the range spans chunks: PyTorch's expandable segments).
+  std::vector<ExportedChunk> chunks;
+  uint64_t allocation_base = 0;  // the (first) allocation's start in this process
+  size_t allocation_size = 0;    // all of them together
   std::string pci;  // the GPU's canonical PCI address
   int ordinal = -1;
 };
 
-// Exports the allocation holding `ptr`: a VMM allocation (cuMemRetainAllocationHandle
-// succeeds) as a POSIX fd, which needs its handle type to have been requested at creation
-// (FAILED_PRECONDITION saying so otherwise); any other device allocation as a CUDA IPC handle
-// (cuIpcGetMemHandle). INVALID_ARGUMENT when `ptr` is not device memory the driver knows.
+// Exports the allocations holding [ptr, ptr + n) (AllocationsOfRange's walk, at most
+// `max_chunks`): VMM allocations (cuMemRetainAllocationHandle succeeds) as a POSIX fd each,
+// which needs that handle type requested at creation (FAILED_PRECONDITION saying so
+// otherwise); one other device allocation as a CUDA IPC handle (cuIpcGetMemHandle).
+// INVALID_ARGUMENT when the range is not device memory the driver knows, or spans what cannot
+// be handed over as one (two kinds, two cudaMalloc allocations, two GPUs: named).
+absl::StatusOr<GpuExport> ExportRange(uint64_t ptr, uint64_t n, size_t max_chunks);
+// The one allocation holding `ptr`, as ExportRange(ptr, 1, 1).
 absl::StatusOr<GpuExport> ExportAllocation(uint64_t ptr);
+
+// A VMM allocation's descriptor handed over, and its bytes (ImportedGpuMemory::ImportVmmChunks).
+struct VmmChunk {
+  int fd = -1;  // borrowed
+  uint64_t size = 0;
+};
 
 // Device memory another process exported, mapped into this one on the GPU `pci` names. Closed
 // (cuIpcCloseMemHandle, or unmapped and released for VMM) on destruction. Thread-safe copies.
@@ -50,6 +69,11 @@ class ImportedGpuMemory {
   // cuMemImportFromShareableHandle, then reserve, map and make read-write for the GPU `pci`.
   static absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportVmmFd(
       int fd, const std::string& pci, size_t allocation_size);
+  // The same for VMM allocations mapped side by side, as they lay in the exporter: one address
+  // range reserved for `allocation_size` (their sum), each chunk mapped at its offset.
+  // INVALID_ARGUMENT naming the chunk that is not an allocation's handle or not its size.
+  static absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportVmmChunks(
+      const std::vector<VmmChunk>& chunks, const std::string& pci, size_t allocation_size);
   ~ImportedGpuMemory();
   ImportedGpuMemory(const ImportedGpuMemory&) = delete;
   ImportedGpuMemory& operator=(const ImportedGpuMemory&) = delete;

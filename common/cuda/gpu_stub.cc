@@ -64,6 +64,7 @@ StagingPipe::Result StagingPipe::FromDevice(
 absl::Status StagingPipe::Sync() { return absl::OkStatus(); }
 bool StagingPipe::busy() const { return false; }
 
+absl::StatusOr<GpuExport> ExportRange(uint64_t, uint64_t, size_t) { return NoCuda(); }
 absl::StatusOr<GpuExport> ExportAllocation(uint64_t) { return NoCuda(); }
 struct ImportedGpuMemory::Vmm {};
 absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::OpenIpcHandle(
@@ -72,6 +73,10 @@ absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::OpenIpcHan
 }
 absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::ImportVmmFd(
     int, const std::string&, size_t) {
+  return NoCuda();
+}
+absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::ImportVmmChunks(
+    const std::vector<VmmChunk>&, const std::string&, size_t) {
   return NoCuda();
 }
 ImportedGpuMemory::~ImportedGpuMemory() = default;

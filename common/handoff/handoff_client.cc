@@ -136,6 +136,10 @@ absl::Status HandoffClient::status() const {
 
 absl::StatusOr<Message> HandoffClient::Call(Body body, int fd, ScopedFd* received) {
   absl::MutexLock lock(&mu_);
+  return CallLocked(std::move(body), fd, received);
+}
+
+absl::StatusOr<Message> HandoffClient::CallLocked(Body body, int fd, ScopedFd* received) {
   if (!broken_.ok()) return broken_;
   Message request{next_request_++, std::move(body)};
   if (next_request_ == 0) next_request_ = 1;  // 0 is the server's "no request"
@@ -167,6 +171,43 @@ absl::StatusOr<uint32_t> HandoffClient::Register(const handoff::Register& region
         fd >= 0 ? "one was" : "none was"));
   }
   absl::StatusOr<Message> reply = Call(region, fd);
+  if (!reply.ok()) return reply.status();
+  if (const auto* r = std::get_if<Registered>(&reply->body)) return r->rkey;
+  return absl::UnavailableError(absl::StrCat("REGISTER answered with ",
+                                             MessageTypeName(TypeOf(reply->body))));
+}
+
+absl::StatusOr<uint32_t> HandoffClient::RegisterChunks(const handoff::Register& region,
+                                                       const std::vector<Chunk>& chunks) {
+  if (region.kind != MemoryKind::kGpuVmmChunks) {
+    return absl::InvalidArgumentError(absl::StrCat("chunks are staged for a gpu-vmm-chunks "
+                                                   "region, not ",
+                                                   MemoryKindName(region.kind)));
+  }
+  if (chunks.empty() || chunks.size() > kMaxChunks) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a gpu-vmm-chunks region is handed over from 1..%u chunks; %u given", kMaxChunks,
+        chunks.size()));
+  }
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (chunks[i].fd < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("chunk ", i, " has no descriptor"));
+    }
+    absl::StatusOr<Message> staged = CallLocked(RegisterChunk{chunks[i].size}, chunks[i].fd,
+                                                nullptr);
+    if (!staged.ok()) return staged.status();
+    const auto* ok = std::get_if<ChunkStaged>(&staged->body);
+    if (ok == nullptr || ok->staged != i + 1) {
+      // Out of step: the server's staging is not what this client sent.
+      broken_ = absl::UnavailableError(absl::StrCat(
+          "REGISTER_CHUNK ", i, " answered with ", MessageTypeName(TypeOf(staged->body)),
+          ok ? absl::StrCat(" counting ", ok->staged) : ""));
+      fd_.Reset();
+      return broken_;
+    }
+  }
+  absl::StatusOr<Message> reply = CallLocked(region, -1, nullptr);
   if (!reply.ok()) return reply.status();
   if (const auto* r = std::get_if<Registered>(&reply->body)) return r->rkey;
   return absl::UnavailableError(absl::StrCat("REGISTER answered with ",

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -37,6 +38,17 @@ class HandoffClient {
   // Hands a region over; `fd` is -1 for kinds that carry none (FdsFor). The rkey the server
   // assigned, or its ERROR as a status; UNAVAILABLE once the connection is gone.
   absl::StatusOr<uint32_t> Register(const Register& region, int fd);
+  // A region mapped from several VMM allocations side by side (region.kind kGpuVmmChunks): each
+  // allocation's descriptor (borrowed) and bytes, in address order, staged one REGISTER_CHUNK
+  // each, then the REGISTER that maps them, with the connection held throughout so that no
+  // other request of this client comes between. As Register otherwise; INVALID_ARGUMENT for no
+  // chunks or more than kMaxChunks.
+  struct Chunk {
+    int fd = -1;
+    uint64_t size = 0;
+  };
+  absl::StatusOr<uint32_t> RegisterChunks(const handoff::Register& region,
+                                          const std::vector<Chunk>& chunks);
   absl::Status Deregister(uint32_t rkey);
   // Asks the server (the agent) for a channel: the client's end of a connected SOCK_STREAM
   // socket pair the server made and serves gRPC on. The server's refusal as a status.
@@ -55,6 +67,8 @@ class HandoffClient {
   // `received`: where a descriptor the reply carries goes (null: none is expected).
   absl::StatusOr<Message> Call(Body body, int fd, ScopedFd* received = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<Message> CallLocked(Body body, int fd, ScopedFd* received)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string path_;
   const HelloOk hello_;

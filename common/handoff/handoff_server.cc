@@ -153,6 +153,7 @@ class HandoffServer::Impl {
   struct Session {
     SessionInfo info;
     std::vector<ChannelRef> channels;  // those not yet seen closed
+    std::vector<StagedChunk> staged;   // REGISTER_CHUNKs for the next REGISTER, in order
   };
   void AcceptLoop();
   void Reap();
@@ -169,7 +170,8 @@ class HandoffServer::Impl {
   // The reply to `m`; `*send` is a descriptor it carries (CHANNEL_OPEN).
   absl::StatusOr<Body> Handle(Session* session, Message m, std::vector<ScopedFd> fds,
                               ScopedFd* send);
-  absl::StatusOr<Body> HandleRegister(const SessionInfo& info, const Register& r, ScopedFd fd);
+  absl::StatusOr<Body> HandleRegister(Session* session, const Register& r, ScopedFd fd);
+  absl::StatusOr<Body> HandleRegisterChunk(Session* session, const RegisterChunk& c, ScopedFd fd);
   absl::StatusOr<Body> HandleOpenChannel(Session* session, ScopedFd* send);
   // The session's channel limit now (the configured one, or derived from RLIMIT_NOFILE) and
   // how a refusal names it.
@@ -331,7 +333,7 @@ void HandoffServer::Impl::Serve(Conn* c) {
   const int fd = c->fd.get();
   SetSendTimeout(fd, opt_.hello_timeout);  // a peer that does not read holds no thread for ever
   if (std::optional<SessionInfo> info = OpenSession(fd)) {
-    Session session{*std::move(info), {}};
+    Session session{*std::move(info), {}, {}};
     ServeSession(fd, &session);
     const size_t regions = table_.Close(session.info.id);
     // A channel lives no longer than its session: ops on it would find no regions, and a
@@ -448,7 +450,10 @@ absl::StatusOr<Body> HandoffServer::Impl::Handle(Session* session, Message m,
   const SessionInfo& info = session->info;
   ScopedFd fd = fds.empty() ? ScopedFd() : std::move(fds[0]);
   if (const auto* r = std::get_if<Register>(&m.body)) {
-    return HandleRegister(info, *r, std::move(fd));
+    return HandleRegister(session, *r, std::move(fd));
+  }
+  if (const auto* c = std::get_if<RegisterChunk>(&m.body)) {
+    return HandleRegisterChunk(session, *c, std::move(fd));
   }
   if (const auto* d = std::get_if<Deregister>(&m.body)) {
     if (absl::Status s = table_.Remove(info.id, d->rkey); !s.ok()) return s;
@@ -463,12 +468,42 @@ absl::StatusOr<Body> HandoffServer::Impl::Handle(Session* session, Message m,
       absl::StrCat(type, " is a server's reply, not a request a client sends"));
 }
 
-absl::StatusOr<Body> HandoffServer::Impl::HandleRegister(const SessionInfo& info,
-                                                         const Register& r, ScopedFd fd) {
+absl::StatusOr<Body> HandoffServer::Impl::HandleRegisterChunk(Session* session,
+                                                              const RegisterChunk& c,
+                                                              ScopedFd fd) {
+  std::vector<StagedChunk>& staged = session->staged;
+  if (staged.size() >= kMaxChunks) {
+    // The client is out of step (or hostile): what it staged is dropped with this refusal.
+    staged.clear();
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "REGISTER_CHUNK refused: a region is staged from at most %u chunks; the %u staged are "
+        "dropped",
+        kMaxChunks, kMaxChunks));
+  }
+  // The chunk's descriptor is held until the REGISTER that maps it: it must leave the reserve.
+  if (absl::Status s = budget_.Check(0, "REGISTER_CHUNK"); !s.ok()) {
+    staged.clear();
+    return absl::Status(s.code(), absl::StrCat(s.message(), " (the chunks staged are dropped)"));
+  }
+  staged.push_back(StagedChunk{std::move(fd), c.size});
+  return ChunkStaged{static_cast<uint32_t>(staged.size())};
+}
+
+absl::StatusOr<Body> HandoffServer::Impl::HandleRegister(Session* session, const Register& r,
+                                                         ScopedFd fd) {
+  const SessionInfo& info = session->info;
+  std::vector<StagedChunk> chunks = std::move(session->staged);
+  session->staged.clear();
+  if (r.kind != MemoryKind::kGpuVmmChunks && !chunks.empty()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "REGISTER of %s memory while %u REGISTER_CHUNKs are staged (they are for a REGISTER of "
+        "gpu-vmm-chunks); the chunks are dropped",
+        MemoryKindName(r.kind), chunks.size()));
+  }
   absl::StatusOr<uint32_t> rkey = table_.Reserve(info.id, r.size);
   if (!rkey.ok()) return rkey.status();
   absl::StatusOr<std::shared_ptr<ImportedRegion>> region =
-      ImportedRegion::Import(r, std::move(fd), *rkey);
+      ImportedRegion::Import(r, std::move(fd), *rkey, std::move(chunks));
   if (!region.ok()) return region.status();
   if (opt_.on_register) {
     if (absl::Status s = opt_.on_register(info, *region); !s.ok()) return s;

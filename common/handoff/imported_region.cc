@@ -59,12 +59,41 @@ absl::Status CheckMemfd(int fd, const Register& r) {
   return absl::OkStatus();
 }
 
+// The staged chunks of a gpu-vmm-chunks REGISTER, checked against what it says they hold.
+absl::StatusOr<std::vector<cuda::VmmChunk>> ChunksOf(const std::vector<StagedChunk>& chunks,
+                                                     const Register& r) {
+  if (chunks.empty()) {
+    return absl::InvalidArgumentError(
+        "REGISTER of gpu-vmm-chunks memory with no REGISTER_CHUNK staged before it");
+  }
+  std::vector<cuda::VmmChunk> out;
+  out.reserve(chunks.size());
+  uint64_t total = 0;
+  for (const StagedChunk& c : chunks) {
+    if (!c.fd.valid() || c.size == 0 || c.size > UINT64_MAX - total) {
+      return absl::InvalidArgumentError("a staged chunk without a descriptor or a size");
+    }
+    total += c.size;
+    out.push_back(cuda::VmmChunk{c.fd.get(), c.size});
+  }
+  if (total != r.allocation_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "REGISTER of gpu-vmm-chunks memory says its allocations hold %u bytes; the %u chunks "
+        "staged hold %u",
+        r.allocation_size, chunks.size(), total));
+  }
+  return out;
+}
+
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<ImportedRegion>> ImportedRegion::Import(const Register& r,
-                                                                       ScopedFd fd,
-                                                                       uint32_t rkey) {
+absl::StatusOr<std::shared_ptr<ImportedRegion>> ImportedRegion::Import(
+    const Register& r, ScopedFd fd, uint32_t rkey, std::vector<StagedChunk> chunks) {
   if (r.size == 0) return absl::InvalidArgumentError("a region of 0 bytes");
+  if (r.kind != MemoryKind::kGpuVmmChunks && !chunks.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a %s region takes no staged chunks (%u given)", MemoryKindName(r.kind), chunks.size()));
+  }
   if (r.address + r.size < r.address) {
     return absl::InvalidArgumentError("the region's address + size wraps around");
   }
@@ -102,7 +131,8 @@ absl::StatusOr<std::shared_ptr<ImportedRegion>> ImportedRegion::Import(const Reg
       return region;
     }
     case MemoryKind::kGpuIpc:
-    case MemoryKind::kGpuVmmFd: {
+    case MemoryKind::kGpuVmmFd:
+    case MemoryKind::kGpuVmmChunks: {
       if (r.allocation_size < r.offset || r.size > r.allocation_size - r.offset) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "the region (offset %u + size %u) lies past the GPU allocation's %u bytes", r.offset,
@@ -111,6 +141,10 @@ absl::StatusOr<std::shared_ptr<ImportedRegion>> ImportedRegion::Import(const Reg
       absl::StatusOr<std::unique_ptr<cuda::ImportedGpuMemory>> gpu;
       if (r.kind == MemoryKind::kGpuIpc) {
         gpu = cuda::ImportedGpuMemory::OpenIpcHandle(r.ipc_handle, r.gpu, r.allocation_size);
+      } else if (r.kind == MemoryKind::kGpuVmmChunks) {
+        absl::StatusOr<std::vector<cuda::VmmChunk>> pieces = ChunksOf(chunks, r);
+        if (!pieces.ok()) return pieces.status();
+        gpu = cuda::ImportedGpuMemory::ImportVmmChunks(*pieces, r.gpu, r.allocation_size);
       } else {
         if (!fd.valid()) {
           return absl::InvalidArgumentError("a gpu-vmm-fd region without its descriptor");
@@ -127,6 +161,7 @@ absl::StatusOr<std::shared_ptr<ImportedRegion>> ImportedRegion::Import(const Reg
       region->gpu_offset_ = r.offset;
       region->source_ = r;
       region->source_fd_ = std::move(fd);
+      region->source_chunks_ = std::move(chunks);
       return region;
     }
   }

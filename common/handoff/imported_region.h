@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/base/socket.h"
@@ -21,6 +22,13 @@ class ImportedGpuMemory;
 
 namespace gdr::handoff {
 
+// One VMM allocation of a range mapped from several (REGISTER_CHUNK): its shareable descriptor
+// and its bytes.
+struct StagedChunk {
+  ScopedFd fd;
+  uint64_t size = 0;
+};
+
 class ImportedRegion {
  public:
   // Maps what `r` describes. kHostMemfd: `fd` must be a memfd or regular file (fstat) at least
@@ -28,9 +36,11 @@ class ImportedRegion {
   // memfd"); mapped shared, writable only when r.writable. GPU kinds: imported through
   // common/cuda/gpu_ipc.h on the GPU r.gpu names (FAILED_PRECONDITION naming the cause when
   // this host has no driver or cannot import, INVALID_ARGUMENT for a range past the
-  // allocation). `rkey` is what the server assigned.
-  static absl::StatusOr<std::shared_ptr<ImportedRegion>> Import(const Register& r, ScopedFd fd,
-                                                                uint32_t rkey);
+  // allocation). kGpuVmmChunks: `chunks` (what the session staged, in address order) are mapped
+  // side by side and must add up to r.allocation_size; every other kind takes none. `rkey` is
+  // what the server assigned.
+  static absl::StatusOr<std::shared_ptr<ImportedRegion>> Import(
+      const Register& r, ScopedFd fd, uint32_t rkey, std::vector<StagedChunk> chunks = {});
   ~ImportedRegion();
   ImportedRegion(const ImportedRegion&) = delete;
   ImportedRegion& operator=(const ImportedRegion&) = delete;
@@ -52,10 +62,15 @@ class ImportedRegion {
   // CUDA does not export imported memory again, and a memfd is better passed than copied).
   const Register& source() const { return source_; }
   int source_fd() const { return source_fd_.get(); }
-  // Closes the descriptor: the mapping (or the driver's import) keeps the memory. The handoff
+  // kGpuVmmChunks: each chunk's descriptor (-1 once released) and bytes.
+  const std::vector<StagedChunk>& source_chunks() const { return source_chunks_; }
+  // Closes the descriptors: the mapping (or the driver's import) keeps the memory. The handoff
   // server calls it once on_register has handed the memory on, so that a region holds no
   // descriptor of the process for its life. Not thread-safe against source_fd().
-  void ReleaseDescriptor() { source_fd_.Reset(); }
+  void ReleaseDescriptor() {
+    source_fd_.Reset();
+    for (StagedChunk& c : source_chunks_) c.fd.Reset();
+  }
 
  private:
   ImportedRegion() = default;
@@ -72,6 +87,7 @@ class ImportedRegion {
   uint64_t gpu_offset_ = 0;  // GPU: byte 0 of the region from the allocation's base
   Register source_;
   ScopedFd source_fd_;
+  std::vector<StagedChunk> source_chunks_;
 };
 
 }  // namespace gdr::handoff

@@ -93,8 +93,8 @@ struct Overloaded : Ts... {
 template <class... Ts>
 Overloaded(Ts...) -> Overloaded<Ts...>;
 
-bool KnownKind(uint8_t k) { return k >= 1 && k <= 3; }
-bool KnownType(uint16_t t) { return t >= 1 && t <= 9; }
+bool KnownKind(uint8_t k) { return k >= 1 && k <= 4; }
+bool KnownType(uint16_t t) { return t >= 1 && t <= 11; }
 
 void EncodeBody(Writer& w, const Body& body) {
   std::visit(Overloaded{
@@ -121,6 +121,8 @@ void EncodeBody(Writer& w, const Body& body) {
                    w.Put<uint32_t>(m.code);
                    w.String(m.message, kMaxErrorBytes);
                  },
+                 [&](const RegisterChunk& m) { w.Put<uint64_t>(m.size); },
+                 [&](const ChunkStaged& m) { w.Put<uint32_t>(m.staged); },
                  [&](const Deregistered&) {}, [&](const OpenChannel&) {},
                  [&](const ChannelOpen&) {}},
              body);
@@ -141,7 +143,7 @@ absl::Status CheckRegister(const Register& m) {
     if (m.allocation_size != 0 || !m.gpu.empty()) {
       return absl::InvalidArgumentError(
           "REGISTER of host-memfd memory names a GPU allocation (allocation_size and gpu are "
-          "for gpu-ipc and gpu-vmm-fd)");
+          "for the GPU kinds)");
     }
     return absl::OkStatus();
   }
@@ -214,6 +216,12 @@ absl::StatusOr<Body> DecodeBody(MessageType type, Reader& r) {
       body = std::move(m);
       break;
     }
+    case MessageType::kRegisterChunk:
+      body = RegisterChunk{r.Get<uint64_t>("REGISTER_CHUNK size")};
+      break;
+    case MessageType::kChunkStaged:
+      body = ChunkStaged{r.Get<uint32_t>("CHUNK_STAGED staged")};
+      break;
   }
   const char* name = MessageTypeName(type);
   if (absl::Status s = r.Finish(name); !s.ok()) return s;
@@ -223,6 +231,14 @@ absl::StatusOr<Body> DecodeBody(MessageType type, Reader& r) {
   }
   if (const auto* m = std::get_if<Register>(&body)) {
     if (absl::Status s = CheckRegister(*m); !s.ok()) return s;
+  }
+  if (const auto* m = std::get_if<RegisterChunk>(&body); m && m->size == 0) {
+    return absl::InvalidArgumentError("REGISTER_CHUNK of 0 bytes (size must be > 0)");
+  }
+  if (const auto* m = std::get_if<ChunkStaged>(&body);
+      m && (m->staged == 0 || m->staged > kMaxChunks)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("CHUNK_STAGED counts %u chunks (1..%u)", m->staged, kMaxChunks));
   }
   if (const auto* m = std::get_if<Registered>(&body); m && m->rkey == 0) {
     return absl::InvalidArgumentError("REGISTERED names rkey 0");
@@ -247,6 +263,8 @@ const char* MemoryKindName(MemoryKind kind) {
       return "gpu-ipc";
     case MemoryKind::kGpuVmmFd:
       return "gpu-vmm-fd";
+    case MemoryKind::kGpuVmmChunks:
+      return "gpu-vmm-chunks";
   }
   return "unknown";
 }
@@ -275,6 +293,10 @@ const char* MessageTypeName(MessageType type) {
       return "CHANNEL_OPEN";
     case MessageType::kError:
       return "ERROR";
+    case MessageType::kRegisterChunk:
+      return "REGISTER_CHUNK";
+    case MessageType::kChunkStaged:
+      return "CHUNK_STAGED";
   }
   return "UNKNOWN";
 }
@@ -283,7 +305,9 @@ size_t FdsFor(const Body& body) {
   if (const auto* r = std::get_if<Register>(&body)) {
     return r->kind == MemoryKind::kHostMemfd || r->kind == MemoryKind::kGpuVmmFd ? 1 : 0;
   }
-  return std::holds_alternative<ChannelOpen>(body) ? 1 : 0;
+  return std::holds_alternative<ChannelOpen>(body) || std::holds_alternative<RegisterChunk>(body)
+             ? 1
+             : 0;
 }
 
 std::string Encode(const Message& message) {

@@ -13,6 +13,15 @@
 //                               <-  DEREGISTERED | ERROR
 //   OPEN_CHANNEL                ->  (agent only: a socket to speak gRPC to the agent on)
 //                               <-  CHANNEL_OPEN +fd | ERROR
+//   REGISTER_CHUNK{size} +fd    ->  (one per VMM allocation of a range mapped from several)
+//                               <-  CHUNK_STAGED{staged} | ERROR
+//   REGISTER{gpu-vmm-chunks}    ->  (takes the chunks staged so far, in order)
+//                               <-  REGISTERED | ERROR
+// A GPU range can span several VMM allocations mapped side by side (PyTorch's expandable
+// segments map a tensor's memory in 20 MiB chunks): each allocation has its own descriptor, so
+// the client stages them one per REGISTER_CHUNK and a REGISTER of kind gpu-vmm-chunks maps them
+// side by side, as they lie in the client. A REGISTER of another kind, or the session's end,
+// drops what is staged.
 // The server makes the channel's socket pair and hands the client its end: a socket whose file
 // the client shares cannot have its flags (O_NONBLOCK) changed under the server's gRPC poller.
 //
@@ -52,6 +61,8 @@ enum class MessageType : uint16_t {
   kOpenChannel = 7,
   kChannelOpen = 8,
   kError = 9,
+  kRegisterChunk = 10,
+  kChunkStaged = 11,
 };
 
 // How a region's memory is handed over.
@@ -59,9 +70,13 @@ enum class MemoryKind : uint8_t {
   kHostMemfd = 1,  // + a memfd (or any mmap-able regular-file fd); `offset` into it
   kGpuIpc = 2,     // a CUDA IPC handle of a cuMemAlloc allocation; no fd
   kGpuVmmFd = 3,   // a VMM allocation exported as a POSIX fd (cuMemExportToShareableHandle); + fd
+  kGpuVmmChunks = 4,  // VMM allocations mapped side by side, staged by REGISTER_CHUNK; no fd
 };
 
-// "host-memfd", "gpu-ipc", "gpu-vmm-fd".
+// The most chunks one region may be staged from: 4096 of PyTorch's 20 MiB chunks is 80 GiB.
+inline constexpr uint32_t kMaxChunks = 4096;
+
+// "host-memfd", "gpu-ipc", "gpu-vmm-fd", "gpu-vmm-chunks".
 const char* MemoryKindName(MemoryKind kind);
 
 struct Hello {
@@ -82,7 +97,8 @@ struct Register {
   // Where the region starts in what the handle names: bytes into the memfd, or from the GPU
   // allocation's base (an interior pointer).
   uint64_t offset = 0;
-  // GPU kinds: the whole allocation's bytes (what the importer maps); host: 0.
+  // GPU kinds: the whole allocation's bytes (what the importer maps; for gpu-vmm-chunks the sum
+  // of the staged chunks', `offset` counting from the first's base); host: 0.
   uint64_t allocation_size = 0;
   std::array<uint8_t, kIpcHandleBytes> ipc_handle{};  // kGpuIpc only
   std::string gpu;  // GPU kinds: the GPU's PCI address "0000:b7:00.0"; <= 32 bytes
@@ -96,6 +112,15 @@ struct Deregister {
   uint32_t rkey = 0;
 };
 
+// One VMM allocation of a range mapped from several; its shareable descriptor rides along.
+struct RegisterChunk {
+  uint64_t size = 0;  // the allocation's bytes, > 0
+};
+
+struct ChunkStaged {
+  uint32_t staged = 0;  // chunks the session has staged for its next REGISTER, this one included
+};
+
 struct OpenChannel {};
 struct ChannelOpen {};
 struct Deregistered {};
@@ -105,8 +130,9 @@ struct Error {
   std::string message;  // <= kMaxErrorBytes
 };
 
+// In wire order: the alternative's index + 1 is its MessageType.
 using Body = std::variant<Hello, HelloOk, Register, Registered, Deregister, Deregistered,
-                          OpenChannel, ChannelOpen, Error>;
+                          OpenChannel, ChannelOpen, Error, RegisterChunk, ChunkStaged>;
 
 struct Message {
   uint32_t request_id = 0;  // chosen by the client; echoed by the reply
@@ -117,7 +143,7 @@ MessageType TypeOf(const Body& body);
 const char* MessageTypeName(MessageType type);
 
 // How many descriptors a message of this type (and memory kind) must carry: 1 for REGISTER of
-// kHostMemfd/kGpuVmmFd and for CHANNEL_OPEN, else 0.
+// kHostMemfd/kGpuVmmFd, REGISTER_CHUNK and CHANNEL_OPEN, else 0.
 size_t FdsFor(const Body& body);
 
 // The packet for `message` (at most kMaxMessageBytes; strings are cut to their limits).

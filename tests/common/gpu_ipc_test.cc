@@ -210,7 +210,7 @@ void RunChild(const GpuExport& e, uint64_t ptr, size_t length, const DeviceMemor
   auto child = integ::ChildProcess::SpawnWithEnv(
       {self, "--gtest_filter=GpuIpcChild.ImportCheckAndWrite"},
       {absl::StrCat(kChildEnv, "=", Encode(s))}, (*dir)->File("out"), (*dir)->File("err"),
-      e.kind == GpuExport::Kind::kVmmFd ? e.fd.get() : -1);
+      e.kind == GpuExport::Kind::kVmmFd ? e.chunks.at(0).fd.get() : -1);
   ASSERT_TRUE(child.ok()) << child.status();
   absl::StatusOr<int> ws = (*child)->Wait(absl::Seconds(120));
   ASSERT_TRUE(ws.ok()) << ws.status();

@@ -446,7 +446,8 @@ TEST_F(LocalTransportTest, GpuMemoryByIpcHandleAndByVmmDescriptor) {
     r.allocation_size = e->allocation_size;
     r.ipc_handle = e->ipc_handle;
     r.gpu = e->pci;
-    absl::StatusOr<uint32_t> rkey = client_->handoff->Register(r, e->fd.valid() ? e->fd.get() : -1);
+    absl::StatusOr<uint32_t> rkey =
+        client_->handoff->Register(r, e->chunks.empty() ? -1 : e->chunks[0].fd.get());
     ASSERT_TRUE(rkey.ok()) << rkey.status();
     // A get into GPU memory, read back through the driver.
     const uint64_t len = 5 * kMiB + 7, voff = 333;

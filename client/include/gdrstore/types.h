@@ -200,6 +200,14 @@ struct HandedOver {
   uint64_t allocation_size = 0;            // GPU kinds: the whole allocation's bytes
   std::array<uint8_t, 64> ipc_handle{};    // kGpuIpcHandle
   std::string gpu;                         // GPU kinds: the GPU's PCI address
+  // kGpuVmmFd of memory mapped from several VMM allocations side by side (PyTorch's expandable
+  // segments): each one's descriptor (the library dups them) and bytes, in address order; `fd`
+  // is then -1 and allocation_size their sum. Empty for a single allocation.
+  struct VmmChunk {
+    int fd = -1;
+    uint64_t size = 0;
+  };
+  std::vector<VmmChunk> chunks;
 };
 
 enum class OpKind {

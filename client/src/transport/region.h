@@ -53,7 +53,16 @@ struct Region {
   std::optional<gdrstore::HandedOver> handed_over;
   ~Region() {
     if (release) release();
-    if (handed_over && handed_over->fd >= 0) ::close(handed_over->fd);
+    if (handed_over) CloseHandedOverFds();
+  }
+  // The handed-over descriptors, once no transport needs them.
+  void CloseHandedOverFds() {
+    if (handed_over->fd >= 0) ::close(handed_over->fd);
+    handed_over->fd = -1;
+    for (gdrstore::HandedOver::VmmChunk& c : handed_over->chunks) {
+      if (c.fd >= 0) ::close(c.fd);
+      c.fd = -1;
+    }
   }
 };
 

@@ -1,6 +1,7 @@
 // Hostile input on a HandoffServer's socket, sent by hand: each bad message is answered with an
 // ERROR naming what is wrong (or, for what is not this protocol at all, the connection is
 // closed), nothing is mapped that should not be, and after each a good client is still served.
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -306,6 +307,99 @@ TEST_F(HandoffHostileTest, ConnectionsPastMaxSessionsAreRefused) {
       },
       absl::Seconds(30)));
   EXPECT_GE(t_.server->stats().refused, 21u);
+}
+
+
+// Descriptors open in this process: the server's staged chunks are among them.
+size_t OpenFds() {
+  size_t n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d) != nullptr) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+Register VmmChunks(uint64_t allocation_size) {
+  Register r;
+  r.kind = MemoryKind::kGpuVmmChunks;
+  r.address = 0x7f8000000000;
+  r.size = 4096;
+  r.offset = 100;
+  r.allocation_size = allocation_size;
+  r.gpu = "0000:b7:00.0";
+  return r;
+}
+
+// Staged REGISTER_CHUNKs, out of step with their REGISTER, are refused by name and dropped
+// (their descriptors closed); the session goes on.
+TEST_F(HandoffHostileTest, ChunksOutOfStepWithTheirRegisterAreRefusedAndDropped) {
+  RawPeer p = Session();
+  auto m = MakeSealedMemfd(4096);
+  ASSERT_TRUE(m.ok());
+  const size_t fds_before = OpenFds();
+  auto stage = [&](uint32_t id, uint32_t expect) {
+    ASSERT_TRUE(p.Send(Message{id, RegisterChunk{4096}}, {m->fd.get()}).ok());
+    absl::StatusOr<Message> reply = p.Read();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    ASSERT_TRUE(std::holds_alternative<ChunkStaged>(reply->body)) << ErrorIn(reply);
+    EXPECT_EQ(std::get<ChunkStaged>(reply->body).staged, expect);
+  };
+  // Answered on this session alone: a good client's connection would move the count.
+  auto refused = [&](const std::string& packet, const std::vector<int>& fds, uint32_t id,
+                     const std::string& what) {
+    ASSERT_TRUE(p.Send(packet, fds).ok());
+    absl::StatusOr<Message> reply = p.Read();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(reply->request_id, id);
+    EXPECT_THAT(ErrorIn(reply).ToString(), HasSubstr(what));
+  };
+  refused(Encode({1, VmmChunks(3 * 4096)}), {}, 1, "no REGISTER_CHUNK staged");
+  stage(3, 1);
+  stage(4, 2);
+  EXPECT_EQ(OpenFds(), fds_before + 2);  // held until their REGISTER
+  refused(Encode({5, Memfd(*m, 4096)}), {m->fd.get()}, 5, "while 2 REGISTER_CHUNKs are staged");
+  EXPECT_EQ(OpenFds(), fds_before);
+  refused(Encode({7, VmmChunks(3 * 4096)}), {}, 7, "no REGISTER_CHUNK staged");
+  stage(9, 1);
+  stage(10, 2);
+  refused(Encode({11, VmmChunks(3 * 4096)}), {}, 11,
+          "hold 12288 bytes; the 2 chunks staged hold 8192");
+  EXPECT_EQ(OpenFds(), fds_before);
+  // Sizes that add up reach the import, which a memfd (or a host without a driver) refuses:
+  // an ERROR, never a region.
+  stage(13, 1);
+  stage(14, 2);
+  stage(15, 3);
+  ASSERT_TRUE(p.Send(Encode({16, VmmChunks(3 * 4096)})).ok());
+  absl::StatusOr<Message> reply = p.Read();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(std::holds_alternative<Error>(reply->body));
+  EXPECT_EQ(t_.server->stats().regions, 0u);
+  EXPECT_EQ(OpenFds(), fds_before);
+  ExpectAnswered(p, Encode({20, ChunkStaged{1}}), {}, 20, "not a request a client sends");
+}
+
+// A client that stages without end is stopped at the chunk limit or the descriptor reserve,
+// whichever comes first, and what it staged is closed.
+TEST_F(HandoffHostileTest, StagingWithoutEndIsStoppedAndReleased) {
+  RawPeer p = Session();
+  auto m = MakeSealedMemfd(4096);
+  ASSERT_TRUE(m.ok());
+  const size_t fds_before = OpenFds();
+  absl::Status refused;
+  uint32_t id = 1;
+  for (; id <= kMaxChunks + 1 && refused.ok(); ++id) {
+    ASSERT_TRUE(p.Send(Message{id, RegisterChunk{4096}}, {m->fd.get()}).ok());
+    absl::StatusOr<Message> reply = p.Read();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    if (std::holds_alternative<Error>(reply->body)) refused = ErrorIn(reply);
+  }
+  ASSERT_FALSE(refused.ok()) << "staged " << kMaxChunks + 1 << " chunks";
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(refused.ToString(), HasSubstr("dropped"));
+  EXPECT_EQ(OpenFds(), fds_before);
+  ExpectAnswered(p, Encode({id, VmmChunks(2 * 4096)}), {}, id, "no REGISTER_CHUNK staged");
 }
 
 }  // namespace

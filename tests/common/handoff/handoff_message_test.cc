@@ -69,7 +69,8 @@ TEST(HandoffMessageTest, EveryTypeRoundTrips) {
   EXPECT_EQ(std::get<HelloOk>(ok_back.body).server, "gdragent 1.4.0");
 
   for (const Register& r :
-       {HostRegion(), GpuRegion(MemoryKind::kGpuIpc), GpuRegion(MemoryKind::kGpuVmmFd)}) {
+       {HostRegion(), GpuRegion(MemoryKind::kGpuIpc), GpuRegion(MemoryKind::kGpuVmmFd),
+        GpuRegion(MemoryKind::kGpuVmmChunks)}) {
     SCOPED_TRACE(MemoryKindName(r.kind));
     Message back = RoundTrip({0xFFFFFFFF, r});
     const auto& b = std::get<Register>(back.body);
@@ -87,6 +88,10 @@ TEST(HandoffMessageTest, EveryTypeRoundTrips) {
   RoundTrip({5, Deregistered{}});
   RoundTrip({6, OpenChannel{}});
   RoundTrip({6, ChannelOpen{}});
+  EXPECT_EQ(std::get<RegisterChunk>(RoundTrip({9, RegisterChunk{20 << 20}}).body).size,
+            uint64_t{20} << 20);
+  EXPECT_EQ(std::get<ChunkStaged>(RoundTrip({9, ChunkStaged{kMaxChunks}}).body).staged,
+            kMaxChunks);
   Message err = RoundTrip({8, Error{7, "uid 65534 is not admitted"}});
   EXPECT_EQ(std::get<Error>(err.body).code, 7u);
   EXPECT_EQ(std::get<Error>(err.body).message, "uid 65534 is not admitted");
@@ -103,6 +108,9 @@ TEST(HandoffMessageTest, FdsForNamesTheTypesThatCarryOne) {
   EXPECT_EQ(FdsFor(HostRegion()), 1u);
   EXPECT_EQ(FdsFor(GpuRegion(MemoryKind::kGpuVmmFd)), 1u);
   EXPECT_EQ(FdsFor(GpuRegion(MemoryKind::kGpuIpc)), 0u);
+  EXPECT_EQ(FdsFor(GpuRegion(MemoryKind::kGpuVmmChunks)), 0u);  // staged before, one each
+  EXPECT_EQ(FdsFor(RegisterChunk{1}), 1u);
+  EXPECT_EQ(FdsFor(ChunkStaged{1}), 0u);
   EXPECT_EQ(FdsFor(OpenChannel{}), 0u);
   EXPECT_EQ(FdsFor(ChannelOpen{}), 1u);
   EXPECT_EQ(FdsFor(Hello{}), 0u);
@@ -127,7 +135,7 @@ TEST(HandoffMessageTest, HeaderFieldsAreChecked) {
   p = hello;
   Patch<uint16_t>(p, kVersionAt, 2);
   ExpectRefused(p, 0, "version 2");
-  for (uint16_t type : {0, 10, 0xFFFF}) {
+  for (uint16_t type : {0, 12, 0xFFFF}) {
     p = hello;
     Patch<uint16_t>(p, kTypeAt, type);
     ExpectRefused(p, 0, "unknown message type " + std::to_string(type));
@@ -198,6 +206,9 @@ TEST(HandoffMessageTest, ZeroKeysSessionsAndCodesAreRefused) {
   ExpectRefused(Encode({1, HelloOk{0, {}, "s"}}), 0, "session 0");
   ExpectRefused(Encode({1, Error{0, "fine"}}), 0, "status code 0");
   ExpectRefused(Encode({1, Error{17, "?"}}), 0, "status code 17");
+  ExpectRefused(Encode({1, RegisterChunk{0}}), 1, "REGISTER_CHUNK of 0 bytes");
+  ExpectRefused(Encode({1, ChunkStaged{0}}), 0, "CHUNK_STAGED counts 0 chunks");
+  ExpectRefused(Encode({1, ChunkStaged{kMaxChunks + 1}}), 0, "CHUNK_STAGED counts 4097");
 }
 
 TEST(HandoffMessageTest, DescriptorCountsAreChecked) {
@@ -209,6 +220,9 @@ TEST(HandoffMessageTest, DescriptorCountsAreChecked) {
   ExpectRefused(Encode({1, OpenChannel{}}), 1, "OPEN_CHANNEL carries 1 descriptors; it takes 0");
   ExpectRefused(Encode({1, ChannelOpen{}}), 0, "CHANNEL_OPEN carries 0");
   ExpectRefused(Encode({1, Deregister{5}}), 2, "DEREGISTER carries 2");
+  ExpectRefused(Encode({1, RegisterChunk{4096}}), 0, "REGISTER_CHUNK carries 0");
+  ExpectRefused(Encode({1, GpuRegion(MemoryKind::kGpuVmmChunks)}), 1,
+                "gpu-vmm-chunks memory carries 1");
 }
 
 TEST(HandoffMessageTest, RequestIdOfNeedsOnlyASoundHeader) {
@@ -225,6 +239,9 @@ TEST(HandoffMessageTest, Names) {
   EXPECT_STREQ(MemoryKindName(MemoryKind::kHostMemfd), "host-memfd");
   EXPECT_STREQ(MemoryKindName(MemoryKind::kGpuIpc), "gpu-ipc");
   EXPECT_STREQ(MemoryKindName(MemoryKind::kGpuVmmFd), "gpu-vmm-fd");
+  EXPECT_STREQ(MemoryKindName(MemoryKind::kGpuVmmChunks), "gpu-vmm-chunks");
+  EXPECT_STREQ(MessageTypeName(TypeOf(RegisterChunk{})), "REGISTER_CHUNK");
+  EXPECT_STREQ(MessageTypeName(TypeOf(ChunkStaged{})), "CHUNK_STAGED");
   EXPECT_STREQ(MessageTypeName(MessageType::kOpenChannel), "OPEN_CHANNEL");
   EXPECT_STREQ(MessageTypeName(TypeOf(Error{})), "ERROR");
   EXPECT_STREQ(MessageTypeName(TypeOf(Hello{})), "HELLO");

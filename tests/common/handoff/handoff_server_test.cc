@@ -24,6 +24,7 @@ namespace gdr::handoff {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using test::MakeSealedMemfd;
 using test::StartTestServer;
 
@@ -378,6 +379,51 @@ TEST(HandoffClientTest, RegisterChecksItsDescriptorLocally) {
   auto no_fd = client->Register(r, -1);
   EXPECT_TRUE(absl::IsInvalidArgument(no_fd.status()));
   EXPECT_THAT(Msg(no_fd.status()), HasSubstr("host-memfd region takes 1 descriptors"));
+  EXPECT_TRUE(client->status().ok());
+}
+
+
+// RegisterChunks stages each chunk and then registers, under one hold of the connection: the
+// server sees the chunks (here memfds, which the import refuses: an ERROR naming the driver's
+// answer, not a staging error), and the session serves the next request in step.
+TEST(HandoffClientTest, RegisterChunksStagesEachChunkThenRegisters) {
+  std::atomic<int> registered{0};
+  HandoffServerOptions o;
+  o.on_register = [&](const SessionInfo&, const std::shared_ptr<ImportedRegion>&) {
+    registered++;
+    return absl::OkStatus();
+  };
+  auto t = StartTestServer(std::move(o));
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto client = MustConnect(t->path(), "chunks");
+  ASSERT_NE(client, nullptr);
+  auto m = MakeSealedMemfd(4096);
+  ASSERT_TRUE(m.ok()) << m.status();
+  Register r;
+  r.kind = MemoryKind::kGpuVmmChunks;
+  r.address = 0x7f8000000000;
+  r.size = 3 * 4096 - 200;
+  r.offset = 100;
+  r.allocation_size = 3 * 4096;
+  r.gpu = "0000:b7:00.0";
+  const std::vector<HandoffClient::Chunk> three(3, {m->fd.get(), 4096});
+  absl::StatusOr<uint32_t> rkey = client->RegisterChunks(r, three);
+  ASSERT_FALSE(rkey.ok());
+  EXPECT_THAT(Msg(rkey.status()), Not(HasSubstr("staged")));
+  EXPECT_EQ(registered.load(), 0);
+  // Chunks that do not add up are the server's staging error.
+  rkey = client->RegisterChunks(r, std::vector<HandoffClient::Chunk>(2, {m->fd.get(), 4096}));
+  ASSERT_FALSE(rkey.ok());
+  EXPECT_THAT(Msg(rkey.status()), HasSubstr("the 2 chunks staged hold 8192"));
+  // Checked before anything is sent.
+  EXPECT_THAT(Msg(client->RegisterChunks(r, {}).status()), HasSubstr("1..4096 chunks; 0 given"));
+  EXPECT_THAT(Msg(client->RegisterChunks(r, {{-1, 4096}}).status()), HasSubstr("no descriptor"));
+  Register host = HostRegion(*m, 0, 4096, true);
+  EXPECT_THAT(Msg(client->RegisterChunks(host, three).status()), HasSubstr("not host-memfd"));
+  // In step: a host region registers on the same session.
+  absl::StatusOr<uint32_t> ok = client->Register(host, m->fd.get());
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(registered.load(), 1);
   EXPECT_TRUE(client->status().ok());
 }
 

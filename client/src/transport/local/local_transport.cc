@@ -34,6 +34,8 @@ absl::StatusOr<std::function<void()>> LocalTransport::Register(
   r.writable = region->writable;
   int fd = -1;
   cuda::GpuExport exported;
+  // A range mapped from several VMM allocations goes as one descriptor each (REGISTER_CHUNK).
+  std::vector<handoff::HandoffClient::Chunk> chunks;
   if (region->handed_over) {
     // Handed to this process: handed on as it came (imported memory cannot be exported again).
     const gdrstore::HandedOver& h = *region->handed_over;
@@ -43,13 +45,13 @@ absl::StatusOr<std::function<void()>> LocalTransport::Register(
         break;
       case gdrstore::HandedOver::Kind::kGpuIpcHandle:
         r.kind = handoff::MemoryKind::kGpuIpc;
-        region->gpu_way = "cuda-ipc";
         break;
       case gdrstore::HandedOver::Kind::kGpuVmmFd:
-        r.kind = handoff::MemoryKind::kGpuVmmFd;
-        region->gpu_way = "vmm-fd";
+        r.kind = h.chunks.empty() ? handoff::MemoryKind::kGpuVmmFd
+                                  : handoff::MemoryKind::kGpuVmmChunks;
         break;
     }
+    for (const gdrstore::HandedOver::VmmChunk& c : h.chunks) chunks.push_back({c.fd, c.size});
     r.offset = h.offset;
     r.allocation_size = h.allocation_size;
     static_assert(sizeof(h.ipc_handle) == sizeof(r.ipc_handle));
@@ -57,17 +59,23 @@ absl::StatusOr<std::function<void()>> LocalTransport::Register(
     r.gpu = h.gpu;
     fd = h.fd;
   } else if (region->gpu != nullptr) {
-    absl::StatusOr<cuda::GpuExport> got = cuda::ExportAllocation(region->base);
+    absl::StatusOr<cuda::GpuExport> got =
+        cuda::ExportRange(region->base, region->size, handoff::kMaxChunks);
     if (!got.ok()) return got.status();
     exported = std::move(*got);
-    r.kind = exported.kind == cuda::GpuExport::Kind::kVmmFd ? handoff::MemoryKind::kGpuVmmFd
-                                                              : handoff::MemoryKind::kGpuIpc;
-    region->gpu_way = r.kind == handoff::MemoryKind::kGpuVmmFd ? "vmm-fd" : "cuda-ipc";
+    if (exported.kind == cuda::GpuExport::Kind::kIpcHandle) {
+      r.kind = handoff::MemoryKind::kGpuIpc;
+    } else if (exported.chunks.size() == 1) {
+      r.kind = handoff::MemoryKind::kGpuVmmFd;
+      fd = exported.chunks[0].fd.get();
+    } else {
+      r.kind = handoff::MemoryKind::kGpuVmmChunks;
+      for (const cuda::ExportedChunk& c : exported.chunks) chunks.push_back({c.fd.get(), c.size});
+    }
     r.offset = region->base - exported.allocation_base;
     r.allocation_size = exported.allocation_size;
     r.ipc_handle = exported.ipc_handle;
     r.gpu = exported.pci;
-    fd = exported.fd.get();  // -1 for an IPC handle
   } else if (region->memfd >= 0) {
     r.kind = handoff::MemoryKind::kHostMemfd;
     r.offset = 0;
@@ -78,7 +86,13 @@ absl::StatusOr<std::function<void()>> LocalTransport::Register(
         " without a copy: allocate the buffer with Client::AllocateBuffer (Python: "
         "Client.allocate), whose memory is shareable, and fill it in place"));
   }
-  absl::StatusOr<uint32_t> rkey = session_->Register(r, fd);
+  if (r.kind == handoff::MemoryKind::kGpuIpc) {
+    region->gpu_way = "cuda-ipc";
+  } else if (r.kind != handoff::MemoryKind::kHostMemfd) {
+    region->gpu_way = "vmm-fd";  // one allocation or several side by side alike
+  }
+  absl::StatusOr<uint32_t> rkey = chunks.empty() ? session_->Register(r, fd)
+                                                 : session_->RegisterChunks(r, chunks);
   if (!rkey.ok()) return rkey.status();
   region->rkey = *rkey;
   return [session = session_, rkey = *rkey] { (void)session->Deregister(rkey); };
