@@ -14,7 +14,10 @@
 #      (agent_vmm_check.py), moved upstream over tcp and, relayed as it came, over local; each
 #      result's path checked, and --require / require= set;
 #   5. gdr_bench --only gpu: tcp 64 MiB Writes into GPU memory vs pinned cuMemcpyHtoD;
-#   6. the Python package on torch CUDA tensors and CuPy arrays, and docs/python.md's example.
+#   6. the Python package on torch CUDA tensors and CuPy arrays, and docs/python.md's example;
+#   6b. gdrstore.torch.memory_pool (memory_pool_check.py, its own gdrstored): tensors of 1 B,
+#      2 MiB + 1 and 100 MiB in the pool are fd-shareable, RDMA-capable VMM memory, move over
+#      local as local/vmm-fd verified both ways, and their memory is released with the pool.
 # Usage: tests/gpu/run-gpu-tests.sh [BIN_DIR]   (BIN_DIR holds gdrstored, gdrctl, gdr_bench and the
 # test binaries; default: ./build with its usual layout). Prints PASS/FAIL per step and exits
 # non-zero when any step failed. Needs an NVIDIA GPU and driver; nothing else from CUDA.
@@ -181,6 +184,11 @@ step "Python: torch CUDA tensors and CuPy arrays (python/gdrstore over libgdrcli
 if PYTHONPATH=$SRC/python python3 "$SRC/tests/gpu/python_gpu_check.py" "127.0.0.1:$PORT"; then
   pass "python GPU checks"
 else fail "python GPU checks"; fi
+
+step "gdrstore.torch.memory_pool: tensors in VMM memory over local (1 B, 2 MiB + 1, 100 MiB)"
+if PYTHONPATH=$SRC/python python3 "$SRC/tests/gpu/memory_pool_check.py" "$GDRSTORED"; then
+  pass "memory pool checks"
+else fail "memory pool checks"; fi
 
 step "safetensors: CUDA state dicts saved to and loaded from the store (tcp, local)"
 if PYTHONPATH=$SRC/python python3 "$SRC/tests/gpu/safetensors_gpu_check.py" "127.0.0.1:$PORT" \
