@@ -213,6 +213,17 @@ if PYTHONPATH=$SRC/python python3 "$WORK/example.py"; then
 else fail "docs/python.md example"; fi
 kill -TERM "$EXAMPLE_PID"; wait "$EXAMPLE_PID" 2>/dev/null
 
+step "the pod view: a workload in its own namespaces loads through the agent (tests/gpu/pod_view.sh)"
+# The wheel scripts/build-wheel.sh made (scripts/gpu-carry.sh packs it beside bin/ and lib/).
+WHEEL=${GDR_WHEEL:-$(ls "$(dirname "$GDRAGENT")"/../*.whl 2>/dev/null | head -1)}
+if [[ -z $WHEEL ]]; then
+  fail "pod view: no wheel (set GDR_WHEEL or carry one beside bin/)"
+elif [[ $(id -u) != 0 ]]; then
+  fail "pod view: needs root (namespaces and uids of its own)"
+elif bash "$SRC/tests/gpu/pod_view.sh" "$(dirname "$GDRAGENT")" "$WHEEL"; then
+  pass "pod view"
+else fail "pod view"; fi
+
 echo
 if ((FAILED == 0)); then echo "ALL GPU CHECKS PASSED"; else echo "FAILED steps: $FAILED"; fi
 exit $((FAILED > 0))

@@ -18,6 +18,9 @@ if (!ds) {
 const spec = ds.spec.template.spec;
 delete spec.nodeSelector;
 spec.hostNetwork = false;
+// What host PID gives the agent (workloads' CUDA IPC handles) is checked on the GPU host
+// (tests/gpu/pod_view.sh); the pods here run in namespaces of their own.
+delete spec.hostPID;
 // podman 4.3 restarts init containers with the pod's policy: with Always it never gets past them.
 spec.restartPolicy = "OnFailure";
 spec.dnsPolicy = "ClusterFirst";

@@ -31,7 +31,14 @@ function podSpec(doc) {
 function checkPolicy(overlay, doc, where) {
   const spec = podSpec(doc);
   if (!spec) return;
-  if (spec.hostIPC || spec.hostPID) bad(where, "host IPC/PID: no pod here needs it");
+  // Host PID only where docs/agent.md's table says it is needed: the agent opening workloads'
+  // legacy CUDA IPC handles. Host IPC nowhere.
+  if (spec.hostIPC) bad(where, "host IPC: no pod here needs it");
+  const agent = doc.kind === "DaemonSet" && doc.metadata.name === "gdragent";
+  if (spec.hostPID && !agent) bad(where, "host PID: only gdragent needs it");
+  if (agent && spec.hostPID !== true) {
+    bad(where, "gdragent without host PID cannot open workloads' CUDA IPC handles");
+  }
   for (const c of [...(spec.initContainers || []), ...spec.containers]) {
     const sc = c.securityContext || {};
     if (sc.allowPrivilegeEscalation !== false) bad(where, `${c.name}: privilege escalation not off`);
