@@ -141,6 +141,9 @@ absl::StatusOr<ScopedFd> ExportVmmChunk(const CudaApi& api, uint64_t base) {
 
 absl::StatusOr<GpuExport> ExportRange(uint64_t ptr, uint64_t n, size_t max_chunks) {
   GDR_ASSIGN_OR_RETURN(const CudaApi* api, LoadedApi());
+  // The calls below make the memory's GPU current; the caller's current device (PyTorch's, on
+  // a host with several GPUs) is put back.
+  CurrentContextKeeper keep;
   GDR_ASSIGN_OR_RETURN(
       std::vector<AllocationAt> pieces,
       AllocationsOfRange(
