@@ -170,11 +170,14 @@ absl::Status Client::ApplyRequirement() {
 absl::StatusOr<std::function<void()>> Client::RegisterRegion(
     const std::shared_ptr<gdr::Region>& region) {
   absl::StatusOr<std::function<void()>> withdraw = transport_->Register(region);
-  if (!withdraw.ok() || required_ == nullptr || region->gpu == nullptr) return withdraw;
+  if (required_ == nullptr || region->gpu == nullptr) return withdraw;
+  if (!withdraw.ok() && region->gpu_way.empty()) return withdraw;
+  // A way the requirement rules out is the answer even where the handover failed too (an agent
+  // that cannot open a CUDA IPC handle): it names what the caller asked for.
   absl::Status st = gdr::CheckPath(*required_, transport_->HopTo(*region, 0), /*gpu=*/true,
                                    /*complete=*/options_.agent.empty(), region->gpu_way_note);
   if (!st.ok()) {
-    if (*withdraw) (*withdraw)();
+    if (withdraw.ok() && *withdraw) (*withdraw)();
     return st;
   }
   return withdraw;

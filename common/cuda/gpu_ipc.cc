@@ -203,11 +203,18 @@ absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::OpenIpcHan
     const absl::StatusCode code = r == CUDA_ERROR_OUT_OF_MEMORY
                                       ? absl::StatusCode::kResourceExhausted
                                       : absl::StatusCode::kInvalidArgument;
+    // The driver finds the exporter by its pid: from a sibling PID namespace (an agent pod
+    // without host PID) every handle fails so.
+    const char* why = r == CUDA_ERROR_INVALID_CONTEXT
+                          ? " (a CUDA IPC handle opens only in the exporter's PID namespace or an "
+                            "ancestor of it: run this process in the host's PID namespace, or hand "
+                            "over VMM memory, e.g. gdrstore.torch.memory_pool, which needs none)"
+                          : " (the allocation freed, the exporter gone, or not a handle of this "
+                            "host)";
     return absl::Status(
         code, absl::StrCat("CUDA IPC handle for GPU ", pci, " does not open here: ",
                            CudaError(*api, r, "cuIpcOpenMemHandle", __FILE__, __LINE__).message(),
-                           " (the allocation freed, the exporter gone, or not a handle of this "
-                           "host)"));
+                           why));
   }
   std::unique_ptr<ImportedGpuMemory> m(new ImportedGpuMemory());
   m->ptr_ = p;
