@@ -8,7 +8,9 @@
 #include "absl/strings/str_split.h"
 #include "client/gdrctl/size_flag.h"
 #include "common/base/host_port.h"
+#include "common/base/status_macros.h"
 #include "common/wire/token_file.h"
+#include "gdrstore/client_environment.h"
 
 namespace gdrctl {
 namespace {
@@ -52,7 +54,8 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions* g) {
   app.add_option("-a,--address", c.address, "daemon host: HOST, HOST:PORT or [V6]:PORT")
       ->capture_default_str();
   app.add_option("-p,--port", c.port, "daemon gRPC port")->capture_default_str();
-  app.add_option("--daemon", c.daemon, "daemon HOST:PORT (overrides -a/-p)");
+  app.add_option("--daemon", c.daemon,
+                 "daemon HOST:PORT (overrides -a/-p); without either, $GDRSTORE_ADDRESS");
   app.add_option("--target-host", c.target_host,
                  "address the daemon uses to reach this client's tcp target (default: automatic)");
   app.add_option("--timeout-ms", c.timeout_ms, "deadline of each RPC")->capture_default_str();
@@ -67,7 +70,8 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions* g) {
                  "local: the daemon's handoff socket (default: the path the daemon names)");
   app.add_option("--agent", c.agent,
                  "go through the node agent at this socket (gdragent --socket): it reaches the "
-                 "daemons, so --transport and the RDMA, TLS and token options are its own");
+                 "daemons, so --transport and the RDMA, TLS and token options are its own); "
+                 "default $GDRSTORE_AGENT");
   app.add_option("--require", c.require,
                  "fail instead of falling back: comma-separated terms every op's path must meet "
                  "(tcp, rc, dc, local, agent, direct; for GPU memory dma-buf, peermem, staged, "
@@ -119,17 +123,25 @@ absl::Status FinishGlobalOptions(const CLI::App& app, GlobalOptions* g) {
   absl::StatusOr<std::string> d = DaemonAddress(*g);
   if (!d.ok()) return d.status();
   g->daemon = *std::move(d);
+  if (!g->daemon_explicit) {
+    // $GDRSTORE_ADDRESS, read as the library reads it, where the command line named no daemon.
+    gdrstore::ClientOptions env;
+    env.daemon_address.clear();
+    gdrstore::ExplicitOptions others;
+    others.agent = others.token = true;
+    GDR_RETURN_IF_ERROR(gdrstore::ApplyClientEnvironment(others, &env));
+    if (!env.daemon_address.empty()) {
+      g->daemon = std::move(env.daemon_address);
+      g->daemon_explicit = true;
+    }
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const GlobalOptions& c) {
   gdrstore::ClientOptions o;
-  std::string token_file = c.token_file;
-  if (token_file.empty()) {
-    if (const char* env = std::getenv("GDRSTORE_TOKEN_FILE")) token_file = env;
-  }
-  if (!token_file.empty()) {
-    absl::StatusOr<std::string> token = gdr::ReadClientToken(token_file);
+  if (!c.token_file.empty()) {
+    absl::StatusOr<std::string> token = gdr::ReadClientToken(c.token_file);
     if (!token.ok()) return token.status();
     o.token = *std::move(token);
   }
@@ -151,7 +163,14 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const GlobalOptions& c) 
   }
   o.transport = *transport;
   o.local_socket = c.local_socket;
-  o.agent = flag_or_env(c.agent, "GDRSTORE_AGENT");
+  o.agent = c.agent;
+  // $GDRSTORE_AGENT and $GDRSTORE_TOKEN_FILE where the flags are absent, as the library reads
+  // them ($GDRSTORE_ADDRESS was FinishGlobalOptions's).
+  gdrstore::ExplicitOptions given;
+  given.agent = !c.agent.empty();
+  given.daemon_address = true;
+  given.token = !c.token_file.empty();
+  GDR_RETURN_IF_ERROR(gdrstore::ApplyClientEnvironment(given, &o));
   o.require = flag_or_env(c.require, "GDRSTORE_REQUIRE");
   o.rdma_device = c.rdma_device;
   o.rdma_address = c.rdma_addr;

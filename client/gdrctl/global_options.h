@@ -15,7 +15,9 @@ namespace gdrctl {
 struct GlobalOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 50051;
-  std::string daemon;  // HOST:PORT, wins over -a/-p; after Finish, the address resolved
+  // HOST:PORT, wins over -a/-p; after Finish, the address resolved (-a/-p, else
+  // $GDRSTORE_ADDRESS, else 127.0.0.1:50051)
+  std::string daemon;
   std::string target_host;
   int64_t timeout_ms = 120000;
   bool json = false;  // --json, before the command or after it (main wires it once)
@@ -37,7 +39,7 @@ struct GlobalOptions {
 
   // Set by Finish from what the command line named.
   bool port_given = false;       // -p
-  bool daemon_explicit = false;  // --daemon, -a or -p
+  bool daemon_explicit = false;  // --daemon, -a, -p or $GDRSTORE_ADDRESS
 };
 
 // Adds the global options (and --version, --json) to the root app, bound to `*g`.
@@ -47,11 +49,12 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions* g);
 void AddJsonFlag(CLI::App* app, GlobalOptions* g);
 
 // After parsing: notes which options were given, checks --timeout-ms and resolves the daemon's
-// HOST:PORT into `daemon`. INVALID_ARGUMENT (a usage error) with the message gdrctl prints.
+// HOST:PORT into `daemon` ($GDRSTORE_ADDRESS where the command line names none). INVALID_ARGUMENT (a usage error) with the message gdrctl prints.
 absl::Status FinishGlobalOptions(const CLI::App& app, GlobalOptions* g);
 
-// The client's options from the global ones (token file and TLS files from the environment
-// where the flags are absent). Errors: the token file cannot be read, a bad --rails list.
+// The client's options from the global ones (agent, token file and TLS files from the
+// environment where the flags are absent). Errors: the token file cannot be read, a malformed
+// variable (named), a bad --rails list.
 absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const GlobalOptions& g);
 
 }  // namespace gdrctl

@@ -238,7 +238,8 @@ gdrstore_status gdrstore_client_open(const gdrstore_client_options* o, gdrstore_
   if (client == nullptr) return fail(absl::InvalidArgumentError("client (the out pointer) is NULL"));
   *client = nullptr;
   try {
-    absl::StatusOr<gdrstore::ClientOptions> opts = gdr::capi::ClientOptionsFromC(o);
+    absl::StatusOr<gdrstore::ClientOptions> opts =
+        gdr::capi::ClientOptionsFromC(o, gdr::capi::EnvironmentUse::kClient);
     if (!opts.ok()) return fail(opts.status());
     absl::StatusOr<std::unique_ptr<gdrstore::Client>> c = gdrstore::Client::Connect(*opts);
     if (!c.ok()) return fail(c.status());

@@ -152,7 +152,8 @@ gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* o, gdrstor
     gdrstore_client_options defaults;
     gdrstore_client_options_init(&defaults);
     absl::StatusOr<gdrstore::ClientOptions> client =
-        gdr::capi::ClientOptionsFromC(o->client != nullptr ? o->client : &defaults);
+        gdr::capi::ClientOptionsFromC(o->client != nullptr ? o->client : &defaults,
+                                      gdr::capi::EnvironmentUse::kClusterMember);
     if (!client.ok()) return fail(client.status());
     opts.client = *std::move(client);
     if (o->member_retry_ms != 0) {

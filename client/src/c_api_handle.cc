@@ -15,7 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "common/base/status_macros.h"
 #include "common/wire/token_file.h"
+#include "gdrstore/client_environment.h"
 
 namespace gdr::capi {
 namespace {
@@ -210,7 +212,8 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& m) {
   return text;
 }
 
-absl::StatusOr<gdrstore::ClientOptions> ClientOptionsFromC(const gdrstore_client_options* o) {
+absl::StatusOr<gdrstore::ClientOptions> ClientOptionsFromC(const gdrstore_client_options* o,
+                                                           EnvironmentUse use) {
   // The options as the first header had them; later fields are read where struct_size has them.
   constexpr size_t kFirstOptionsSize =
       offsetof(gdrstore_client_options, rpc_timeout_ms) + sizeof(uint32_t);
@@ -259,6 +262,14 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsFromC(const gdrstore_client
        &opts.local_socket);
   take(offsetof(gdrstore_client_options, require), &gdrstore_client_options::require,
        &opts.require);
+  const bool cluster = use == EnvironmentUse::kClusterMember;
+  gdrstore::ExplicitOptions given;
+  given.agent = cluster || (o->struct_size >= offsetof(gdrstore_client_options, agent) +
+                                                  sizeof(const char*) &&
+                            o->agent != nullptr);
+  given.daemon_address = cluster || o->daemon_address != nullptr;
+  given.token = o->token != nullptr || o->token_file != nullptr;
+  GDR_RETURN_IF_ERROR(gdrstore::ApplyClientEnvironment(given, &opts));
   return opts;
 }
 

@@ -135,9 +135,18 @@ gdrstore_status MallocString(const CHandle& h, const std::string& text, char** o
 // Proto3 JSON of `m` with proto field names.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& m);
 
+// Which connection fields a NULL leaves to the environment (gdrstore::ApplyClientEnvironment).
+enum class EnvironmentUse {
+  kClient,  // agent, daemon address and token: a client of one daemon or of the agent
+  kClusterMember,  // the token only: a cluster reaches each member at its own address, directly
+};
+
 // The C options as the C++ library's. Fields past o->struct_size are never read: they are not
-// the caller's memory. INVALID_ARGUMENT naming what is wrong (a missing or too old struct, an
-// unknown transport); a token file's errors as it reports them.
-absl::StatusOr<gdrstore::ClientOptions> ClientOptionsFromC(const gdrstore_client_options* o);
+// the caller's memory. A connection field left NULL takes the environment's value (`use` says
+// which ones); a non-NULL one, even "", is the caller's. INVALID_ARGUMENT naming what is wrong
+// (a missing or too old struct, an unknown transport, a malformed variable); a token file's
+// errors as it reports them.
+absl::StatusOr<gdrstore::ClientOptions> ClientOptionsFromC(const gdrstore_client_options* o,
+                                                           EnvironmentUse use);
 
 }  // namespace gdr::capi

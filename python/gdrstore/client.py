@@ -55,6 +55,12 @@ class _Releaser:
 class Client:
     """A connection to one gdrstored: `Client("127.0.0.1:50051", transport="auto")`.
 
+    Left out, address, agent and the token come from the environment, as a pod's spec passes
+    them: GDRSTORE_ADDRESS (the daemon's HOST:PORT; else 127.0.0.1:50051), GDRSTORE_AGENT (the
+    node agent's socket, which wins over an address) and GDRSTORE_TOKEN_FILE. An argument
+    given wins over its variable (agent="": the daemon directly, whatever GDRSTORE_AGENT
+    says); a malformed variable raises gdrstore.InvalidArgument naming it.
+
     transport: "tcp", "rc", "dc", "local" (a daemon on this host: memory handed over through its
     Unix socket, no copy) or "auto". agent: the node agent's socket path
     (`Client(agent="/run/gdragent/agent.sock")`): every call goes through gdragent, which
@@ -82,7 +88,7 @@ class Client:
     (numpy dtype=object) are refused with ValueError naming the dtype. Thread-safe: every
     exception carries the message of the op that failed."""
 
-    def __init__(self, address: str = "127.0.0.1:50051", transport: str = "tcp",
+    def __init__(self, address: Optional[str] = None, transport: str = "tcp",
                  token: Optional[str] = None, token_file: Optional[str] = None,
                  rdma_device: Optional[str] = None, timeout: Optional[float] = 120.0,
                  tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,

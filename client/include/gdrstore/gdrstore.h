@@ -80,11 +80,12 @@ GDRSTORE_EXPORT const char* gdrstore_error(const void* handle);
 
 typedef struct gdrstore_client_options {
   size_t struct_size;         /* sizeof(gdrstore_client_options); set by _init */
-  const char* daemon_address; /* "HOST:PORT"; NULL: 127.0.0.1:50051 */
+  const char* daemon_address; /* "HOST:PORT"; NULL: $GDRSTORE_ADDRESS, else 127.0.0.1:50051 */
   const char* transport;      /* "tcp", "rc", "dc", "local" or "auto"; NULL: tcp */
   const char* token;          /* bearer token; NULL or "": none */
   const char* token_file;     /* read the token from this file (first token line; grants after
-                                 it are ignored); NULL: none */
+                                 it are ignored); NULL (and token NULL): $GDRSTORE_TOKEN_FILE,
+                                 else none */
   const char* rdma_device;    /* rc/dc: the device; NULL: chosen as the C++ library does */
   uint32_t rpc_timeout_ms;    /* deadline of each op; 0: none */
   /* Fields below were appended later; the library reads each only when struct_size covers
@@ -101,7 +102,9 @@ typedef struct gdrstore_client_options {
                                   with GDRSTORE_RESOURCE_EXHAUSTED */
   const char* agent;           /* the node agent's socket (gdragent --socket): every call goes
                                   through it; daemon_address, transport, token and TLS are the
-                                  agent's own. NULL: the daemon directly */
+                                  agent's own. NULL: $GDRSTORE_AGENT, else the daemon directly;
+                                  "": the daemon directly. A malformed variable fails the open,
+                                  naming it (gdrstore/client_environment.h) */
   const char* local_socket;    /* transport local: the daemon's handoff socket; NULL: the path
                                   its GetInfo names */
   const char* require;         /* terms every op's path must meet instead of falling back
@@ -267,7 +270,8 @@ typedef struct gdrstore_cluster_options {
   const char* etcd_url;     /* "etcd://HOST:PORT[,HOST:PORT...]/PREFIX"; or NULL and ... */
   const char* members_file; /* ... a static members file; exactly one of the two */
   /* How each member is reached (transport, token, TLS, deadline); daemon_address is ignored,
-   * every member's comes from its entry. A pointer, so that either struct can grow on its own
+   * every member's comes from its entry, and of the environment only $GDRSTORE_TOKEN_FILE is
+   * read (a NULL token and token_file), never $GDRSTORE_AGENT or $GDRSTORE_ADDRESS. A pointer, so that either struct can grow on its own
    * without moving the other's fields. NULL: gdrstore_client_options_init's defaults. */
   const gdrstore_client_options* client;
   uint32_t member_retry_ms; /* a member that failed is passed over this long; 0: 1000 */
