@@ -10,7 +10,8 @@
 # tests start; libisal-dev: ISA-L's CRC32C (the checksum ops return on request);
 # prometheus-cpp-dev: the daemon's /metrics endpoint (it pulls in civetweb); prometheus: promtool,
 # with which the metrics test checks a scrape; nlohmann-json3-dev: the JSON that gdrctl, the
-# cluster status and gdr_bench print (common/base/json.h).
+# cluster status and gdr_bench print (common/base/json.h); patchelf: scripts/build-wheel.sh
+# renames the libraries the wheel carries and sets their RPATH.
 set -euo pipefail
 
 PKGS=(
@@ -20,7 +21,7 @@ PKGS=(
   libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
   libssl-dev openssl
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
-  procps iproute2
+  procps iproute2 patchelf
   systemd file dpkg-dev
   python3 python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
   python3-matplotlib python3-torch

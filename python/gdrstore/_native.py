@@ -73,10 +73,24 @@ class Completion(ctypes.Structure):
     ]
 
 
+# Where a wheel (scripts/build-wheel.sh) puts the library and what it loads; absent in the
+# source tree and in the .deb's package.
+_CARRIED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib")
+# The host's RDMA stack, in load order, which a wheel carries only as a stand-in (_lib/host/,
+# outside the carried libraries' RPATH): libibverbs loads the host's providers, which bind to it
+# by name and must match it, so the host's own copy is the one to use wherever there is one.
+_HOST_FIRST = ("libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1")
+
+
 def _candidates():
+    """GDRSTORE_LIBRARY when set, else the library a wheel carries, else the system's."""
     explicit = os.environ.get("GDRSTORE_LIBRARY")
     if explicit:
         return [explicit]
+    carried = os.path.join(_CARRIED, "libgdrclient.so.1")
+    if os.path.exists(carried):
+        _load_host_first()
+        return [carried]
     names = ["libgdrclient.so.1"]
     found = ctypes.util.find_library("gdrclient")
     if found:
@@ -84,7 +98,25 @@ def _candidates():
     return names
 
 
+def _load_host_first():
+    """Loads the host's RDMA libraries, or the wheel's stand-ins where the host has none, before
+    the carried library: the loader then meets its needs for them by name with whichever is
+    already loaded."""
+    for name in _HOST_FIRST:
+        stand_in = os.path.join(_CARRIED, "host", name)
+        if not os.path.exists(stand_in):
+            continue
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            try:
+                ctypes.CDLL(stand_in)
+            except OSError:
+                pass  # the carried library's load then fails, naming what it lacks
+
+
 def _load():
+    global path
     errors = []
     for name in _candidates():
         try:
@@ -96,6 +128,7 @@ def _load():
         version = lib.gdrstore_abi_version()
         if version != ABI_VERSION:
             raise ImportError(f"{name} speaks C ABI {version}; this package needs {ABI_VERSION}")
+        path = name
         return lib
     raise ImportError(
         "cannot load libgdrclient (install it with `cmake --install` or the .deb, or point "
@@ -300,6 +333,7 @@ def has_cluster():
     return hasattr(lib, "gdrstore_cluster_open")
 
 
+path = None  # the library loaded: a path, or the name the loader found
 lib = _load()
 
 

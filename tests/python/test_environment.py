@@ -60,7 +60,8 @@ def test_an_address_given_wins_over_GDRSTORE_ADDRESS(own_daemon, env):
 @pytest.mark.parametrize("value", ["nonsense", "host:", "[::1]", "host:99999"])
 def test_a_malformed_GDRSTORE_ADDRESS_is_named(env, value):
     env.setenv("GDRSTORE_ADDRESS", value)
-    with pytest.raises(gdrstore.InvalidArgument, match=f"^GDRSTORE_ADDRESS: .*'{re.escape(value)}'"):
+    with pytest.raises(gdrstore.InvalidArgument,
+                       match=f"^GDRSTORE_ADDRESS: .*'{re.escape(value)}'"):
         gdrstore.Client()
 
 
