@@ -153,8 +153,13 @@ std::string FormatStats(const v1::GetStatsResponse& now, const v1::GetStatsRespo
         previous->volumes(i).name() == v.name()) {
       prev = &previous->volumes(i).ops();
     }
-    const std::string media = MediaLine(v.media());
-    AppendScope(&out, absl::StrCat("volume ", v.name()), v.ops(), prev, secs, media);
+    std::string extra = MediaLine(v.media());
+    if (v.page_locked_bytes() > 0) {
+      // The local transport's GPU copies run straight from these pages, staged from the rest.
+      absl::StrAppend(&extra, "; page-locked ",
+                      Bytes(static_cast<double>(v.page_locked_bytes())));
+    }
+    AppendScope(&out, absl::StrCat("volume ", v.name()), v.ops(), prev, secs, extra);
   }
   for (const v1::FaultStats& f : now.faults()) {
     absl::StrAppendFormat(&out, "fault %s on %s: %u hits\n", f.kind(),

@@ -97,8 +97,11 @@ void AddOpFamilies(Families& f, const v1::GetStatsResponse& s) {
     AddOps(f, "gdrstored_transport_", {{"transport", TransportName(t.transport())}}, t.ops());
   }
   DeclareOpFamilies(f, "gdrstored_volume_", "per volume");
+  f.Declare("gdrstored_volume_page_locked_bytes", MetricType::Gauge,
+            "Bytes of the volume page-locked for the local transport's GPU copies");
   for (const v1::VolumeStats& v : s.volumes()) {
     AddOps(f, "gdrstored_volume_", {{"volume", v.name()}}, v.ops());
+    f.Gauge("gdrstored_volume_page_locked_bytes", {{"volume", v.name()}}, v.page_locked_bytes());
   }
   DeclareOpFamilies(f, "gdrstored_client_",
                     "per client (credential label, else IP address; the first 64, then "

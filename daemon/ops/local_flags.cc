@@ -77,6 +77,27 @@ void AddLocalFlags(CLI::App& app, LocalFlagValues* v) {
   app.add_option("--local-split-size", v->split_size,
                  "local ops are cut into pieces of at least this size for the copy threads")
       ->capture_default_str();
+  app.add_option("--local-lock-piece-size", v->lock_piece_size,
+                 "volumes are page-locked for GPU copies in pieces of this size (a multiple of "
+                 "4KiB), in the background; a copy runs straight from a locked piece and "
+                 "through a pinned bounce buffer before")
+      ->capture_default_str();
+  app.add_option("--local-lock-threads", v->lock_threads,
+                 "threads page-locking volume pieces (the driver may serialise them)")
+      ->capture_default_str()->check(CLI::Range(1u, 64u));
+  app.add_option("--local-lock-idle-ms", v->lock_idle_ms,
+                 "a piece is page-locked only once GPU copies have paused this long (0: "
+                 "alongside them)")
+      ->capture_default_str()->check(CLI::Range(0u, 600000u));
+  app.add_option("--local-lock-at-start", v->lock_at_start,
+                 "with a GPU on the host, page-lock the volumes served from the start whole, "
+                 "in the background (false: only the pieces GPU copies touch)")
+      ->capture_default_str();
+  app.add_option("--local-lock-budget", v->lock_budget,
+                 "most bytes of file-backed volumes page-locked at once (their page-cache pages "
+                 "cannot be reclaimed while locked; the rest is copied through bounce "
+                 "buffers); auto: half of MemTotal; 0: never")
+      ->capture_default_str();
 }
 
 absl::StatusOr<LocalOptions> FinishLocalFlags(const CLI::App& app, const LocalFlagValues& v) {
@@ -86,7 +107,8 @@ absl::StatusOr<LocalOptions> FinishLocalFlags(const CLI::App& app, const LocalFl
          {"--local-socket-mode", "--local-allow-uid", "--local-allow-gid",
           "--local-max-bytes-per-client", "--local-max-regions-per-client",
           "--local-max-clients", "--local-fd-reserve", "--local-copy-threads",
-          "--local-split-size"}) {
+          "--local-split-size", "--local-lock-piece-size", "--local-lock-threads",
+          "--local-lock-idle-ms", "--local-lock-at-start", "--local-lock-budget"}) {
       if (app.count(flag) > 0) {
         return absl::InvalidArgumentError(
             absl::StrCat(flag, " configures the local transport, which is off without "
@@ -151,6 +173,25 @@ absl::StatusOr<LocalOptions> FinishLocalFlags(const CLI::App& app, const LocalFl
     o.fd_reserve = n;
   }
   o.copy_threads = v.copy_threads;
+  absl::StatusOr<uint64_t> piece = ParseSize(v.lock_piece_size);
+  if (!piece.ok() || *piece < 4096 || *piece % 4096 != 0 || *piece > (uint64_t{64} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--local-lock-piece-size must be a multiple of 4KiB between 4KiB and 64GiB, not '",
+        v.lock_piece_size.substr(0, 32), "'"));
+  }
+  o.lock_piece_bytes = *piece;
+  o.lock_threads = v.lock_threads;
+  o.lock_idle_ms = v.lock_idle_ms;
+  o.lock_at_start = v.lock_at_start;
+  if (v.lock_budget != "auto") {
+    absl::StatusOr<uint64_t> budget = ParseSize(v.lock_budget);
+    if (!budget.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--local-lock-budget '",
+                                                     v.lock_budget.substr(0, 32),
+                                                     "' is neither auto nor a size"));
+    }
+    o.lock_budget_bytes = *budget;
+  }
   return o;
 }
 

@@ -28,6 +28,11 @@ struct LocalFlagValues {
   std::string fd_reserve = "auto";
   uint32_t copy_threads = 8;
   std::string split_size = "16MiB";
+  std::string lock_piece_size = "128MiB";
+  uint32_t lock_threads = 2;
+  uint32_t lock_idle_ms = 100;
+  bool lock_at_start = true;
+  std::string lock_budget = "auto";
 };
 
 void AddLocalFlags(CLI::App& app, LocalFlagValues* values);

@@ -242,6 +242,17 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
           &plan.needs_restart);
   Compare("local-copy-threads", cl.copy_threads, nl.copy_threads, &plan.needs_restart);
   CompareSize("local-split-size", cl.split_bytes, nl.split_bytes, &plan.needs_restart);
+  CompareSize("local-lock-piece-size", cl.lock_piece_bytes, nl.lock_piece_bytes,
+              &plan.needs_restart);
+  Compare("local-lock-threads", cl.lock_threads, nl.lock_threads, &plan.needs_restart);
+  Compare("local-lock-idle-ms", cl.lock_idle_ms, nl.lock_idle_ms, &plan.needs_restart);
+  Compare("local-lock-at-start", std::string(cl.lock_at_start ? "true" : "false"),
+          std::string(nl.lock_at_start ? "true" : "false"), &plan.needs_restart);
+  auto budget = [](const LocalOptions& o) {
+    return o.lock_budget_bytes.has_value() ? FormatSize(*o.lock_budget_bytes)
+                                           : std::string("auto");
+  };
+  Compare("local-lock-budget", budget(cl), budget(nl), &plan.needs_restart);
   return plan;
 }
 

@@ -85,6 +85,9 @@ class Volume {
   uint64_t size() const { return size_; }
   std::byte* data() const { return data_; }
   const std::string& file() const { return file_; }  // empty for memory volumes
+  // The mapped file's descriptor (mapped from offset 0), open as long as the volume; -1 for
+  // memory volumes. For reading the bytes without faulting the mapping in (pread).
+  int fd() const { return fd_.get(); }
   bool created() const { return created_; }           // file volumes: made (and filled) now
   bool read_only() const { return read_only_; }
   const MediaSettings& media() const { return media_; }

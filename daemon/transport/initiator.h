@@ -79,6 +79,9 @@ class Initiator {
   virtual std::string Describe() const = 0;
   // The transport's own parts of GetInfo beyond its line (rc: its QP figures). Default: none.
   virtual void FillInfo(gdrstore::v1::GetInfoResponse* info) const {}
+  // The transport's own parts of GetStats beyond its pool, added to the page laid out before
+  // (local: each listed volume's page-locked bytes). Default: none.
+  virtual void FillStats(gdrstore::v1::GetStatsResponse* stats) const {}
 };
 
 }  // namespace gdr

@@ -138,6 +138,7 @@ void TransportSet::FillStats(v1::GetStatsResponse* stats) const {
     pool->set_recoveries(s.recoveries);
     pool->set_waiting_ops(s.waiting);
     pool->set_handovers(s.handovers);
+    Find(k)->FillStats(stats);
   }
   if (rails_ != nullptr) rails_->FillStats(stats);
 }

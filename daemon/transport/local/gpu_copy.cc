@@ -3,105 +3,137 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/base/log.h"
 #include "common/base/units.h"
-#include "daemon/store/mapping_guard.h"
+#include "daemon/transport/local/staged_copy.h"
 
 namespace gdr {
 
-void StorePin::Ensure() {
-  absl::call_once(once_, [this] {
-    absl::StatusOr<std::unique_ptr<cuda::PinnedHostRange>> rw =
-        cuda::PinnedHostRange::Create(data_, size_);
-    if (rw.ok()) {
-      pinned_ = std::move(*rw);
-      mode_ = Mode::kReadWrite;
-      GDR_LOG(kInfo) << "local: volume " << name_ << " page-locked for GPU copies ("
-                     << FormatSize(size_) << ")";
-    } else {
-      // Linux refuses a writable long-term lock on a shared mapping of a file whose pages need
-      // dirty tracking (ext4, xfs); a read-only lock it grants, and gets copy from it directly.
-      absl::StatusOr<std::unique_ptr<cuda::PinnedHostRange>> ro =
-          cuda::PinnedHostRange::Create(data_, size_, /*read_only=*/true);
-      if (ro.ok()) {
-        pinned_ = std::move(*ro);
-        mode_ = Mode::kReadOnly;
-        GDR_LOG(kInfo) << "local: volume " << name_ << " page-locked read-only for GPU copies ("
-                       << FormatSize(size_) << "; puts from GPU memory go through bounce "
-                       << "buffers): " << rw.status().message();
-      } else {
-        GDR_LOG(kWarning) << "local: volume " << name_
-                          << " cannot be page-locked; GPU copies go through bounce buffers: "
-                          << rw.status().message() << "; read-only: " << ro.status().message();
-      }
+namespace {
+
+class CudaLock final : public PieceLock {
+ public:
+  explicit CudaLock(std::unique_ptr<cuda::PinnedHostRange> r) : range_(std::move(r)) {}
+
+ private:
+  std::unique_ptr<cuda::PinnedHostRange> range_;
+};
+
+// The staged path's device: an imported allocation, copied by the thread's AsyncCopier.
+class ImportedDevice final : public StagedDevice {
+ public:
+  ImportedDevice(const cuda::ImportedGpuMemory& gpu, cuda::AsyncCopier& copier)
+      : gpu_(gpu), copier_(copier) {}
+  absl::Status StartToDevice(int slot, uint64_t offset, const std::byte* host,
+                             size_t n) override {
+    if (absl::Status s = Check(offset, n); !s.ok()) return s;
+    return copier_.StartToDevice(slot, gpu_.ordinal(), gpu_.ptr() + offset, host, n);
+  }
+  absl::Status StartToHost(int slot, std::byte* host, uint64_t offset, size_t n) override {
+    if (absl::Status s = Check(offset, n); !s.ok()) return s;
+    return copier_.StartToHost(slot, gpu_.ordinal(), host, gpu_.ptr() + offset, n);
+  }
+  absl::Status Wait(int slot) override { return copier_.Wait(slot); }
+
+ private:
+  absl::Status Check(uint64_t offset, size_t n) const {
+    if (offset > gpu_.size() || n > gpu_.size() - offset) {
+      return absl::OutOfRangeError(absl::StrCat("[", offset, ", +", n, ") is outside the ",
+                                                gpu_.size(), "-byte imported GPU allocation"));
     }
-    done_.store(true, std::memory_order_release);
-  });
-}
+    return absl::OkStatus();
+  }
+  const cuda::ImportedGpuMemory& gpu_;
+  cuda::AsyncCopier& copier_;
+};
 
-StorePin::Mode StorePin::mode() const {
-  return done_.load(std::memory_order_acquire) ? mode_ : Mode::kUnlocked;
-}
+}  // namespace
 
-bool StorePin::Direct(Direction direction) const {
-  const Mode m = mode();
-  // A get reads the store pages (host -> GPU); a put writes them, which a read-only lock
-  // does not allow a GPU to do.
-  return m == Mode::kReadWrite || (m == Mode::kReadOnly && direction == Direction::kStoreToClient);
+PieceLockFn CudaPieceLock() {
+  return [](std::byte* p, uint64_t n,
+            bool read_only) -> absl::StatusOr<std::unique_ptr<PieceLock>> {
+    absl::StatusOr<std::unique_ptr<cuda::PinnedHostRange>> r =
+        cuda::PinnedHostRange::Create(p, n, read_only);
+    if (!r.ok()) return r.status();
+    return std::make_unique<CudaLock>(std::move(*r));
+  };
 }
 
 BounceBuffer::~BounceBuffer() {
+  copier_.reset();  // its copies done before the slots go
   pinned_.reset();  // unlocked before the pages go
-  if (data_ != nullptr) ::munmap(data_, bytes_);
+  if (data_ != nullptr) ::munmap(data_, slot_bytes_ * static_cast<size_t>(count_));
 }
 
 absl::Status BounceBuffer::Ensure() {
-  if (data_ != nullptr) return absl::OkStatus();
-  void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("local: cannot map a ", FormatSize(bytes_), " bounce buffer"));
-  }
-  absl::StatusOr<std::unique_ptr<cuda::PinnedHostRange>> pinned =
-      cuda::PinnedHostRange::Create(p, bytes_);
-  if (!pinned.ok()) {
-    ::munmap(p, bytes_);
-    return absl::Status(pinned.status().code(), absl::StrCat("local: bounce buffer: ",
-                                                             pinned.status().message()));
-  }
-  data_ = static_cast<std::byte*>(p);
-  pinned_ = std::move(*pinned);
-  return absl::OkStatus();
+  absl::call_once(once_, [this] {
+    const size_t bytes = slot_bytes_ * static_cast<size_t>(count_);
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      status_ = absl::ResourceExhaustedError(
+          absl::StrCat("local: cannot map a ", FormatSize(bytes), " bounce buffer"));
+      return;
+    }
+    absl::StatusOr<std::unique_ptr<cuda::PinnedHostRange>> pinned =
+        cuda::PinnedHostRange::Create(p, bytes);
+    if (!pinned.ok()) {
+      ::munmap(p, bytes);
+      status_ = absl::Status(pinned.status().code(), absl::StrCat("local: bounce buffer: ",
+                                                                  pinned.status().message()));
+      return;
+    }
+    data_ = static_cast<std::byte*>(p);
+    pinned_ = std::move(*pinned);
+    for (int i = 0; i < count_; ++i) slots_.push_back(data_ + slot_bytes_ * i);
+    copier_ = std::make_unique<cuda::AsyncCopier>(count_);
+  });
+  return status_;
 }
 
 absl::Status CopyStoreGpu(const cuda::ImportedGpuMemory& gpu, uint64_t gpu_offset,
                           std::byte* store, uint64_t n, Direction direction, const StorePin* pin,
-                          BounceBuffer& bounce, bool* staged) {
+                          BounceBuffer& bounce, uint64_t* staged_bytes) {
+  *staged_bytes = 0;
   const bool to_gpu = direction == Direction::kStoreToClient;
-  *staged = pin == nullptr || !pin->Direct(direction);
-  if (!*staged) {
-    return to_gpu ? gpu.CopyFromHost(gpu_offset, store, n) : gpu.CopyToHost(gpu_offset, store, n);
-  }
-  if (absl::Status s = bounce.Ensure(); !s.ok()) return s;
-  for (uint64_t done = 0; done < n;) {
-    const size_t step = static_cast<size_t>(std::min<uint64_t>(n - done, bounce.size()));
-    std::byte* page = store + done;
-    std::byte* b = bounce.data();
-    if (to_gpu) {
-      if (std::optional<const void*> f = RunGuarded([&] { std::memcpy(b, page, step); })) {
-        return MappingFaultStatus(*f);
-      }
-      if (absl::Status s = gpu.CopyFromHost(gpu_offset + done, b, step); !s.ok()) return s;
+  const VolumeLocks* locks = pin != nullptr ? pin->locks().get() : nullptr;
+  uint64_t base = 0;  // of `store` in the volume
+  if (locks != nullptr) {
+    if (store < locks->data() || static_cast<uint64_t>(store - locks->data()) > locks->size() ||
+        n > locks->size() - static_cast<uint64_t>(store - locks->data())) {
+      locks = nullptr;  // not the volume's bytes (never expected): staged from the mapping
     } else {
-      if (absl::Status s = gpu.CopyToHost(gpu_offset + done, b, step); !s.ok()) return s;
-      if (std::optional<const void*> f = RunGuarded([&] { std::memcpy(page, b, step); })) {
-        return MappingFaultStatus(*f);
+      base = static_cast<uint64_t>(store - locks->data());
+    }
+  }
+  for (uint64_t done = 0; done < n;) {
+    uint64_t end = n;
+    bool direct = false;
+    if (locks != nullptr) {
+      direct = locks->Direct(base + done, direction);
+      end = std::min(n, locks->PieceEnd(base + done) - base);
+      // Unlocked pieces in a row are one staged copy (one pipeline); a locked one is its own.
+      while (!direct && end < n && !locks->Direct(base + end, direction)) {
+        end = std::min(n, locks->PieceEnd(base + end) - base);
       }
     }
-    done += step;
+    const uint64_t len = end - done;
+    if (direct) {
+      absl::Status s = to_gpu ? gpu.CopyFromHost(gpu_offset + done, store + done, len)
+                              : gpu.CopyToHost(gpu_offset + done, store + done, len);
+      if (!s.ok()) return s;
+    } else {
+      if (absl::Status s = bounce.Ensure(); !s.ok()) return s;
+      ImportedDevice device(gpu, bounce.copier());
+      // A file volume's get reads its file; a volume outside the set (no pin) its mapping.
+      StoreBytes bytes{store + done, pin != nullptr && locks != nullptr ? pin->fd() : -1,
+                       base + done};
+      absl::Status s = StagedCopy(device, gpu_offset + done, bytes, len, direction,
+                                  bounce.slots(), bounce.slot_bytes());
+      if (!s.ok()) return s;
+      *staged_bytes += len;
+    }
+    done = end;
   }
   return absl::OkStatus();
 }

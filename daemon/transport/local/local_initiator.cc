@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/base/log.h"
+#include "common/base/status_macros.h"
 #include "common/base/thread_name.h"
 #include "common/base/units.h"
 #include "common/cuda/gpu.h"
@@ -31,6 +33,12 @@ std::string Admitted(const LocalOptions& o, uid_t self) {
   for (uid_t u : o.allow_uids) who.push_back(absl::StrCat("uid ", u));
   for (gid_t g : o.allow_gids) who.push_back(absl::StrCat("gid ", g));
   return absl::StrJoin(who, ", ");
+}
+
+// Sizes as a person reads them in a log line ("11.8 GiB"); FormatSize is exact.
+std::string Approx(uint64_t bytes) {
+  if (bytes < (uint64_t{1} << 30)) return FormatSize(bytes);
+  return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / (uint64_t{1} << 30));
 }
 
 }  // namespace
@@ -67,9 +75,26 @@ struct LocalInitiator::OpState {
   absl::Status status ABSL_GUARDED_BY(mu);  // the first failure of its pieces
 };
 
+uint64_t LocalInitiator::LockBudgetBytes(const LocalOptions& options) {
+  if (options.lock_budget_bytes.has_value()) return *options.lock_budget_bytes;
+  // Half of the host's memory: what locked file pages may take from the page cache and every
+  // process on the host (they cannot be reclaimed while locked).
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemTotal:") return kib * 1024 / 2;
+    meminfo.ignore(256, '\n');
+  }
+  GDR_LOG(kWarning) << "local: cannot read MemTotal from /proc/meminfo; file-backed volumes are "
+                       "not page-locked (set --local-lock-budget)";
+  return 0;
+}
+
 absl::StatusOr<std::unique_ptr<LocalInitiator>> LocalInitiator::Create(LocalOptions options,
                                                                        const Store* store,
-                                                                       std::string server_name) {
+                                                                       std::string server_name,
+                                                                       PieceLockFn lock) {
   if (options.socket_path.empty()) {
     return absl::InvalidArgumentError("the local transport needs a socket path (--local-socket)");
   }
@@ -80,6 +105,14 @@ absl::StatusOr<std::unique_ptr<LocalInitiator>> LocalInitiator::Create(LocalOpti
   if (options.split_bytes < 4096) {
     return absl::InvalidArgumentError("the local transport's split size must be >= 4KiB");
   }
+  if (options.lock_piece_bytes < 4096 || options.lock_piece_bytes % 4096 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--local-lock-piece-size ", options.lock_piece_bytes, " is not a multiple of 4KiB"));
+  }
+  if (options.lock_threads < 1 || options.lock_threads > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("--local-lock-threads ", options.lock_threads,
+                                                   " is not in 1..64"));
+  }
   // A client may truncate its memfd under an op; the copy then takes SIGBUS, which the guard
   // turns into the op's error (file volumes install it too).
   InstallMappingGuard();
@@ -89,17 +122,37 @@ absl::StatusOr<std::unique_ptr<LocalInitiator>> LocalInitiator::Create(LocalOpti
                          "carries no host id, so clients cannot tell they share this host";
   }
   self->store_ = store;
+  // A bounce buffer per copy thread: two slots, so that one fills while the other's GPU copy
+  // runs; mapped on the first staged copy, or ahead of it by the locker's start.
+  const size_t slot_bytes =
+      std::clamp<uint64_t>(options.split_bytes / 4, uint64_t{1} << 20, uint64_t{16} << 20);
+  for (uint32_t i = 0; i < options.copy_threads; ++i) {
+    self->bounce_.push_back(std::make_unique<BounceBuffer>(slot_bytes, 2));
+  }
+  self->budget_ = std::make_shared<LockBudget>(LockBudgetBytes(options));
+  PageLockOptions lo;
+  lo.piece_bytes = options.lock_piece_bytes;
+  lo.threads = options.lock_threads;
+  lo.idle = absl::Milliseconds(options.lock_idle_ms);
+  self->locker_ = std::make_unique<PageLocker>(
+      lo, lock ? std::move(lock) : CudaPieceLock(),
+      [raw = self.get()] { return raw->LockerReady(); });
   self->preparer_ = store->AddPreparer([raw = self.get()](const Volume& v) {
     StorePin* pin = raw->PinLater(v);
-    // A volume made at run time is about to be used. With a GPU on this host its page lock
-    // (cuMemHostRegister, which the driver serialises) is taken here, on the thread making
-    // it, not inside the first GPU op that touches it: a checkpoint save into new volumes
-    // measured 15 GB/s with the lock inside its first pass, 54 GB/s without. Volumes served
-    // from the start stay locked on first use, so a host-memory-only daemon starts fast.
-    if (cuda::DriverStatus().ok()) pin->Ensure();
+    // A volume made at run time is about to be used. With a GPU on this host it is locked
+    // here, on the thread making it (nobody can reach it yet), not piece by piece behind the
+    // first save into it: a checkpoint save into new volumes measured 15 GB/s with the lock
+    // inside its first pass, 54 GB/s without.
+    if (cuda::DriverStatus().ok()) raw->locker_->LockNow(*pin->locks());
     return absl::OkStatus();
   });
-  for (const std::shared_ptr<const Volume>& volume : store->Volumes()) self->PinLater(*volume);
+  // Volumes served from the start: with a GPU on this host, locked whole in the background
+  // (the daemon serves at once; copies are staged until their pieces are locked); the pieces
+  // GPU copies touch first go first either way.
+  for (const std::shared_ptr<const Volume>& volume : store->Volumes()) {
+    StorePin* pin = self->PinLater(*volume);
+    if (options.lock_at_start) self->locker_->LockWhole(pin->locks(), volume);
+  }
   self->PinLater(store->fault_source());
 
   handoff::HandoffServerOptions h;
@@ -125,12 +178,6 @@ absl::StatusOr<std::unique_ptr<LocalInitiator>> LocalInitiator::Create(LocalOpti
   }
   self->server_ = std::move(*server);
   self->busy_since_ = std::make_unique<std::atomic<int64_t>[]>(options.copy_threads);
-  // A bounce buffer per copy thread, mapped on its first staged copy.
-  const size_t bounce_bytes =
-      std::clamp<uint64_t>(options.split_bytes, uint64_t{1} << 20, uint64_t{64} << 20);
-  for (uint32_t i = 0; i < options.copy_threads; ++i) {
-    self->bounce_.push_back(std::make_unique<BounceBuffer>(bounce_bytes));
-  }
   for (uint32_t i = 0; i < options.copy_threads; ++i) {
     self->busy_since_[i].store(0);
     self->threads_.emplace_back([p = self.get(), i] { p->Run(i); });
@@ -152,11 +199,27 @@ LocalInitiator::~LocalInitiator() {
 }
 
 StorePin* LocalInitiator::PinLater(const Volume& volume) {
-  // Nothing is locked yet: the first GPU copy of the volume does it (StorePin::Ensure).
-  auto pin = std::make_unique<StorePin>(volume.name(), volume.data(), volume.size());
+  // Nothing is locked yet. A file-backed volume's locked pages count against the budget; a
+  // memory volume's pages are resident anyway.
+  auto locks = std::make_shared<VolumeLocks>(
+      volume.name(), volume.data(), volume.size(), options_.lock_piece_bytes,
+      volume.file().empty() ? nullptr : budget_, volume.read_only());
+  auto pin = std::make_unique<StorePin>(std::move(locks), volume.fd());
   StorePin* raw = pin.get();
   volume.Attach(this, std::move(pin));
   return raw;
+}
+
+absl::Status LocalInitiator::LockerReady() {
+  GDR_RETURN_IF_ERROR(cuda::DriverStatus());
+  // The copy threads' bounce slots are made now too, not inside the first GPU op.
+  for (const std::unique_ptr<BounceBuffer>& b : bounce_) {
+    if (absl::Status s = b->Ensure(); !s.ok()) {
+      GDR_LOG(kWarning) << s.message() << " (made again on the first staged copy)";
+      break;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status LocalInitiator::Prepare(const TransferOp& op, OpDone& done,
@@ -251,14 +314,24 @@ void LocalInitiator::Run(size_t index) {
       queue_.pop_front();
     }
     if (!piece.op->started.exchange(true)) waiting_.fetch_sub(1);
-    // A GPU op's store pages are page-locked first (once per volume; a large volume takes a
-    // while), outside the copy the health probe times.
-    if (piece.op->pin != nullptr && piece.op->region->gpu()) piece.op->pin->Ensure();
+    // A GPU op never waits for a page lock: the pieces of its volume it touches are queued
+    // for the locker threads, and until they are locked it is staged.
+    const bool gpu = piece.op->region != nullptr && piece.op->region->gpu();
+    if (gpu && piece.op->pin != nullptr && piece.length > 0) {
+      const VolumeLocks& locks = *piece.op->pin->locks();
+      const std::byte* at = piece.op->local + piece.offset;
+      if (at >= locks.data() && static_cast<uint64_t>(at - locks.data()) < locks.size()) {
+        locker_->Touch(piece.op->pin->locks(), piece.op->volume,
+                       static_cast<uint64_t>(at - locks.data()), piece.length);
+      }
+    }
+    if (gpu) locker_->CopyBegins();
     busy_.fetch_add(1);
     busy_since_[index].store(absl::GetCurrentTimeNanos());
     const absl::Status s = Copy(piece, *bounce_[index]);
     busy_since_[index].store(0);
     busy_.fetch_sub(1);
+    if (gpu) locker_->CopyEnds();
     Finish(piece, s);
   }
 }
@@ -286,14 +359,17 @@ absl::Status LocalInitiator::Copy(const Piece& piece, BounceBuffer& bounce) {
     }
     return MappingFaultStatus(*fault);
   }
-  // GPU memory: from the store pages Run has had page-locked where the driver allowed it,
-  // else through this thread's bounce buffer.
+  // GPU memory: straight from the store pieces locked by now, the rest through this
+  // thread's bounce slots.
   const cuda::ImportedGpuMemory* gpu = region.gpu_memory();
   const uint64_t in_allocation = region.device_ptr() - gpu->ptr() + at;
-  bool staged = false;
+  uint64_t staged = 0;
   absl::Status s = CopyStoreGpu(*gpu, in_allocation, store, piece.length, op.direction, op.pin,
                                 bounce, &staged);
-  if (staged) staged_.fetch_add(1, std::memory_order_relaxed);
+  if (staged > 0) {
+    staged_.fetch_add(1, std::memory_order_relaxed);
+    staged_bytes_.fetch_add(staged, std::memory_order_relaxed);
+  }
   return s;
 }
 
@@ -340,6 +416,9 @@ void LocalInitiator::Shutdown() {
     left.swap(queue_);
     work_.SignalAll();
   }
+  // No piece starts locking from here; one being locked is finished first (bounded by a
+  // piece), so the pins can be unlocked after.
+  if (locker_ != nullptr) locker_->Stop();
   for (const Piece& p : left) Finish(p, absl::CancelledError("the daemon is shutting down"));
   for (std::thread& t : threads_) t.join();
   threads_.clear();
@@ -362,13 +441,23 @@ handoff::HandoffStats LocalInitiator::handoff_stats() const { return server_->st
 std::string LocalInitiator::Describe() const {
   const handoff::HandoffStats h = server_->stats();
   std::vector<std::string> pinned;
+  uint64_t locked = 0;
+  size_t partly = 0;
   std::vector<std::shared_ptr<const Volume>> volumes = store_->Volumes();
   volumes.push_back(store_->fault_source_held());
   for (const std::shared_ptr<const Volume>& v : volumes) {
     const auto* pin = static_cast<const StorePin*>(v->AttachmentOf(this));
-    if (pin == nullptr) continue;
-    if (pin->mode() == StorePin::Mode::kReadWrite) pinned.push_back(v->name());
-    if (pin->mode() == StorePin::Mode::kReadOnly) pinned.push_back(v->name() + " (read-only)");
+    if (pin == nullptr || pin->locks()->locked_bytes() == 0) continue;
+    const VolumeLocks& l = *pin->locks();
+    locked += l.locked_bytes();
+    if (!l.complete()) {
+      ++partly;
+    } else if (pinned.size() < 8) {
+      const bool ro = l.state(0) == VolumeLocks::State::kReadOnly;
+      pinned.push_back(ro ? v->name() + " (read-only)" : v->name());
+    } else if (pinned.size() == 8) {
+      pinned.push_back("...");
+    }
   }
   const std::string mode = absl::StrFormat("%04o", LocalSocketMode(options_) & 07777);
   return absl::StrCat(
@@ -380,14 +469,27 @@ std::string LocalInitiator::Describe() const {
           : "",
       pinned.empty() ? "" : absl::StrCat("; page-locked for GPU copies: ",
                                          absl::StrJoin(pinned, ", ")),
-      absl::StrCat("; ", staged_.load(std::memory_order_relaxed),
-                   " GPU copies staged through bounce buffers"));
+      partly == 0 ? "" : absl::StrCat("; ", partly, " volumes page-locked in part"),
+      absl::StrCat("; ", Approx(locked), " page-locked (file pages ", Approx(budget_->used()),
+                   " of the ", Approx(budget_->limit()), " budget); ",
+                   staged_.load(std::memory_order_relaxed),
+                   " GPU copies staged through bounce buffers (",
+                   Approx(staged_bytes_.load(std::memory_order_relaxed)), ")"));
 }
 
 void LocalInitiator::FillInfo(v1::GetInfoResponse* info) const {
   v1::LocalInfo* local = info->mutable_local();
   local->set_socket_path(server_->socket_path());
   local->set_host_id(host_id_);
+}
+
+void LocalInitiator::FillStats(v1::GetStatsResponse* stats) const {
+  for (v1::VolumeStats& v : *stats->mutable_volumes()) {
+    std::shared_ptr<const Volume> volume = store_->Find(v.name());
+    if (volume == nullptr) continue;
+    const auto* pin = static_cast<const StorePin*>(volume->AttachmentOf(this));
+    if (pin != nullptr) v.set_page_locked_bytes(pin->locks()->locked_bytes());
+  }
 }
 
 }  // namespace gdr

@@ -1,9 +1,10 @@
 // The local transport: clients on the daemon's own host hand their memory over on a Unix socket
 // (common/handoff: a memfd, a CUDA IPC handle, a VMM allocation's descriptor) and the daemon
 // moves each op's bytes itself, on a small pool of copy threads: memcpy for host memory, CUDA
-// copies for GPU memory from store pages it page-locks once per volume, on the first GPU op of
-// that volume (so a host without a driver never loads CUDA). Ops name a region by the session's
-// number and key, the rkey the socket assigned and the client's own address.
+// copies for GPU memory, straight from store pages page-locked in pieces on background threads
+// (page_locker.h) and through pinned bounce buffers before (a host without a driver never loads
+// CUDA). Ops name a region by the session's number and key, the rkey the socket assigned and the
+// client's own address.
 #pragma once
 
 #include <sys/types.h>
@@ -40,13 +41,16 @@ mode_t LocalSocketMode(const LocalOptions& options);
 
 class LocalInitiator final : public Initiator {
  public:
-  // Starts the handoff server on options.socket_path (its error, naming the path, otherwise)
-  // and the copy threads. `store` must outlive the initiator: its volumes are what GPU copies
-  // page-lock. `server_name` is what HELLO_OK tells clients ("gdrstored 1.4.0").
-  // INVALID_ARGUMENT for an option out of range.
+  // Starts the handoff server on options.socket_path (its error, naming the path, otherwise),
+  // the copy threads and the page-locking threads (with options.lock_at_start, and a GPU on
+  // the host, they lock the volumes served now in the background). `store` must outlive the
+  // initiator: its volumes are what GPU copies page-lock. `server_name` is what HELLO_OK tells
+  // clients ("gdrstored 1.4.0"). INVALID_ARGUMENT for an option out of range. `lock` locks a
+  // piece of a volume (CudaPieceLock() unless a test gives another).
   static absl::StatusOr<std::unique_ptr<LocalInitiator>> Create(LocalOptions options,
                                                                 const Store* store,
-                                                                std::string server_name);
+                                                                std::string server_name,
+                                                                PieceLockFn lock = {});
   ~LocalInitiator() override;
 
   TransportKind kind() const override { return TransportKind::kLocal; }
@@ -76,6 +80,11 @@ class LocalInitiator final : public Initiator {
   std::string Describe() const override;
   // GetInfo.local: the socket's path and this host's boot id.
   void FillInfo(gdrstore::v1::GetInfoResponse* info) const override;
+  // Each listed volume's page_locked_bytes.
+  void FillStats(gdrstore::v1::GetStatsResponse* stats) const override;
+  // The page-lock budget for file-backed volumes that options.lock_budget_bytes gives (unset:
+  // half of MemTotal; 0 when /proc/meminfo cannot be read, logged).
+  static uint64_t LockBudgetBytes(const LocalOptions& options);
 
   handoff::HandoffStats handoff_stats() const;
 
@@ -88,6 +97,9 @@ class LocalInitiator final : public Initiator {
   };
 
   LocalInitiator(LocalOptions options, std::string host_id);
+  // The locker's start: OK when this host has a GPU (the driver loads), whose bounce slots it
+  // then makes.
+  absl::Status LockerReady();
   // Resolves `op` into its state and pieces (nothing queued); the refusal otherwise.
   absl::Status Prepare(const TransferOp& op, OpDone& done, std::vector<Piece>* pieces);
   void Run(size_t index);
@@ -103,6 +115,8 @@ class LocalInitiator final : public Initiator {
   const Store* store_ = nullptr;
   uint64_t preparer_ = 0;
   StorePin* PinLater(const Volume& volume);
+  std::shared_ptr<LockBudget> budget_;
+  std::unique_ptr<PageLocker> locker_;
   std::unique_ptr<handoff::HandoffServer> server_;
 
   mutable absl::Mutex mu_;
@@ -118,6 +132,7 @@ class LocalInitiator final : public Initiator {
   std::atomic<uint64_t> errors_{0};
   std::atomic<uint32_t> busy_{0};
   std::atomic<uint64_t> staged_{0};  // GPU copies that went through a bounce buffer
+  std::atomic<uint64_t> staged_bytes_{0};
 };
 
 }  // namespace gdr

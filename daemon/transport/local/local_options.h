@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,18 @@ struct LocalOptions {
   // (one GPU: 47-50 either way; docs/benchmarks.md "Several GPUs on one host").
   uint32_t copy_threads = 8;
   uint64_t split_bytes = uint64_t{16} << 20;
+  // Page-locking volumes for GPU copies (page_locker.h), off the copies' path: in pieces of
+  // lock_piece_bytes on lock_threads threads (the driver may serialise registrations: both are
+  // knobs to measure with), a piece starting once GPU copies have paused for lock_idle_ms (0:
+  // alongside them). lock_at_start: with a GPU on the host, the volumes served from the start
+  // are locked whole in the background from the start, not only the pieces copies touch.
+  // lock_budget_bytes: file-backed volumes' bytes locked at once (their page-cache pages can
+  // then not be reclaimed); unset: half of MemTotal; 0: file volumes are never locked.
+  uint64_t lock_piece_bytes = uint64_t{128} << 20;
+  uint32_t lock_threads = 2;
+  uint32_t lock_idle_ms = 100;
+  bool lock_at_start = true;
+  std::optional<uint64_t> lock_budget_bytes;
 };
 
 }  // namespace gdr

@@ -44,6 +44,11 @@ TEST(LocalFlagsTest, OffUnlessASocketIsNamed) {
   EXPECT_EQ(cfg->local.max_regions_per_client, 4096u);
   EXPECT_EQ(cfg->local.fd_reserve, 0u);  // derived from RLIMIT_NOFILE
   EXPECT_EQ(cfg->local.socket_mode, -1);
+  EXPECT_EQ(cfg->local.lock_piece_bytes, 128u << 20);
+  EXPECT_EQ(cfg->local.lock_threads, 2u);
+  EXPECT_EQ(cfg->local.lock_idle_ms, 100u);
+  EXPECT_TRUE(cfg->local.lock_at_start);
+  EXPECT_FALSE(cfg->local.lock_budget_bytes.has_value());  // auto: half of MemTotal
   // A local setting without the socket is a mistake, named.
   ExpectRefused({"--local-allow-uid", "1000"}, "--local-allow-uid configures the local transport");
   ExpectRefused({"--local-copy-threads", "8"}, "without --local-socket");
@@ -69,6 +74,18 @@ TEST(LocalFlagsTest, EverySettingFromFlags) {
   EXPECT_EQ(o.fd_reserve, 200u);
   EXPECT_EQ(o.copy_threads, 8u);
   EXPECT_EQ(o.split_bytes, 2u << 20);
+  cfg = Parse({"--local-socket", "/run/x/local.sock", "--local-lock-piece-size", "64MiB",
+               "--local-lock-threads", "4", "--local-lock-idle-ms", "0", "--local-lock-at-start",
+               "false", "--local-lock-budget", "10GiB"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->local.lock_piece_bytes, 64u << 20);
+  EXPECT_EQ(cfg->local.lock_threads, 4u);
+  EXPECT_EQ(cfg->local.lock_idle_ms, 0u);
+  EXPECT_FALSE(cfg->local.lock_at_start);
+  EXPECT_EQ(cfg->local.lock_budget_bytes, std::optional<uint64_t>(uint64_t{10} << 30));
+  cfg = Parse({"--local-socket", "/run/x/local.sock", "--local-lock-budget", "0"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->local.lock_budget_bytes, std::optional<uint64_t>(0));  // never, not auto
   cfg = Parse({"--local-socket", "/run/x/local.sock", "--local-allow-uid", "*"});
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_TRUE(cfg->local.allow_any);
@@ -82,7 +99,10 @@ TEST(LocalFlagsTest, FromTheConfigFileAndAReloadSaysRestart) {
                          "local-allow-gid = [\"0\", \"44\"]\n"
                          "local-copy-threads = 2\n"
                          "local-max-regions-per-client = 32\n"
-                         "local-fd-reserve = \"64\"\n";
+                         "local-fd-reserve = \"64\"\n"
+                         "local-lock-threads = 3\n"
+                         "local-lock-at-start = false\n"
+                         "local-lock-budget = \"1GiB\"\n";
   absl::StatusOr<DaemonConfig> cfg = Parse({"--config", file});
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_EQ(cfg->local.socket_path, "/run/gdrstored/local.sock");
@@ -90,6 +110,9 @@ TEST(LocalFlagsTest, FromTheConfigFileAndAReloadSaysRestart) {
   EXPECT_EQ(cfg->local.copy_threads, 2u);
   EXPECT_EQ(cfg->local.max_regions_per_client, 32u);
   EXPECT_EQ(cfg->local.fd_reserve, 64u);
+  EXPECT_EQ(cfg->local.lock_threads, 3u);
+  EXPECT_FALSE(cfg->local.lock_at_start);
+  EXPECT_EQ(cfg->local.lock_budget_bytes, std::optional<uint64_t>(uint64_t{1} << 30));
   absl::StatusOr<DaemonConfig> off = Parse({});
   ASSERT_TRUE(off.ok());
   const ReloadPlan plan = PlanReload(*cfg, *off);
@@ -99,6 +122,11 @@ TEST(LocalFlagsTest, FromTheConfigFileAndAReloadSaysRestart) {
   EXPECT_THAT(plan.needs_restart,
               ::testing::Contains(HasSubstr("local-max-regions-per-client: 32 -> 4096")));
   EXPECT_THAT(plan.needs_restart, ::testing::Contains(HasSubstr("local-fd-reserve: 64 -> auto")));
+  EXPECT_THAT(plan.needs_restart,
+              ::testing::Contains(HasSubstr("local-lock-budget: 1 GiB -> auto")));
+  EXPECT_THAT(plan.needs_restart,
+              ::testing::Contains(HasSubstr("local-lock-at-start: false -> true")));
+  EXPECT_THAT(plan.needs_restart, ::testing::Contains(HasSubstr("local-lock-threads: 3 -> 2")));
   EXPECT_TRUE(plan.applied.empty());
   std::filesystem::remove_all(tmpl);
 }
@@ -124,6 +152,14 @@ TEST(LocalFlagsTest, BadValuesNameTheirFlag) {
   ExpectRefused({"--local-socket", s, "--local-fd-reserve", "lots"},
                 "--local-fd-reserve 'lots' is neither auto nor a number");
   ExpectRefused({"--local-fd-reserve", "64"}, "--local-fd-reserve configures the local transport");
+  ExpectRefused({"--local-socket", s, "--local-lock-piece-size", "1000KiB"},
+                "--local-lock-piece-size must be a multiple of 4KiB");
+  ExpectRefused({"--local-socket", s, "--local-lock-piece-size", "2KiB"},
+                "--local-lock-piece-size");
+  ExpectRefused({"--local-socket", s, "--local-lock-threads", "0"}, "--local-lock-threads");
+  ExpectRefused({"--local-socket", s, "--local-lock-budget", "most"},
+                "--local-lock-budget 'most' is neither auto nor a size");
+  ExpectRefused({"--local-lock-budget", "1GiB"}, "--local-lock-budget configures the local");
 }
 
 }  // namespace
