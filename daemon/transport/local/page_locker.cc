@@ -248,6 +248,7 @@ void PageLocker::LockWhole(std::shared_ptr<VolumeLocks> v, std::weak_ptr<const v
 
 void PageLocker::Touch(const std::shared_ptr<VolumeLocks>& v, std::weak_ptr<const void> keep,
                        uint64_t offset, uint64_t n) {
+  if (v->complete()) return;  // the common case once locked: no mutex per copy
   std::vector<size_t> fresh;
   v->Touch(offset, n, &fresh);
   if (fresh.empty()) return;
