@@ -37,4 +37,10 @@ done | sort -u | while read -r so; do
   [[ $name =~ $host_own ]] && continue
   [[ -f $OUT/lib/$name ]] || cp -L "$so" "$OUT/lib/$name"
 done
+# The wheel a workload image installs (tests/gpu/pod_view.sh puts it in a venv), when the build
+# has its library.
+if [[ -z $SUFFIX && -f $B/client/libgdrclient.so.1 ]]; then
+  rm -f "$OUT"/gdrstore-*.whl
+  bash "$(dirname "$0")/build-wheel.sh" "$B" "$OUT" >/dev/null
+fi
 du -sh "$OUT" | awk '{print "gpu-carry: " $1 " in '"$OUT"'"}'

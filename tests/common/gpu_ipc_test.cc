@@ -70,7 +70,7 @@ TEST(GpuIpc, ExportsNameTheAllocationAndItsKind) {
   EXPECT_EQ(e->allocation_size, size_t{4} << 20);  // 2 MiB granules
   EXPECT_EQ(e->pci, gpu.pci);
   EXPECT_EQ(e->ordinal, 0);
-  EXPECT_FALSE(e->fd.valid());
+  EXPECT_TRUE(e->chunks.empty());
 
   auto vmm = ShareableGpuMemory::Create(0, 3 << 20);
   ASSERT_TRUE(vmm.ok()) << vmm.status();
@@ -78,7 +78,9 @@ TEST(GpuIpc, ExportsNameTheAllocationAndItsKind) {
   absl::StatusOr<GpuExport> v = ExportAllocation((*vmm)->ptr() + 12345);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->kind, GpuExport::Kind::kVmmFd);
-  EXPECT_TRUE(v->fd.valid());
+  ASSERT_EQ(v->chunks.size(), 1u);
+  EXPECT_TRUE(v->chunks[0].fd.valid());
+  EXPECT_EQ(v->chunks[0].size, (*vmm)->size());
   EXPECT_EQ(v->allocation_base, (*vmm)->ptr());
   EXPECT_EQ(v->allocation_size, (*vmm)->size());
   EXPECT_EQ(v->pci, gpu.pci);
