@@ -67,28 +67,26 @@ BounceBuffer::~BounceBuffer() {
 }
 
 absl::Status BounceBuffer::Ensure() {
-  absl::call_once(once_, [this] {
-    const size_t bytes = slot_bytes_ * static_cast<size_t>(count_);
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      status_ = absl::ResourceExhaustedError(
-          absl::StrCat("local: cannot map a ", FormatSize(bytes), " bounce buffer"));
-      return;
-    }
-    absl::StatusOr<std::unique_ptr<cuda::PinnedHostRange>> pinned =
-        cuda::PinnedHostRange::Create(p, bytes);
-    if (!pinned.ok()) {
-      ::munmap(p, bytes);
-      status_ = absl::Status(pinned.status().code(), absl::StrCat("local: bounce buffer: ",
-                                                                  pinned.status().message()));
-      return;
-    }
-    data_ = static_cast<std::byte*>(p);
-    pinned_ = std::move(*pinned);
-    for (int i = 0; i < count_; ++i) slots_.push_back(data_ + slot_bytes_ * i);
-    copier_ = std::make_unique<cuda::AsyncCopier>(count_);
-  });
-  return status_;
+  absl::MutexLock lock(&mu_);
+  if (copier_ != nullptr) return absl::OkStatus();
+  const size_t bytes = slot_bytes_ * static_cast<size_t>(count_);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("local: cannot map a ", FormatSize(bytes), " bounce buffer"));
+  }
+  absl::StatusOr<std::unique_ptr<cuda::PinnedHostRange>> pinned =
+      cuda::PinnedHostRange::Create(p, bytes);
+  if (!pinned.ok()) {
+    ::munmap(p, bytes);
+    return absl::Status(pinned.status().code(),
+                        absl::StrCat("local: bounce buffer: ", pinned.status().message()));
+  }
+  data_ = static_cast<std::byte*>(p);
+  pinned_ = std::move(*pinned);
+  for (int i = 0; i < count_; ++i) slots_.push_back(data_ + slot_bytes_ * i);
+  copier_ = std::make_unique<cuda::AsyncCopier>(count_);
+  return absl::OkStatus();
 }
 
 absl::Status CopyStoreGpu(const cuda::ImportedGpuMemory& gpu, uint64_t gpu_offset,

@@ -12,8 +12,8 @@
 #include <span>
 #include <vector>
 
-#include "absl/base/call_once.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "common/cuda/async_copy.h"
 #include "common/cuda/gpu_ipc.h"
 #include "daemon/store/direction.h"
@@ -41,14 +41,15 @@ class StorePin final : public Volume::Attachment {
 PieceLockFn CudaPieceLock();
 
 // A copy thread's page-locked bounce slots and the copier that runs their GPU copies, made on
-// first use (Ensure, thread-safe: the locker's start may make them ahead of the first copy).
+// first use (Ensure, thread-safe: the locker's start may make them ahead of the first copy; a
+// failure is tried again on the next call).
 class BounceBuffer {
  public:
   BounceBuffer(size_t slot_bytes, int slots) : slot_bytes_(slot_bytes), count_(slots) {}
   ~BounceBuffer();
   BounceBuffer(const BounceBuffer&) = delete;
   BounceBuffer& operator=(const BounceBuffer&) = delete;
-  // The slots, mapped and locked once; the error of doing so (every later call returns it).
+  // The slots, mapped and locked once; the error of doing so.
   absl::Status Ensure();
   std::span<std::byte* const> slots() const { return slots_; }
   size_t slot_bytes() const { return slot_bytes_; }
@@ -58,8 +59,8 @@ class BounceBuffer {
  private:
   const size_t slot_bytes_;
   const int count_;
-  absl::once_flag once_;
-  absl::Status status_;  // written once, inside once_
+  // Written once, under mu_, before Ensure first returns OK; read after that without it.
+  absl::Mutex mu_;
   std::byte* data_ = nullptr;
   std::unique_ptr<cuda::PinnedHostRange> pinned_;
   std::vector<std::byte*> slots_;
