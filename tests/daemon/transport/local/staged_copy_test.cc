@@ -149,8 +149,9 @@ TEST_F(FileTest, GetsFromAFileReadItWithPread) {
   const size_t n = (2 << 20) + 5;
   LateDevice dev(n);
   Slots slots(2, 256 << 10);
-  // The mapping is never read: a wrong pointer there would not matter, the file's bytes do.
-  StoreBytes bytes{map_ + at, fd_, at};
+  // The bytes come from the file, not from `data` (here zeros standing for the mapping).
+  std::vector<std::byte> zeros(kSize);
+  StoreBytes bytes{zeros.data() + at, fd_, at};
   ASSERT_TRUE(
       StagedCopy(dev, 0, bytes, n, Direction::kStoreToClient, slots.ptrs, 256 << 10).ok());
   EXPECT_EQ(std::memcmp(dev.mem.data(), content_.data() + at, n), 0);
