@@ -261,6 +261,7 @@ void PageLocker::Touch(const std::shared_ptr<VolumeLocks>& v, std::weak_ptr<cons
 void PageLocker::LockNow(VolumeLocks& v) {
   size_t piece = 0;
   for (;;) {
+    if (stopping()) return;  // the daemon is stopping: the rest stays unlocked
     const VolumeLocks::Claimed c = v.ClaimNext(&piece);
     if (c == VolumeLocks::Claimed::kBudget) v.NoteBudget();
     if (c != VolumeLocks::Claimed::kPiece) return;

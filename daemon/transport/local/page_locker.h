@@ -168,7 +168,7 @@ class PageLocker {
   void Touch(const std::shared_ptr<VolumeLocks>& v, std::weak_ptr<const void> keep,
              uint64_t offset, uint64_t n);
   // Locks every piece of `v` on the calling thread now (a volume nobody can reach yet), as far
-  // as the budget allows.
+  // as the budget allows; after Stop, no further piece.
   void LockNow(VolumeLocks& v);
   // A GPU copy begins / ends: pieces wait for the copies to pause (options.idle).
   void CopyBegins() { copies_.fetch_add(1, std::memory_order_relaxed); }
@@ -179,6 +179,7 @@ class PageLocker {
 
   // For tests: the locker threads that found work and are waiting for the copies to pause.
   uint32_t waiting_for_idle() const;
+  // Stop has begun.
   bool stopping() const;
 
  private:

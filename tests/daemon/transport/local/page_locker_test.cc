@@ -310,8 +310,13 @@ TEST(PageLockerTest, StopWaitsForThePieceBeingLockedAndStartsNoOther) {
   // Stop returned only after every lock call had returned.
   EXPECT_THAT(stopped_at_return, ::testing::Each(false));
   EXPECT_EQ(v->locked_bytes(), pieces.size() * kPiece);
-  // Stopped: a touch queues nothing, and the volume's locks go when it closes.
+  // Stopped: a touch queues nothing, a volume being made is locked no further, and the
+  // volume's locks go when it closes.
   locker->Touch(v, m.keep, 9 * kPiece, 1);
+  Memory n(2 * kPiece);
+  VolumeLocks made("made", n.data(), 2 * kPiece, kPiece, nullptr, false);
+  locker->LockNow(made);
+  EXPECT_EQ(made.locked_bytes(), 0u);
   locker.reset();
   EXPECT_EQ(fake.Pieces(m.data()).size(), pieces.size());
   v->Close();
