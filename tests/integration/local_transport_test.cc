@@ -6,6 +6,8 @@
 // rules and the trace applied to local ops unchanged, per-transport stats, the admission rule
 // (a client of another uid through setpriv), a handing process SIGKILLed mid-run (this binary
 // again, LocalChild.*) leaving the daemon serving, and GPU memory where there is a GPU.
+// Over 600 lines because: one daemon fixture and its raw client serve every case, the GPU ones
+// too, which tests/gpu/run-gpu-tests.sh runs from this binary (--gtest_filter='*Gpu*').
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
