@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/base/log.h"
@@ -79,7 +80,10 @@ class TorchAllocations {
     }
     const cuda::CurrentContextKeeper keep;
     // Unmapping does not wait for kernels still using the memory, as cudaFree does.
-    if (absl::Status s = cuda::SynchronizeDevice(mem->ordinal()); !s.ok()) {
+    // At exit PyTorch may free after the context went (its memory with it): nothing to wait for.
+    if (absl::Status s = cuda::SynchronizeDevice(mem->ordinal());
+        !s.ok() && !absl::StrContains(s.message(), "CUDA_ERROR_CONTEXT_IS_DESTROYED") &&
+        !absl::StrContains(s.message(), "CUDA_ERROR_DEINITIALIZED")) {
       GDR_LOG(kError) << "gdrstore_torch_free(" << Hex(ptr) << "): waiting for GPU "
                       << mem->ordinal() << " before the release: " << s.message();
     }
