@@ -39,6 +39,20 @@ if node "$HERE/validate.js" tcp "$T/bad-policy.yaml" > "$T/out" 2>&1 ||
    ! grep -q "readiness check is not 'gdrctl doctor --needs tcp'" "$T/out"; then
   echo "FAIL: a tcp pod asking for RDMA readiness was not refused"; cat "$T/out"; status=1
 fi
+# Host PID where it is not needed (the daemon), and not where it is (the agent, for workloads'
+# CUDA IPC handles): both refused.
+awk '/^kind: DaemonSet/ { ds = 1 } /^  name: gdrstored$/ && ds { d = 1 }
+     { print } /^      hostNetwork: true$/ && d && !done { print "      hostPID: true"; done = 1 }' \
+  "$T/tcp.yaml" > "$T/bad-pid.yaml"
+if node "$HERE/validate.js" tcp "$T/bad-pid.yaml" > "$T/out" 2>&1 ||
+   ! grep -q "host PID: only gdragent needs it" "$T/out"; then
+  echo "FAIL: host PID on gdrstored was not refused"; cat "$T/out"; status=1
+fi
+grep -v '^      hostPID: true' "$T/tcp.yaml" > "$T/no-pid.yaml"
+if node "$HERE/validate.js" tcp "$T/no-pid.yaml" > "$T/out" 2>&1 ||
+   ! grep -q "gdragent without host PID" "$T/out"; then
+  echo "FAIL: gdragent without host PID was not refused"; cat "$T/out"; status=1
+fi
 # The tcp overlay's ConfigMaps as the real daemon and agent read them (the pod's paths and
 # addresses moved to a scratch directory and loopback): both start, the agent's readiness probe
 # command answers through the agent, and both stop cleanly on SIGTERM with their drain line.
