@@ -1,6 +1,7 @@
 // GPU support for builds without the CUDA Toolkit (GDR_WITH_CUDA=OFF or not found): every entry
 // point answers FAILED_PRECONDITION, so host memory keeps working and --gpu says why it cannot.
 #include "absl/strings/str_cat.h"
+#include "common/cuda/async_copy.h"
 #include "common/cuda/gpu.h"
 #include "common/cuda/gpu_ipc.h"
 #include "common/cuda/gpu_select.h"
@@ -92,5 +93,14 @@ absl::StatusOr<std::unique_ptr<ShareableGpuMemory>> ShareableGpuMemory::Create(i
   return NoCuda();
 }
 ShareableGpuMemory::~ShareableGpuMemory() = default;
+
+AsyncCopier::AsyncCopier(int slots) : slots_(static_cast<size_t>(slots > 0 ? slots : 1)) {}
+AsyncCopier::~AsyncCopier() = default;
+absl::Status AsyncCopier::StartToDevice(int, int, uint64_t, const void*, size_t) {
+  return NoCuda();
+}
+absl::Status AsyncCopier::StartToHost(int, int, void*, uint64_t, size_t) { return NoCuda(); }
+absl::Status AsyncCopier::Wait(int) { return absl::OkStatus(); }
+absl::Status AsyncCopier::Start(int, int, bool, uint64_t, void*, size_t) { return NoCuda(); }
 
 }  // namespace gdr::cuda
