@@ -163,6 +163,19 @@ class LocalTransportTest : public ::testing::Test {
     client_ = LocalClient::Open(socket_, daemon_->address());
     ASSERT_NE(client_, nullptr);
   }
+  // The first `size` bytes of cuMemAlloc memory at `ptr`, handed over by its CUDA IPC handle.
+  absl::StatusOr<uint32_t> RegisterIpc(uint64_t ptr, uint64_t size) {
+    absl::StatusOr<cuda::GpuExport> e = cuda::ExportAllocation(ptr);
+    if (!e.ok()) return e.status();
+    handoff::Register r;
+    r.kind = handoff::MemoryKind::kGpuIpc;
+    r.address = ptr;
+    r.size = size;
+    r.allocation_size = e->allocation_size;
+    r.ipc_handle = e->ipc_handle;
+    r.gpu = e->pci;
+    return client_->handoff->Register(r, -1);
+  }
 
   std::unique_ptr<TempDir> dir_;
   std::string socket_;
@@ -477,16 +490,7 @@ TEST_F(LocalTransportTest, GpuMemoryByIpcHandleAndByVmmDescriptor) {
   // at a time, against a pinned host->GPU copy of the same bytes in this process.
   auto big = cuda::DeviceMemory::Create(0, 64 * kMiB);
   ASSERT_TRUE(big.ok()) << big.status();
-  absl::StatusOr<cuda::GpuExport> e = cuda::ExportAllocation((*big)->ptr());
-  ASSERT_TRUE(e.ok()) << e.status();
-  handoff::Register r;
-  r.kind = handoff::MemoryKind::kGpuIpc;
-  r.address = (*big)->ptr();
-  r.size = 64 * kMiB;
-  r.allocation_size = e->allocation_size;
-  r.ipc_handle = e->ipc_handle;
-  r.gpu = e->pci;
-  absl::StatusOr<uint32_t> big_rkey = client_->handoff->Register(r, -1);
+  absl::StatusOr<uint32_t> big_rkey = RegisterIpc((*big)->ptr(), 64 * kMiB);
   ASSERT_TRUE(big_rkey.ok()) << big_rkey.status();
   const v1::RemoteBuffer bb = client_->Buffer((*big)->ptr(), 64 * kMiB, *big_rkey);
   ASSERT_TRUE(client_->Get("vol0", 0, 64 * kMiB, bb).ok());
@@ -546,16 +550,7 @@ TEST_F(LocalTransportTest, GpuCopiesAreStagedUntilTheirPiecesAreLocked) {
                "false", "--local-lock-idle-ms", "0", "--local-lock-piece-size", "16MiB"});
   auto gpu = cuda::DeviceMemory::Create(0, 64 * kMiB);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
-  absl::StatusOr<cuda::GpuExport> e = cuda::ExportAllocation((*gpu)->ptr());
-  ASSERT_TRUE(e.ok()) << e.status();
-  handoff::Register r;
-  r.kind = handoff::MemoryKind::kGpuIpc;
-  r.address = (*gpu)->ptr();
-  r.size = 64 * kMiB;
-  r.allocation_size = e->allocation_size;
-  r.ipc_handle = e->ipc_handle;
-  r.gpu = e->pci;
-  absl::StatusOr<uint32_t> rkey = client_->handoff->Register(r, -1);
+  absl::StatusOr<uint32_t> rkey = RegisterIpc((*gpu)->ptr(), 64 * kMiB);
   ASSERT_TRUE(rkey.ok()) << rkey.status();
   EXPECT_EQ(client_->PageLocked("f0"), 0u);  // nothing touched yet
   // Pieces 0-2 of f0 (16 MiB each), from an odd offset, into an odd place.
