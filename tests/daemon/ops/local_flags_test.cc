@@ -152,7 +152,7 @@ TEST(LocalFlagsTest, BadValuesNameTheirFlag) {
   ExpectRefused({"--local-socket", s, "--local-fd-reserve", "lots"},
                 "--local-fd-reserve 'lots' is neither auto nor a number");
   ExpectRefused({"--local-fd-reserve", "64"}, "--local-fd-reserve configures the local transport");
-  ExpectRefused({"--local-socket", s, "--local-lock-piece-size", "1000KiB"},
+  ExpectRefused({"--local-socket", s, "--local-lock-piece-size", "1001KiB"},
                 "--local-lock-piece-size must be a multiple of 4KiB");
   ExpectRefused({"--local-socket", s, "--local-lock-piece-size", "2KiB"},
                 "--local-lock-piece-size");
