@@ -66,7 +66,9 @@ cmp "$root/usr/lib/systemd/system/gdragent.service" "$(dirname "$0")/../../deplo
 
 # The unpacked binaries run from the fresh root.
 version=$("$root/usr/bin/gdrctl" --version)
-want=$(grep -oP 'project\(gdrstored VERSION \K[0-9.]+' "$(dirname "$0")/../../CMakeLists.txt")
+# The version is written once, in python/gdrstore/_version.py (CMake's project() reads it).
+want=$(sed -n 's/^__version__ = "\([0-9.]*\)"$/\1/p' "$(dirname "$0")/../../python/gdrstore/_version.py")
+[[ -n $want ]] || { echo "no __version__ in python/gdrstore/_version.py"; exit 1; }
 [[ $version == *"$want"* ]] || { echo "gdrctl --version says '$version', want $want"; exit 1; }
 "$root/usr/sbin/gdrstored" --config "$root/etc/gdrstored/gdrstored.conf" --listen 127.0.0.1:0 \
   --port-file "$tmp/port" --volume "vol0=16MiB" --volume "f=4MiB,file=$tmp/f.img" 2>"$tmp/daemon.log" &
