@@ -6,7 +6,8 @@
 // descriptors its type takes, re-encodes to exactly the bytes it came from (every byte is in
 // the struct, so nothing a peer sends is silently ignored), names its request id the way
 // RequestIdOf reads it, and holds what the header promises (nonzero size, session and rkeys;
-// no address or offset wrap; GPU ranges inside their allocation; a real status code).
+// no address or offset wrap; GPU ranges inside their allocation; a real status code; chunks of
+// nonzero size, staged counts within the limit).
 // A refused packet is INVALID_ARGUMENT with a message.
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +30,8 @@ void CheckRegister(const h::Register& r) {
   if (r.kind == h::MemoryKind::kHostMemfd) {
     GDR_FUZZ_CHECK(r.allocation_size == 0 && r.gpu.empty());
   } else {
-    GDR_FUZZ_CHECK(r.kind == h::MemoryKind::kGpuIpc || r.kind == h::MemoryKind::kGpuVmmFd);
+    GDR_FUZZ_CHECK(r.kind == h::MemoryKind::kGpuIpc || r.kind == h::MemoryKind::kGpuVmmFd ||
+                   r.kind == h::MemoryKind::kGpuVmmChunks);
     GDR_FUZZ_CHECK(!r.gpu.empty());
     GDR_FUZZ_CHECK(r.offset + r.size <= r.allocation_size);
   }
@@ -62,6 +64,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (const auto* r = std::get_if<h::Registered>(&m->body)) GDR_FUZZ_CHECK(r->rkey != 0);
   if (const auto* d = std::get_if<h::Deregister>(&m->body)) GDR_FUZZ_CHECK(d->rkey != 0);
+  if (const auto* c = std::get_if<h::RegisterChunk>(&m->body)) GDR_FUZZ_CHECK(c->size != 0);
+  if (const auto* c = std::get_if<h::ChunkStaged>(&m->body)) {
+    GDR_FUZZ_CHECK(c->staged >= 1 && c->staged <= h::kMaxChunks);
+  }
   if (const auto* e = std::get_if<h::Error>(&m->body)) {
     GDR_FUZZ_CHECK(e->code >= 1 && e->code <= 16 && e->message.size() <= h::kMaxErrorBytes);
   }

@@ -392,6 +392,10 @@ def handoff_message_seeds():
         2, True, 0x7F8000000000, 4096, 8192, 1 << 21, bytes(range(64)), b"0000:b7:00.0"), 8))
     put(t, "register_gpu_vmm_fd", b"\x01" + handoff(3, hregister(
         3, False, 0x7F8000200000, 1 << 20, 0, 1 << 21, b"", b"0000:18:00.0"), 9))
+    put(t, "register_gpu_vmm_chunks", b"\x00" + handoff(3, hregister(
+        4, True, 0x7F8001000000, 3 << 20, 4096, 3 << 21, b"", b"0000:18:00.0"), 12))
+    put(t, "register_chunk", b"\x01" + handoff(10, struct.pack("<Q", 20 << 20), 13))
+    put(t, "chunk_staged", b"\x00" + handoff(11, struct.pack("<I", 3), 13))
     put(t, "registered", b"\x00" + handoff(4, struct.pack("<I", 0xDEADBEEF), 7))
     put(t, "deregister", b"\x00" + handoff(5, struct.pack("<I", 0xDEADBEEF), 10))
     put(t, "deregistered", b"\x00" + handoff(6, b"", 10))
