@@ -20,6 +20,15 @@ std::string HostName() {
   return name;
 }
 
+// The entry as etcd holds it: protobuf's JSON with the proto's field names.
+std::string EntryJson(const gdrstore::v1::ClusterMember& entry) {
+  google::protobuf::util::JsonPrintOptions p;
+  p.preserve_proto_field_names = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(entry, &out, p);
+  return out;
+}
+
 }  // namespace
 
 std::string DefaultMemberId(int port) { return absl::StrCat(HostName(), "-", port); }
@@ -58,20 +67,35 @@ absl::StatusOr<std::unique_ptr<ClusterMember>> ClusterMember::Start(
   m->etcd_ = std::move(*client);
   m->url_ = url;
   m->ttl_ = ttl;
+  m->id_ = entry.id();
   m->key_ = absl::StrCat(parsed->prefix, "/members/", entry.id());
-  google::protobuf::util::JsonPrintOptions p;
-  p.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(entry, &m->value_, p);
+  {
+    absl::MutexLock lock(&m->mu_);
+    m->value_ = EntryJson(entry);
+  }
   m->thread_ = std::thread([raw = m.get()] { raw->Run(); });
   return m;
 }
 
 ClusterMember::~ClusterMember() { Stop(); }
 
-bool ClusterMember::RegisterOnce() {
+void ClusterMember::Update(const gdrstore::v1::ClusterMember& entry) {
+  if (entry.id() != id_) {
+    GDR_LOG(kError) << "cluster " << url_ << ": an entry for member '" << entry.id()
+                    << "' cannot replace " << key_ << "; kept as it was";
+    return;
+  }
+  std::string value = EntryJson(entry);
+  absl::MutexLock lock(&mu_);
+  if (value == value_) return;
+  value_ = std::move(value);
+  changed_ = true;
+}
+
+bool ClusterMember::RegisterOnce(const std::string& value) {
   absl::StatusOr<int64_t> lease = etcd_->GrantLease(ttl_);
   absl::Status st = lease.status();
-  if (lease.ok()) st = etcd_->Put(key_, value_, *lease);
+  if (lease.ok()) st = etcd_->Put(key_, value, *lease);
   absl::MutexLock lock(&mu_);
   if (!st.ok()) {
     if (status_.last_error != st.message()) {
@@ -88,19 +112,53 @@ bool ClusterMember::RegisterOnce() {
   return true;
 }
 
+absl::Status ClusterMember::PutOnce(const std::string& value, int64_t lease) {
+  absl::Status st = etcd_->Put(key_, value, lease);
+  absl::MutexLock lock(&mu_);
+  if (st.ok()) {
+    GDR_LOG(kInfo) << "cluster " << url_ << ": " << key_ << " rewritten (lease " << lease << ")";
+    status_.last_error.clear();
+  } else if (!absl::IsNotFound(st) && status_.last_error != st.message()) {
+    GDR_LOG(kWarning) << "cluster " << url_ << ": cannot rewrite " << key_ << " ("
+                      << st.message() << "); serving on, trying every second";
+  }
+  if (!st.ok()) status_.last_error = std::string(st.message());
+  return st;
+}
+
 void ClusterMember::Run() {
   SetThreadName("gdr-cluster");
-  absl::Duration wait = absl::ZeroDuration();
-  while (!stop_.WaitForNotificationWithTimeout(wait)) {
+  // When the lease is next renewed (or, unregistered, registering next tried), and when a
+  // changed entry is next written; each etcd call is bounded by the client's call deadline.
+  absl::Time renew_at = absl::InfinitePast();
+  absl::Time write_at = absl::InfiniteFuture();
+  for (;;) {
     int64_t lease;
+    std::string value;
     {
       absl::MutexLock lock(&mu_);
+      mu_.AwaitWithDeadline(absl::Condition(this, &ClusterMember::Woken),
+                            std::min(renew_at, write_at));
+      if (stopping_) return;
+      if (changed_) write_at = absl::InfinitePast();
+      changed_ = false;
       lease = status_.registered ? status_.lease : 0;
+      value = value_;  // the newest entry: what any write below puts
     }
+    const absl::Time now = absl::Now();
     if (lease == 0) {
-      wait = RegisterOnce() ? ttl_ / 3 : absl::Seconds(1);
+      if (now < renew_at && now < write_at) continue;
+      const bool registered = RegisterOnce(value);
+      renew_at = now + (registered ? ttl_ / 3 : absl::Seconds(1));
+      write_at = absl::InfiniteFuture();  // a new registration carries the newest entry
       continue;
     }
+    if (now >= write_at) {
+      const absl::Status st = PutOnce(value, lease);
+      write_at = st.ok() ? absl::InfiniteFuture() : now + absl::Seconds(1);
+      if (absl::IsNotFound(st)) renew_at = now;  // the lease is gone: the keepalive says so
+    }
+    if (now < renew_at) continue;
     absl::StatusOr<absl::Duration> left = etcd_->KeepAliveOnce(lease);
     if (left.ok()) {
       absl::MutexLock lock(&mu_);
@@ -108,7 +166,7 @@ void ClusterMember::Run() {
         GDR_LOG(kInfo) << "cluster " << url_ << ": etcd answers again; " << key_ << " kept";
       }
       status_.last_error.clear();
-      wait = ttl_ / 3;
+      renew_at = now + ttl_ / 3;
       continue;
     }
     absl::MutexLock lock(&mu_);
@@ -118,14 +176,14 @@ void ClusterMember::Run() {
                         << " is gone; registering again";
       status_.registered = false;
       status_.lease = 0;
-      wait = absl::ZeroDuration();
+      renew_at = absl::InfinitePast();
     } else {
       if (status_.last_error != left.status().message()) {
         GDR_LOG(kWarning) << "cluster " << url_ << ": keepalive failed ("
                           << left.status().message() << "); serving on, trying every second";
       }
       status_.last_error = std::string(left.status().message());
-      wait = absl::Seconds(1);
+      renew_at = now + absl::Seconds(1);
     }
   }
 }
@@ -133,7 +191,10 @@ void ClusterMember::Run() {
 void ClusterMember::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  stop_.Notify();
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
   if (thread_.joinable()) thread_.join();
   int64_t lease;
   {

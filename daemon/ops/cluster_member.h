@@ -2,6 +2,8 @@
 // thread of its own. etcd away at start or later never stops serving: the entry is written
 // (again, on a new lease if the old one expired meanwhile) once etcd answers. Stop revokes the
 // lease, so a clean stop leaves the view at once; a killed daemon's entry goes with its lease.
+// The entry may be replaced while serving (Update: the volumes made and deleted at run time);
+// the thread writes the newest on the same key and lease, which a client's watch sees as a PUT.
 #pragma once
 
 #include <memory>
@@ -10,7 +12,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "common/etcd/etcd_client.h"
 #include "gdrstore/v1/cluster.pb.h"
 
@@ -28,7 +29,14 @@ class ClusterMember {
                                                               absl::Duration ttl,
                                                               gdrstore::v1::ClusterMember entry);
   ~ClusterMember();  // Stop()
-  // Revokes the lease (bounded by the etcd call deadline) and ends the thread. Idempotent.
+  // Replaces the entry: the member's thread writes it on the current lease at once (never the
+  // caller, which does not wait on etcd), and while etcd is away the newest entry is the one
+  // written once it answers (a lease lost meanwhile is replaced, as in Start). `entry` keeps
+  // the id it started with (the key does not move): one with another id is refused, logged.
+  // Thread-safe; after Stop it is kept but never written.
+  void Update(const gdrstore::v1::ClusterMember& entry);
+  // Revokes the lease (bounded by the etcd call deadline) and ends the thread. Idempotent;
+  // not to be called concurrently with itself.
   void Stop();
   Status status() const;
   const std::string& key() const { return key_; }
@@ -36,13 +44,19 @@ class ClusterMember {
  private:
   ClusterMember() = default;
   void Run();
-  bool RegisterOnce();  // grant + put; false on failure (logged)
+  bool RegisterOnce(const std::string& value);  // grant + put; false on failure (logged)
+  // Writes `value` on `lease`. NOT_FOUND when the lease is gone; etcd's error otherwise.
+  absl::Status PutOnce(const std::string& value, int64_t lease);
+  // What ends the thread's wait before its deadline: Stop, or an Update to write.
+  bool Woken() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || changed_; }
 
   std::unique_ptr<etcd::EtcdClient> etcd_;
-  std::string key_, value_, url_;
+  std::string id_, key_, url_;
   absl::Duration ttl_;
-  absl::Notification stop_;
   mutable absl::Mutex mu_;
+  std::string value_ ABSL_GUARDED_BY(mu_);  // the entry, JSON
+  bool changed_ ABSL_GUARDED_BY(mu_) = false;  // Update since the thread last looked
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Status status_ ABSL_GUARDED_BY(mu_);
   bool stopped_ = false;
   std::thread thread_;

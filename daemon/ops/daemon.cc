@@ -138,6 +138,7 @@ absl::Status Daemon::MakeService() {
   service_->set_connect_handler(rc_connect_.get());
   VolumeCatalogOptions vo;
   vo.max_volumes = config_.max_volumes;
+  vo.volumes_changed = [this] { VolumesChanged(); };
   for (const VolumeDir& d : config_.volume_dirs) {
     if (d.writable) vo.writable_dir = d;
   }
@@ -225,9 +226,19 @@ absl::Status Daemon::JoinCluster() {
   absl::StatusOr<std::string> address =
       AdvertiseAddress(config_.cluster.advertise, config_.listen, port_);
   if (!address.ok()) return address.status();
+  absl::MutexLock lock(&member_mu_);
+  member_address_ = *address;
+  absl::StatusOr<std::unique_ptr<ClusterMember>> started = ClusterMember::Start(
+      config_.cluster.url, absl::Seconds(config_.cluster.ttl_s), MemberEntry());
+  if (!started.ok()) return started.status();
+  member_ = std::move(*started);
+  return absl::OkStatus();
+}
+
+gdrstore::v1::ClusterMember Daemon::MemberEntry() const {
   gdrstore::v1::ClusterMember entry;
   entry.set_id(config_.cluster.id.empty() ? DefaultMemberId(port_) : config_.cluster.id);
-  entry.set_address(*address);
+  entry.set_address(member_address_);
   for (TransportKind k : kTransportKinds) {
     if (transports_->Find(k) != nullptr) entry.add_transports(TransportName(k));
   }
@@ -241,11 +252,13 @@ absl::Status Daemon::JoinCluster() {
   }
   entry.set_version(GDR_VERSION);
   entry.set_registered_unix_ms(absl::ToUnixMillis(absl::Now()));
-  absl::StatusOr<std::unique_ptr<ClusterMember>> started = ClusterMember::Start(
-      config_.cluster.url, absl::Seconds(config_.cluster.ttl_s), std::move(entry));
-  if (!started.ok()) return started.status();
-  member_ = std::move(*started);
-  return absl::OkStatus();
+  return entry;
+}
+
+void Daemon::VolumesChanged() {
+  absl::MutexLock lock(&member_mu_);
+  // Not yet joined: JoinCluster reads the store after this change.
+  if (member_ != nullptr) member_->Update(MemberEntry());
 }
 
 int Daemon::ServeUntilSignalled(const sigset_t& signals) {
@@ -264,7 +277,10 @@ int Daemon::Stop() {
 
 int Daemon::Stopped(int code) {
   exit_code_ = code;
-  if (member_) member_->Stop();  // the entry goes now, not a TTL later
+  {
+    absl::MutexLock lock(&member_mu_);
+    if (member_) member_->Stop();  // the entry goes now, not a TTL later
+  }
   if (trace_) {
     trace_->Close();  // every op answered by now is in the file
     const TraceRecorder::Stats t = trace_->stats();

@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/observe/metrics_exporter.h"
 #include "daemon/observe/stats.h"
 #include "daemon/observe/trace_recorder.h"
@@ -68,6 +70,11 @@ class Daemon {
   absl::Status MakeService();
   absl::Status Serve();
   absl::Status JoinCluster();
+  // The cluster entry from what the daemon serves now (its volumes included): built at join
+  // and again on each volume made or deleted (VolumesChanged), never elsewhere.
+  gdrstore::v1::ClusterMember MemberEntry() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(member_mu_);
+  // The catalog's hook (its thread): the cluster entry follows the volumes.
+  void VolumesChanged();
   // What follows the supervisor's stop: the cluster entry goes, the trace is closed.
   int Stopped(int code);
 
@@ -89,6 +96,11 @@ class Daemon {
   std::unique_ptr<TraceRecorder> trace_;
   std::vector<std::unique_ptr<OpStage>> stages_;
   std::unique_ptr<StoreService> service_;
+  // Before the catalog, whose thread updates it; made once serving (JoinCluster). The lock
+  // orders that against a volume made meanwhile: the later of the two reads the store.
+  absl::Mutex member_mu_;
+  std::unique_ptr<ClusterMember> member_ ABSL_GUARDED_BY(member_mu_);
+  std::string member_address_ ABSL_GUARDED_BY(member_mu_);  // the entry's address
   std::unique_ptr<VolumeCatalog> volumes_;
   std::unique_ptr<AdminService> admin_;
   // Before the server so that the certificates outlive every handshake.
@@ -96,7 +108,6 @@ class Daemon {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::unique_ptr<MetricsExporter> metrics_;
-  std::unique_ptr<ClusterMember> member_;
   std::unique_ptr<SystemdNotifier> notifier_;
   SupervisedDaemon supervised_;
   bool stopped_ = false;

@@ -183,6 +183,7 @@ absl::StatusOr<VolumeCatalog::Made> VolumeCatalog::RunCreate(const v1::CreateVol
                                                       (*v)->created() ? ", created and filled)"
                                                                       : ", existing data kept)"))
                  << " made by " << who;
+  if (options_.volumes_changed) options_.volumes_changed();
   return Made{*v, (*v)->created()};
 }
 
@@ -213,6 +214,7 @@ absl::Status VolumeCatalog::RunDelete(const v1::DeleteVolumeRequest& request,
   stats_->HideVolume(request.name());
   GDR_LOG(kInfo) << "volume " << v->name() << " deleted by " << who
                  << (request.delete_file() ? ", with its file" : "");
+  if (options_.volumes_changed) options_.volumes_changed();
   return absl::OkStatus();
 }
 

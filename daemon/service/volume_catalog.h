@@ -3,7 +3,8 @@
 // --volume-dir's free space), makes the volume through the store (whose hooks register it with
 // every transport) and gives it a media model and counters; or takes one away. Making a volume
 // maps and fills it, which takes time, so requests run one at a time on the catalog's own
-// thread, never on a gRPC one.
+// thread, never on a gRPC one. Whoever follows the set of volumes (the daemon's cluster entry)
+// hears of each change through one hook.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,9 @@ struct VolumeCatalogOptions {
   uint64_t memory_reserve = uint64_t{256} << 20;
   // /proc/meminfo, read for MemAvailable (tests point it elsewhere).
   std::string meminfo = "/proc/meminfo";
+  // Run on the catalog's thread after each volume made or deleted, once the store shows the
+  // change and before the request is answered. Must not block on the network; may be empty.
+  std::function<void()> volumes_changed;
 };
 
 class VolumeCatalog {

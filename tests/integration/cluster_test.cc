@@ -1,10 +1,12 @@
 // A cluster of real daemons on loopback registered in a real etcd (Debian's etcd-server):
 // striped and replicated ops through ClusterClient, members killed and restarted, etcd taken
-// away, and bad input.
+// away, volumes made and deleted at run time following into the member entry, and bad input.
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
+#include <map>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
@@ -362,6 +364,134 @@ TEST_F(ClusterTest, BadInputIsRefusedNamingWhatIsWrong) {
   auto away = gdrstore::ClusterClient::Open(o);
   EXPECT_FALSE(away.ok());
   EXPECT_TRUE(absl::StrContains(away.status().message(), nobody->address())) << away.status();
+}
+
+// The volumes `id`'s entry in etcd lists now (name -> size); an error when the key is absent or
+// its value does not parse.
+absl::StatusOr<std::map<std::string, uint64_t>> EntryVolumes(etcd::EtcdClient& etcd,
+                                                             const std::string& key,
+                                                             int64_t* lease = nullptr) {
+  auto kv = etcd.Get(key);
+  if (!kv.ok()) return kv.status();
+  if (!kv->has_value()) return absl::NotFoundError(absl::StrCat(key, " is absent"));
+  gdrstore::v1::ClusterMember entry;
+  auto parsed = google::protobuf::util::JsonStringToMessage((*kv)->value, &entry);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(key, ": ", std::string(parsed.message())));
+  }
+  if (lease != nullptr) *lease = (*kv)->lease;
+  std::map<std::string, uint64_t> out;
+  for (const auto& v : entry.volumes()) out[v.name()] = v.size();
+  return out;
+}
+
+// Whether `c` sees member `id` present with (or without) `volume` in its entry.
+bool SeesVolume(gdrstore::ClusterClient& c, const std::string& id, const std::string& volume,
+                bool listed) {
+  for (const auto& m : c.Members()) {
+    if (m.entry.id() != id || !m.present) continue;
+    bool found = false;
+    for (const auto& v : m.entry.volumes()) found |= v.name() == volume;
+    return found == listed;
+  }
+  return false;
+}
+
+TEST(ClusterRunTimeVolumeTest, AVolumeMadeAtRunTimeJoinsTheMemberEntryAndLeavesItWhenDeleted) {
+  if (absl::Status st = EtcdServer::Available(); !st.ok()) GTEST_SKIP() << st.message();
+  auto etcd = EtcdServer::Create();
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  auto dir = TempDir::Create("cluster-run-time");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string url = (*etcd)->url("gdr-rt");
+  const std::string key = "/gdr-rt/members/m0";
+  auto d = DaemonProcess::Start({"--cluster", url, "--cluster-id", "m0", "--volume-dir",
+                                 (*dir)->path() + ",writable"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  etcd::EtcdClient::Options eo;
+  eo.endpoints = {(*etcd)->endpoint()};
+  auto ec = etcd::EtcdClient::Create(eo);
+  ASSERT_TRUE(ec.ok()) << ec.status();
+  int64_t lease = 0;
+  ASSERT_TRUE(PollUntil([&] { return EntryVolumes(**ec, key, &lease).ok(); }, absl::Seconds(10)))
+      << (*d)->Stderr();
+  EXPECT_TRUE(EntryVolumes(**ec, key)->empty());
+
+  gdrstore::ClientOptions co;
+  co.daemon_address = (*d)->address();
+  auto admin = gdrstore::Client::Connect(co);
+  ASSERT_TRUE(admin.ok()) << admin.status();
+  const std::string name = "run-time.bin";  // a cluster volume name: no slash
+  auto made = (*admin)->CreateVolume(name, 4 * kMiB, /*file=*/true);
+  ASSERT_TRUE(made.ok()) << made.status();
+
+  // (1) The entry lists it with its size, re-put on the same lease (the member stays).
+  std::map<std::string, uint64_t> listed;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        auto v = EntryVolumes(**ec, key);
+        if (v.ok()) listed = *v;
+        return listed.count(name) > 0;
+      },
+      absl::Seconds(10)))
+      << (*d)->Stderr();
+  EXPECT_EQ(listed[name], 4 * kMiB);
+  int64_t lease_now = 0;
+  ASSERT_TRUE(EntryVolumes(**ec, key, &lease_now).ok());
+  EXPECT_EQ(lease_now, lease);
+
+  // (2) A client following the prefix sees it (the watch delivers the re-put), lays a cluster
+  // volume over it and moves verified bytes.
+  gdrstore::ClusterOptions o;
+  o.etcd_url = url;
+  auto c = gdrstore::ClusterClient::Open(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(PollUntil([&] { return SeesVolume(**c, "m0", name, true); }, absl::Seconds(10)));
+  auto layout = (*c)->CreateVolume(name, kMiB, 1, {"m0"});
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->size(), 4 * kMiB);
+  auto buf = (*c)->AllocateBuffer(4 * kMiB);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  ASSERT_TRUE(PutPattern(**c, **buf, name, 3, 4 * kMiB - 3, 5).ok());
+  absl::Status got = GetVerified(**c, **buf, name, 3, 4 * kMiB - 3, 5);
+  EXPECT_TRUE(got.ok()) << got;
+
+  // (3) Deleted at run time: gone from the entry and from the client's view, and an op on the
+  // layout still naming it is answered NOT_FOUND by the member.
+  ASSERT_TRUE((*admin)->DeleteVolume(name, /*delete_file=*/true).ok());
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        auto v = EntryVolumes(**ec, key);
+        return v.ok() && v->count(name) == 0;
+      },
+      absl::Seconds(10)))
+      << (*d)->Stderr();
+  EXPECT_TRUE(PollUntil([&] { return SeesVolume(**c, "m0", name, false); }, absl::Seconds(10)));
+  absl::Status gone = (*c)->Get(name, 0, 4096, **buf);
+  EXPECT_TRUE(absl::IsNotFound(gone)) << gone;
+  EXPECT_TRUE(absl::StrContains(gone.message(), name)) << gone;
+
+  // Made while etcd is away: the entry written once etcd answers lists it.
+  ASSERT_TRUE((*etcd)->Stop().ok());
+  ASSERT_TRUE((*admin)->CreateVolume("later", kMiB).ok());
+  ASSERT_TRUE((*etcd)->Start().ok());
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        auto v = EntryVolumes(**ec, key);
+        return v.ok() && v->count("later") > 0 && v->at("later") == kMiB;
+      },
+      absl::Seconds(15)))
+      << (*d)->Stderr();
+
+  // A clean stop still takes the entry away, and the daemon (sanitized or not) exits 0.
+  c->reset();  // its streams would hold the drain up
+  admin->reset();
+  auto stopped = (*d)->Terminate(absl::Seconds(30));
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(DescribeWaitStatus(*stopped), "exited 0") << (*d)->Stderr();
+  auto after = (*ec)->Get(key);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_FALSE(after->has_value()) << (*after)->value;
 }
 
 }  // namespace
