@@ -57,6 +57,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config, int a
   s.media = d->media_.get();
   s.faults = d->faults_.get();
   s.stats = d->stats_.get();
+  s.volumes = d->volumes_.get();
   s.notifier = d->notifier_.get();
   s.tls = d->tls_.get();
   s.trace = d->trace_.get();

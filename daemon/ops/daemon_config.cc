@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/log.h"
@@ -264,7 +265,11 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   if (volumes.empty() && volume_dirs.empty()) volumes.push_back("vol0=256MiB");
   for (const std::string& v : volumes) {
     absl::StatusOr<VolumeSpec> spec = ParseVolumeSpec(v);
-    if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--volume: ", spec.status().message()));
+    // The line itself is named: a reload's refusal must say which of several it was.
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--volume '", absl::CHexEscape(v),
+                                                     "': ", spec.status().message()));
+    }
     // Refused here, not only by Store::Create, so that a reload refuses it too.
     for (const VolumeSpec& seen : cfg.volumes) {
       if (seen.name == spec->name) {

@@ -98,14 +98,15 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
     eff.tls = next.tls;
   }
 
-  // Volumes: media timing is live; a volume's existence, size and file are not.
+  // Volumes: media timing is live, and so is a volume's existence (the supervisor makes or
+  // deletes it); a kept volume's size and file are not: making it anew would lose its data.
   std::map<std::string, const VolumeSpec*> old_by_name, new_by_name;
   for (const VolumeSpec& v : current.volumes) old_by_name[v.name] = &v;
   for (const VolumeSpec& v : next.volumes) new_by_name[v.name] = &v;
   for (const auto& [name, nv] : new_by_name) {
     auto it = old_by_name.find(name);
     if (it == old_by_name.end()) {
-      plan.needs_restart.push_back(absl::StrCat("volume ", name, ": added"));
+      plan.volumes_added.push_back(*nv);
       continue;
     }
     const VolumeSpec& ov = *it->second;
@@ -128,7 +129,7 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   }
   for (const auto& [name, ov] : old_by_name) {
     if (new_by_name.count(name) == 0) {
-      plan.needs_restart.push_back(absl::StrCat("volume ", name, ": removed"));
+      plan.volumes_removed.push_back(name);
     }
   }
 

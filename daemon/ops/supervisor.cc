@@ -1,5 +1,6 @@
 #include "daemon/ops/supervisor.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,56 @@ std::string Bytes(uint64_t b) {
   if (b >= 1'000'000) return absl::StrFormat("%.1f MB", b / 1e6);
   if (b >= 1'000) return absl::StrFormat("%.1f kB", b / 1e3);
   return absl::StrCat(b, " B");
+}
+
+std::string Describe(const VolumeSpec& v) {
+  return absl::StrCat(FormatSize(v.size), v.file.empty() ? std::string(", memory")
+                                                         : absl::StrCat(", file ", v.file));
+}
+
+// The configuration's volumes that came or went: deleted first (a volume renamed frees its
+// memory before the new one needs it), then made, each through the catalog as Admin
+// DeleteVolume / CreateVolume do, its files kept. `plan.effective` follows what was done; a
+// volume refused stays as it was and is named in `refused`; the others go on.
+void ApplyVolumes(SupervisedDaemon& d, ReloadPlan& plan, std::vector<std::string>* refused) {
+  std::vector<VolumeSpec>& volumes = plan.effective.volumes;
+  for (const std::string& name : plan.volumes_removed) {
+    if (d.volumes == nullptr) {
+      plan.needs_restart.push_back(absl::StrCat("volume ", name, ": removed"));
+      continue;
+    }
+    absl::Status s = d.volumes->DeleteConfigured(name, "SIGHUP");
+    // NOT_FOUND: deleted at run time already (Admin DeleteVolume).
+    if (!s.ok() && !absl::IsNotFound(s)) {
+      refused->push_back(absl::StrCat("volume ", name, ": not removed: ", s.message()));
+      continue;
+    }
+    plan.applied.push_back(absl::StrCat("volume ", name, ": removed"));
+    volumes.erase(std::remove_if(volumes.begin(), volumes.end(),
+                                 [&](const VolumeSpec& v) { return v.name == name; }),
+                  volumes.end());
+  }
+  for (const VolumeSpec& spec : plan.volumes_added) {
+    if (d.volumes == nullptr) {
+      plan.needs_restart.push_back(absl::StrCat("volume ", spec.name, ": added"));
+      continue;
+    }
+    // A volume made at run time in the writable --volume-dir: the directory's scan finds its
+    // file, and it is that volume already.
+    if (std::shared_ptr<const Volume> v = d.store->Find(spec.name);
+        v != nullptr && !spec.file.empty() && v->file() == spec.file) {
+      volumes.push_back(spec);
+      continue;
+    }
+    absl::StatusOr<VolumeCatalog::Made> made = d.volumes->CreateConfigured(spec, "SIGHUP");
+    if (!made.ok()) {
+      refused->push_back(absl::StrCat("volume ", spec.name, " (", Describe(spec),
+                                      "): not added: ", made.status().message()));
+      continue;
+    }
+    plan.applied.push_back(absl::StrCat("volume ", spec.name, ": added (", Describe(spec), ")"));
+    volumes.push_back(spec);
+  }
 }
 
 // Applies what can change live; logs what needs a restart.
@@ -50,8 +101,13 @@ void Reload(SupervisedDaemon& d) {
       GDR_LOG(kError) << "SIGHUP: a fault rule of the configuration was not set: " << s;
     }
   }
+  std::vector<std::string> refused;
+  ApplyVolumes(d, plan, &refused);
   d.config = plan.effective;
   if (d.stats != nullptr) d.stats->CountReload();
+  if (!refused.empty()) {
+    GDR_LOG(kError) << "SIGHUP: refused: " << absl::StrJoin(refused, "; ");
+  }
   if (plan.applied.empty()) {
     GDR_LOG(kInfo) << "SIGHUP: configuration re-read; no live setting changed";
   } else {

@@ -16,6 +16,7 @@
 #include "daemon/ops/systemd_notifier.h"
 #include "daemon/ops/tls_reloader.h"
 #include "daemon/service/store_service.h"
+#include "daemon/service/volume_catalog.h"
 #include "daemon/sim/delay_queue.h"
 #include "daemon/sim/fault_injector.h"
 #include "daemon/sim/media_timing.h"
@@ -39,6 +40,9 @@ struct SupervisedDaemon {
   MediaTiming* media = nullptr;
   FaultInjector* faults = nullptr;  // its configured rules follow the config on SIGHUP
   DaemonStats* stats = nullptr;
+  // Makes and deletes the volumes a reload adds to or removes from the configuration; null: a
+  // reload reports those as needing a restart.
+  VolumeCatalog* volumes = nullptr;
   const SystemdNotifier* notifier = nullptr;
   TlsReloader* tls = nullptr;  // the gRPC port's certificates; null without TLS
   TraceRecorder* trace = nullptr;  // --trace, reopened on SIGHUP; null without

@@ -1,5 +1,6 @@
 #include "daemon/service/volume_catalog.h"
 
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
 #include "common/base/thread_name.h"
@@ -93,6 +95,38 @@ void VolumeCatalog::Delete(const v1::DeleteVolumeRequest& request, std::string w
        [shared] { (*shared)(absl::UnavailableError("the daemon is stopping")); });
 }
 
+absl::Status VolumeCatalog::RunWaiting(const std::function<void()>& run) {
+  absl::Notification ran;
+  absl::Status posted = absl::OkStatus();
+  Post(
+      [&] {
+        run();
+        ran.Notify();
+      },
+      [&] {
+        posted = absl::UnavailableError("the daemon is stopping");
+        ran.Notify();
+      });
+  ran.WaitForNotification();
+  return posted;
+}
+
+absl::StatusOr<VolumeCatalog::Made> VolumeCatalog::CreateConfigured(const VolumeSpec& spec,
+                                                                    const std::string& who) {
+  absl::StatusOr<Made> made = absl::UnknownError("not run");
+  GDR_RETURN_IF_ERROR(RunWaiting([&] { made = Make(spec, who); }));
+  return made;
+}
+
+absl::Status VolumeCatalog::DeleteConfigured(const std::string& name, const std::string& who) {
+  v1::DeleteVolumeRequest request;
+  request.set_name(name);
+  request.set_delete_file(false);  // the configuration's files are the operator's
+  absl::Status deleted = absl::UnknownError("not run");
+  GDR_RETURN_IF_ERROR(RunWaiting([&] { deleted = RunDelete(request, who); }));
+  return deleted;
+}
+
 absl::StatusOr<VolumeSpec> VolumeCatalog::SpecOf(const v1::CreateVolumeRequest& request) const {
   if (!IsValidVolumeName(request.name())) {
     return absl::InvalidArgumentError(
@@ -146,15 +180,31 @@ absl::Status VolumeCatalog::CheckRoom(const VolumeSpec& spec) const {
     }
     return absl::OkStatus();
   }
+  // A file that is there already needs no room: its data is kept.
+  std::string where;
+  bool exists = false;
+  if (spec.dir == nullptr) {
+    // The configuration's file=/abs/path.
+    struct stat st {};
+    exists = ::stat(spec.file.c_str(), &st) == 0;
+    const size_t slash = spec.file.rfind('/');
+    where = slash == 0 || slash == std::string::npos ? "/" : spec.file.substr(0, slash);
+  } else if (options_.writable_dir && spec.dir == options_.writable_dir->handle) {
+    exists = VolumeFileExists(*options_.writable_dir, spec.name);
+    where = options_.writable_dir->path;
+  } else {
+    return absl::OkStatus();  // a file a --volume-dir scan found
+  }
+  if (exists) return absl::OkStatus();
   struct statvfs fs {};
-  if (::statvfs(options_.writable_dir->path.c_str(), &fs) != 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("statvfs ", options_.writable_dir->path));
+  if (::statvfs(where.c_str(), &fs) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("statvfs ", where));
   }
   const uint64_t free = uint64_t{fs.f_bavail} * fs.f_frsize;
-  if (spec.size > free && !VolumeFileExists(*options_.writable_dir, spec.name)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "a file volume of ", FormatSize(spec.size), " does not fit in ",
-        options_.writable_dir->path, " (", FormatSize(free), " free)"));
+  if (spec.size > free) {
+    return absl::ResourceExhaustedError(absl::StrCat("a file volume of ", FormatSize(spec.size),
+                                                     " does not fit in ", where, " (",
+                                                     FormatSize(free), " free)"));
   }
   return absl::OkStatus();
 }
@@ -162,6 +212,11 @@ absl::Status VolumeCatalog::CheckRoom(const VolumeSpec& spec) const {
 absl::StatusOr<VolumeCatalog::Made> VolumeCatalog::RunCreate(const v1::CreateVolumeRequest& request,
                                                              const std::string& who) {
   GDR_ASSIGN_OR_RETURN(VolumeSpec spec, SpecOf(request));
+  return Make(spec, who);
+}
+
+absl::StatusOr<VolumeCatalog::Made> VolumeCatalog::Make(const VolumeSpec& spec,
+                                                        const std::string& who) {
   if (store_->Find(spec.name) != nullptr) {
     return absl::AlreadyExistsError(absl::StrCat("volume '", spec.name, "' exists"));
   }

@@ -55,6 +55,14 @@ class VolumeCatalog {
   void Delete(const gdrstore::v1::DeleteVolumeRequest& request, std::string who,
               std::function<void(absl::Status)> done);
 
+  // The configuration's volumes, on SIGHUP: made and deleted as Create and Delete do (the same
+  // checks, limits and hook), on the catalog's thread, the caller waiting for the answer.
+  // `spec` comes checked from the configuration's parser and may name a file anywhere (--volume
+  // file=) or in any --volume-dir. A volume's file is never deleted here. UNAVAILABLE when the
+  // catalog is stopping.
+  absl::StatusOr<Made> CreateConfigured(const VolumeSpec& spec, const std::string& who);
+  absl::Status DeleteConfigured(const std::string& name, const std::string& who);
+
   // What a request asks for, checked (no limit but the fields'): INVALID_ARGUMENT naming the
   // field; FAILED_PRECONDITION for a file without a writable directory.
   absl::StatusOr<VolumeSpec> SpecOf(const gdrstore::v1::CreateVolumeRequest& request) const;
@@ -62,7 +70,11 @@ class VolumeCatalog {
  private:
   absl::StatusOr<Made> RunCreate(const gdrstore::v1::CreateVolumeRequest& request,
                                  const std::string& who);
+  // RunCreate past the request's own checks: the name free, the room there, then the volume.
+  absl::StatusOr<Made> Make(const VolumeSpec& spec, const std::string& who);
   absl::Status RunDelete(const gdrstore::v1::DeleteVolumeRequest& request, const std::string& who);
+  // Runs `run` on the catalog's thread and waits for it; UNAVAILABLE when stopping.
+  absl::Status RunWaiting(const std::function<void()>& run);
   // The room left for `spec`: RESOURCE_EXHAUSTED naming the limit it would pass.
   absl::Status CheckRoom(const VolumeSpec& spec) const;
   void Post(std::function<void()> run, std::function<void()> abandon);

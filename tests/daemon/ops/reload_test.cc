@@ -81,8 +81,7 @@ TEST(ReloadTest, RestartOnlySettingsAreReportedNotApplied) {
                                    "chunk-size: 1 MiB -> 4 KiB", "tcp-max-links: 64 -> 3",
                                    "tcp-max-links-per-target: 16 -> 3",
                                    "tcp-target-allow: (none) -> 10.0.0.0/8,fd00::/8",
-                                   "volume b file: '/srv/b.img' -> '/srv/other.img'",
-                                   "volume c: added", "volume a: removed"));
+                                   "volume b file: '/srv/b.img' -> '/srv/other.img'"));
   EXPECT_EQ(p.effective.listen, "127.0.0.1:50051");
   EXPECT_EQ(p.effective.tcp.chunk_bytes, 1u << 20);
   ASSERT_EQ(p.effective.volumes.size(), 2u);
@@ -99,6 +98,28 @@ TEST(ReloadTest, TraceChangesNeedRestart) {
   EXPECT_THAT(p.needs_restart, UnorderedElementsAre("trace:  -> /tmp/new.trace",
                                                     "trace-max-bytes: 256 MiB -> 1 MiB"));
   EXPECT_EQ(p.effective.trace, "");
+}
+
+// A volume added or removed is for the supervisor to make or delete (live); the effective
+// volumes stay the running ones until it has. A changed definition is not remade.
+TEST(ReloadTest, VolumesAddedAndRemovedArePlannedNotApplied) {
+  DaemonConfig next = Base();
+  next.volumes.erase(next.volumes.begin());  // a
+  next.volumes[0].size = 8 << 20;            // b: changed
+  next.volumes.push_back({"d", 2 << 20, "/srv/d.img", {}});
+  next.volumes.push_back({"c", 1 << 20, {}, {}});
+  ReloadPlan p = PlanReload(Base(), next);
+  ASSERT_EQ(p.volumes_added.size(), 2u);
+  EXPECT_EQ(p.volumes_added[0].name, "c");
+  EXPECT_EQ(p.volumes_added[1].name, "d");
+  EXPECT_EQ(p.volumes_added[1].file, "/srv/d.img");
+  EXPECT_EQ(p.volumes_added[1].size, 2u << 20);
+  EXPECT_THAT(p.volumes_removed, ElementsAre("a"));
+  EXPECT_THAT(p.needs_restart, ElementsAre("volume b size: 2 MiB -> 8 MiB"));
+  EXPECT_THAT(p.applied, IsEmpty());
+  ASSERT_EQ(p.effective.volumes.size(), 2u);
+  EXPECT_EQ(p.effective.volumes[0].name, "a");
+  EXPECT_EQ(p.effective.volumes[1].size, 2u << 20);
 }
 
 TEST(ReloadTest, SizeChangeOfKeptVolumeNeedsRestart) {
