@@ -66,6 +66,25 @@ absl::Status GrantReadWrite(const CudaApi& api, CUdeviceptr va, size_t size, int
   return absl::OkStatus();
 }
 
+// Generic allocation handles this scope holds a reference to, released at its end (a mapping
+// made from one keeps a reference of its own).
+class HeldHandles {
+ public:
+  explicit HeldHandles(const CudaApi& api) : api_(api) {}
+  HeldHandles(const CudaApi& api, CUmemGenericAllocationHandle h) : api_(api) { Add(h); }
+  ~HeldHandles() {
+    for (const CUmemGenericAllocationHandle h : held_) api_.cuMemRelease(h);
+  }
+  HeldHandles(const HeldHandles&) = delete;
+  HeldHandles& operator=(const HeldHandles&) = delete;
+  void Add(CUmemGenericAllocationHandle h) { held_.push_back(h); }
+  CUmemGenericAllocationHandle operator[](size_t i) const { return held_[i]; }
+
+ private:
+  const CudaApi& api_;
+  std::vector<CUmemGenericAllocationHandle> held_;
+};
+
 }  // namespace
 
 namespace {
@@ -86,11 +105,7 @@ absl::StatusOr<AllocationAt> FindWithDriver(const CudaApi& api, uint64_t address
   CUmemGenericAllocationHandle handle = 0;
   if (api.cuMemRetainAllocationHandle(&handle, reinterpret_cast<void*>(address)) ==
       CUDA_SUCCESS) {
-    struct Release {
-      const CudaApi& api;
-      CUmemGenericAllocationHandle h;
-      ~Release() { api.cuMemRelease(h); }  // Retain's reference; the mapping keeps its own
-    } release{api, handle};
+    const HeldHandles retained(api, handle);
     CUmemAllocationProp prop = {};
     GDR_CU_RETURN_IF_ERROR(api, cuMemGetAllocationPropertiesFromHandle(&prop, handle));
     if (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
@@ -117,11 +132,7 @@ absl::StatusOr<AllocationAt> FindWithDriver(const CudaApi& api, uint64_t address
 absl::StatusOr<ScopedFd> ExportVmmChunk(const CudaApi& api, uint64_t base) {
   CUmemGenericAllocationHandle handle = 0;
   GDR_CU_RETURN_IF_ERROR(api, cuMemRetainAllocationHandle(&handle, reinterpret_cast<void*>(base)));
-  struct Release {
-    const CudaApi& api;
-    CUmemGenericAllocationHandle h;
-    ~Release() { api.cuMemRelease(h); }
-  } release{api, handle};
+  const HeldHandles retained(api, handle);
   CUmemAllocationProp prop = {};
   GDR_CU_RETURN_IF_ERROR(api, cuMemGetAllocationPropertiesFromHandle(&prop, handle));
   if ((prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) {
@@ -253,13 +264,7 @@ absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::ImportVmmC
   };
   // Every chunk imported first (the handles keep the memory until mapped), so that the range
   // can be reserved with the coarsest granularity any of them needs.
-  struct Handles {
-    const CudaApi* api;
-    std::vector<CUmemGenericAllocationHandle> h;
-    ~Handles() {
-      for (CUmemGenericAllocationHandle x : h) api->cuMemRelease(x);  // the mapping keeps its own
-    }
-  } handles{api, {}};
+  HeldHandles handles(*api);
   size_t align = 0;
   uint64_t sum = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -273,7 +278,7 @@ absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::ImportVmmC
           " is not a VMM allocation's shareable handle: ",
           CudaError(*api, r, "cuMemImportFromShareableHandle", __FILE__, __LINE__).message()));
     }
-    handles.h.push_back(handle);
+    handles.Add(handle);
     CUmemAllocationProp prop = {};
     GDR_CU_RETURN_IF_ERROR(*api, cuMemGetAllocationPropertiesFromHandle(&prop, handle));
     size_t granule = 0;
@@ -303,7 +308,7 @@ absl::StatusOr<std::unique_ptr<ImportedGpuMemory>> ImportedGpuMemory::ImportVmmC
   m->vmm_->reserved = allocation_size;  // from here the destructor unmaps and frees
   uint64_t at = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
-    const CUresult r = api->cuMemMap(va + at, chunks[i].size, 0, handles.h[i], 0);
+    const CUresult r = api->cuMemMap(va + at, chunks[i].size, 0, handles[i], 0);
     if (r != CUDA_SUCCESS) {
       // Most often a size larger than what the exporter allocated.
       return absl::InvalidArgumentError(absl::StrCat(
@@ -395,11 +400,7 @@ absl::StatusOr<std::unique_ptr<ShareableGpuMemory>> ShareableGpuMemory::Create(i
   const size_t size = (bytes + granule - 1) / granule * granule;
   CUmemGenericAllocationHandle handle = 0;
   GDR_CU_RETURN_IF_ERROR(*api, cuMemCreate(&handle, size, &prop, 0));
-  struct Release {
-    const CudaApi* api;
-    CUmemGenericAllocationHandle h;
-    ~Release() { api->cuMemRelease(h); }
-  } release{api, handle};
+  const HeldHandles created(*api, handle);
   CUdeviceptr va = 0;
   GDR_CU_RETURN_IF_ERROR(*api, cuMemAddressReserve(&va, size, granule, 0, 0));
   const CUresult r = api->cuMemMap(va, size, 0, handle, 0);
