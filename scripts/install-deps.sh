@@ -4,10 +4,11 @@
 # systemd-analyze (unit verification); file and dpkg-dev are what CPack's .deb generator uses;
 # libssl-dev: the tcp proof's HMAC and the PEM checks of TLS files; openssl: the TLS tests make
 # their certificates with it; clang-14 and its sanitizer and libFuzzer runtimes build the fuzz
-# targets (scripts/fuzz-smoke.sh); python3-matplotlib draws gdr_bench's scale plot
-# (bench/plot_scale.py); etcd-server, etcd-client and golang-etcd-server-dev: the etcd client's
-# protos (rpc.proto and its imports, compiled where Debian installs them) and the real etcd its
-# tests start; libisal-dev: ISA-L's CRC32C (the checksum ops return on request);
+# targets (scripts/fuzz-smoke.sh) and the sanitized tree, which lld links; python3-matplotlib
+# draws gdr_bench's scale plot (bench/plot_scale.py); etcd-server, etcd-client and
+# golang-etcd-server-dev: the etcd client's protos (rpc.proto and its imports, compiled where
+# Debian installs them) and the real etcd its tests start; libisal-dev: ISA-L's CRC32C (the
+# checksum ops return on request);
 # prometheus-cpp-dev: the daemon's /metrics endpoint (it pulls in civetweb); prometheus: promtool,
 # with which the metrics test checks a scrape; nlohmann-json3-dev: the JSON that gdrctl, the
 # cluster status and gdr_bench print (common/base/json.h); patchelf: scripts/build-wheel.sh
@@ -20,7 +21,7 @@ PKGS=(
   libabsl-dev libsystemd-dev libibverbs-dev rdma-core
   libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
   libssl-dev openssl
-  clang-14 libclang-rt-14-dev libfuzzer-14-dev
+  clang-14 libclang-rt-14-dev libfuzzer-14-dev lld
   procps iproute2 patchelf
   systemd file dpkg-dev
   python3 python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
