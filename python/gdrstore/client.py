@@ -11,7 +11,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import errors
 from ._native import BufferInfo, Completion, Result, client_options, lib, open_handle
 from .memory import Memory, describe
-from .registrations import Registration, RegistrationCache
+from .registrations import Registration
+from .store import Moved, Outcome, Store, check as _check
 
 
 def _failure(status: int, handle) -> errors.Error:
@@ -19,11 +20,6 @@ def _failure(status: int, handle) -> errors.Error:
     messages per thread, so this must run on the calling thread right after the call: then it
     is that call's message whatever other threads do on the same handle."""
     return errors.from_status(status, lib.gdrstore_error(handle).decode(errors="replace"))
-
-
-def _check(status: int, handle) -> None:
-    if status != 0:
-        raise _failure(status, handle)
 
 
 _POLL_MAX_MS = (1 << 31) - 1  # gdrstore_poll's int
@@ -39,21 +35,10 @@ def _poll_ms(timeout: Optional[float]) -> int:
     return int(min(max(0.0, timeout) * 1000, _POLL_MAX_MS))
 
 
-class _Releaser:
-    """Releases a registration when the object holding it is collected."""
-
-    def __init__(self, reg: Registration):
-        self._reg = reg
-
-    def __del__(self):
-        try:
-            self._reg.release()
-        except Exception:
-            pass
-
-
-class Client:
-    """A connection to one gdrstored: `Client("127.0.0.1:50051", transport="auto")`.
+class Client(Store):
+    """A connection to one gdrstored: `Client("127.0.0.1:50051", transport="auto")`, or
+    `gdrstore.connect("127.0.0.1:50051")`. Its calls are a Cluster's too (gdrstore.store.Store):
+    code written for one runs on the other.
 
     Left out, address, agent and the token come from the environment, as a pod's spec passes
     them: GDRSTORE_ADDRESS (the daemon's HOST:PORT; else 127.0.0.1:50051), GDRSTORE_AGENT (the
@@ -96,17 +81,14 @@ class Client:
                  crc32c: bool = False, fail_when_full: bool = False,
                  agent: Optional[str] = None, local_socket: Optional[str] = None,
                  require: Optional[str] = None):
-        self._handle = None
-        # Streams not closed yet, which close() ends first; None once closing has begun.
-        self._streams_lock = threading.Lock()
-        self._streams: Optional[Dict[int, "Stream"]] = {}
         opts, self._keep = client_options(address, transport, token, token_file, rdma_device,
                                           timeout, tls_ca, tls_cert, tls_key, tls_server_name,
                                           crc32c, fail_when_full, agent, local_socket, require)
-        handle = open_handle(lib.gdrstore_client_open, opts)
-        self._handle = handle
-        # Registrations kept while their object lives (objects that take weak references).
-        self._regs = RegistrationCache(self._register_memory)
+        self._start(open_handle(lib.gdrstore_client_open, opts))
+
+    _kind = "Client"
+    _register_host, _register_gpu = "gdrstore_register_host", "gdrstore_register_gpu"
+    _alloc_host, _release = "gdrstore_alloc_host", "gdrstore_buffer_release"
 
     # ---- lifetime ----
     def close(self) -> None:
@@ -114,117 +96,26 @@ class Client:
         outcomes), releases every registration (waiting for their ops) and closes the connection.
         Afterwards every call on the Client or its Streams raises gdrstore.FailedPrecondition;
         memory from allocate() stays usable while referenced. Closing again does nothing."""
-        with self._streams_lock:
-            streams, self._streams = self._streams, None
+        streams = self._take_streams()
         if streams is None:
-            return  # closed (or closing) already
-        for stream in streams.values():
+            return  # closed (or closing) already, or never opened
+        for stream in streams:
             try:
                 stream._end(True, "the stream was closed by its Client's close()")
             except Exception:  # its ops' outcomes are on their Futures; the Client still closes
                 pass
-        if self._handle is None:  # __init__ failed
-            return
         self._regs.close()
         handle, self._handle = self._handle, None
         lib.gdrstore_client_close(handle)
 
-    def _open_handle(self):
-        """The library handle, or gdrstore.FailedPrecondition once the Client is closed."""
-        handle = self._handle
-        if handle is None:
-            raise errors.FailedPrecondition("the Client is closed")
-        return handle
-
-    def _adopt(self, stream: "Stream") -> bool:
-        """Lists `stream` for close(); False when the Client is closing."""
-        with self._streams_lock:
-            if self._streams is None:
-                return False
-            self._streams[id(stream)] = stream
-            return True
-
-    def _forget(self, stream: "Stream") -> None:
-        with self._streams_lock:
-            if self._streams is not None:
-                self._streams.pop(id(stream), None)
-
-    def __enter__(self) -> "Client":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        errors.close_after(self.close, exc)
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    # ---- memory ----
-    def _register_memory(self, mem: Memory) -> Registration:
-        if mem.nbytes == 0:
-            raise ValueError("buffer is empty")
-        handle = self._open_handle()
-        out = ctypes.c_void_p()
-        if mem.gpu:
-            status = lib.gdrstore_register_gpu(handle, mem.address, mem.nbytes,
-                                               ctypes.byref(out))
-        else:
-            status = lib.gdrstore_register_host(handle, mem.address, mem.nbytes,
-                                                ctypes.byref(out))
-        _check(status, handle)
-        return Registration(out, mem.nbytes, lib.gdrstore_buffer_release)
-
-    def allocate(self, nbytes: int) -> memoryview:
-        """`nbytes` of zeroed host memory the library allocates and registers (a memfd, which
-        transport local and the node agent map without a copy): a writable memoryview (format
-        'B') to fill in place, wrap (numpy.frombuffer, torch.frombuffer) and pass to get/put.
-        The memory stays registered, and mapped, while the view or anything made from it
-        lives."""
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int):
-            raise TypeError(f"nbytes must be an int, not {type(nbytes).__name__}")
-        if not 0 < nbytes < (1 << 63):
-            raise errors.ArgumentOutOfRange(f"nbytes {nbytes} is outside [1, 2^63)")
-        handle = self._open_handle()
-        out = ctypes.c_void_p()
-        _check(lib.gdrstore_alloc_host(handle, nbytes, ctypes.byref(out)), handle)
+    def _host_address(self, buffer) -> int:
         info = BufferInfo()
-        lib.gdrstore_buffer_get_info(out, ctypes.byref(info))
-        reg = Registration(out, nbytes, lib.gdrstore_buffer_release)
-        array = (ctypes.c_ubyte * nbytes).from_address(info.host)
-        # The array's life holds the registration (and so the mapping): every view of it
-        # keeps the array alive.
-        array._gdrstore_registration = _Releaser(reg)
-        return memoryview(array).cast("B")
-
-    def _acquire(self, obj) -> Tuple[Registration, bool]:
-        """The registration for `obj` and whether the caller must release it after the op."""
-        return self._regs.acquire(describe(obj))
-
-    def register(self, obj) -> None:
-        """Registers `obj` now (and keeps it registered while `obj` lives), so that ops on it
-        and on any slice of it skip registration."""
-        self._acquire(obj)
+        lib.gdrstore_buffer_get_info(buffer, ctypes.byref(info))
+        return info.host
 
     # ---- ops ----
-    def _span(self, obj, length: Optional[int],
-              at: int = 0) -> Tuple[Registration, bool, int]:
-        reg, temporary = self._acquire(obj)
-        if isinstance(at, bool) or not isinstance(at, int):
-            raise TypeError(f"at must be an int, not {type(at).__name__}")
-        if not 0 <= at <= reg.nbytes:
-            raise errors.ArgumentOutOfRange(f"at {at} is outside the {reg.nbytes}-byte buffer")
-        n = reg.nbytes - at if length is None else length
-        if isinstance(n, int) and not isinstance(n, bool) and n > reg.nbytes - at:
-            if temporary:
-                reg.release()
-            raise errors.ArgumentOutOfRange(f"at {at} + length {n} is past the end of the "
-                                            f"{reg.nbytes}-byte buffer")
-        return reg, temporary, n
-
     def get(self, volume: str, offset: int, into, length: Optional[int] = None,
-            at: int = 0) -> int:
+            at: int = 0) -> Moved:
         """Store -> `into` (volume bytes [offset, offset + length), length defaulting to the
         rest of `into`), in place, from byte `at` of `into` on (ops at many places of one
         buffer share its registration; a slice per op registers each slice). Returns the bytes
@@ -244,7 +135,7 @@ class Client:
                 reg.release()
 
     def put(self, src, volume: str, offset: int, length: Optional[int] = None,
-            sync: bool = False, at: int = 0) -> int:
+            sync: bool = False, at: int = 0) -> Moved:
         """`src` (from its byte `at` on) -> store at volume [offset, offset + length). sync:
         answered only once a file-backed volume has the bytes on disk. Returns the bytes
         moved."""
@@ -303,29 +194,13 @@ class Client:
         finally:
             lib.gdrstore_free(p)
 
-    def registration_handles(self) -> int:
-        """Registrations this Client keeps alive for live objects (for tests and diagnosis)."""
-        return len(self._regs)
-
 
 def _last_path(handle) -> str:
     # Read on the calling thread right after its op, as the library keeps it per thread.
     return (lib.gdrstore_last_path(handle) or b"").decode(errors="replace")
 
 
-class Moved(int):
-    """The bytes an op moved (an int, as before), with the path they took: `path`, e.g.
-    "tcp/host", "local/cuda-ipc", "agent/vmm-fd>rc:mlx5_0/dma-buf" (docs/python.md "Paths")."""
-
-    path: str
-
-    def __new__(cls, n: int, path: str):
-        obj = super().__new__(cls, n)
-        obj.path = path
-        return obj
-
-
-class Future:
+class Future(Outcome):
     """The outcome of one stream op: result() returns the bytes moved (a Moved, which names
     the path) or raises. latency: seconds from its submission until its answer was taken from
     the stream (by any wait on it); service_s: the daemon's own time on it."""
@@ -368,13 +243,6 @@ class Future:
         if self._error is not None:
             raise self._error
         return self._bytes
-
-    def exception(self, timeout: Optional[float] = None) -> Optional[errors.Error]:
-        try:
-            self.result(timeout)
-        except errors.Error as e:
-            return e
-        return None
 
 
 class Stream:

@@ -1,31 +1,49 @@
 """Cluster: many gdrstored daemons as one namespace, over the C ABI's gdrstore_cluster_*. A
 cluster volume is striped over its members with R replicas; a put is acknowledged when every
-replica has every piece, a get reads each piece from its first healthy replica."""
+replica has every piece, a get reads each piece from its first healthy replica. Its calls are a
+Client's (gdrstore.store.Store), with the same arguments."""
 
 import ctypes
 import json
 import os
-from typing import Any, Dict, Iterable, Optional, Union
+import threading
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, Iterable, List, Optional, Union
 
 from . import errors
-from ._native import (ClusterOptions, checked_int, checked_str, client_options, has_cluster,
-                      lib, millis, open_handle, set_field)
-from .client import _check
-from .memory import Memory, describe
-from .registrations import Registration, RegistrationCache
+from ._native import (ClusterOptions, checked_str, client_options, has_cluster, lib, millis,
+                      open_handle, set_field)
+from .memory import describe
+from .store import Moved, Outcome, Store, check as _check
+
+# Ops a ClusterStream runs at once: the C ABI's cluster ops are unary calls, so a stream runs
+# them on this many threads.
+STREAM_OPS_IN_FLIGHT = 8
 
 
-class Cluster:
+class Cluster(Store):
     """A cluster of daemons: `Cluster(etcd="etcd://127.0.0.1:2379/prod")` (members registered
     by daemons started with --cluster) or `Cluster(members_file="cluster.json")` (a JSON
-    gdrstore.v1.ClusterFile: members and volumes, all taken as present).
+    gdrstore.v1.ClusterFile: members and volumes, all taken as present); or
+    `gdrstore.connect("etcd://...")` / `gdrstore.connect("file:cluster.json")`.
 
     Every member is reached as Client reaches a daemon: transport ("tcp", "rc", "dc", "auto"),
     token / token_file, rdma_device, timeout (seconds per op, None: none), tls_ca / tls_cert /
     tls_key / tls_server_name. member_retry: seconds a member that failed is passed over.
-    etcd_timeout: seconds per etcd call. crc32c and fail_when_full as for Client. A URL or file
-    that does not parse raises gdrstore.InvalidArgument naming it; etcd not answering,
-    gdrstore.Unavailable. Integers are checked as Client checks them."""
+    etcd_timeout: seconds per etcd call. crc32c, fail_when_full and require as for Client, for
+    each member. A URL or file that does not parse raises gdrstore.InvalidArgument naming it;
+    etcd not answering, gdrstore.Unavailable. Integers are checked as Client checks them.
+
+    What a Client has and a Cluster has not yet (the C ABI's cluster handle lacks them): put's
+    sync (gdrstore.Unimplemented), the path an op took (Moved.path is ""), a stream of the
+    library's own (stream() runs the unary ops on threads)."""
+
+    _kind = "Cluster"
+    _register_host = "gdrstore_cluster_register_host"
+    _register_gpu = "gdrstore_cluster_register_gpu"
+    _alloc_host, _release = "gdrstore_cluster_alloc_host", "gdrstore_cluster_buffer_release"
 
     def __init__(self, etcd: Optional[str] = None,
                  members_file: Optional[Union[str, os.PathLike]] = None,
@@ -35,8 +53,7 @@ class Cluster:
                  tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
                  tls_server_name: Optional[str] = None, member_retry: float = 1.0,
                  etcd_timeout: float = 2.0, crc32c: bool = False,
-                 fail_when_full: bool = False):
-        self._handle = None
+                 fail_when_full: bool = False, require: Optional[str] = None):
         if not has_cluster():
             raise errors.Unimplemented("this libgdrclient has no cluster functions "
                                        "(gdrstore_cluster_open); install a newer one")
@@ -45,7 +62,8 @@ class Cluster:
                                          "members_file=PATH, exactly one of them")
         client, self._keep = client_options(None, transport, token, token_file, rdma_device,
                                             timeout, tls_ca, tls_cert, tls_key,
-                                            tls_server_name, crc32c, fail_when_full)
+                                            tls_server_name, crc32c, fail_when_full,
+                                            require=require)
         opts = ClusterOptions()
         lib.gdrstore_cluster_options_init(ctypes.byref(opts))
         source = [checked_str("etcd", etcd),
@@ -55,116 +73,90 @@ class Cluster:
         opts.client = ctypes.pointer(client)
         set_field(opts, "member_retry_ms", millis("member_retry", member_retry), "member_retry")
         set_field(opts, "etcd_timeout_ms", millis("etcd_timeout", etcd_timeout), "etcd_timeout")
-        handle = open_handle(lib.gdrstore_cluster_open, opts)
-        self._handle = handle
-        # Buffers kept while their object lives (objects that take weak references).
-        self._regs = RegistrationCache(self._register_memory)
+        self._start(open_handle(lib.gdrstore_cluster_open, opts))
 
     # ---- lifetime ----
     def close(self) -> None:
-        """Releases every buffer (waiting for its ops) and ends the links and the etcd watch."""
-        if self._handle is None:
-            return
+        """Closes the streams still open (each waits for its ops), releases every buffer
+        (waiting for its ops) and ends the links and the etcd watch. Afterwards every call
+        raises gdrstore.FailedPrecondition. Closing again does nothing."""
+        streams = self._take_streams()
+        if streams is None:
+            return  # closed (or closing) already, or never opened
+        for stream in streams:
+            stream._end("the stream was closed by its Cluster's close()")
         self._regs.close()
         handle, self._handle = self._handle, None
         lib.gdrstore_cluster_close(handle)
 
-    def __enter__(self) -> "Cluster":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        errors.close_after(self.close, exc)
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def _open_handle(self):
-        if self._handle is None:
-            raise errors.FailedPrecondition("the Cluster is closed")
-        return self._handle
-
-    # ---- memory ----
-    def _register_memory(self, mem: Memory) -> Registration:
-        if mem.nbytes == 0:
-            raise ValueError("buffer is empty")
-        handle = self._open_handle()
-        out = ctypes.c_void_p()
-        if mem.gpu:
-            status = lib.gdrstore_cluster_register_gpu(handle, mem.address, mem.nbytes,
-                                                       ctypes.byref(out))
-        else:
-            status = lib.gdrstore_cluster_register_host(handle, mem.address, mem.nbytes,
-                                                        ctypes.byref(out))
-        _check(status, handle)
-        return Registration(out, mem.nbytes, lib.gdrstore_cluster_buffer_release)
-
-    def register(self, obj) -> None:
-        """Keeps `obj`'s memory registered while `obj` lives (each member registers it the
-        first time an op there uses it)."""
-        self._regs.acquire(describe(obj))
-
-    def registration_handles(self) -> int:
-        """Buffers this Cluster keeps alive for live objects (for tests and diagnosis)."""
-        return len(self._regs)
+    def _host_address(self, buffer) -> int:
+        return lib.gdrstore_cluster_buffer_data(buffer)
 
     # ---- ops ----
     def _op(self, put: bool, volume: str, offset: int, obj, length: Optional[int],
-            at: int = 0) -> int:
+            at: int = 0) -> Moved:
         handle = self._open_handle()
         mem = describe(obj)
         if not put and not mem.writable:
             raise ValueError("`into` is read-only; a get needs writable memory")
-        checked_int("offset", offset, ctypes.c_uint64)
-        if isinstance(at, bool) or not isinstance(at, int):
-            raise TypeError(f"at must be an int, not {type(at).__name__}")
-        if not 0 <= at <= mem.nbytes:
-            raise errors.ArgumentOutOfRange(f"at {at} is outside the {mem.nbytes}-byte buffer")
-        n = mem.nbytes - at if length is None else checked_int("length", length,
-                                                                ctypes.c_uint64)
-        if n > mem.nbytes - at:
-            raise errors.ArgumentOutOfRange(f"at {at} + length {n} is past the end of the "
-                                            f"{mem.nbytes}-byte buffer")
-        reg, temporary = self._regs.acquire(mem)
+        reg, temporary, n = self._span(mem, length, at)
         try:
             fn = lib.gdrstore_cluster_put if put else lib.gdrstore_cluster_get
             _check(fn(handle, volume, offset, n, reg.handle, at), handle)
-            return n
+            return Moved(n, "")
         finally:
             if temporary:
                 reg.release()
 
-    def put(self, volume: str, offset: int, src, length: Optional[int] = None,
-            at: int = 0) -> int:
+    def put(self, src, volume: str, offset: int, length: Optional[int] = None,
+            sync: bool = False, at: int = 0) -> Moved:
         """`src` (from its byte `at` on) -> cluster volume bytes [offset, offset + length) on
-        every replica, in place (length defaults to the rest of `src`). Returns the bytes
-        moved."""
+        every replica, in place (length defaults to the rest of `src`), as Client.put. Returns
+        the bytes moved.
+
+        The order before Client's, put(volume, offset, src), still works (with a
+        DeprecationWarning): a str is never memory, so a str first is that order's volume."""
+        if isinstance(src, str):
+            warnings.warn("Cluster.put(volume, offset, src) is deprecated: put(src, volume, "
+                          "offset), as Client.put", DeprecationWarning, stacklevel=2)
+            src, volume, offset = offset, src, volume
+        if sync:
+            raise errors.Unimplemented("a cluster put has no sync yet (the C ABI's "
+                                       "gdrstore_cluster_put takes none)")
         return self._op(True, volume, offset, src, length, at)
 
     def get(self, volume: str, offset: int, into, length: Optional[int] = None,
-            at: int = 0) -> int:
+            at: int = 0) -> Moved:
         """Cluster volume bytes [offset, offset + length) -> `into` from its byte `at` on, in
-        place (length defaults to the rest of `into`). Returns the bytes moved."""
+        place (length defaults to the rest of `into`), as Client.get. Returns the bytes
+        moved."""
         return self._op(False, volume, offset, into, length, at)
 
+    def stream(self) -> "ClusterStream":
+        """Many ops at once, answered in any order, as Client.stream(); use as a context
+        manager."""
+        return ClusterStream(self)
+
     # ---- the cluster ----
-    def create_volume(self, name: str, stripe_unit: int = 4 << 20, replicas: int = 1,
-                      members: Optional[Union[str, Iterable[str]]] = None,
-                      size: Optional[int] = None, file: bool = False,
-                      media: Optional[str] = None) -> Dict[str, Any]:
+    def create_volume(self, name: str, size: Optional[int] = None, file: bool = False,
+                      media: Optional[str] = None, *, stripe_unit: int = 4 << 20,
+                      replicas: int = 1,
+                      members: Optional[Union[str, Iterable[str]]] = None) -> Dict[str, Any]:
         """Lays cluster volume `name` over `members` (ids, a list or "a,b,c"; None: every member
         registered now). Without `size`, each member must serve a volume `name` already; with
         it, the members' volumes are made first (their Admin service), just big enough for
         `size` bytes (whole rows), files in their writable --volume-dir with `file`, `media`
-        as Client.create_volume's. etcd clusters only. Returns the layout
-        (gdrstore.v1.ClusterVolume as a dict); gdrstore.AlreadyExists when the volume exists."""
+        as Client.create_volume's (whose arguments come first, in its order). etcd clusters
+        only. Returns the layout (gdrstore.v1.ClusterVolume as a dict);
+        gdrstore.AlreadyExists when the volume exists."""
         handle = self._open_handle()
         if members is not None and not isinstance(members, str):
             members = ",".join(members)
         out = ctypes.c_void_p()
         if size is None:
+            if file or media is not None:
+                raise errors.InvalidArgument("file and media describe the members' volumes "
+                                             "made for `size` bytes: give size too")
             _check(lib.gdrstore_cluster_create_volume(handle, name, stripe_unit, replicas,
                                                       members, ctypes.byref(out)), handle)
         else:
@@ -173,15 +165,25 @@ class Cluster:
                                                     ctypes.byref(out)), handle)
         return _take_json(out)
 
-
-    def delete_volume(self, name: str, member_volumes: bool = False,
-                      delete_files: bool = False) -> None:
+    def delete_volume(self, name: str, delete_file: bool = False, *,
+                      member_volumes: bool = False) -> None:
         """Removes cluster volume `name`'s layout (new ops on it: NotFound), and with
-        `member_volumes` the volume `name` on each of its members (files too with
-        `delete_files`). NotFound when it has no layout."""
+        `member_volumes` the volume `name` on each of its members; `delete_file` (as
+        Client.delete_volume's) takes the members' volumes away with their files. NotFound
+        when it has no layout."""
         handle = self._open_handle()
-        _check(lib.gdrstore_cluster_delete_volume(handle, name, int(bool(member_volumes)),
-                                                  int(bool(delete_files))), handle)
+        _check(lib.gdrstore_cluster_delete_volume(
+            handle, name, int(bool(member_volumes or delete_file)), int(bool(delete_file))),
+            handle)
+
+    def info(self, volume: Optional[str] = None) -> Dict[str, Any]:
+        """status() (each member pinged now), with "volumes" holding `volume`'s layout alone
+        when it is given (none when the cluster has no volume of the name)."""
+        status = self.status()
+        if volume is not None:
+            status["volumes"] = [v for v in status.get("volumes", [])
+                                 if v.get("name") == volume]
+        return status
 
     def status(self) -> Dict[str, Any]:
         """{"source", "members": [{"entry", "present", "healthy", "error", "lease_ttl_s", "ops",
@@ -198,3 +200,97 @@ def _take_json(p: ctypes.c_void_p) -> Dict[str, Any]:
         return json.loads(ctypes.string_at(p).decode())
     finally:
         lib.gdrstore_free(p)
+
+
+class ClusterFuture(Outcome):
+    """The outcome of one ClusterStream op, as a Stream's Future: result() returns the bytes
+    moved or raises; latency: seconds from its submission until it was answered; service_s:
+    None (a cluster op's members do not report it)."""
+
+    def __init__(self, future):
+        self._f = future
+        self._submitted = time.monotonic()
+        self.latency: Optional[float] = None
+        self.service_s: Optional[float] = None
+        future.add_done_callback(self._answered)
+
+    def _answered(self, _) -> None:
+        self.latency = time.monotonic() - self._submitted
+
+    def done(self) -> bool:
+        return self._f.done()
+
+    def result(self, timeout: Optional[float] = None) -> Moved:
+        try:
+            return self._f.result(timeout)
+        except TimeoutError:
+            raise TimeoutError("stream op not answered in time") from None
+
+
+class ClusterStream:
+    """Ops submitted at once and answered in any order, as a Client's Stream: get/put return
+    ClusterFutures. The C ABI's cluster ops are unary, so STREAM_OPS_IN_FLIGHT threads run
+    them. Closed by close() (or the with block) or its Cluster's close(): both wait for every
+    op; afterwards get/put raise gdrstore.FailedPrecondition."""
+
+    def __init__(self, cluster: Cluster):
+        cluster._open_handle()
+        self._cluster = cluster
+        self._pool = ThreadPoolExecutor(STREAM_OPS_IN_FLIGHT,
+                                        thread_name_prefix="gdrstore-cluster-stream")
+        self._lock = threading.Lock()
+        self._ops: List[ClusterFuture] = []
+        self._closed: Optional[str] = None
+        if not cluster._adopt(self):
+            self._end("the stream was closed by its Cluster's close()")
+            raise errors.FailedPrecondition("the Cluster is closed")
+
+    def _submit(self, fn, *args) -> ClusterFuture:
+        with self._lock:
+            if self._closed is not None:
+                raise errors.FailedPrecondition(self._closed)
+            op = ClusterFuture(self._pool.submit(fn, *args))
+            self._ops.append(op)
+        return op
+
+    def get(self, volume: str, offset: int, into, length: Optional[int] = None,
+            at: int = 0) -> ClusterFuture:
+        """Store -> `into` (from its byte `at` on), as Cluster.get."""
+        return self._submit(self._cluster.get, volume, offset, into, length, at)
+
+    def put(self, src, volume: str, offset: int, length: Optional[int] = None,
+            at: int = 0) -> ClusterFuture:
+        """`src` (from its byte `at` on) -> store, as Cluster.put."""
+        if isinstance(src, str):
+            raise TypeError("a stream's put takes (src, volume, offset), as Client's")
+        return self._submit(self._cluster.put, src, volume, offset, length, False, at)
+
+    def wait_all(self, timeout: Optional[float] = None) -> List[ClusterFuture]:
+        """Waits until every op submitted so far is answered; returns their futures."""
+        with self._lock:
+            ops = list(self._ops)
+        for op in ops:
+            op.exception(timeout)
+        with self._lock:
+            self._ops = [op for op in self._ops if not op.done()]
+        return ops
+
+    def close(self) -> None:
+        """Waits for every op (their futures hold the outcomes), then ends the stream.
+        Closing again does nothing."""
+        self._end("the stream is closed")
+
+    def _end(self, why: str) -> None:
+        with self._lock:
+            first = self._closed is None
+            if first:
+                self._closed = why
+        self._pool.shutdown(wait=True)  # every op submitted runs to its answer
+        if first:
+            self._cluster._forget(self)
+
+    def __enter__(self) -> "ClusterStream":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        errors.close_after(self.close, exc)

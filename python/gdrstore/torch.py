@@ -36,8 +36,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from . import _native
-from .client import Client
-from .cluster import Cluster
+from .store import Store
 from .errors import AlreadyExists, FailedPrecondition, InvalidArgument
 
 # safetensors' own bound on the header (its Rust loader refuses larger ones).
@@ -280,30 +279,15 @@ def parse_header(raw: bytes, volume_size: int) -> Tuple[int, List[_Entry], Dict[
     return data_start, entries, metadata
 
 
-def _volume_size(store, volume: str) -> Tuple[int, int]:
-    """The volume's size and the largest op the daemon takes (0: unknown)."""
-    if isinstance(store, Cluster):
-        for v in store.status().get("volumes", []):
-            if v.get("name") == volume:
-                return int(v.get("size", 0)), 0
-        raise InvalidArgument(f"cluster has no volume {volume!r}")
-    # That volume alone: one small answer however many volumes the daemon serves.
+def _volume_size(store: Store, volume: str) -> Tuple[int, int]:
+    """The volume's size and the largest op the store takes (0: unknown)."""
+    # That volume alone: one small answer however many volumes the store serves.
     info = store.info(volume=volume)
     limit = int(info.get("limits", {}).get("max_op_bytes", 0) or 0)
     for v in info.get("volumes", []):
         if v.get("name") == volume:
             return int(v.get("size", 0)), limit
-    raise InvalidArgument(f"the daemon shows no volume {volume!r}")
-
-
-def _get(store, volume: str, offset: int, into) -> None:
-    store.get(volume, offset, into=into)
-
-
-def _host_bytes(store, n: int):
-    """Host memory for `n` bytes that every transport takes: a Client's own allocation (the
-    local transport and the agent refuse memory the caller owns, rather than copy it)."""
-    return store.allocate(n) if isinstance(store, Client) else bytearray(n)
+    raise InvalidArgument(f"the store shows no volume {volume!r}")
 
 
 def load_safetensors(store, volume: str, device="cpu", *, paths: Optional[set] = None
@@ -316,19 +300,21 @@ def load_safetensors(store, volume: str, device="cpu", *, paths: Optional[set] =
     as raised by get."""
     device = torch.device(device)
     size, max_op = _volume_size(store, volume)
-    head = _host_bytes(store, 8)
+    # The store's own memory, which every transport takes (the local transport and the agent
+    # refuse memory the caller owns rather than copy it).
+    head = store.allocate(8)
     if size >= 8:
-        _get(store, volume, 0, head)
-    raw = _host_bytes(store, 8 + header_length(bytes(head), size))
-    _get(store, volume, 0, raw)
+        store.get(volume, 0, into=head)
+    raw = store.allocate(8 + header_length(bytes(head), size))
+    store.get(volume, 0, into=raw)
     data_start, entries, _ = parse_header(bytes(raw), size)
     for e in entries:
         if _DTYPES[e.dtype][0] is None:
             raise InvalidArgument(f"entry {e.name!r}: dtype {e.dtype} has no torch dtype in torch "
                                   f"{torch.__version__}")
     total = max((e.end for e in entries), default=0)
-    if device.type == "cpu" and isinstance(store, Client) and total:
-        # Host tensors in the client's own (shareable) memory, which every transport takes.
+    if device.type == "cpu" and total:
+        # Host tensors in the store's own (shareable) memory, which every transport takes.
         arena = torch.frombuffer(store.allocate(total), dtype=torch.uint8)
     else:
         arena = torch.empty(total, dtype=torch.uint8, device=device)
@@ -338,18 +324,14 @@ def load_safetensors(store, volume: str, device="cpu", *, paths: Optional[set] =
         # Only the bytes tensors hold: gaps between them (a writer's padding) are not read.
         spans = _merged((e.begin, e.end) for e in entries if e.end > e.begin)
         pieces = [(a, min(a + chunk, b)) for a0, b in spans for a in range(a0, b, chunk)]
-        if isinstance(store, Client):
-            store.register(arena)  # every piece below lies in this one registration
-            with store.stream() as s:
-                for a, b in pieces:
-                    s.get(volume, data_start + a, arena[a:b])
-                for f in s.wait_all():
-                    moved = f.result()
-                    if paths is not None:
-                        paths.add(moved.path)
-        else:
+        store.register(arena)  # every piece below lies in this one registration
+        with store.stream() as s:
             for a, b in pieces:
-                _get(store, volume, data_start + a, arena[a:b])
+                s.get(volume, data_start + a, arena[a:b])
+            for f in s.wait_all():
+                moved = f.result()
+                if paths is not None and moved.path:
+                    paths.add(moved.path)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
     for e in sorted(entries, key=lambda x: x.name):
@@ -418,7 +400,7 @@ def _header_bytes(state_dict: Dict[str, torch.Tensor], metadata: Optional[Dict[s
     return head, layout
 
 
-def save_safetensors(state_dict: Dict[str, torch.Tensor], client: Client, volume: str, *,
+def save_safetensors(state_dict: Dict[str, torch.Tensor], client: Store, volume: str, *,
                      metadata: Optional[Dict[str, str]] = None, file: bool = True,
                      overwrite: bool = False) -> int:
     """Writes `state_dict` as a safetensors file into a new volume `volume` of exactly the

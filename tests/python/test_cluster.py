@@ -163,7 +163,7 @@ def test_striped_puts_and_gets_are_verified_and_every_member_carries_a_share(mem
         moved = 0
         for seed, (offset, length) in enumerate(OPS):
             src = pattern(length, seed)
-            assert c.put("vol0", offset, src) == length
+            assert c.put(src, "vol0", offset) == length
             back = unaligned(length)
             assert reader.get("vol0", offset, into=back) == length
             assert np.array_equal(back, src), f"[{offset}, +{length}) differs"
@@ -215,7 +215,7 @@ def test_with_two_replicas_gets_survive_a_member_killed(members):
         n = int(layout["size"]) // chunk
         assert n >= 8
         for i in range(n):
-            c.put("rep", i * chunk, pattern(chunk, 100 + i))
+            c.put(pattern(chunk, 100 + i), "rep", i * chunk)
         victim = members.daemons[1]
         victim.stop(signal.SIGKILL)
         assert victim.proc.returncode == -signal.SIGKILL
@@ -228,7 +228,7 @@ def test_with_two_replicas_gets_survive_a_member_killed(members):
         assert m1["errors"] >= 1 and not m1["healthy"], m1
         # A put needs every replica: one on m1's stripes fails naming it.
         with pytest.raises(gdrstore.Error, match="m1"):
-            c.put("rep", 0, pattern(MiB, 1))
+            c.put(pattern(MiB, 1), "rep", 0)
 
 
 def test_a_members_file_cluster_stripes_over_the_daemons_it_lists(tmp_path):
@@ -247,7 +247,7 @@ def test_a_members_file_cluster_stripes_over_the_daemons_it_lists(tmp_path):
                          "replicas": 1, "epoch": "1", "size": str(size)}]}))
         with gdrstore.Cluster(members_file=path) as c:
             src = pattern(size - 7, 9)
-            assert c.put("vol0", 7, src) == size - 7
+            assert c.put(src, "vol0", 7) == size - 7
             back = unaligned(size - 7)
             c.get("vol0", 7, into=back)
             assert np.array_equal(back, src)
@@ -321,7 +321,7 @@ def test_bad_ops_and_volumes_are_refused_naming_what_is_wrong(members):
         frozen.flags.writeable = False
         with pytest.raises(ValueError, match="read-only"):
             c.get("vol0", 0, into=frozen)
-        c.put("vol0", 0, frozen)  # a put only reads it
+        c.put(frozen, "vol0", 0)  # a put only reads it
         with pytest.raises(gdrstore.OutOfRange):
             c.get("vol0", 3 * 64 * MiB - 1, into=a)
 
@@ -331,7 +331,7 @@ def test_torch_cpu_tensors_move_through_the_cluster(members):
     with members.open() as c:
         c.create_volume("vol0", stripe_unit=MiB)
         t = torch.arange(3 * MiB + 5, dtype=torch.uint8)
-        c.put("vol0", 777, t)
+        c.put(t, "vol0", 777)
         u = torch.zeros_like(t)
         c.get("vol0", 777, into=u)
         assert torch.equal(t, u)
@@ -347,7 +347,7 @@ def test_volumes_made_on_the_members_and_deleted_with_them(members):
                 sizes = {v["name"]: int(v["size"]) for v in dc.info()["volumes"]}
                 assert sizes["made"] == 2 * 4 * MiB
         data = pattern(12 * MiB, 7)
-        c.put("made", 0, data)
+        c.put(data, "made", 0)
         back = np.zeros(12 * MiB, dtype=np.uint8)
         assert c.get("made", 0, back, 6 * MiB, at=6 * MiB) == 6 * MiB
         assert (back[6 * MiB:] == data[:6 * MiB]).all() and not back[:6 * MiB].any()

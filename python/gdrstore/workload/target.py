@@ -1,26 +1,20 @@
 """Where a workload's bytes go: one daemon, several, the node agent in front of them, or a
 cluster through etcd. A Target is plain data (it crosses into every rank's process); each rank
-opens its own clients from it. Volumes are laid out over the daemons in turn, and made and taken
+opens its own stores from it, each through gdrstore.connect (a Client or a Cluster: the same
+calls). Volumes are laid out over the daemons in turn, and made and taken
 away through the daemons' Admin service (the agent moves bytes but makes no volumes, so a run
 through the agent names the daemons too). A cluster's volumes are striped over its members,
 made on them through the library (ClusterClient::CreateVolume with MemberVolumes)."""
 
-import re
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from ..client import Client
-from ..cluster import Cluster
 from ..errors import AlreadyExists, InvalidArgument, Unavailable
+from ..store import Store
+from ..urls import check_address, connect, parse
 from .cleanup import Cleanup
 
 CLUSTER_STRIPE_UNIT = 4 << 20
-_CLUSTER_OPS_IN_FLIGHT = 8  # per stream: cluster ops are unary calls, run on this many threads
-
-_DAEMON = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$")
 
 
 @dataclass(frozen=True)
@@ -42,18 +36,21 @@ class Target:
     def check(self) -> None:
         """InvalidArgument naming what is wrong with the target as given."""
         if self.cluster is not None:
-            if self.daemons or self.agent:
-                raise InvalidArgument("--cluster goes alone: not with --daemon or --agent")
+            if self.daemons or self.agent or self.local_socket:
+                raise InvalidArgument("--cluster goes alone: not with --daemon, --agent or "
+                                      "--local-socket")
             if not isinstance(self.cluster, str) or not self.cluster.startswith("etcd://"):
                 raise InvalidArgument(f"--cluster {self.cluster!r} is not etcd://HOST:PORT/PREFIX")
+            try:
+                parse(self.cluster)
+            except InvalidArgument as e:
+                raise InvalidArgument(f"--cluster: {e}") from None
             return
         if not self.daemons:
             raise InvalidArgument("no daemon: give --daemon HOST:PORT (with --agent too: the "
                                   "workload makes its volumes through the daemons' Admin)")
         for d in self.daemons:
-            m = _DAEMON.match(d) if isinstance(d, str) else None
-            if m is None or not 0 < int(m.group(2)) < 65536:
-                raise InvalidArgument(f"--daemon {d!r} is not HOST:PORT")
+            check_address(d, "--daemon")
         if len(set(self.daemons)) != len(self.daemons):
             raise InvalidArgument("a --daemon is given twice")
         if self.transport not in ("tcp", "rc", "dc", "local", "auto"):
@@ -62,26 +59,28 @@ class Target:
         if not 0 < self.timeout <= 86400:
             raise InvalidArgument(f"--timeout {self.timeout} s is outside (0, 86400]")
 
-    def _open(self, address: Optional[str]) -> Client:
-        return Client(address or self.daemons[0], transport=self.transport,
-                      token_file=self.token_file, timeout=self.timeout, tls_ca=self.tls_ca,
-                      tls_cert=self.tls_cert, tls_key=self.tls_key,
-                      tls_server_name=self.tls_server_name, crc32c=self.crc32c,
-                      agent=self.agent if address is None else None,
-                      local_socket=self.local_socket, require=self.require)
+    def options(self) -> Dict[str, Any]:
+        """The keyword arguments every store of the target is opened with (those left at
+        their default are left out: a cluster takes no local_socket)."""
+        given = dict(transport=self.transport, token_file=self.token_file, timeout=self.timeout,
+                     tls_ca=self.tls_ca, tls_cert=self.tls_cert, tls_key=self.tls_key,
+                     tls_server_name=self.tls_server_name, crc32c=self.crc32c or None,
+                     local_socket=self.local_socket, require=self.require)
+        return {k: v for k, v in given.items() if v is not None}
 
-    def admin_clients(self) -> List[Client]:
+    def open(self, url: Optional[str] = None) -> Store:
+        """The store `url` names (default: the cluster, else the agent, else the first
+        daemon), opened through gdrstore.connect with the target's options."""
+        if url is None:
+            url = self.cluster or (f"agent:{self.agent}" if self.agent else self.daemons[0])
+        return connect(url, **self.options())
+
+    def admin_clients(self) -> List[Store]:
         """One direct client per daemon, for making and taking away volumes (never through
         the agent)."""
-        return [Client(d, transport="tcp", token_file=self.token_file, timeout=self.timeout,
-                       tls_ca=self.tls_ca, tls_cert=self.tls_cert, tls_key=self.tls_key,
-                       tls_server_name=self.tls_server_name) for d in self.daemons]
-
-    def open_cluster(self) -> Cluster:
-        return Cluster(etcd=self.cluster, transport=self.transport, token_file=self.token_file,
-                       timeout=self.timeout, tls_ca=self.tls_ca, tls_cert=self.tls_cert,
-                       tls_key=self.tls_key, tls_server_name=self.tls_server_name,
-                       crc32c=self.crc32c)
+        return [connect(d, transport="tcp", token_file=self.token_file, timeout=self.timeout,
+                        tls_ca=self.tls_ca, tls_cert=self.tls_cert, tls_key=self.tls_key,
+                        tls_server_name=self.tls_server_name) for d in self.daemons]
 
     @property
     def places(self) -> int:
@@ -89,117 +88,32 @@ class Target:
         return 1 if self.cluster else len(self.daemons)
 
     def path(self) -> "DataPath":
-        """This process's way to the volumes: a client per daemon, one through the agent, or
-        the cluster."""
-        if self.cluster:
-            return DataPath([ClusterPath(self.open_cluster())], None)
-        if self.agent:
-            return DataPath([self._open(None)], None)
-        return DataPath([self._open(d) for d in self.daemons], len(self.daemons))
+        """This process's way to the volumes: a client per daemon, or one store (the agent's
+        client, or the cluster) that finds the daemons itself."""
+        if self.cluster or self.agent:
+            return DataPath([self.open()], None)
+        return DataPath([self.open(d) for d in self.daemons], len(self.daemons))
 
 
 class DataPath:
-    """The clients one rank moves bytes with, and which one serves a volume: volume i of a
-    layout lies on daemon i mod D (through the agent there is one client, and the agent finds
-    the daemon)."""
+    """The stores one rank moves bytes with, and which one serves a volume: volume i of a
+    layout lies on daemon i mod D (through the agent or a cluster there is one store, which
+    finds the daemons)."""
 
-    def __init__(self, clients: List[Client], spread: Optional[int]):
+    def __init__(self, clients: List[Store], spread: Optional[int]):
         self.clients = clients
         self._spread = spread
 
-    def client(self, index: int) -> Client:
-        """The client for the volume laid out `index`-th."""
+    def client(self, index: int) -> Store:
+        """The store for the volume laid out `index`-th."""
         return self.clients[index % len(self.clients)] if self._spread else self.clients[0]
 
     def close(self) -> None:
-        """Closes every client; the first close's error is raised, the rest noted on it."""
+        """Closes every store; the first close's error is raised, the rest noted on it."""
         c = Cleanup()
         for i, client in enumerate(self.clients):
             c.run(f"closing client {i}", client.close)
         c.raise_first()
-
-
-class ClusterPath:
-    """A Cluster with the calls the workloads make of a Client: get/put with `at`, a stream (the
-    cluster's calls are unary; a stream runs them on a few threads), host memory, info."""
-
-    def __init__(self, cluster: Cluster):
-        self.cluster = cluster
-
-    def get(self, volume, offset, into, length=None, at=0):
-        return self.cluster.get(volume, offset, into, length, at=at)
-
-    def put(self, src, volume, offset, length=None, at=0):
-        return self.cluster.put(volume, offset, src, length, at=at)
-
-    def register(self, obj) -> None:
-        self.cluster.register(obj)
-
-    def allocate(self, nbytes: int) -> memoryview:
-        return memoryview(bytearray(nbytes))
-
-    def info(self) -> Dict[str, Any]:
-        return {}  # no single op limit: a cluster op is cut into stripe units
-
-    def stream(self) -> "_ClusterStream":
-        return _ClusterStream(self)
-
-    def close(self) -> None:
-        self.cluster.close()
-
-
-class _ClusterOp:
-    def __init__(self, future):
-        self._f = future
-        self._t = time.monotonic()
-        self.latency: Optional[float] = None
-        future.add_done_callback(self._done)
-
-    def _done(self, _):
-        self.latency = time.monotonic() - self._t
-
-    def result(self, timeout=None):
-        return self._f.result(timeout)
-
-
-class _ClusterStream:
-    def __init__(self, path: ClusterPath):
-        self._path = path
-        self._pool = ThreadPoolExecutor(_CLUSTER_OPS_IN_FLIGHT)
-        self._ops: List[_ClusterOp] = []
-        self._lock = threading.Lock()
-
-    def _submit(self, fn, *args, **kw) -> _ClusterOp:
-        op = _ClusterOp(self._pool.submit(fn, *args, **kw))
-        with self._lock:
-            self._ops.append(op)
-        return op
-
-    def get(self, volume, offset, into, length=None, at=0):
-        return self._submit(self._path.get, volume, offset, into, length, at=at)
-
-    def put(self, src, volume, offset, length=None, at=0):
-        return self._submit(self._path.put, src, volume, offset, length, at=at)
-
-    def wait_all(self, timeout=None):
-        with self._lock:
-            ops, self._ops = self._ops, []
-        for op in ops:
-            try:
-                op.result(timeout)
-            except Exception:
-                pass  # each op's own result() raises it
-        return ops
-
-    def close(self) -> None:
-        self.wait_all()
-        self._pool.shutdown(wait=True)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 class Volumes:
@@ -209,7 +123,7 @@ class Volumes:
 
     def __init__(self, target: Target, file: bool, media: Optional[str], keep: bool = False):
         self._keep = keep
-        self._cluster = target.open_cluster() if target.cluster else None
+        self._cluster = target.open() if target.cluster else None
         self._admins = [] if self._cluster else target.admin_clients()
         self._names = target.daemons
         self._agent = bool(target.agent)
@@ -220,8 +134,8 @@ class Volumes:
 
     def make(self, index: int, name: str, size: int) -> None:
         if self._cluster is not None:
-            self._cluster.create_volume(name, CLUSTER_STRIPE_UNIT, size=size, file=self._file,
-                                        media=self._media)
+            self._cluster.create_volume(name, size, file=self._file, media=self._media,
+                                        stripe_unit=CLUSTER_STRIPE_UNIT)
             self.made[name] = 0
             self._sizes[name] = size
             return
@@ -266,7 +180,7 @@ class Volumes:
 
     def _delete(self, name: str, d: int) -> None:
         if self._cluster is not None:
-            self._cluster.delete_volume(name, member_volumes=True, delete_files=self._file)
+            self._cluster.delete_volume(name, self._file, member_volumes=True)
         else:
             self._admins[d].delete_volume(name, delete_file=self._file)
         del self.made[name]
