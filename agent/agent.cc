@@ -108,11 +108,7 @@ handoff::HandoffServerOptions Agent::HandoffOptions() {
   o.max_channels_per_session = config_.max_channels_per_client;
   o.max_sessions = config_.max_clients;
   o.fd_reserve = config_.fd_reserve;
-  o.names.max_sessions = "--max-clients";
-  o.names.max_regions_per_session = "--max-regions-per-client";
-  o.names.max_bytes_per_session = "--max-bytes-per-client";
-  o.names.max_channels_per_session = "--max-channels-per-client";
-  o.names.fd_reserve = "--fd-reserve";
+  o.names = handoff::HandoffLimitNames::Flags("");
   o.hello_timeout = config_.hello_timeout;
   o.admit = [self = ::getuid(), uids = config_.allow_uids,
              gids = config_.allow_gids](const PeerCredentials& p) -> absl::Status {

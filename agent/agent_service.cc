@@ -10,6 +10,7 @@
 #include "common/base/log.h"
 #include "common/grpc/grpc_status.h"
 #include "common/wire/list_pages.h"
+#include "common/wire/transport_kind.h"
 #include "common/wire/volume_name.h"
 
 namespace gdr::agent {
@@ -26,15 +27,10 @@ class RefusedBidi final : public grpc::ServerBidiReactor<Request, Response> {
   void OnDone() override { delete this; }
 };
 
+// The transport an endpoint names, spelled as everywhere else (transport_kind.h).
 const char* EndpointName(v1::RemoteBuffer::EndpointCase c) {
-  switch (c) {
-    case v1::RemoteBuffer::kDc: return "dc";
-    case v1::RemoteBuffer::kRc: return "rc";
-    case v1::RemoteBuffer::kTcp: return "tcp";
-    case v1::RemoteBuffer::kLocal: return "local";
-    case v1::RemoteBuffer::ENDPOINT_NOT_SET: break;
-  }
-  return "no endpoint";
+  const std::optional<TransportKind> kind = TransportOfEndpoint(c);
+  return kind ? TransportName(*kind) : "no endpoint";
 }
 
 // What every op shares, checked before its memory is looked up.

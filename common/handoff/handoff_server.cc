@@ -560,6 +560,17 @@ absl::StatusOr<Body> HandoffServer::Impl::HandleOpenChannel(Session* session, Sc
   return ChannelOpen{};
 }
 
+HandoffLimitNames HandoffLimitNames::Flags(absl::string_view prefix) {
+  const std::string flag = absl::StrCat("--", prefix);
+  HandoffLimitNames n;
+  n.max_sessions = absl::StrCat(flag, "max-clients");
+  n.max_regions_per_session = absl::StrCat(flag, "max-regions-per-client");
+  n.max_bytes_per_session = absl::StrCat(flag, "max-bytes-per-client");
+  n.max_channels_per_session = absl::StrCat(flag, "max-channels-per-client");
+  n.fd_reserve = absl::StrCat(flag, "fd-reserve");
+  return n;
+}
+
 absl::StatusOr<std::unique_ptr<HandoffServer>> HandoffServer::Start(HandoffServerOptions options) {
   auto impl = std::make_unique<Impl>(std::move(options));
   if (absl::Status s = impl->Listen(); !s.ok()) return s;

@@ -37,6 +37,11 @@ struct HandoffLimitNames {
   std::string max_bytes_per_session = "max_bytes_per_session";
   std::string max_channels_per_session = "max_channels_per_session";
   std::string fd_reserve = "fd_reserve";
+
+  // The names of a server whose settings are flags spelled "--<prefix>max-clients",
+  // "--<prefix>max-regions-per-client" and so on (gdragent: no prefix; gdrstored's local
+  // transport: "local-").
+  static HandoffLimitNames Flags(absl::string_view prefix);
 };
 
 // Callbacks run on the connection's own thread (one per connection), never under the server's

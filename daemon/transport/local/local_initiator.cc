@@ -166,10 +166,7 @@ absl::StatusOr<std::unique_ptr<LocalInitiator>> LocalInitiator::Create(LocalOpti
   h.max_bytes_per_session = options.max_bytes_per_client;
   h.max_sessions = options.max_clients;
   h.fd_reserve = options.fd_reserve;
-  h.names.max_sessions = "--local-max-clients";
-  h.names.max_regions_per_session = "--local-max-regions-per-client";
-  h.names.max_bytes_per_session = "--local-max-bytes-per-client";
-  h.names.fd_reserve = "--local-fd-reserve";
+  h.names = handoff::HandoffLimitNames::Flags("local-");
   absl::StatusOr<std::unique_ptr<handoff::HandoffServer>> server =
       handoff::HandoffServer::Start(std::move(h));
   if (!server.ok()) {
