@@ -12,6 +12,7 @@
 #include "common/wire/list_pages.h"
 #include "daemon/observe/client_stats.h"
 #include "daemon/service/refused_bidi.h"
+#include "daemon/service/validate_op.h"
 #include "daemon/store/mapping_guard.h"
 
 namespace gdr {

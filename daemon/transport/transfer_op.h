@@ -1,6 +1,7 @@
 // A validated data op as the transports see it: which way bytes move, the store memory, and
-// where the client's registered memory is. Built only by ValidateOp, so every field has been
-// range-checked against the store and the daemon's limits, and its destination by its transport.
+// where the client's registered memory is. Built only by ValidateOp (daemon/service/
+// validate_op.h), so every field has been range-checked against the store and the daemon's
+// limits, and its destination by its transport.
 #pragma once
 
 #include <bitset>
@@ -11,15 +12,12 @@
 #include <memory>
 #include <string>
 
-#include "absl/status/statusor.h"
 #include "common/wire/transport_kind.h"
 #include "daemon/store/direction.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
 namespace gdr {
 
-class Store;
-class TransportSet;
 class Volume;
 
 // A transport fault an op carries when fault injection picked it (daemon/sim/
@@ -89,14 +87,5 @@ class OfferedTransports {
  private:
   std::bitset<std::size(kTransportKinds)> kinds_;
 };
-
-// Checks one request against the store and limits (see the status table in gdrstore.proto):
-// what every op shares (extent, volume, range, lengths, rkey, address range), then which
-// transport its endpoint names and whether `transports` runs it, then that transport's own
-// reading of the endpoint (Initiator::ParseDestination). `extent` / `buffer` are nullptr when
-// the request did not set them.
-absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::Extent* extent,
-                                      const gdrstore::v1::RemoteBuffer* buffer, const Store& store,
-                                      uint64_t max_op_bytes, const TransportSet& transports);
 
 }  // namespace gdr

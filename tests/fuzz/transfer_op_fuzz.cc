@@ -1,4 +1,4 @@
-// Fuzzes request validation (daemon/transport/transfer_op.h ValidateOp) with whatever a client
+// Fuzzes request validation (daemon/service/validate_op.h ValidateOp) with whatever a client
 // can put on the wire: the bytes are parsed as the gdrstore.v1 message the service would have
 // received, and every op in it is validated against a small in-memory store.
 //
@@ -17,8 +17,8 @@
 #include "absl/strings/match.h"
 #include "common/wire/stream_limits.h"
 #include "common/wire/tcp_proof.h"
+#include "daemon/service/validate_op.h"
 #include "daemon/store/store.h"
-#include "daemon/transport/transfer_op.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 #include "google/protobuf/stubs/logging.h"
 #include "tests/daemon/transport/parsing_transports.h"

@@ -30,7 +30,7 @@ expect() {
   fi
 }
 expect daemon/transport/tcp/tcp_link.cc daemon/service/store_service.h 1
-expect daemon/transport/transfer_op.cc daemon/ops/daemon_config.h 1
+expect daemon/transport/transport_set.cc daemon/ops/daemon_config.h 1
 expect daemon/store/store.cc daemon/transport/initiator.h 1
 expect daemon/service/inflight_limiter.cc daemon/ops/reload.h 1
 expect daemon/sim/fault_injector.cc daemon/service/store_service.h 1
@@ -43,7 +43,7 @@ expect daemon/sim/fault_injector.cc daemon/transport/tcp/tcp_initiator.h 1
 expect daemon/observe/stats.cc daemon/transport/rc/rc_initiator.h 1
 expect daemon/sim/fault_injector.cc daemon/transport/transfer_op.h 0
 expect daemon/transport/tcp/tcp_link.cc daemon/sim/fault_injector.h 1
-expect daemon/transport/transfer_op.cc daemon/observe/stats.h 1
+expect daemon/transport/transport_set.cc daemon/observe/stats.h 1
 expect daemon/store/store.cc daemon/sim/media_timing.h 1
 expect daemon/store/store.cc daemon/observe/stats.h 1
 expect daemon/verbs_core/verbs_core.cc daemon/sim/delay_queue.h 1

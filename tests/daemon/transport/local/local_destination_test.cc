@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "daemon/service/validate_op.h"
 #include "daemon/store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,5 +1,5 @@
 // The tcp destination's pool key (daemon/transport/tcp/tcp_destination.h); its checks of a
-// request's TcpEndpoint are tested through ValidateOp in ../transfer_op_test.cc.
+// request's TcpEndpoint are tested through ValidateOp in ../../service/validate_op_test.cc.
 #include "daemon/transport/tcp/tcp_destination.h"
 
 #include "gtest/gtest.h"

@@ -1,13 +1,13 @@
-#include "daemon/transport/transfer_op.h"
+#include "daemon/service/validate_op.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
 #include "common/base/units.h"
+#include "common/wire/op_request_checks.h"
 #include "daemon/store/store.h"
 #include "daemon/transport/transport_set.h"
 
@@ -16,9 +16,9 @@ namespace gdr {
 absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::Extent* extent,
                                       const gdrstore::v1::RemoteBuffer* buffer, const Store& store,
                                       uint64_t max_op_bytes, const TransportSet& transports) {
-  if (extent == nullptr) return absl::InvalidArgumentError("request has no extent");
-  if (buffer == nullptr) return absl::InvalidArgumentError("request has no buffer");
-  if (extent->length() == 0) return absl::InvalidArgumentError("extent.length is 0");
+  // The store-free checks are two calls: a request wrong in both its volume and its buffer is
+  // refused for its volume (NOT_FOUND, OUT_OF_RANGE) first.
+  GDR_RETURN_IF_ERROR(CheckOpExtent(extent, buffer));
   if (extent->length() > max_op_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "extent.length ", extent->length(), " is above the daemon's max op size of ",
@@ -46,17 +46,7 @@ absl::StatusOr<TransferOp> ValidateOp(Direction direction, const gdrstore::v1::E
         "volume '", volume->name(), "' is read-only (its file ", volume->file(),
         " is served for gets; a --volume-dir given `writable` takes puts)"));
   }
-  if (buffer->length() != extent->length()) {
-    return absl::InvalidArgumentError(absl::StrCat("buffer.length ", buffer->length(),
-                                                   " differs from extent.length ",
-                                                   extent->length()));
-  }
-  if (buffer->rkey() == 0) return absl::InvalidArgumentError("buffer.rkey is 0");
-  if (buffer->address() > UINT64_MAX - buffer->length()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("buffer [0x%x, +%u) wraps the address space", buffer->address(),
-                        buffer->length()));
-  }
+  GDR_RETURN_IF_ERROR(CheckOpBuffer(*extent, *buffer));
   // Which transport the endpoint names, and whether this daemon runs it; the rest of the
   // endpoint is that transport's to read.
   const std::optional<TransportKind> kind = TransportOfEndpoint(buffer->endpoint_case());

@@ -1,7 +1,7 @@
-// Unit tests of request validation (daemon/transport/transfer_op.h) against the status table
+// Unit tests of request validation (daemon/service/validate_op.h) against the status table
 // of proto/gdrstore/v1/gdrstore.proto: every malformed field gets its documented code, the
 // endpoint's fields included (each read by its transport's own parser).
-#include "daemon/transport/transfer_op.h"
+#include "daemon/service/validate_op.h"
 
 #include <memory>
 #include <string>
