@@ -8,8 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/base/log.h"
+#include "common/base/status_macros.h"
 #include "common/grpc/grpc_status.h"
 #include "common/wire/list_pages.h"
+#include "common/wire/op_request_checks.h"
 #include "common/wire/transport_kind.h"
 #include "common/wire/volume_name.h"
 
@@ -33,17 +35,11 @@ const char* EndpointName(v1::RemoteBuffer::EndpointCase c) {
   return kind ? TransportName(*kind) : "no endpoint";
 }
 
-// What every op shares, checked before its memory is looked up.
+// What every op shares, checked before its memory is looked up: the store-free checks the
+// daemon runs too (common/wire/op_request_checks.h), then the one transport the agent serves.
 absl::Status CheckRequest(const v1::Extent* extent, const v1::RemoteBuffer* buffer) {
-  if (extent == nullptr) return absl::InvalidArgumentError("the request has no extent");
-  if (buffer == nullptr) return absl::InvalidArgumentError("the request has no buffer");
-  if (extent->length() == 0) return absl::InvalidArgumentError("extent length is 0");
-  if (buffer->length() != extent->length()) {
-    return absl::InvalidArgumentError(absl::StrCat("buffer length ", buffer->length(),
-                                                   " differs from extent length ",
-                                                   extent->length()));
-  }
-  if (buffer->rkey() == 0) return absl::InvalidArgumentError("buffer rkey is 0");
+  GDR_RETURN_IF_ERROR(CheckOpExtent(extent, buffer));
+  GDR_RETURN_IF_ERROR(CheckOpBuffer(*extent, *buffer));
   if (buffer->endpoint_case() != v1::RemoteBuffer::kLocal) {
     return absl::UnimplementedError(absl::StrCat(
         "this agent serves the local transport only (a LocalEndpoint with the session and key "
