@@ -10,8 +10,9 @@
 #   common/ sees neither daemon/ nor client/, and its folders by kind point down too:
 #           base (utilities) <- wire (formats both sides speak) <- grpc (gRPC glue);
 #           base <- verbs <- cuda; base <- topo; base, grpc <- etcd; base, wire, cuda <- handoff
-#           (the handoff protocol's ends, which daemon/, client/ and agent/ use); no file loose
-#           in common/.
+#           (the handoff protocol's ends, which daemon/, client/ and agent/ use); base <- process
+#           (a service process's life: main, systemd, health, which gdrstored and gdragent
+#           share); no file loose in common/.
 #   public client headers see no private header.
 #   agent/ (gdragent) stands on the public client API (gdrstore/...) and common/ only; nothing
 #           else includes it.
@@ -79,9 +80,11 @@ common_room cuda 'base|verbs' "common/cuda sees only common/base and common/verb
 common_room topo 'base' "common/topo sees only common/base"
 common_room etcd 'base|grpc' "common/etcd sees only common/base and common/grpc"
 common_room handoff 'base|wire|cuda' "common/handoff sees only common/base, common/wire and common/cuda"
+common_room process 'base' "common/process (a service's main, systemd, health) sees only common/base"
 for f in common/*.h common/*.cc; do
   [[ -f $f ]] || continue
-  echo "$f: common/ keeps every file in a room by kind (base, wire, grpc, verbs, cuda, topo, etcd, handoff)"
+  echo "$f: common/ keeps every file in a room by kind (base, wire, grpc, verbs, cuda, topo, etcd," \
+    "handoff, process)"
   bad=1
 done
 forbid client/include '^(client/src|common|daemon)/' "public headers include no private header"

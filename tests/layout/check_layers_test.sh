@@ -85,6 +85,8 @@ expect common/etcd/etcd_client.cc common/wire/token_file.h 1
 expect common/handoff/handoff_server.cc common/etcd/etcd_client.h 1
 expect common/handoff/imported_region.cc common/cuda/gpu_ipc.h 0
 expect common/cuda/gpu.cc common/handoff/imported_region.h 1
+expect common/process/service_main.h common/wire/stream_limits.h 1
+expect common/process/service_main.h common/base/units.h 0
 expect agent/upstream.cc client/src/registration.h 1
 expect agent/upstream.cc gdrstore/client.h 0
 expect client/src/client.cc agent/upstream.h 1
