@@ -4,15 +4,13 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/base/host_port.h"
 #include "common/base/status_macros.h"
 #include "common/base/units.h"
-#include "common/wire/token_file.h"
+#include "gdrstore/client_environment.h"
 
 namespace gdr::agent {
 namespace {
@@ -48,17 +46,12 @@ absl::StatusOr<uint32_t> ParseAutoCount(const char* flag, const std::string& tex
   return n;
 }
 
-// The upstream client's settings from the flags (as gdrctl's global options build them).
-struct UpstreamFlags {
+// The upstream client's settings from the flags: the connection flags gdrctl takes too
+// (gdrstore::ConnectionFlags, turned into options by the library's one function) and where the
+// daemons are.
+struct UpstreamFlags : gdrstore::ConnectionFlags {
   std::vector<std::string> daemons;
   std::string cluster_url, cluster_file;
-  std::string transport = "tcp";
-  std::string target_host;
-  std::string rdma_device, rdma_addr, rails;
-  int gid_index = -1;
-  uint32_t rc_qps = 2;
-  std::string token_file, tls_ca, tls_cert, tls_key, tls_server_name;
-  int64_t timeout_ms = 120000;
 };
 
 void AddUpstreamFlags(CLI::App& app, UpstreamFlags* f) {
@@ -95,6 +88,17 @@ void AddUpstreamFlags(CLI::App& app, UpstreamFlags* f) {
                  "deadline of an op whose caller gave none")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{24} * 3600 * 1000));
+  app.add_option("--local-socket", f->local_socket,
+                 "--transport local: the daemon's handoff socket (default: the path it names)");
+  app.add_option("--require", f->require,
+                 "fail instead of falling back: comma-separated terms every upstream op's path "
+                 "must meet (rc, dc, local; for GPU memory dma-buf, peermem, ...)");
+  app.add_flag("--crc", f->crc32c,
+               "ask the daemons for the CRC32C of every op's bytes and check it (a mismatch "
+               "fails the op: DATA_LOSS)");
+  app.add_flag("--fail-when-full", f->fail_when_full,
+               "an op a daemon would not admit yet fails at once with RESOURCE_EXHAUSTED instead "
+               "of waiting for room within its deadline");
 }
 
 absl::Status FinishTargets(const UpstreamFlags& f, AgentConfig* cfg) {
@@ -134,35 +138,8 @@ absl::Status FinishTargets(const UpstreamFlags& f, AgentConfig* cfg) {
 }
 
 absl::StatusOr<gdrstore::ClientOptions> FinishUpstream(const UpstreamFlags& f) {
-  gdrstore::ClientOptions o;
-  std::optional<gdrstore::Transport> t = gdrstore::ParseTransport(f.transport);
-  if (!t) return absl::InvalidArgumentError(absl::StrCat("--transport '", f.transport, "'"));
-  o.transport = *t;
-  o.target_host = f.target_host;
-  o.rdma_device = f.rdma_device;
-  o.rdma_address = f.rdma_addr;
-  o.rdma_gid_index = f.gid_index;
-  o.rc_qps = f.rc_qps;
-  if (!f.rails.empty()) {
-    o.rails = absl::StrSplit(f.rails, ',', absl::SkipWhitespace());
-    if (o.rails.empty()) return absl::InvalidArgumentError("--rails: no device named");
-  }
-  if (!f.token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadClientToken(f.token_file);
-    if (!token.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("--token-file: ", token.status().message()));
-    }
-    o.token = *std::move(token);
-  }
-  o.tls_ca = f.tls_ca;
-  o.tls_cert = f.tls_cert;
-  o.tls_key = f.tls_key;
-  o.tls_server_name = f.tls_server_name;
-  if (o.tls_cert.empty() != o.tls_key.empty()) {
-    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
-  }
-  o.rpc_timeout = std::chrono::milliseconds(f.timeout_ms);
-  return o;
+  // A service goes by its configuration alone: no GDRSTORE_* variable fills a flag.
+  return gdrstore::ClientOptionsFromFlags(f, "", gdrstore::FlagEnvironment::kIgnore);
 }
 
 }  // namespace

@@ -1,15 +1,11 @@
 #include "client/gdrctl/global_options.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "client/gdrctl/size_flag.h"
 #include "common/base/host_port.h"
 #include "common/base/status_macros.h"
-#include "common/wire/token_file.h"
 #include "gdrstore/client_environment.h"
 
 namespace gdrctl {
@@ -89,6 +85,9 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions* g) {
   app.add_flag("--crc", c.crc32c,
                "ask the daemon for the CRC32C of every op's bytes and check it against the "
                "buffer (a mismatch fails the op: DATA_LOSS)");
+  app.add_flag("--fail-when-full", c.fail_when_full,
+               "an op the daemon would not admit yet (its in-flight limits) fails at once with "
+               "RESOURCE_EXHAUSTED instead of waiting for room within its deadline");
   AddSizeOption(&app, "--slice-size", &c.slice_bytes,
                 "with --rails: ops this large are cut into slices of this size, spread over the "
                 "rails (default 1MiB)");
@@ -139,50 +138,8 @@ absl::Status FinishGlobalOptions(const CLI::App& app, GlobalOptions* g) {
 }
 
 absl::StatusOr<gdrstore::ClientOptions> ClientOptionsOf(const GlobalOptions& c) {
-  gdrstore::ClientOptions o;
-  if (!c.token_file.empty()) {
-    absl::StatusOr<std::string> token = gdr::ReadClientToken(c.token_file);
-    if (!token.ok()) return token.status();
-    o.token = *std::move(token);
-  }
-  auto flag_or_env = [](const std::string& flag, const char* env) {
-    const char* v = std::getenv(env);
-    return !flag.empty() || v == nullptr ? flag : std::string(v);
-  };
-  o.tls_ca = flag_or_env(c.tls_ca, "GDRSTORE_TLS_CA");
-  o.tls_cert = flag_or_env(c.tls_cert, "GDRSTORE_TLS_CERT");
-  o.tls_key = flag_or_env(c.tls_key, "GDRSTORE_TLS_KEY");
-  o.tls_server_name = flag_or_env(c.tls_server_name, "GDRSTORE_TLS_SERVER_NAME");
-  o.daemon_address = c.daemon;  // resolved by FinishGlobalOptions
-  o.target_host = c.target_host;
-  o.rpc_timeout = std::chrono::milliseconds(c.timeout_ms);
-  std::optional<gdrstore::Transport> transport = gdrstore::ParseTransport(c.transport);
-  if (!transport) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--transport '", c.transport, "' is not one of tcp, rc, dc, local, auto"));
-  }
-  o.transport = *transport;
-  o.local_socket = c.local_socket;
-  o.agent = c.agent;
-  // $GDRSTORE_AGENT and $GDRSTORE_TOKEN_FILE where the flags are absent, as the library reads
-  // them ($GDRSTORE_ADDRESS was FinishGlobalOptions's).
-  gdrstore::ExplicitOptions given;
-  given.agent = !c.agent.empty();
-  given.daemon_address = true;
-  given.token = !c.token_file.empty();
-  GDR_RETURN_IF_ERROR(gdrstore::ApplyClientEnvironment(given, &o));
-  o.require = flag_or_env(c.require, "GDRSTORE_REQUIRE");
-  o.rdma_device = c.rdma_device;
-  o.rdma_address = c.rdma_addr;
-  o.rdma_gid_index = c.gid_index;
-  o.rc_qps = c.rc_qps;
-  if (!c.rails.empty()) {
-    o.rails = absl::StrSplit(c.rails, ',', absl::SkipWhitespace());
-    if (o.rails.empty()) return absl::InvalidArgumentError("--rails: no device named");
-  }
-  o.slice_bytes = c.slice_bytes;
-  o.crc32c = c.crc32c;
-  return o;
+  // The daemon was resolved by FinishGlobalOptions ($GDRSTORE_ADDRESS included).
+  return gdrstore::ClientOptionsFromFlags(c, c.daemon, gdrstore::FlagEnvironment::kRead);
 }
 
 }  // namespace gdrctl

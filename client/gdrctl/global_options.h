@@ -9,32 +9,19 @@
 
 #include "absl/status/statusor.h"
 #include "gdrstore/client.h"
+#include "gdrstore/client_environment.h"
 
 namespace gdrctl {
 
-struct GlobalOptions {
+// The connection flags (transport, RDMA, rails, security, timeouts: gdrstore::ConnectionFlags,
+// the fields gdragent's flags share) and gdrctl's own.
+struct GlobalOptions : gdrstore::ConnectionFlags {
   std::string address = "127.0.0.1";
   uint16_t port = 50051;
   // HOST:PORT, wins over -a/-p; after Finish, the address resolved (-a/-p, else
   // $GDRSTORE_ADDRESS, else 127.0.0.1:50051)
   std::string daemon;
-  std::string target_host;
-  int64_t timeout_ms = 120000;
   bool json = false;  // --json, before the command or after it (main wires it once)
-  std::string transport = "tcp";
-  std::string local_socket;  // --local-socket
-  std::string agent;         // --agent, else $GDRSTORE_AGENT
-  std::string require;       // --require, else $GDRSTORE_REQUIRE
-  std::string rdma_device;
-  std::string rdma_addr;
-  int gid_index = -1;
-  uint32_t rc_qps = 2;
-  std::string rails;  // --rails: comma list of devices, or auto; empty: one device
-  uint64_t slice_bytes = 1 << 20;
-  std::string token_file;  // --token-file, else $GDRSTORE_TOKEN_FILE
-  // --tls-ca/--tls-cert/--tls-key/--tls-server-name, else $GDRSTORE_TLS_CA etc.
-  std::string tls_ca, tls_cert, tls_key, tls_server_name;
-  bool crc32c = false;                    // --crc
   std::string cluster_url, cluster_file;  // --cluster / --cluster-file: the target is a cluster
 
   // Set by Finish from what the command line named.

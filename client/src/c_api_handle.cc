@@ -72,6 +72,69 @@ constexpr size_t kFailureSlots = 16;
 thread_local std::array<FailureSlot, kFailureSlots> t_failures;
 thread_local size_t t_next_slot = 0;
 
+// How each connection option's C value becomes its ClientOptions member (connection_options.h's
+// from_c column); a NULL string or a zero number leaves the member's default.
+absl::Status FromTEXT(const char*, const char* v, std::string* out) {
+  if (v != nullptr) *out = v;
+  return absl::OkStatus();
+}
+absl::Status FromTRANSPORT(const char* field, const char* v, gdrstore::Transport* out) {
+  if (v == nullptr) return absl::OkStatus();
+  std::optional<gdrstore::Transport> t = gdrstore::ParseTransport(v);
+  if (!t) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " '", v, "' is not one of tcp, rc, dc, local, auto"));
+  }
+  *out = *t;
+  return absl::OkStatus();
+}
+absl::Status FromTOKEN_FILE(const char*, const char* v, std::string* token) {
+  if (v == nullptr || v[0] == '\0') return absl::OkStatus();
+  absl::StatusOr<std::string> read = gdr::ReadClientToken(v);
+  if (!read.ok()) return read.status();
+  *token = *std::move(read);
+  return absl::OkStatus();
+}
+absl::Status FromMILLIS(const char*, uint32_t v, std::chrono::milliseconds* out) {
+  *out = std::chrono::milliseconds(v);  // 0: no deadline, as ClientOptions takes it
+  return absl::OkStatus();
+}
+absl::Status FromFLAG(const char*, uint32_t v, bool* out) {
+  *out = v != 0;
+  return absl::OkStatus();
+}
+
+// The layout of the first release (ABI 1) with the fields appended since, as callers were
+// built against it: the list in connection_options.h may only grow at its end.
+struct ReleasedClientOptions {
+  size_t struct_size;
+  const char *daemon_address, *transport, *token, *token_file, *rdma_device;
+  uint32_t rpc_timeout_ms;
+  const char *tls_ca, *tls_cert, *tls_key, *tls_server_name;
+  uint32_t crc32c, fail_when_full;
+  const char *agent, *local_socket, *require;
+};
+#define GDR_SAME_OFFSET(field)                                              \
+  static_assert(offsetof(gdrstore_client_options, field) ==                 \
+                    offsetof(ReleasedClientOptions, field),                 \
+                "gdrstore_client_options." #field " moved: append options only")
+GDR_SAME_OFFSET(daemon_address);
+GDR_SAME_OFFSET(transport);
+GDR_SAME_OFFSET(token);
+GDR_SAME_OFFSET(token_file);
+GDR_SAME_OFFSET(rdma_device);
+GDR_SAME_OFFSET(rpc_timeout_ms);
+GDR_SAME_OFFSET(tls_ca);
+GDR_SAME_OFFSET(tls_cert);
+GDR_SAME_OFFSET(tls_key);
+GDR_SAME_OFFSET(tls_server_name);
+GDR_SAME_OFFSET(crc32c);
+GDR_SAME_OFFSET(fail_when_full);
+GDR_SAME_OFFSET(agent);
+GDR_SAME_OFFSET(local_socket);
+GDR_SAME_OFFSET(require);
+#undef GDR_SAME_OFFSET
+
 absl::Status NotLive(const void* handle, const char* what) {
   return absl::InvalidArgumentError(absl::StrFormat(
       "%s handle %#x is not a live handle (released already, or never returned by this "
@@ -222,46 +285,14 @@ absl::StatusOr<gdrstore::ClientOptions> ClientOptionsFromC(const gdrstore_client
         "options missing or from an older header (call gdrstore_client_options_init)");
   }
   gdrstore::ClientOptions opts;
-  if (o->daemon_address != nullptr) opts.daemon_address = o->daemon_address;
-  if (o->transport != nullptr) {
-    std::optional<gdrstore::Transport> t = gdrstore::ParseTransport(o->transport);
-    if (!t) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("transport '", o->transport, "' is not one of tcp, rc, dc, local, auto"));
-    }
-    opts.transport = *t;
+  // Every option of connection_options.h's list that struct_size covers, converted as the list
+  // says (later fields absent from an older caller's struct keep their defaults).
+#define GDR_TAKE_OPTION(field, c_type, from_c, member, ...)                                  \
+  if (o->struct_size >= offsetof(gdrstore_client_options, field) + sizeof(c_type)) {       \
+    GDR_RETURN_IF_ERROR(From##from_c(#field, o->field, &opts.member));                    \
   }
-  if (o->token != nullptr) opts.token = o->token;
-  if (o->token_file != nullptr && o->token_file[0] != '\0') {
-    absl::StatusOr<std::string> token = gdr::ReadClientToken(o->token_file);
-    if (!token.ok()) return token.status();
-    opts.token = *std::move(token);
-  }
-  if (o->rdma_device != nullptr) opts.rdma_device = o->rdma_device;
-  opts.rpc_timeout = std::chrono::milliseconds(o->rpc_timeout_ms);
-  auto take = [o](size_t offset, const char* const gdrstore_client_options::*field,
-                  std::string* into) {
-    if (o->struct_size < offset + sizeof(const char*)) return;
-    if (const char* v = o->*field; v != nullptr) *into = v;
-  };
-  take(offsetof(gdrstore_client_options, tls_ca), &gdrstore_client_options::tls_ca, &opts.tls_ca);
-  take(offsetof(gdrstore_client_options, tls_cert), &gdrstore_client_options::tls_cert,
-       &opts.tls_cert);
-  take(offsetof(gdrstore_client_options, tls_key), &gdrstore_client_options::tls_key,
-       &opts.tls_key);
-  take(offsetof(gdrstore_client_options, tls_server_name),
-       &gdrstore_client_options::tls_server_name, &opts.tls_server_name);
-  if (o->struct_size >= offsetof(gdrstore_client_options, crc32c) + sizeof(uint32_t)) {
-    opts.crc32c = o->crc32c != 0;
-  }
-  if (o->struct_size >= offsetof(gdrstore_client_options, fail_when_full) + sizeof(uint32_t)) {
-    opts.fail_when_full = o->fail_when_full != 0;
-  }
-  take(offsetof(gdrstore_client_options, agent), &gdrstore_client_options::agent, &opts.agent);
-  take(offsetof(gdrstore_client_options, local_socket), &gdrstore_client_options::local_socket,
-       &opts.local_socket);
-  take(offsetof(gdrstore_client_options, require), &gdrstore_client_options::require,
-       &opts.require);
+  GDRSTORE_CONNECTION_OPTIONS(GDR_TAKE_OPTION)
+#undef GDR_TAKE_OPTION
   const bool cluster = use == EnvironmentUse::kClusterMember;
   gdrstore::ExplicitOptions given;
   given.agent = cluster || (o->struct_size >= offsetof(gdrstore_client_options, agent) +

@@ -17,6 +17,8 @@ ABI_VERSION = 1
 
 
 class ClientOptions(ctypes.Structure):
+    # gdrstore_client_options: after struct_size, the fields of connection_options.h's list in
+    # its order (tests/python/test_connection_options.py holds the two together).
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
         ("daemon_address", ctypes.c_char_p),
@@ -352,29 +354,35 @@ def millis(name, seconds, ctype=ctypes.c_uint32, minimum=1):
     return max(minimum, int(seconds * 1000))
 
 
-def client_options(address, transport, token, token_file, rdma_device, timeout, tls_ca,
-                   tls_cert, tls_key, tls_server_name, crc32c=False, fail_when_full=False,
-                   agent=None, local_socket=None, require=None):
-    """A filled gdrstore_client_options and the encoded strings it points into (keep both
-    alive while the library may read them). `address` None: the library's default."""
+# The keyword arguments of Client (and Cluster) named otherwise than their ClientOptions field,
+# and the fields that hold a path (str, bytes or os.PathLike).
+_KEYWORD_OF = {"daemon_address": "address", "rpc_timeout_ms": "timeout"}
+_PATHS = ("token_file", "agent", "local_socket")
+
+
+def client_options(**given):
+    """A filled gdrstore_client_options from Client's keyword arguments (each field's keyword:
+    its name, or _KEYWORD_OF's), and the encoded strings it points into (keep both alive while
+    the library may read them). One left out or None: the library's default (timeout None: no
+    deadline). TypeError naming a keyword that is no field's."""
     opts = ClientOptions()
     lib.gdrstore_client_options_init(ctypes.byref(opts))
-    names = ("daemon_address", "transport", "token", "token_file", "rdma_device", "tls_ca",
-             "tls_cert", "tls_key", "tls_server_name", "agent", "local_socket", "require")
-    values = (address, transport, token, token_file, rdma_device, tls_ca, tls_cert, tls_key,
-              tls_server_name, agent, local_socket, require)
     keep = []
-    for field, value in zip(names, values):
-        if field in ("token_file", "agent", "local_socket") and value is not None:
-            value = os.fsencode(value)  # a path (str, bytes or os.PathLike)
-        value = checked_str("address" if field == "daemon_address" else field, value)
-        keep.append(value)
-        if field != "daemon_address" or value is not None:
+    for field, ctype in ClientOptions._fields_[1:]:
+        name = _KEYWORD_OF.get(field, field)
+        value = given.pop(name, None)
+        if field == "rpc_timeout_ms":
+            set_field(opts, field, 0 if value is None else millis(name, value), name)
+        elif ctype is ctypes.c_uint32:  # a flag
+            setattr(opts, field, 1 if value else 0)
+        else:
+            if field in _PATHS and value is not None:
+                value = os.fsencode(value)
+            value = checked_str(name, value)
+            keep.append(value)
             setattr(opts, field, value)
-    set_field(opts, "rpc_timeout_ms", 0 if timeout is None else millis("timeout", timeout),
-              "timeout")
-    opts.crc32c = 1 if crc32c else 0
-    opts.fail_when_full = 1 if fail_when_full else 0
+    if given:
+        raise TypeError(f"no connection option {sorted(given)[0]}")
     return opts, keep
 
 

@@ -81,9 +81,12 @@ class Client(Store):
                  crc32c: bool = False, fail_when_full: bool = False,
                  agent: Optional[str] = None, local_socket: Optional[str] = None,
                  require: Optional[str] = None):
-        opts, self._keep = client_options(address, transport, token, token_file, rdma_device,
-                                          timeout, tls_ca, tls_cert, tls_key, tls_server_name,
-                                          crc32c, fail_when_full, agent, local_socket, require)
+        opts, self._keep = client_options(
+            address=address, transport=transport, token=token, token_file=token_file,
+            rdma_device=rdma_device, timeout=timeout, tls_ca=tls_ca, tls_cert=tls_cert,
+            tls_key=tls_key, tls_server_name=tls_server_name, crc32c=crc32c,
+            fail_when_full=fail_when_full, agent=agent, local_socket=local_socket,
+            require=require)
         self._start(open_handle(lib.gdrstore_client_open, opts))
 
     _kind = "Client"

@@ -60,10 +60,11 @@ class Cluster(Store):
         if (etcd is None) == (members_file is None):
             raise errors.InvalidArgument("a Cluster needs etcd='etcd://HOST:PORT/PREFIX' or "
                                          "members_file=PATH, exactly one of them")
-        client, self._keep = client_options(None, transport, token, token_file, rdma_device,
-                                            timeout, tls_ca, tls_cert, tls_key,
-                                            tls_server_name, crc32c, fail_when_full,
-                                            require=require)
+        client, self._keep = client_options(
+            transport=transport, token=token, token_file=token_file, rdma_device=rdma_device,
+            timeout=timeout, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
+            tls_server_name=tls_server_name, crc32c=crc32c, fail_when_full=fail_when_full,
+            require=require)
         opts = ClusterOptions()
         lib.gdrstore_cluster_options_init(ctypes.byref(opts))
         source = [checked_str("etcd", etcd),

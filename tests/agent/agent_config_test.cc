@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,35 @@ TEST(AgentConfigTest, RefusesWhatCannotWork) {
   EXPECT_FALSE(Parse({"--daemon", "127.0.0.1:1", "--transport", "carrier-pigeon"}).ok());
   EXPECT_FALSE(Parse({"--daemon", "127.0.0.1:1", "--max-ops-per-client", "0"}).ok());
   EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--tls-cert", "/x.pem"}), HasSubstr("--tls-key"));
+}
+
+// The connection flags gdrctl takes too (gdrstore/connection_options.h) reach the upstream
+// client through the library's one conversion, and no GDRSTORE_* variable stands in for one.
+TEST(AgentConfigTest, ConnectionFlagsBecomeTheUpstreamOptions) {
+  ::setenv("GDRSTORE_REQUIRE", "agent", 1);
+  ::setenv("GDRSTORE_TLS_CA", "/from/the/environment.pem", 1);
+  auto cfg = Parse({"--daemon", "127.0.0.1:1", "--transport", "local", "--local-socket",
+                    "/run/gdrstored/handoff.sock", "--crc", "--fail-when-full",
+                    "--rdma-device", "mlx5_1", "--rails", "rxe0, rxe1", "--rc-qps", "4"});
+  ::unsetenv("GDRSTORE_REQUIRE");
+  ::unsetenv("GDRSTORE_TLS_CA");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  const gdrstore::ClientOptions& o = cfg->upstream;
+  EXPECT_EQ(o.transport, gdrstore::Transport::kLocal);
+  EXPECT_EQ(o.local_socket, "/run/gdrstored/handoff.sock");
+  EXPECT_TRUE(o.crc32c);
+  EXPECT_TRUE(o.fail_when_full);
+  EXPECT_EQ(o.rdma_device, "mlx5_1");
+  EXPECT_EQ(o.rails, (std::vector<std::string>{"rxe0", "rxe1"}));
+  EXPECT_EQ(o.rc_qps, 4u);
+  EXPECT_EQ(o.require, "");
+  EXPECT_EQ(o.tls_ca, "");
+  auto required = Parse({"--daemon", "127.0.0.1:1", "--require", "rc,dma-buf"});
+  ASSERT_TRUE(required.ok()) << required.status();
+  EXPECT_EQ(required->upstream.require, "rc,dma-buf");
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--rails", " , "}), HasSubstr("--rails"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--token-file", "/nonexistent/tokens"}),
+              HasSubstr("--token-file: "));
 }
 
 TEST(AgentConfigTest, DaemonsAreNamedOneByOneOrAsACluster) {

@@ -87,14 +87,19 @@ class WorkloadCommand final : public Command {
     pass("--agent", g.agent);
     pass("--local-socket", g.local_socket);
     pass("--require", g.require);
+    pass("--rdma-device", g.rdma_device);
     pass("--token-file", g.token_file);
     pass("--tls-ca", g.tls_ca);
     pass("--tls-cert", g.tls_cert);
     pass("--tls-key", g.tls_key);
     pass("--tls-server-name", g.tls_server_name);
     pass("--timeout", absl::StrCat(static_cast<double>(g.timeout_ms) / 1000.0));
-    if (g.crc32c && !Has(args, "--crc")) args.insert(args.begin() + 1, "--crc");
-    if (g.json && !Has(args, "--json")) args.insert(args.begin() + 1, "--json");
+    auto pass_flag = [&](const std::string& flag, bool on) {
+      if (on && !Has(args, flag)) args.insert(args.begin() + 1, flag);
+    };
+    pass_flag("--crc", g.crc32c);
+    pass_flag("--fail-when-full", g.fail_when_full);
+    pass_flag("--json", g.json);
 
     const fs::path own = OwnDir();
     const std::string package = PackageDir(own);

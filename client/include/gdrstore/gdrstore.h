@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gdrstore/connection_options.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -79,37 +81,15 @@ typedef struct gdrstore_stream gdrstore_stream;
 GDRSTORE_EXPORT const char* gdrstore_error(const void* handle);
 
 typedef struct gdrstore_client_options {
-  size_t struct_size;         /* sizeof(gdrstore_client_options); set by _init */
-  const char* daemon_address; /* "HOST:PORT"; NULL: $GDRSTORE_ADDRESS, else 127.0.0.1:50051 */
-  const char* transport;      /* "tcp", "rc", "dc", "local" or "auto"; NULL: tcp */
-  const char* token;          /* bearer token; NULL or "": none */
-  const char* token_file;     /* read the token from this file (first token line; grants after
-                                 it are ignored); NULL (and token NULL): $GDRSTORE_TOKEN_FILE,
-                                 else none */
-  const char* rdma_device;    /* rc/dc: the device; NULL: chosen as the C++ library does */
-  uint32_t rpc_timeout_ms;    /* deadline of each op; 0: none */
-  /* Fields below were appended later; the library reads each only when struct_size covers
-   * it, so callers built against an older header keep working (and get no TLS). */
-  const char* tls_ca;          /* TLS: PEM CA file the daemon's certificate must chain to */
-  const char* tls_cert;        /* TLS: client certificate (PEM), for mTLS daemons */
-  const char* tls_key;         /* TLS: its private key (PEM) */
-  const char* tls_server_name; /* TLS: name to verify instead of the address's host */
-  uint32_t crc32c;             /* nonzero: ask the daemon for the CRC32C of every op's bytes
-                                  and check it (a mismatch: GDRSTORE_DATA_LOSS) */
-  uint32_t fail_when_full;     /* 0: an op the daemon would not admit yet (its in-flight limits
-                                  as GetInfo states them) waits in this process until answers
-                                  free room, within the op's deadline; nonzero: it fails at once
-                                  with GDRSTORE_RESOURCE_EXHAUSTED */
-  const char* agent;           /* the node agent's socket (gdragent --socket): every call goes
-                                  through it; daemon_address, transport, token and TLS are the
-                                  agent's own. NULL: $GDRSTORE_AGENT, else the daemon directly;
-                                  "": the daemon directly. A malformed variable fails the open,
-                                  naming it (gdrstore/client_environment.h) */
-  const char* local_socket;    /* transport local: the daemon's handoff socket; NULL: the path
-                                  its GetInfo names */
-  const char* require;         /* terms every op's path must meet instead of falling back
-                                  ("local", "rc,dma-buf", "agent"; ClientOptions::require).
-                                  NULL: any path */
+  size_t struct_size; /* sizeof(gdrstore_client_options); set by _init */
+  /* The fields of gdrstore/connection_options.h's list, in its order, each documented there:
+   * daemon_address, transport, token, token_file, rdma_device, rpc_timeout_ms, then those
+   * appended later (tls_ca, tls_cert, tls_key, tls_server_name, crc32c, fail_when_full, agent,
+   * local_socket, require, ...). The library reads each only when struct_size covers it, so
+   * callers built against an older header keep working (and get the defaults). */
+#define GDRSTORE_CLIENT_OPTIONS_FIELD(field, c_type, ...) c_type field;
+  GDRSTORE_CONNECTION_OPTIONS(GDRSTORE_CLIENT_OPTIONS_FIELD)
+#undef GDRSTORE_CLIENT_OPTIONS_FIELD
 } gdrstore_client_options;
 
 GDRSTORE_EXPORT void gdrstore_client_options_init(gdrstore_client_options* options);

@@ -45,7 +45,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tls-cert")
     g.add_argument("--tls-key")
     g.add_argument("--tls-server-name")
+    g.add_argument("--rdma-device", help="rc/dc: the RDMA device (default: as the library picks)")
     g.add_argument("--crc", action="store_true", help="CRC32C of every op checked")
+    g.add_argument("--fail-when-full", action="store_true",
+                   help="an op the daemon would not admit yet fails (RESOURCE_EXHAUSTED) "
+                        "instead of waiting for room")
     g.add_argument("--timeout", type=float, default=120.0, help="seconds per op")
     r = p.add_argument_group("run")
     r.add_argument("--ranks", type=int, help="simulated accelerators, one process each")
@@ -107,7 +111,8 @@ def _target(a) -> Target:
     return Target(daemons=daemons, transport=a.transport, agent=a.agent, cluster=a.cluster,
                   local_socket=a.local_socket, require=a.require, token_file=a.token_file,
                   tls_ca=a.tls_ca, tls_cert=a.tls_cert, tls_key=a.tls_key,
-                  tls_server_name=a.tls_server_name, crc32c=a.crc, timeout=a.timeout)
+                  tls_server_name=a.tls_server_name, crc32c=a.crc, timeout=a.timeout,
+                  rdma_device=a.rdma_device, fail_when_full=a.fail_when_full)
 
 
 def execute(a) -> dict:

@@ -31,6 +31,8 @@ class Target:
     tls_server_name: Optional[str] = None
     crc32c: bool = False
     timeout: float = 120.0              # seconds per op
+    rdma_device: Optional[str] = None   # rc/dc: the RDMA device
+    fail_when_full: bool = False        # an op the daemon would not admit yet fails at once
     cluster: Optional[str] = None       # etcd://HOST:PORT/PREFIX: a cluster instead of daemons
 
     def check(self) -> None:
@@ -65,7 +67,8 @@ class Target:
         given = dict(transport=self.transport, token_file=self.token_file, timeout=self.timeout,
                      tls_ca=self.tls_ca, tls_cert=self.tls_cert, tls_key=self.tls_key,
                      tls_server_name=self.tls_server_name, crc32c=self.crc32c or None,
-                     local_socket=self.local_socket, require=self.require)
+                     local_socket=self.local_socket, require=self.require,
+                     rdma_device=self.rdma_device, fail_when_full=self.fail_when_full or None)
         return {k: v for k, v in given.items() if v is not None}
 
     def open(self, url: Optional[str] = None) -> Store:
