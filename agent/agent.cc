@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,23 +19,14 @@
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
 #include "common/base/thread_name.h"
+#include "common/grpc/in_process_ping.h"
 #include "common/handoff/host_id.h"
+#include "common/process/health_monitor.h"
+#include "common/process/service_loop.h"
 
 namespace gdr::agent {
 
 namespace {
-
-// One datagram to systemd; a no-op without NOTIFY_SOCKET. A STATUS= value is one line.
-void Notify(const std::string& state) {
-  if (sd_notify(0, state.c_str()) < 0) {
-    GDR_LOG_EVERY_N_SEC(kWarning, 10) << "cannot notify systemd";
-  }
-}
-
-std::string OneLine(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  return s;
-}
 
 // The daemons as configured: named one by one, or a cluster.
 absl::StatusOr<std::unique_ptr<Upstreams>> ConnectUpstreams(const AgentConfig& config) {
@@ -179,49 +169,22 @@ std::string Agent::StatusLine() const {
 
 void Agent::Housekeeping() {
   SetThreadName("gdragent-house");
-  uint64_t usec = 0;
-  const bool watchdog = sd_watchdog_enabled(0, &usec) > 0 && usec > 0;
-  const absl::Duration ping_every = absl::Microseconds(static_cast<int64_t>(usec)) / 2;
-  std::unique_ptr<gdrstore::v1::GdrStore::Stub> stub;
-  if (watchdog) stub = gdrstore::v1::GdrStore::NewStub(server_->InProcessChannel({}));
-  absl::Time next_status = absl::Now() + absl::Seconds(5);
-  absl::Time next_ping = absl::Now();
-  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
-    sessions_->Sweep();
-    const absl::Time now = absl::Now();
-    if (watchdog && now >= next_ping) {
-      // The gRPC executor answers: a real Ping through the server must come back.
-      grpc::ClientContext ctx;
-      ctx.set_deadline(absl::ToChronoTime(now + std::min(ping_every, absl::Seconds(2))));
-      gdrstore::v1::PingResponse resp;
-      if (stub->Ping(&ctx, gdrstore::v1::PingRequest(), &resp).ok()) {
-        Notify(absl::StrCat("WATCHDOG=1\nSTATUS=", OneLine(StatusLine())));
-      } else {
-        GDR_LOG_EVERY_N_SEC(kWarning, 10) << "in-process Ping failed: no watchdog ping";
-      }
-      next_ping = now + ping_every;
-    }
-    if (now >= next_status) {
-      Notify(absl::StrCat("STATUS=", OneLine(StatusLine())));
-      next_status = now + absl::Seconds(5);
-    }
-  }
+  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) sessions_->Sweep();
 }
 
 int Agent::ServeUntilSignalled(const sigset_t& signals) {
-  Notify(absl::StrCat("READY=1\nSTATUS=", OneLine(StatusLine())));
-  for (;;) {
-    int sig = 0;
-    if (sigwait(&signals, &sig) != 0) continue;
-    if (sig == SIGHUP) {
-      GDR_LOG(kInfo) << "SIGHUP: nothing to reload (restart the agent to change its settings)";
-      continue;
-    }
-    GDR_LOG(kInfo) << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ": draining ("
-                   << service_->inflight_ops() << " ops in flight, up to "
-                   << absl::FormatDuration(config_.drain_timeout) << ")";
-    break;
-  }
+  const absl::Duration period = HealthMonitor::PeriodFor(*notifier_);
+  HealthMonitor monitor(notifier_.get(), period, [this] { return StatusLine(); });
+  // The gRPC executor answers: a real Ping through the server must come back.
+  monitor.AddProbe("grpc server",
+                   InProcessPing(server_.get(), std::min(period / 2, absl::Seconds(2))));
+  ServiceLoop loop;
+  loop.notifier = notifier_.get();
+  loop.status_line = [this] { return StatusLine(); };
+  loop.no_reload = "SIGHUP: nothing to reload (restart the agent to change its settings)";
+  const int sig = ServeUntilStopSignal(loop, &monitor, signals);
+  GDR_LOG(kInfo) << SignalName(sig) << ": draining (" << service_->inflight_ops()
+                 << " ops in flight, up to " << absl::FormatDuration(config_.drain_timeout) << ")";
   if (!Drain()) {
     // Their upstream calls cannot be cut short from here; the clients see their channels
     // close (UNAVAILABLE) as the process goes, and the daemon its connection.
@@ -234,8 +197,7 @@ int Agent::ServeUntilSignalled(const sigset_t& signals) {
 }
 
 bool Agent::Drain() {
-  Notify(absl::StrCat("STOPPING=1\nSTATUS=draining ", service_->inflight_ops(),
-                      " ops in flight"));
+  notifier_->Stopping(absl::StrCat("draining ", service_->inflight_ops(), " ops in flight"));
   const absl::Time deadline = absl::Now() + config_.drain_timeout;
   service_->StartDrain();
   handoff_->Stop();

@@ -19,6 +19,7 @@
 #include "agent/client_table.h"
 #include "agent/upstreams.h"
 #include "common/handoff/handoff_server.h"
+#include "common/process/systemd_notifier.h"
 
 namespace gdr::agent {
 
@@ -33,8 +34,9 @@ class Agent {
   Agent& operator=(const Agent&) = delete;
 
   // Tells systemd READY=1 and serves until SIGTERM or SIGINT (SIGHUP is logged and ignored:
-  // nothing is reloadable yet), then drains; returns the process's exit code. `signals` must be
-  // blocked in every thread (sigwait takes them here).
+  // nothing is reloadable yet), the watchdog pinged while an in-process Ping comes back
+  // (common/process/service_loop.h, as gdrstored), then drains; returns the process's exit
+  // code. `signals` must be blocked in every thread (sigwait takes them here).
   int ServeUntilSignalled(const sigset_t& signals);
 
   // "3 clients, 12 ops in flight, agent -> 127.0.0.1:50051 over tcp (...)".
@@ -44,8 +46,7 @@ class Agent {
   explicit Agent(AgentConfig config) : config_(std::move(config)) {}
   absl::Status StartParts();
   handoff::HandoffServerOptions HandoffOptions();
-  // Sweeps deregistered regions, sends STATUS lines and pings the watchdog after an in-process
-  // Ping came back, until stop_ is notified.
+  // Sweeps deregistered regions until stop_ is notified.
   void Housekeeping();
   // Refuses new ops, closes the socket (sessions end; their regions live on in their ops),
   // waits up to the drain deadline for the ops in flight, then stops the server. False when
@@ -53,6 +54,7 @@ class Agent {
   bool Drain();
 
   const AgentConfig config_;
+  const std::unique_ptr<SystemdNotifier> notifier_ = SystemdNotifier::FromEnvironment();
   std::unique_ptr<Upstreams> upstream_;
   std::unique_ptr<ClientTable> sessions_;
   std::unique_ptr<AgentService> service_;

@@ -10,7 +10,9 @@
 #include "absl/time/clock.h"
 #include "common/base/log.h"
 #include "common/base/units.h"
-#include "daemon/ops/health_monitor.h"
+#include "common/grpc/in_process_ping.h"
+#include "common/process/health_monitor.h"
+#include "common/process/service_loop.h"
 #include "daemon/ops/reload.h"
 
 namespace gdr {
@@ -141,10 +143,8 @@ std::string StatusLine(const SupervisedDaemon& d) {
 
 int ServeUntilStopped(SupervisedDaemon& d, const sigset_t& signals) {
   const SystemdNotifier& notifier = *d.notifier;
-  // Under a watchdog, ping at half its timeout (sd_watchdog_enabled(3)); otherwise just keep
-  // STATUS= fresh for `systemctl status`.
-  const absl::Duration watchdog = notifier.watchdog_timeout();
-  const absl::Duration period = watchdog > absl::ZeroDuration() ? watchdog / 2 : absl::Seconds(5);
+  // Under a watchdog, ping at half its timeout; otherwise just keep STATUS= fresh.
+  const absl::Duration period = HealthMonitor::PeriodFor(notifier);
   // A loop that should come round every 100 ms is stuck when it has not for this long.
   const absl::Duration max_stall = std::max(period, absl::Milliseconds(500));
   HealthMonitor monitor(&notifier, period, [&d] { return StatusLine(d); });
@@ -155,51 +155,16 @@ int ServeUntilStopped(SupervisedDaemon& d, const sigset_t& signals) {
   if (d.delays != nullptr) {
     monitor.AddProbe("media timing", [&d, max_stall] { return d.delays->CheckHealth(max_stall); });
   }
-  // The gRPC executor: a real Ping through the server's in-process channel must come back.
-  auto channel = d.server->InProcessChannel(grpc::ChannelArguments());
-  auto stub = gdrstore::v1::GdrStore::NewStub(channel);
-  const absl::Duration ping_deadline = std::min(period / 2, absl::Seconds(2));
-  monitor.AddProbe("grpc server", [&stub, &d, ping_deadline]() -> absl::Status {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(absl::Now() + ping_deadline));
-    if (std::string token = d.service->InternalToken(); !token.empty()) {
-      ctx.AddMetadata("authorization", "Bearer " + token);
-    }
-    gdrstore::v1::PingRequest req;
-    gdrstore::v1::PingResponse resp;
-    grpc::Status s = stub->Ping(&ctx, req, &resp);
-    if (!s.ok()) {
-      return absl::UnavailableError(absl::StrCat("in-process Ping failed: ", s.error_message()));
-    }
-    return absl::OkStatus();
-  });
-
-  notifier.Ready(StatusLine(d));
-  if (notifier.enabled()) {
-    GDR_LOG(kInfo) << "told systemd READY=1"
-                   << (watchdog > absl::ZeroDuration()
-                           ? absl::StrCat("; watchdog every ", absl::FormatDuration(period),
-                                          " (timeout ", absl::FormatDuration(watchdog), ")")
-                           : std::string("; no watchdog"));
-  }
-  if (notifier.enabled()) monitor.Start();
-
-  for (;;) {
-    int sig = 0;
-    if (sigwait(&signals, &sig) != 0) continue;
-    if (sig == SIGHUP) {
-      notifier.Reloading();
-      Reload(d);
-      notifier.Ready(StatusLine(d));
-      continue;
-    }
-    GDR_LOG(kInfo) << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ": draining ("
-                   << d.service->inflight_ops() << " ops in flight, " << d.service->open_streams()
-                   << " streams open, up to " << absl::FormatDuration(d.config.drain_timeout)
-                   << ")";
-    break;
-  }
-  monitor.Stop();
+  monitor.AddProbe("grpc server", InProcessPing(d.server, std::min(period / 2, absl::Seconds(2)),
+                                                [&d] { return d.service->InternalToken(); }));
+  ServiceLoop loop;
+  loop.notifier = &notifier;
+  loop.status_line = [&d] { return StatusLine(d); };
+  loop.reload = [&d] { Reload(d); };
+  const int sig = ServeUntilStopSignal(loop, &monitor, signals);
+  GDR_LOG(kInfo) << SignalName(sig) << ": draining (" << d.service->inflight_ops()
+                 << " ops in flight, " << d.service->open_streams() << " streams open, up to "
+                 << absl::FormatDuration(d.config.drain_timeout) << ")";
   return Drain(d);
 }
 

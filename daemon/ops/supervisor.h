@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "common/process/systemd_notifier.h"
 #include "daemon/observe/stats.h"
 #include "daemon/observe/trace_recorder.h"
 #include "daemon/ops/daemon_config.h"
-#include "daemon/ops/systemd_notifier.h"
 #include "daemon/ops/tls_reloader.h"
 #include "daemon/service/store_service.h"
 #include "daemon/service/volume_catalog.h"

@@ -1,7 +1,8 @@
-// Liveness of the daemon as systemd's watchdog sees it. A thread runs every probe (transport
-// completion/housekeeping threads, the media delay queue, a real in-process gRPC call) once per
-// period and sends WATCHDOG=1 with a fresh STATUS= line only when all of them pass: a stuck
-// completion poller or a wedged gRPC executor stops the pings, and systemd restarts the daemon.
+// Liveness of a service (gdrstored, gdragent) as systemd's watchdog sees it. A thread runs
+// every probe (the daemon's transport threads and media delay queue, a real in-process gRPC
+// call in both) once per period and sends WATCHDOG=1 with a fresh STATUS= line only when all of
+// them pass: a stuck completion poller or a wedged gRPC executor stops the pings, and systemd
+// restarts the service.
 #pragma once
 
 #include <atomic>
@@ -15,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "daemon/ops/systemd_notifier.h"
+#include "common/process/systemd_notifier.h"
 
 namespace gdr {
 
@@ -41,6 +42,9 @@ class HealthMonitor {
   // timeout under a watchdog). `status_line` builds the STATUS= text for each round.
   HealthMonitor(const SystemdNotifier* notifier, absl::Duration period,
                 std::function<std::string()> status_line);
+  // The period for `notifier`: half the watchdog timeout under a watchdog (sd_watchdog_enabled
+  // (3)), else 5 s, to keep STATUS= fresh for `systemctl status`.
+  static absl::Duration PeriodFor(const SystemdNotifier& notifier);
   ~HealthMonitor();  // Stop()
 
   // Adds a probe; before Start only. A probe returns OK when its component is alive, else a

@@ -1,4 +1,4 @@
-#include "daemon/ops/health_monitor.h"
+#include "common/process/health_monitor.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/base/log.h"
@@ -10,6 +10,11 @@ HealthMonitor::HealthMonitor(const SystemdNotifier* notifier, absl::Duration per
     : notifier_(notifier), period_(period), status_line_(std::move(status_line)) {}
 
 HealthMonitor::~HealthMonitor() { Stop(); }
+
+absl::Duration HealthMonitor::PeriodFor(const SystemdNotifier& notifier) {
+  const absl::Duration watchdog = notifier.watchdog_timeout();
+  return watchdog > absl::ZeroDuration() ? watchdog / 2 : absl::Seconds(5);
+}
 
 void HealthMonitor::AddProbe(std::string name, Probe probe) {
   probes_.emplace_back(std::move(name), std::move(probe));

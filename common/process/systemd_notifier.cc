@@ -1,4 +1,4 @@
-#include "daemon/ops/systemd_notifier.h"
+#include "common/process/systemd_notifier.h"
 
 #include <systemd/sd-daemon.h>
 #include <time.h>

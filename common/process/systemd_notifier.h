@@ -1,6 +1,6 @@
-// gdrstored's side of systemd's service notification protocol (sd_notify, libsystemd): READY,
+// A service's side of systemd's notification protocol (sd_notify, libsystemd): READY,
 // RELOADING, STOPPING, STATUS and WATCHDOG messages on $NOTIFY_SOCKET. Without NOTIFY_SOCKET
-// (not started by systemd) every call is a cheap no-op, so the daemon runs the same either way.
+// (not started by systemd) every call is a cheap no-op, so a service runs the same either way.
 #pragma once
 
 #include <memory>
