@@ -70,31 +70,24 @@ Daemon::~Daemon() { Stop(); }
 
 absl::Status Daemon::MakeStore() {
   const absl::Time t0 = absl::Now();
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Create(config_.volumes);
-  if (!store.ok()) return store.status();
-  store_ = std::move(*store);
-  for (const std::shared_ptr<const Volume>& v : store_->Volumes()) {
-    const std::string& name = v->name();
-    GDR_LOG(kInfo) << "volume " << name << ": " << FormatSize(v->size())
-                   << (v->file().empty() ? std::string(" (memory)")
-                                         : absl::StrCat(" (file ", v->file(),
-                                                        v->created() ? ", created and filled)"
-                                                                     : ", existing data kept)"));
-  }
-  std::vector<std::string> volume_names;
-  std::map<std::string, MediaSettings> media_settings;
-  for (const VolumeSpec& v : config_.volumes) {
-    volume_names.push_back(v.name);
-    media_settings[v.name] = v.media;
-    if (v.media.enabled()) {
-      GDR_LOG(kInfo) << "volume " << v.name << ": simulated device "
-                     << FormatMediaSettings(v.media);
-    }
-  }
-  stats_ = std::make_unique<DaemonStats>(volume_names);
-  media_ = std::make_unique<MediaTiming>(media_settings);
+  // The store starts with no volume: the catalog makes every one, the configuration's as it
+  // makes them on SIGHUP or CreateVolume (counters, media model, the cluster hook). They come
+  // before the transports, which register the store's volumes as they start (a GPU host's
+  // local transport locks those in the background rather than on the making thread).
+  GDR_ASSIGN_OR_RETURN(store_, Store::Create({}));
+  stats_ = std::make_unique<DaemonStats>(std::vector<std::string>{});
+  media_ = std::make_unique<MediaTiming>(std::map<std::string, MediaSettings>{});
   delays_ = std::make_unique<DelayQueue>();
   syncer_ = std::make_unique<SyncWorker>();
+  VolumeCatalogOptions vo;
+  vo.max_volumes = config_.max_volumes;
+  // Until the daemon joins its cluster the hook finds no entry to update.
+  vo.volumes_changed = [this] { VolumesChanged(); };
+  for (const VolumeDir& d : config_.volume_dirs) {
+    if (d.writable) vo.writable_dir = d;
+  }
+  volumes_ = std::make_unique<VolumeCatalog>(store_.get(), media_.get(), stats_.get(), vo);
+  GDR_RETURN_IF_ERROR(volumes_->CreateAtStart(config_.volumes));
   GDR_LOG(kInfo) << "store ready in " << absl::FormatDuration(absl::Now() - t0);
   return absl::OkStatus();
 }
@@ -137,13 +130,6 @@ absl::Status Daemon::MakeService() {
   for (size_t i = 2; i < stages_.size(); ++i) pipeline.push_back(stages_[i].get());
   service_->SetPipeline(std::move(pipeline));
   service_->set_connect_handler(rc_connect_.get());
-  VolumeCatalogOptions vo;
-  vo.max_volumes = config_.max_volumes;
-  vo.volumes_changed = [this] { VolumesChanged(); };
-  for (const VolumeDir& d : config_.volume_dirs) {
-    if (d.writable) vo.writable_dir = d;
-  }
-  volumes_ = std::make_unique<VolumeCatalog>(store_.get(), media_.get(), stats_.get(), vo);
   admin_ = std::make_unique<AdminService>(service_.get(), faults_.get(), volumes_.get());
   // san: lines of the token file name client certificates, so they count only when gRPC has
   // verified those against --tls-client-ca (mTLS; switching it needs a restart).

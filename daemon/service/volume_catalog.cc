@@ -118,6 +118,17 @@ absl::StatusOr<VolumeCatalog::Made> VolumeCatalog::CreateConfigured(const Volume
   return made;
 }
 
+absl::Status VolumeCatalog::CreateAtStart(const std::vector<VolumeSpec>& specs) {
+  absl::Status made = absl::OkStatus();
+  GDR_RETURN_IF_ERROR(RunWaiting([&] {
+    for (const VolumeSpec& spec : specs) {
+      made = Make(spec, "the configuration", /*check_room=*/false).status();
+      if (!made.ok()) return;
+    }
+  }));
+  return made;
+}
+
 absl::Status VolumeCatalog::DeleteConfigured(const std::string& name, const std::string& who) {
   v1::DeleteVolumeRequest request;
   request.set_name(name);
@@ -216,11 +227,12 @@ absl::StatusOr<VolumeCatalog::Made> VolumeCatalog::RunCreate(const v1::CreateVol
 }
 
 absl::StatusOr<VolumeCatalog::Made> VolumeCatalog::Make(const VolumeSpec& spec,
-                                                        const std::string& who) {
+                                                        const std::string& who,
+                                                        bool check_room) {
   if (store_->Find(spec.name) != nullptr) {
     return absl::AlreadyExistsError(absl::StrCat("volume '", spec.name, "' exists"));
   }
-  GDR_RETURN_IF_ERROR(CheckRoom(spec));
+  if (check_room) GDR_RETURN_IF_ERROR(CheckRoom(spec));
   // Counters and model first: an op may name the volume as soon as the store has it.
   stats_->AddVolume(spec.name);
   media_->Add(spec.name, spec.media);
@@ -238,6 +250,10 @@ absl::StatusOr<VolumeCatalog::Made> VolumeCatalog::Make(const VolumeSpec& spec,
                                                       (*v)->created() ? ", created and filled)"
                                                                       : ", existing data kept)"))
                  << " made by " << who;
+  if (spec.media.enabled()) {
+    GDR_LOG(kInfo) << "volume " << spec.name << ": simulated device "
+                   << FormatMediaSettings(spec.media);
+  }
   if (options_.volumes_changed) options_.volumes_changed();
   return Made{*v, (*v)->created()};
 }

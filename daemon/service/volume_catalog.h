@@ -1,10 +1,11 @@
-// Volumes made and deleted while the daemon serves (Admin CreateVolume / DeleteVolume): checks
-// a request against the limits (--max-volumes, the memory available, the writable
-// --volume-dir's free space), makes the volume through the store (whose hooks register it with
-// every transport) and gives it a media model and counters; or takes one away. Making a volume
-// maps and fills it, which takes time, so requests run one at a time on the catalog's own
-// thread, never on a gRPC one. Whoever follows the set of volumes (the daemon's cluster entry)
-// hears of each change through one hook.
+// Every volume of the daemon, from its making to its deletion: the configuration's at start-up
+// and on SIGHUP, and those of Admin CreateVolume / DeleteVolume. Checks a request against the
+// limits (--max-volumes, the memory available, the writable --volume-dir's free space), makes
+// the volume through the store (whose hooks register it with every transport running) and gives
+// it a media model and counters; or takes one away. Making a volume maps and fills it, which
+// takes time, so requests run one at a time on the catalog's own thread, never on a gRPC one.
+// Whoever follows the set of volumes (the daemon's cluster entry) hears of each change through
+// one hook.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -61,6 +63,11 @@ class VolumeCatalog {
   // file=) or in any --volume-dir. A volume's file is never deleted here. UNAVAILABLE when the
   // catalog is stopping.
   absl::StatusOr<Made> CreateConfigured(const VolumeSpec& spec, const std::string& who);
+  // The configuration's volumes at start-up, in order, each made as CreateConfigured makes it
+  // but for the room checks: the configuration's parser counted them against --max-volumes,
+  // and a start is not refused for memory or disk the host may yet find (a volume that cannot
+  // be mapped or filled still fails it). Stops at the first error, which it returns.
+  absl::Status CreateAtStart(const std::vector<VolumeSpec>& specs);
   absl::Status DeleteConfigured(const std::string& name, const std::string& who);
 
   // What a request asks for, checked (no limit but the fields'): INVALID_ARGUMENT naming the
@@ -70,8 +77,10 @@ class VolumeCatalog {
  private:
   absl::StatusOr<Made> RunCreate(const gdrstore::v1::CreateVolumeRequest& request,
                                  const std::string& who);
-  // RunCreate past the request's own checks: the name free, the room there, then the volume.
-  absl::StatusOr<Made> Make(const VolumeSpec& spec, const std::string& who);
+  // RunCreate past the request's own checks: the name free, the room there (when
+  // `check_room`), then the volume.
+  absl::StatusOr<Made> Make(const VolumeSpec& spec, const std::string& who,
+                            bool check_room = true);
   absl::Status RunDelete(const gdrstore::v1::DeleteVolumeRequest& request, const std::string& who);
   // Runs `run` on the catalog's thread and waits for it; UNAVAILABLE when stopping.
   absl::Status RunWaiting(const std::function<void()>& run);
