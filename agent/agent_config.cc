@@ -52,6 +52,7 @@ absl::StatusOr<uint32_t> ParseAutoCount(const char* flag, const std::string& tex
 struct UpstreamFlags : gdrstore::ConnectionFlags {
   std::vector<std::string> daemons;
   std::string cluster_url, cluster_file;
+  std::string slice_size = "1MiB";  // --slice-size, as a size; ParseSize makes it slice_bytes
 };
 
 void AddUpstreamFlags(CLI::App& app, UpstreamFlags* f) {
@@ -77,6 +78,10 @@ void AddUpstreamFlags(CLI::App& app, UpstreamFlags* f) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 64u));
   app.add_option("--rails", f->rails, "rc over several RDMA devices: a comma list, or auto");
+  app.add_option("--slice-size", f->slice_size,
+                 "with --rails: ops this large are cut into slices of this size, spread over "
+                 "the rails")
+      ->capture_default_str();
   app.add_option("--token-file", f->token_file,
                  "send the first token of this file to the daemon ('authorization: Bearer')");
   app.add_option("--tls-ca", f->tls_ca, "TLS to the daemon, trusting the CA(s) of this PEM");
@@ -138,8 +143,16 @@ absl::Status FinishTargets(const UpstreamFlags& f, AgentConfig* cfg) {
 }
 
 absl::StatusOr<gdrstore::ClientOptions> FinishUpstream(const UpstreamFlags& f) {
+  gdrstore::ConnectionFlags flags = f;
+  absl::StatusOr<uint64_t> slice = ParseSize(f.slice_size);
+  if (!slice.ok() || *slice == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--slice-size '", f.slice_size, "': ",
+        slice.ok() ? "a slice of 0 bytes" : slice.status().message()));
+  }
+  flags.slice_bytes = *slice;
   // A service goes by its configuration alone: no GDRSTORE_* variable fills a flag.
-  return gdrstore::ClientOptionsFromFlags(f, "", gdrstore::FlagEnvironment::kIgnore);
+  return gdrstore::ClientOptionsFromFlags(flags, "", gdrstore::FlagEnvironment::kIgnore);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "common/base/host_port.h"
 #include "common/wire/token_file.h"
+#include "gdrstore/connection_options.h"
 
 namespace gdrstore {
 namespace {
@@ -58,6 +59,12 @@ absl::Status ApplyClientEnvironment(const ExplicitOptions& given, ClientOptions*
   }
   return absl::OkStatus();
 }
+
+// Each option connection_options.h lists for the command lines only is a ClientOptions member.
+#define GDR_IS_CLIENT_OPTION(member, ...)                                      \
+  static_assert(sizeof(ClientOptions::member) > 0, #member " is no ClientOptions member");
+GDRSTORE_CXX_CONNECTION_OPTIONS(GDR_IS_CLIENT_OPTION)
+#undef GDR_IS_CLIENT_OPTION
 
 absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const ConnectionFlags& f,
                                                      const std::string& daemon_address,

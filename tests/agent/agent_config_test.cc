@@ -101,7 +101,8 @@ TEST(AgentConfigTest, ConnectionFlagsBecomeTheUpstreamOptions) {
   ::setenv("GDRSTORE_TLS_CA", "/from/the/environment.pem", 1);
   auto cfg = Parse({"--daemon", "127.0.0.1:1", "--transport", "local", "--local-socket",
                     "/run/gdrstored/handoff.sock", "--crc", "--fail-when-full",
-                    "--rdma-device", "mlx5_1", "--rails", "rxe0, rxe1", "--rc-qps", "4"});
+                    "--rdma-device", "mlx5_1", "--rails", "rxe0, rxe1", "--rc-qps", "4",
+                    "--slice-size", "4MiB"});
   ::unsetenv("GDRSTORE_REQUIRE");
   ::unsetenv("GDRSTORE_TLS_CA");
   ASSERT_TRUE(cfg.ok()) << cfg.status();
@@ -113,12 +114,16 @@ TEST(AgentConfigTest, ConnectionFlagsBecomeTheUpstreamOptions) {
   EXPECT_EQ(o.rdma_device, "mlx5_1");
   EXPECT_EQ(o.rails, (std::vector<std::string>{"rxe0", "rxe1"}));
   EXPECT_EQ(o.rc_qps, 4u);
+  EXPECT_EQ(o.slice_bytes, 4u << 20);
   EXPECT_EQ(o.require, "");
   EXPECT_EQ(o.tls_ca, "");
   auto required = Parse({"--daemon", "127.0.0.1:1", "--require", "rc,dma-buf"});
   ASSERT_TRUE(required.ok()) << required.status();
   EXPECT_EQ(required->upstream.require, "rc,dma-buf");
   EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--rails", " , "}), HasSubstr("--rails"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--slice-size", "0"}), HasSubstr("--slice-size"));
+  EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--slice-size", "lots"}),
+              HasSubstr("--slice-size 'lots'"));
   EXPECT_THAT(Why({"--daemon", "127.0.0.1:1", "--token-file", "/nonexistent/tokens"}),
               HasSubstr("--token-file: "));
 }

@@ -23,22 +23,24 @@ COLUMNS = ("field", "c_type", "from_c", "member", "gdrctl", "gdragent", "workloa
 C_TYPES = {"const char*": ctypes.c_char_p, "uint32_t": ctypes.c_uint32}
 
 
-def definition():
-    """The list's entries as dicts of COLUMNS, in its order."""
+def entries(macro, letter, columns):
+    """The entries of list `macro` (each `letter`(...)) as dicts of `columns`, in its order."""
     with open(HEADER) as f:
         text = f.read()
-    body = text[text.index("#define GDRSTORE_CONNECTION_OPTIONS(X)"):]
+    body = text[text.index(f"#define {macro}({letter})"):]
     body = re.sub(r"/\*.*?\*/", " ", body, flags=re.S).replace("\\\n", " ")
-    body = body[:body.index("#endif")]
-    entries = []
-    for args in re.findall(r"\bX\(([^()]*)\)", body):
+    body = body[:body.index("\n")]  # the definition: one line once its lines are joined
+    out = []
+    for args in re.findall(rf"\b{letter}\(([^()]*)\)", body):
         values = [a.strip().strip('"') for a in args.split(",")]
-        assert len(values) == len(COLUMNS), f"entry {args!r} has {len(values)} columns"
-        entries.append(dict(zip(COLUMNS, values)))
-    return entries
+        assert len(values) == len(columns), f"entry {args!r} has {len(values)} columns"
+        out.append(dict(zip(columns, values)))
+    return out
 
 
-OPTIONS = definition()
+OPTIONS = entries("GDRSTORE_CONNECTION_OPTIONS", "X", COLUMNS)
+# The C++-only options the command lines share (gdrctl and gdragent flags).
+CXX_OPTIONS = entries("GDRSTORE_CXX_CONNECTION_OPTIONS", "Y", ("member", "gdrctl", "gdragent"))
 
 
 def build_binary(*parts):
@@ -58,7 +60,7 @@ def help_flags(argv):
 
 
 def test_the_definition_reads_as_the_columns_say():
-    assert len(OPTIONS) >= 15
+    assert len(OPTIONS) >= 15 and len(CXX_OPTIONS) >= 6
     assert [o["field"] for o in OPTIONS][:6] == ["daemon_address", "transport", "token",
                                                  "token_file", "rdma_device", "rpc_timeout_ms"]
     for o in OPTIONS:
@@ -85,13 +87,15 @@ def test_client_and_cluster_take_every_option_as_a_keyword(kind):
 
 def test_gdrctl_takes_every_option_as_a_flag():
     flags = help_flags([build_binary("client", "gdrctl")])
-    missing = [(o["field"], o["gdrctl"]) for o in OPTIONS if o["gdrctl"] not in flags | {""}]
+    missing = [(o.get("field", o.get("member")), o["gdrctl"]) for o in OPTIONS + CXX_OPTIONS
+               if o["gdrctl"] not in flags | {""}]
     assert not missing, f"gdrctl --help lacks {missing}"
 
 
 def test_gdragent_takes_every_option_as_a_flag():
     flags = help_flags([build_binary("agent", "gdragent")])
-    missing = [(o["field"], o["gdragent"]) for o in OPTIONS if o["gdragent"] not in flags | {""}]
+    missing = [(o.get("field", o.get("member")), o["gdragent"]) for o in OPTIONS + CXX_OPTIONS
+               if o["gdragent"] not in flags | {""}]
     assert not missing, f"gdragent --help lacks {missing}"
 
 

@@ -72,4 +72,19 @@
    * ClientOptions::require). NULL: any path */                                                \
   X(require, const char*, TEXT, require, "--require", "--require", "--require", "require", 1)
 
+/* The options of gdrstore::ClientOptions the C ABI does not carry, which both command lines
+ * take (gdrstore::ConnectionFlags; tests/python/test_connection_options.py reads their --help):
+ * Y(member, gdrctl, gdragent), the flags as above. */
+#define GDRSTORE_CXX_CONNECTION_OPTIONS(Y)                                                      \
+  /* tcp: the address the daemon connects back to */                                          \
+  Y(target_host, "--target-host", "--target-host")                                             \
+  /* rc: the RDMA device by a local IP address on it, and the GID index */                     \
+  Y(rdma_address, "--rdma-addr", "--rdma-addr")                                                \
+  Y(rdma_gid_index, "--rdma-gid-index", "--rdma-gid-index")                                    \
+  /* rc: QPs offered to the daemon */                                                          \
+  Y(rc_qps, "--rc-qps", "--rc-qps")                                                            \
+  /* rc over several RDMA devices, and the slice large ops are cut into over them */           \
+  Y(rails, "--rails", "--rails")                                                               \
+  Y(slice_bytes, "--slice-size", "--slice-size")
+
 #endif /* GDRSTORE_CONNECTION_OPTIONS_H_ */
