@@ -10,12 +10,12 @@ import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import errors
-from ._native import (ClusterOptions, checked_str, client_options, has_cluster, lib, millis,
-                      open_handle, set_field)
-from .memory import describe
+from ._native import (ClusterOptions, checked_int, checked_str, client_options, has_cluster,
+                      lib, millis, open_handle, set_field)
+from .memory import Memory, describe
 from .store import Moved, Outcome, Store, check as _check
 
 # Ops a ClusterStream runs at once: the C ABI's cluster ops are unary calls, so a stream runs
@@ -94,12 +94,21 @@ class Cluster(Store):
         return lib.gdrstore_cluster_buffer_data(buffer)
 
     # ---- ops ----
-    def _op(self, put: bool, volume: str, offset: int, obj, length: Optional[int],
-            at: int = 0) -> Moved:
-        handle = self._open_handle()
+    def _checked(self, put: bool, volume: str, offset: int, obj, length: Optional[int],
+                 at: int) -> Tuple[Memory, int]:
+        """`obj`'s memory and the op's length, every argument checked (what a stream refuses
+        at submission, as a Client's Stream does)."""
+        self._open_handle()
         mem = describe(obj)
         if not put and not mem.writable:
             raise ValueError("`into` is read-only; a get needs writable memory")
+        checked_str("volume", volume)
+        checked_int("offset", offset, ctypes.c_uint64)
+        return mem, self._length(mem, length, at)
+
+    def _op(self, put: bool, volume: str, offset: int, mem: Memory, length: int,
+            at: int) -> Moved:
+        handle = self._open_handle()
         reg, temporary, n = self._span(mem, length, at)
         try:
             fn = lib.gdrstore_cluster_put if put else lib.gdrstore_cluster_get
@@ -124,14 +133,16 @@ class Cluster(Store):
         if sync:
             raise errors.Unimplemented("a cluster put has no sync yet (the C ABI's "
                                        "gdrstore_cluster_put takes none)")
-        return self._op(True, volume, offset, src, length, at)
+        mem, n = self._checked(True, volume, offset, src, length, at)
+        return self._op(True, volume, offset, mem, n, at)
 
     def get(self, volume: str, offset: int, into, length: Optional[int] = None,
             at: int = 0) -> Moved:
         """Cluster volume bytes [offset, offset + length) -> `into` from its byte `at` on, in
         place (length defaults to the rest of `into`), as Client.get. Returns the bytes
         moved."""
-        return self._op(False, volume, offset, into, length, at)
+        mem, n = self._checked(False, volume, offset, into, length, at)
+        return self._op(False, volume, offset, mem, n, at)
 
     def stream(self) -> "ClusterStream":
         """Many ops at once, answered in any order, as Client.stream(); use as a context
@@ -246,25 +257,31 @@ class ClusterStream:
             self._end("the stream was closed by its Cluster's close()")
             raise errors.FailedPrecondition("the Cluster is closed")
 
-    def _submit(self, fn, *args) -> ClusterFuture:
+    def _submit(self, put: bool, volume: str, offset: int, obj, length: Optional[int],
+                at: int) -> ClusterFuture:
+        if self._closed is not None:
+            raise errors.FailedPrecondition(self._closed)
+        # Bad arguments are refused here, at submission; the op's own failure is its future's.
+        mem, n = self._cluster._checked(put, volume, offset, obj, length, at)
         with self._lock:
             if self._closed is not None:
                 raise errors.FailedPrecondition(self._closed)
-            op = ClusterFuture(self._pool.submit(fn, *args))
+            op = ClusterFuture(self._pool.submit(self._cluster._op, put, volume, offset, mem, n,
+                                                 at))
             self._ops.append(op)
         return op
 
     def get(self, volume: str, offset: int, into, length: Optional[int] = None,
             at: int = 0) -> ClusterFuture:
         """Store -> `into` (from its byte `at` on), as Cluster.get."""
-        return self._submit(self._cluster.get, volume, offset, into, length, at)
+        return self._submit(False, volume, offset, into, length, at)
 
     def put(self, src, volume: str, offset: int, length: Optional[int] = None,
             at: int = 0) -> ClusterFuture:
         """`src` (from its byte `at` on) -> store, as Cluster.put."""
         if isinstance(src, str):
             raise TypeError("a stream's put takes (src, volume, offset), as Client's")
-        return self._submit(self._cluster.put, src, volume, offset, length, False, at)
+        return self._submit(True, volume, offset, src, length, at)
 
     def wait_all(self, timeout: Optional[float] = None) -> List[ClusterFuture]:
         """Waits until every op submitted so far is answered; returns their futures."""

@@ -172,8 +172,14 @@ class Store:
     def _span(self, mem: Memory, length: Optional[int],
               at: int = 0) -> Tuple[Registration, bool, int]:
         """The registration of `mem`, whether the caller releases it after the op, and the
-        op's length: `length` or the rest of the buffer from `at`. Checked before anything is
-        registered."""
+        op's length (_length's). Checked before anything is registered."""
+        n = self._length(mem, length, at)
+        reg, temporary = self._regs.acquire(mem)
+        return reg, temporary, n
+
+    @staticmethod
+    def _length(mem: Memory, length: Optional[int], at: int = 0) -> int:
+        """The op's length: `length` or the rest of the buffer from `at`, each checked."""
         # A Memory made by hand: what registering it would refuse, before `at` is read.
         checked_int("address", mem.address, ctypes.c_void_p)
         checked_int("nbytes", mem.nbytes, ctypes.c_size_t)
@@ -186,8 +192,7 @@ class Store:
         if n > mem.nbytes - at:
             raise errors.ArgumentOutOfRange(f"at {at} + length {n} is past the end of the "
                                             f"{mem.nbytes}-byte buffer")
-        reg, temporary = self._regs.acquire(mem)
-        return reg, temporary, n
+        return n
 
     # ---- volumes ----
     def info(self, volume: Optional[str] = None) -> Dict[str, Any]:

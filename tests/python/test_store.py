@@ -100,6 +100,20 @@ def test_a_stream_answers_every_op_with_a_future(opened):
     s.delete_volume("streamed")
 
 
+def test_a_stream_refuses_bad_arguments_when_they_are_submitted(opened):
+    buf = np.zeros(4096, dtype=np.uint8)
+    with opened.store.stream() as st:
+        with pytest.raises(ValueError, match="read-only"):
+            st.get("vol0", 0, into=bytes(16))
+        with pytest.raises(gdrstore.ArgumentOutOfRange, match="offset -1"):
+            st.put(buf, "vol0", -1)
+        with pytest.raises(gdrstore.ArgumentOutOfRange, match="past the end"):
+            st.get("vol0", 0, buf, 4097)
+        with pytest.raises(ValueError, match="NUL"):
+            st.get("vol0\0x", 0, into=buf)
+        assert st.wait_all() == []  # nothing was submitted
+
+
 def test_a_closed_store_refuses_every_call(opened):
     other = gdrstore.connect(opened.url, **opened.options)
     with other as s:
