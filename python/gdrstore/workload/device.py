@@ -7,7 +7,7 @@ import re
 import time
 from typing import List, Optional, Tuple
 
-from ..client import Client
+from ..store import Store
 from ..errors import InvalidArgument, Unavailable
 
 _PCI = re.compile(r"^([0-9A-Fa-f]{4}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]$")
@@ -83,7 +83,7 @@ class Accelerator:
     def name(self) -> str:
         return f"cuda:{self.device.index}" if self._torch else "host"
 
-    def buffer(self, client: Client, nbytes: int):
+    def buffer(self, client: Store, nbytes: int):
         """`nbytes` of the device's memory: a uint8 CUDA tensor, or host memory from `client`
         (which the agent and transport local take without a copy)."""
         if self._torch is not None:
