@@ -1,7 +1,5 @@
 #include "agent/upstream.h"
 
-#include <grpcpp/grpcpp.h>
-
 #include <algorithm>
 
 #include "absl/strings/match.h"
@@ -9,7 +7,6 @@
 #include "absl/time/clock.h"
 #include "common/base/log.h"
 #include "common/base/thread_name.h"
-#include "common/grpc/grpc_status.h"
 #include "common/wire/volume_name.h"
 
 namespace gdr::agent {
@@ -121,12 +118,6 @@ std::chrono::system_clock::time_point Upstream::DeadlineOf(const UpstreamOp& op)
 void Upstream::Submit(const UpstreamOp& op, uint32_t lane, Done done) {
   UpstreamOp fixed = op;
   fixed.deadline = DeadlineOf(op);  // once: a resubmission keeps the op's first deadline
-  // The Client's CRC32C is a setting of the whole client; an op that asks for it alone goes as
-  // a unary call, whose request carries the flag.
-  if (op.crc32c) {
-    SubmitUnary(fixed, std::move(done));
-    return;
-  }
   SubmitOnLane(fixed, lane, false, std::move(done));
 }
 
@@ -159,7 +150,7 @@ void Upstream::SubmitOnLane(const UpstreamOp& op, uint32_t lane, bool retried, D
         }
         done(std::move(r));
       },
-      op.deadline);
+      gdrstore::OpOptions{op.deadline, op.crc32c, false});
 }
 
 void Upstream::Retire(uint32_t lane, uint64_t generation) {
@@ -205,87 +196,9 @@ void Upstream::CloseRetired() {
   }
 }
 
-void Upstream::SubmitUnary(const UpstreamOp& op, Done done) {
-  absl::StatusOr<v1::RemoteBuffer> rb =
-      client_->Describe(*op.buffer, op.offset, op.extent.length);
-  if (!rb.ok()) {
-    done(rb.status());
-    return;
-  }
-  struct Call {
-    grpc::ClientContext ctx;
-    v1::WriteRequest write;
-    v1::ReadRequest read;
-    v1::OpResponse response;
-    Done done;
-  };
-  auto* call = new Call();
-  call->done = std::move(done);
-  auto fill = [&op, &rb](auto* request) {
-    v1::Extent* e = request->mutable_extent();
-    e->set_volume(op.extent.volume);
-    e->set_offset(op.extent.offset);
-    e->set_length(op.extent.length);
-    *request->mutable_buffer() = *rb;
-    request->set_crc32c(op.crc32c);
-  };
-  if (op.deadline != std::chrono::system_clock::time_point::max()) {
-    call->ctx.set_deadline(op.deadline);
-  }
-  // Sent past the client's dispatch, so the path is named here: the agent's hop to the memory.
-  std::string hop = client_->PathOf(*op.buffer);
-  auto on_done = [call, hop = std::move(hop)](grpc::Status st) {
-    absl::StatusOr<gdrstore::OpResult> result;
-    if (st.ok()) {
-      const std::string& beyond = call->response.path();
-      result = gdrstore::OpResult{call->response.bytes(), call->response.service_ns(),
-                                  call->response.synced(), std::nullopt,
-                                  beyond.empty() ? hop : absl::StrCat(hop, ">", beyond)};
-      if (call->response.has_crc32c()) result->crc32c = call->response.crc32c();
-    } else {
-      result = FromGrpcStatus(st);
-      const auto& trailers = call->ctx.GetServerTrailingMetadata();
-      if (auto it = trailers.find(kNotAdmittedKey); it != trailers.end() && it->second == "1") {
-        result = MarkNotAdmitted(result.status());
-      }
-    }
-    Done cb = std::move(call->done);
-    delete call;
-    cb(std::move(result));
-  };
-  if (op.kind == gdrstore::OpKind::kWrite) {
-    fill(&call->write);
-    client_->stub()->async()->Write(&call->ctx, &call->write, &call->response,
-                                    std::move(on_done));
-  } else {
-    fill(&call->read);
-    call->read.set_sync(op.kind == gdrstore::OpKind::kReadSync);
-    client_->stub()->async()->Read(&call->ctx, &call->read, &call->response, std::move(on_done));
-  }
-}
-
 void Upstream::GetInfo(const v1::GetInfoRequest& request,
                        std::chrono::system_clock::time_point deadline, InfoDone done) {
-  struct Call {
-    grpc::ClientContext ctx;
-    v1::GetInfoRequest request;
-    v1::GetInfoResponse response;
-    InfoDone done;
-  };
-  auto* call = new Call();
-  call->request = request;
-  call->done = std::move(done);
-  call->ctx.set_deadline(deadline);
-  client_->stub()->async()->GetInfo(&call->ctx, &call->request, &call->response,
-                                    [call](grpc::Status st) {
-                                      absl::StatusOr<v1::GetInfoResponse> r =
-                                          st.ok() ? absl::StatusOr<v1::GetInfoResponse>(
-                                                        std::move(call->response))
-                                                  : FromGrpcStatus(st);
-                                      auto cb = std::move(call->done);
-                                      delete call;
-                                      cb(std::move(r));
-                                    });
+  client_->GetInfo(request, deadline, std::move(done));
 }
 
 // GetAllInfo's pages so far and where the next starts.

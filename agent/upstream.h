@@ -53,7 +53,7 @@ class Upstream {
   // A lane for a caller that wants its ops to share one upstream Stream (one Stream call's
   // messages); round-robin.
   uint32_t PickLane();
-  // Forwards `op` on lane `lane` (crc32c ops as unary calls, which carry the flag); `done`
+  // Forwards `op` on lane `lane` (its CRC32C and deadline as the op's own options); `done`
   // runs once, on a gRPC or timer thread, possibly inline. Not admitted refusals keep their
   // mark (IsNotAdmitted). Thread-safe; never blocks.
   using Done = std::function<void(absl::StatusOr<gdrstore::OpResult>)>;
@@ -83,7 +83,6 @@ class Upstream {
   std::chrono::system_clock::time_point DeadlineOf(const UpstreamOp& op) const;
   // `retried`: the op was sent again once already after its lane had ended under it.
   void SubmitOnLane(const UpstreamOp& op, uint32_t lane, bool retried, Done done);
-  void SubmitUnary(const UpstreamOp& op, Done done);
   // Replaces lane `lane` if it still runs generation `generation`; the old stream goes to the
   // closer thread.
   void Retire(uint32_t lane, uint64_t generation);

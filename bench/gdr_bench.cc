@@ -89,11 +89,6 @@ double Percentile(std::vector<uint64_t> ns, double p) {
 // `ops` empty Ping RPCs back to back over the callback API, the next issued from the previous
 // one's completion, exactly as RunBench chains unary ops at qd 1. Returns per-call latency, ns.
 absl::StatusOr<std::vector<uint64_t>> PingLoop(gdrstore::Client& client, uint64_t ops) {
-  struct Call {
-    grpc::ClientContext ctx;
-    gdrstore::v1::PingRequest req;
-    gdrstore::v1::PingResponse resp;
-  };
   std::vector<uint64_t> latency_ns;
   latency_ns.reserve(ops);
   std::mutex mu;
@@ -101,20 +96,16 @@ absl::StatusOr<std::vector<uint64_t>> PingLoop(gdrstore::Client& client, uint64_
   bool finished = false;
   absl::Status error;
   std::function<void()> issue = [&] {
-    auto* call = new Call();
-    call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
     const Clock::time_point start = Clock::now();
-    client.stub()->async()->Ping(&call->ctx, &call->req, &call->resp,
-                                 [&, call, start](grpc::Status st) {
+    client.Ping([&, start](absl::Status st) {
       latency_ns.push_back(static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()));
-      delete call;
       if (st.ok() && latency_ns.size() < ops) {
         issue();
         return;
       }
       std::lock_guard<std::mutex> lock(mu);
-      if (!st.ok()) error = gdrstore::FromGrpcStatus(st);
+      if (!st.ok()) error = st;
       finished = true;
       cv.notify_all();
     });

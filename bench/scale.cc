@@ -292,13 +292,11 @@ class ScaleRun {
   void WaitForIdlePool() {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     for (;;) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      gdrstore::v1::GetStatsRequest req;
-      gdrstore::v1::GetStatsResponse resp;
-      if (!probe_.stub()->GetStats(&ctx, req, &resp).ok()) return;
+      absl::StatusOr<gdrstore::v1::GetStatsResponse> resp =
+          probe_.GetStats(std::chrono::seconds(5));
+      if (!resp.ok()) return;
       uint32_t in_use = 0;
-      for (const auto& t : resp.transports())
+      for (const auto& t : resp->transports())
         if (t.transport() == gdrstore::v1::TRANSPORT_TCP) in_use += t.pool().in_use();
       if (in_use == 0) return;
       if (absl::Now() > deadline) {

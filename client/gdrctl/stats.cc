@@ -175,7 +175,7 @@ std::string FormatStats(const v1::GetStatsResponse& now, const v1::GetStatsRespo
   return out;
 }
 
-absl::Status RunStats(v1::GdrStore::Stub* stub, const StatsOptions& o) {
+absl::Status RunStats(gdrstore::Client& client, const StatsOptions& o) {
   v1::GetStatsResponse previous;
   bool have_previous = false;
   absl::Time previous_at;
@@ -183,7 +183,7 @@ absl::Status RunStats(v1::GdrStore::Stub* stub, const StatsOptions& o) {
   for (uint64_t n = 0;; ++n) {
     // Every page of the per-volume (per-session) figures, within the one timeout.
     absl::StatusOr<v1::GetStatsResponse> resp =
-        gdrstore::GetStatsPages(*stub, absl::ToChronoTime(absl::Now() + o.rpc_timeout));
+        client.GetStats(absl::ToChronoMilliseconds(o.rpc_timeout));
     const absl::Time at = absl::Now();
     if (!resp.ok()) {
       return absl::Status(resp.status().code(),

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "gdrstore/v1/gdrstore.grpc.pb.h"
+#include "gdrstore/client.h"
 
 namespace gdrctl {
 
@@ -21,7 +21,7 @@ struct StatsOptions {
 };
 
 // Runs until done (or forever with watch and count 0); the RPC status on failure.
-absl::Status RunStats(gdrstore::v1::GdrStore::Stub* stub, const StatsOptions& options);
+absl::Status RunStats(gdrstore::Client& client, const StatsOptions& options);
 
 // Human-readable rendering of one sample; `previous` (nullable) adds rates over `elapsed`.
 std::string FormatStats(const gdrstore::v1::GetStatsResponse& now,

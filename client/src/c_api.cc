@@ -140,7 +140,7 @@ gdrstore_status Op(gdrstore_client* client, gdrstore::OpKind kind, const char* v
         kind == gdrstore::OpKind::kWrite
             ? c->client->Write(extent, *(*b)->buffer, buffer_offset)
             : c->client->Read(extent, *(*b)->buffer, buffer_offset,
-                              kind == gdrstore::OpKind::kReadSync);
+                              {.sync = kind == gdrstore::OpKind::kReadSync});
     if (!r.ok()) return c->Fail(r.status());
     if (result != nullptr) *result = gdrstore_result{r->bytes, r->service_ns};
     t_last_path = LastPath{client, std::move(r->path)};

@@ -11,6 +11,7 @@
 #include "client/src/admission_window.h"
 #include "client/src/client_access.h"
 #include "client/src/client_calls.h"
+#include "client/src/daemon_rpc.h"
 #include "client/src/buffer_crc.h"
 #include "client/src/deadline_timer.h"
 #include "client/src/host_memory.h"
@@ -55,11 +56,12 @@ namespace gdrstore {
 
 Client::Client(ClientOptions options, std::shared_ptr<grpc::Channel> channel)
     : options_(std::move(options)),
-      channel_(std::move(channel)),
-      stub_(v1::GdrStore::NewStub(channel_)),
+      rpc_(std::make_unique<gdr::DaemonRpc>()),
       registrations_(std::make_shared<gdr::RegistrationCache>()),
       timer_(std::make_shared<gdr::DeadlineTimer>()),
       calls_(std::make_shared<gdr::ClientCalls>()) {
+  rpc_->stub = v1::GdrStore::NewStub(channel);
+  rpc_->channel = std::move(channel);
   if (!options_.fail_when_full) window_ = std::make_shared<gdr::AdmissionWindow>(timer_);
 }
 
@@ -92,18 +94,19 @@ void Client::FetchLimits() {
   // The Client waits for this callback before it goes (CancelFetchAndWait), so the window is
   // alive whenever it runs.
   gdr::AdmissionWindow* window = window_.get();
-  stub_->async()->GetInfo(&call->ctx, &call->req, &call->resp, [call, window](grpc::Status st) {
+  auto on_done = [call, window](grpc::Status st) {
     if (st.ok() && call->resp.has_limits()) {
       const v1::Limits& l = call->resp.limits();
       window->SetLimits(gdr::AdmissionWindow::Limits{
           l.max_inflight_ops(), l.max_inflight_bytes(), l.max_inflight_per_stream()});
     }
     window->EndFetch();
-  });
+  };
+  rpc_->stub->async()->GetInfo(&call->ctx, &call->req, &call->resp, std::move(on_done));
 }
 
-std::chrono::system_clock::time_point Client::DeadlineFromNow() const {
-  return gdr::DeadlineAfter(options_.rpc_timeout);
+std::chrono::system_clock::time_point Client::DeadlineOf(const OpOptions& options) const {
+  return options.deadline ? *options.deadline : gdr::DeadlineAfter(options_.rpc_timeout);
 }
 
 void Client::Admit(void* stream, uint64_t bytes, std::chrono::system_clock::time_point deadline,
@@ -144,7 +147,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   auto client = std::unique_ptr<Client>(new Client(options, *std::move(channel)));
   // Picks the transport for auto, and asks the daemon (GetInfo) at most once for it all.
   absl::StatusOr<gdr::OpenedTransport> opened =
-      gdr::OpenClientTransport(&client->options_, client->stub());
+      gdr::OpenClientTransport(&client->options_, client->rpc_->stub.get());
   if (!opened.ok()) return opened.status();
   client->transport_ = std::move(opened->transport);
   client->auto_notes_ = std::move(opened->auto_notes);
@@ -379,10 +382,33 @@ using gdrstore::Extent;
 using gdrstore::OpCallback;
 using gdrstore::OpResult;
 
+gdrstore::v1::GdrStore::Stub* DaemonStub(const gdrstore::Client& client) {
+  return ClientAccess::Stub(client);
+}
+
+gdrstore::v1::GdrStore::Stub* ClientAccess::Stub(const gdrstore::Client& client) {
+  return client.rpc_->stub.get();
+}
+
+bool ClientAccess::ApplyOptions(const gdrstore::OpOptions& options, gdrstore::OpKind* kind,
+                                OpCallback& done) {
+  if (!options.sync) return true;
+  switch (*kind) {
+    case gdrstore::OpKind::kRead:
+    case gdrstore::OpKind::kReadSync:
+      *kind = gdrstore::OpKind::kReadSync;
+      return true;
+    case gdrstore::OpKind::kWrite:
+      break;
+  }
+  done(absl::InvalidArgumentError(
+      "OpOptions::sync applies to puts (OpKind::kRead) only, not to a get (OpKind::kWrite)"));
+  return false;
+}
+
 void ClientAccess::DispatchSlices(gdrstore::Client& client, const Extent& extent,
-                                  const Buffer& buffer, size_t buffer_offset, OpCallback done,
-                                  PieceSubmit piece) {
-  const bool crc = client.options_.crc32c;
+                                  const Buffer& buffer, size_t buffer_offset, bool crc,
+                                  OpCallback done, PieceSubmit piece) {
   // A slice is resent from an answer, when the Client may be gone: what it needs is held here.
   RunSliced(
       client.transport_, client.transport_->Plan(region(buffer), extent.length),
@@ -409,11 +435,17 @@ absl::StatusOr<std::unique_ptr<gdrstore::Client>> ClientAccess::ConnectSharing(
   std::unique_ptr<gdrstore::Client> client(
       new gdrstore::Client(std::move(options), *std::move(channel)));
   absl::StatusOr<std::shared_ptr<ClientTransport>> transport =
-      AttachClientTransport(base.transport_, client->stub());
+      AttachClientTransport(base.transport_, client->rpc_->stub.get());
   if (!transport.ok()) return transport.status();
   client->transport_ = std::move(*transport);
   client->registrations_ = base.registrations_;
   client->auto_notes_ = base.auto_notes_;
+  // One deadline thread for the base and every Client sharing it; each keeps a window of its
+  // own, as each daemon states its own limits.
+  client->timer_ = base.timer_;
+  if (client->window_ != nullptr) {
+    client->window_ = std::make_shared<AdmissionWindow>(client->timer_);
+  }
   client->StartWindow(nullptr);
   return client;
 }
@@ -468,13 +500,15 @@ absl::Status ClientGone() {
 }  // namespace
 
 void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer,
-                         size_t buffer_offset, OpCallback done) {
+                         size_t buffer_offset, OpCallback done, const OpOptions& options) {
+  if (!gdr::ClientAccess::ApplyOptions(options, &kind, done)) return;
+  const bool crc = options.crc32c.value_or(options_.crc32c);
   // The piece may run again from an answer (a slice resent on another rail), and the window
   // may send it later from another thread: the Client may be gone by then, so each reaches it
   // through a use.
   gdr::ClientAccess::Dispatch(
-      *this, extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)),
-      [this, calls = calls_, kind, &buffer, deadline = DeadlineFromNow()](
+      *this, extent, buffer, buffer_offset, crc, buffer.Track(kind, std::move(done)),
+      [this, calls = calls_, kind, crc, &buffer, deadline = DeadlineOf(options)](
           const Extent& e, size_t offset, int rail, OpCallback cb) {
         gdr::ClientCalls::Use use(*calls);
         if (!use) {
@@ -482,21 +516,21 @@ void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer
           return;
         }
         Admit(nullptr, e.length, deadline,
-              [this, calls, kind, &buffer, e, offset, rail](
+              [this, calls, kind, crc, &buffer, e, offset, rail](
                   std::chrono::system_clock::time_point dl, OpCallback sent) {
                 gdr::ClientCalls::Use send_use(*calls);
                 if (!send_use) {
                   sent(ClientGone());
                   return;
                 }
-                SubmitOne(kind, e, buffer, offset, rail, dl, std::move(sent));
+                SubmitOne(kind, e, buffer, offset, rail, crc, dl, std::move(sent));
               },
               std::move(cb));
       });
 }
 
 void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
-                       size_t buffer_offset, int rail,
+                       size_t buffer_offset, int rail, bool crc32c,
                        std::chrono::system_clock::time_point deadline, OpCallback done) {
   struct Call {
     grpc::ClientContext ctx;
@@ -510,8 +544,8 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
   call->done = std::move(done);
   absl::Status s =
       kind == OpKind::kWrite
-          ? gdr::FillRequest(*this, extent, buffer, buffer_offset, rail, &call->write)
-          : gdr::FillRequest(*this, extent, buffer, buffer_offset, rail, &call->read);
+          ? gdr::FillRequest(*this, extent, buffer, buffer_offset, rail, crc32c, &call->write)
+          : gdr::FillRequest(*this, extent, buffer, buffer_offset, rail, crc32c, &call->read);
   call->read.set_sync(kind == OpKind::kReadSync);
   const std::shared_ptr<grpc::ClientContext> ctx(call, &call->ctx);
   if (s.ok() && !calls_->AddUnary(ctx)) {
@@ -542,35 +576,36 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
     cb(std::move(result));
   };
   if (kind == OpKind::kWrite) {
-    stub_->async()->Write(&call->ctx, &call->write, &call->response, std::move(on_done));
+    rpc_->stub->async()->Write(&call->ctx, &call->write, &call->response, std::move(on_done));
   } else {
-    stub_->async()->Read(&call->ctx, &call->read, &call->response, std::move(on_done));
+    rpc_->stub->async()->Read(&call->ctx, &call->read, &call->response, std::move(on_done));
   }
 }
 
 std::future<absl::StatusOr<OpResult>> Client::SubmitAsync(OpKind kind, const Extent& extent,
                                                           const Buffer& buffer,
-                                                          size_t buffer_offset) {
+                                                          size_t buffer_offset,
+                                                          const OpOptions& options) {
   auto promise = std::make_shared<std::promise<absl::StatusOr<OpResult>>>();
   auto future = promise->get_future();
-  SubmitAsync(kind, extent, buffer, buffer_offset,
-              [promise](absl::StatusOr<OpResult> r) { promise->set_value(std::move(r)); });
+  SubmitAsync(
+      kind, extent, buffer, buffer_offset,
+      [promise](absl::StatusOr<OpResult> r) { promise->set_value(std::move(r)); }, options);
   return future;
 }
 
 absl::StatusOr<OpResult> Client::Write(const Extent& extent, const Buffer& buffer,
-                                       size_t buffer_offset) {
-  return SubmitAsync(OpKind::kWrite, extent, buffer, buffer_offset).get();
+                                       size_t buffer_offset, const OpOptions& options) {
+  return SubmitAsync(OpKind::kWrite, extent, buffer, buffer_offset, options).get();
 }
 
 absl::StatusOr<OpResult> Client::Read(const Extent& extent, const Buffer& buffer,
-                                      size_t buffer_offset, bool sync) {
-  return SubmitAsync(sync ? OpKind::kReadSync : OpKind::kRead, extent, buffer, buffer_offset)
-      .get();
+                                      size_t buffer_offset, const OpOptions& options) {
+  return SubmitAsync(OpKind::kRead, extent, buffer, buffer_offset, options).get();
 }
 
 absl::StatusOr<v1::GetInfoResponse> Client::GetInfo(std::chrono::milliseconds timeout) {
-  return GetInfoPages(*stub_, v1::GetInfoRequest(), gdr::DeadlineAfter(timeout));
+  return GetInfoPages(*rpc_->stub, v1::GetInfoRequest(), gdr::DeadlineAfter(timeout));
 }
 
 absl::StatusOr<v1::GetInfoResponse> Client::GetVolumeInfo(const std::string& volume,
@@ -579,18 +614,75 @@ absl::StatusOr<v1::GetInfoResponse> Client::GetVolumeInfo(const std::string& vol
   if (volume.empty()) return absl::InvalidArgumentError("GetVolumeInfo: the volume name is empty");
   v1::GetInfoRequest request;
   request.set_volume(volume);
-  return GetInfoPages(*stub_, std::move(request), gdr::DeadlineAfter(timeout));
+  return GetInfoPages(*rpc_->stub, std::move(request), gdr::DeadlineAfter(timeout));
 }
 
 absl::StatusOr<v1::GetStatsResponse> Client::GetStats(std::chrono::milliseconds timeout) {
-  return GetStatsPages(*stub_, gdr::DeadlineAfter(timeout));
+  return GetStatsPages(*rpc_->stub, gdr::DeadlineAfter(timeout));
 }
 
 absl::Status Client::Ping() {
   grpc::ClientContext ctx;
   gdr::SetDeadline(&ctx, std::chrono::milliseconds(10000));
   v1::PingResponse resp;
-  return FromGrpcStatus(stub_->Ping(&ctx, v1::PingRequest(), &resp));
+  return FromGrpcStatus(rpc_->stub->Ping(&ctx, v1::PingRequest(), &resp));
+}
+
+namespace {
+
+// One async unary call of a Client: registered with its calls, so that a Client that goes
+// first cancels it; what the answer runs holds the call and the registry.
+template <typename Req, typename Resp>
+struct UnaryCall {
+  grpc::ClientContext ctx;
+  Req req;
+  Resp resp;
+  std::function<void(absl::StatusOr<Resp>)> done;
+};
+
+template <typename Req, typename Resp, typename Start>
+void StartUnary(const std::shared_ptr<gdr::ClientCalls>& calls, Req req,
+                std::chrono::system_clock::time_point deadline,
+                std::function<void(absl::StatusOr<Resp>)> done, Start start) {
+  auto call = std::make_shared<UnaryCall<Req, Resp>>();
+  call->req = std::move(req);
+  call->done = std::move(done);
+  if (deadline != std::chrono::system_clock::time_point::max()) call->ctx.set_deadline(deadline);
+  const std::shared_ptr<grpc::ClientContext> ctx(call, &call->ctx);
+  if (!calls->AddUnary(ctx)) {
+    call->done(absl::CancelledError("the Client was closed before the call was sent"));
+    return;
+  }
+  start(&call->ctx, &call->req, &call->resp, [call, calls](grpc::Status st) {
+    calls->RemoveUnary(&call->ctx);
+    absl::StatusOr<Resp> r =
+        st.ok() ? absl::StatusOr<Resp>(std::move(call->resp)) : FromGrpcStatus(st);
+    std::function<void(absl::StatusOr<Resp>)> cb = std::move(call->done);
+    cb(std::move(r));
+  });
+}
+
+}  // namespace
+
+void Client::Ping(std::function<void(absl::Status)> done) {
+  v1::GdrStore::Stub* stub = rpc_->stub.get();
+  StartUnary<v1::PingRequest, v1::PingResponse>(
+      calls_, v1::PingRequest(), gdr::DeadlineAfter(std::chrono::milliseconds(10000)),
+      [done = std::move(done)](absl::StatusOr<v1::PingResponse> r) { done(r.status()); },
+      [stub](auto* ctx, auto* req, auto* resp, auto cb) {
+        stub->async()->Ping(ctx, req, resp, std::move(cb));
+      });
+}
+
+void Client::GetInfo(const v1::GetInfoRequest& request,
+                     std::chrono::system_clock::time_point deadline,
+                     std::function<void(absl::StatusOr<v1::GetInfoResponse>)> done) {
+  v1::GdrStore::Stub* stub = rpc_->stub.get();
+  StartUnary<v1::GetInfoRequest, v1::GetInfoResponse>(
+      calls_, request, deadline, std::move(done),
+      [stub](auto* ctx, auto* req, auto* resp, auto cb) {
+        stub->async()->GetInfo(ctx, req, resp, std::move(cb));
+      });
 }
 
 }  // namespace gdrstore

@@ -15,6 +15,7 @@
 #include "client/src/transport/region.h"
 #include "common/wire/volume_name.h"
 #include "gdrstore/client.h"
+#include "gdrstore/v1/gdrstore.grpc.pb.h"
 
 namespace gdr {
 
@@ -23,10 +24,11 @@ class ClientAccess {
   // Sends an op as one piece, or as slices over the rails (retried once on another rail);
   // `piece(extent, buffer_offset, rail, done)` submits one piece on a rail. `done` runs once,
   // for the whole op, with the path it took (OpResult::path) checked against
-  // ClientOptions::require. One rail calls `piece` directly: nothing is kept for a retry.
+  // ClientOptions::require, and with `crc32c` the answer's CRC32C checked against the buffer.
+  // One rail calls `piece` directly: nothing is kept for a retry.
   template <typename Piece>
   static void Dispatch(gdrstore::Client& client, const gdrstore::Extent& extent,
-                       const gdrstore::Buffer& buffer, size_t buffer_offset,
+                       const gdrstore::Buffer& buffer, size_t buffer_offset, bool crc32c,
                        gdrstore::OpCallback done, Piece&& piece) {
     // Checked before it is sent: a name that is not UTF-8 fails the request's parsing in the
     // daemon, which answers an unnamed UNIMPLEMENTED.
@@ -36,23 +38,30 @@ class ClientAccess {
       return;
     }
     if (client.transport_->rail_count() == 1) {
-      if (client.options_.crc32c) {
+      if (crc32c) {
         done = CrcChecked(buffer, buffer_offset, extent.length, std::move(done));
       }
       piece(extent, buffer_offset, 0, PathNamed(client, buffer, 0, std::move(done)));
       return;
     }
-    DispatchSlices(client, extent, buffer, buffer_offset, std::move(done),
+    DispatchSlices(client, extent, buffer, buffer_offset, crc32c, std::move(done),
                    PieceSubmit(std::forward<Piece>(piece)));
   }
 
   // A Client for the daemon at `daemon_address` that reaches this process's memory through
   // `base`'s transport (AttachClientTransport: the same tcp target, the same device, rc
   // connected anew) and shares its registrations, so a Buffer registered on either serves
-  // both. Its own channel, admission window and Streams. `base` must outlive it. The
-  // channel's errors (OpenDaemonChannel), the attach's (rc's Connect).
+  // both, and its deadline thread. Its own channel, admission window and Streams. `base` must
+  // outlive it. The channel's errors (OpenDaemonChannel), the attach's (rc's Connect).
   static absl::StatusOr<std::unique_ptr<gdrstore::Client>> ConnectSharing(
       const gdrstore::Client& base, const std::string& daemon_address);
+
+  // Applies `options` to `*kind` (sync: a put that waits for msync). False once `done` has
+  // been answered INVALID_ARGUMENT naming the option that does not fit the op.
+  static bool ApplyOptions(const gdrstore::OpOptions& options, gdrstore::OpKind* kind,
+                           gdrstore::OpCallback& done);
+  // The Client's stub (daemon_rpc.h's DaemonStub).
+  static gdrstore::v1::GdrStore::Stub* Stub(const gdrstore::Client& client);
 
   static const Region& region(const gdrstore::Buffer& buffer) {
     return *buffer.registration_->region();
@@ -77,7 +86,7 @@ class ClientAccess {
   static gdrstore::OpCallback CrcChecked(const gdrstore::Buffer& buffer, size_t offset,
                                          uint64_t length, gdrstore::OpCallback done);
   static void DispatchSlices(gdrstore::Client& client, const gdrstore::Extent& extent,
-                             const gdrstore::Buffer& buffer, size_t buffer_offset,
+                             const gdrstore::Buffer& buffer, size_t buffer_offset, bool crc32c,
                              gdrstore::OpCallback done, PieceSubmit piece);
 };
 

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/wire/volume_name.h"
+#include "client/src/daemon_rpc.h"
 #include "gdrstore/client.h"
 #include "gdrstore/v1/admin.grpc.pb.h"
 
@@ -32,7 +33,7 @@ absl::StatusOr<bool> Client::CreateVolume(const std::string& name, uint64_t size
   req.set_file(file);
   req.set_media(media);
   v1::CreateVolumeResponse resp;
-  grpc::Status s = v1::Admin::NewStub(channel_)->CreateVolume(&ctx, req, &resp);
+  grpc::Status s = v1::Admin::NewStub(rpc_->channel)->CreateVolume(&ctx, req, &resp);
   if (!s.ok()) return FromGrpcStatus(s);
   return resp.created();
 }
@@ -45,7 +46,7 @@ absl::Status Client::DeleteVolume(const std::string& name, bool delete_file) {
   req.set_name(name);
   req.set_delete_file(delete_file);
   v1::DeleteVolumeResponse resp;
-  return FromGrpcStatus(v1::Admin::NewStub(channel_)->DeleteVolume(&ctx, req, &resp));
+  return FromGrpcStatus(v1::Admin::NewStub(rpc_->channel)->DeleteVolume(&ctx, req, &resp));
 }
 
 }  // namespace gdrstore

@@ -22,6 +22,7 @@
 #include "common/grpc/grpc_status.h"
 #include "common/base/socket.h"
 #include "common/grpc/tls_material.h"
+#include "client/src/daemon_rpc.h"
 #include "gdrstore/client.h"
 
 namespace gdr {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/wire/volume_name.h"
+#include "client/src/daemon_rpc.h"
 #include "gdrstore/client.h"
 
 namespace gdrstore {

@@ -14,6 +14,7 @@
 #include "common/grpc/grpc_status.h"
 #include "common/wire/stream_limits.h"
 #include "common/grpc/write_queue.h"
+#include "client/src/daemon_rpc.h"
 #include "gdrstore/client.h"
 
 namespace gdrstore {
@@ -47,7 +48,7 @@ class OpStream::Reactor final
         writes_([this](std::deque<v1::StreamOp>& unsent) { return StartWriteLocked(unsent); },
                 [this](bool all_written) { EndWritesLocked(all_written); }),
         timer_(std::move(timer)) {
-    client_->stub()->async()->Stream(&ctx_, this);
+    gdr::DaemonStub(*client_)->async()->Stream(&ctx_, this);
     AddHold();
     StartRead(&response_);
     StartCall();
@@ -94,7 +95,7 @@ class OpStream::Reactor final
   }
 
   void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-              int rail, absl::Time deadline, OpCallback done) {
+              int rail, bool crc32c, absl::Time deadline, OpCallback done) {
     v1::StreamOp op;
     absl::Status s;
     {
@@ -102,8 +103,10 @@ class OpStream::Reactor final
       gdr::ClientCalls::Use use(*calls_);
       s = !use ? ClientGone()
           : kind == OpKind::kWrite
-              ? gdr::FillRequest(*client_, extent, buffer, buffer_offset, rail, op.mutable_write())
-              : gdr::FillRequest(*client_, extent, buffer, buffer_offset, rail, op.mutable_read());
+              ? gdr::FillRequest(*client_, extent, buffer, buffer_offset, rail, crc32c,
+                                 op.mutable_write())
+              : gdr::FillRequest(*client_, extent, buffer, buffer_offset, rail, crc32c,
+                                 op.mutable_read());
     }
     if (kind == OpKind::kReadSync) op.mutable_read()->set_sync(true);
     if (!s.ok()) {
@@ -300,7 +303,8 @@ class OpStream::Reactor final
     }
     for (OpCallback& cb : overdue) {
       cb(absl::DeadlineExceededError(
-          "the daemon did not answer the op within its deadline (ClientOptions::rpc_timeout)"));
+          "the daemon did not answer the op within its deadline (OpOptions::deadline, else "
+          "ClientOptions::rpc_timeout)"));
     }
   }
 
@@ -353,23 +357,8 @@ OpStream::OpStream(std::unique_ptr<Hold> hold) : hold_(std::move(hold)) {}
 OpStream::~OpStream() { (void)hold_->reactor->Close(); }
 
 void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
-                      size_t buffer_offset, OpCallback done) {
-  Reactor* reactor = hold_->reactor.get();
-  std::chrono::system_clock::time_point deadline = std::chrono::system_clock::time_point::max();
-  {
-    gdr::ClientCalls::Use use(reactor->calls());
-    if (!use) {
-      done(Reactor::ClientGone());
-      return;
-    }
-    deadline = reactor->client()->DeadlineFromNow();
-  }
-  Submit(kind, extent, buffer, buffer_offset, std::move(done), deadline);
-}
-
-void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
-                      size_t buffer_offset, OpCallback done,
-                      std::chrono::system_clock::time_point deadline) {
+                      size_t buffer_offset, OpCallback done, const OpOptions& options) {
+  if (!gdr::ClientAccess::ApplyOptions(options, &kind, done)) return;
   const std::shared_ptr<Reactor>& reactor = hold_->reactor;
   gdr::ClientCalls::Use use(reactor->calls());
   if (!use) {
@@ -377,11 +366,13 @@ void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
     return;
   }
   Client* client = reactor->client();
+  const std::chrono::system_clock::time_point deadline = client->DeadlineOf(options);
+  const bool crc = options.crc32c.value_or(client->crc32c());
   // `piece` may run again later, from an answer (a slice resent on another rail), when the
   // stream or the Client may be gone: it holds neither, and looks for both.
   gdr::ClientAccess::Dispatch(
-      *client, extent, buffer, buffer_offset, buffer.Track(kind, std::move(done)),
-      [weak = std::weak_ptr<Reactor>(reactor), client, kind, &buffer, deadline](
+      *client, extent, buffer, buffer_offset, crc, buffer.Track(kind, std::move(done)),
+      [weak = std::weak_ptr<Reactor>(reactor), client, kind, crc, &buffer, deadline](
           const Extent& e, size_t offset, int rail, OpCallback cb) {
         std::shared_ptr<Reactor> r = weak.lock();
         if (r == nullptr) {
@@ -397,9 +388,9 @@ void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
         // as its Close waits until the window has nothing of its scope (AwaitIdle).
         Reactor* raw = r.get();
         client->Admit(raw->scope(), e.length, deadline,
-                      [raw, kind, &buffer, e, offset, rail](
+                      [raw, kind, crc, &buffer, e, offset, rail](
                           std::chrono::system_clock::time_point dl, OpCallback sent) {
-                        raw->Submit(kind, e, buffer, offset, rail, gdr::FromDeadline(dl),
+                        raw->Submit(kind, e, buffer, offset, rail, crc, gdr::FromDeadline(dl),
                                     std::move(sent));
                       },
                       std::move(cb));

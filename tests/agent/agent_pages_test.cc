@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/src/daemon_rpc.h"
 #include "gdrstore/client.h"
 #include "tests/agent/agent_harness.h"
 #include "tests/integration/daemon_process.h"

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "client/src/daemon_rpc.h"
 #include "common/wire/fault_spec.h"
 #include "gdrstore/client.h"
 #include "gdrstore/v1/admin.grpc.pb.h"

@@ -246,7 +246,7 @@ TEST(DeadlineTest, AnOpWaitingForRoomFailsAtItsDeadlineNamingTheLimits) {
   for (int i = 0; i < 2; ++i) {
     (*stream)->Submit(gdrstore::OpKind::kWrite, {"vol0", i * 4096u, 4096}, **buf, i * 4096u,
                       [&out](absl::StatusOr<gdrstore::OpResult> r) { out.Add(r); },
-                      now + std::chrono::seconds(i == 0 ? 4 : 2));
+                      {.deadline = now + std::chrono::seconds(i == 0 ? 4 : 2)});
   }
   ASSERT_TRUE(out.WaitFor(2, absl::Seconds(30)));
   absl::MutexLock lock(&out.mu);

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/src/daemon_rpc.h"
 #include "common/base/pattern.h"
 #include "common/wire/tcp_frame.h"
 #include "gdrstore/client.h"
@@ -95,7 +96,7 @@ class BadInputTest : public ::testing::Test {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     v1::OpResponse resp;
-    return bad_->stub()->Write(&ctx, req, &resp);
+    return gdr::DaemonStub(*bad_)->Write(&ctx, req, &resp);
   }
   grpc::Status SendRead(const v1::Extent& e, const v1::RemoteBuffer& rb) {
     v1::ReadRequest req;
@@ -104,7 +105,7 @@ class BadInputTest : public ::testing::Test {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     v1::OpResponse resp;
-    return bad_->stub()->Read(&ctx, req, &resp);
+    return gdr::DaemonStub(*bad_)->Read(&ctx, req, &resp);
   }
 
   // Both directions of the same bad op get `code` with a message.
@@ -385,7 +386,7 @@ TEST_F(BadInputTest, StreamAnswersBadOpsPerOpAndContinues) {
   ASSERT_TRUE(silent.ok()) << silent.status();
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  auto rw = bad_->stub()->Stream(&ctx);
+  auto rw = gdr::DaemonStub(*bad_)->Stream(&ctx);
   ASSERT_NE(rw, nullptr);
   RawStream raw(rw.get());
 
@@ -464,7 +465,7 @@ TEST_F(BadInputTest, StreamAnswersBadOpsPerOpAndContinues) {
 TEST_F(BadInputTest, StreamMessageWithManyOpsAnswersEachOp) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  auto rw = bad_->stub()->Stream(&ctx);
+  auto rw = gdr::DaemonStub(*bad_)->Stream(&ctx);
   ASSERT_NE(rw, nullptr);
 
   // One message: a good Write, a length-0 op, an op-less op, a good Write of other bytes.

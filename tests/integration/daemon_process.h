@@ -4,6 +4,7 @@
 // (open fds, VmRSS) that the leak tests compare against a baseline.
 #pragma once
 
+#include <grpcpp/security/credentials.h>
 #include <sys/types.h>
 
 #include <cstdint>

@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/src/daemon_rpc.h"
 #include "common/base/pattern.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
@@ -86,7 +87,7 @@ TEST(FileVolumeTest, CreatedFilledAndSurvivesSigkill) {
   req.set_sync(true);
   gdrstore::v1::OpResponse resp;
   grpc::ClientContext ctx;
-  grpc::Status s = client->stub()->Read(&ctx, req, &resp);
+  grpc::Status s = gdr::DaemonStub(*client)->Read(&ctx, req, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(resp.bytes(), synced.length);
   EXPECT_TRUE(resp.synced());
@@ -153,7 +154,7 @@ TEST(FileVolumeTest, SyncIsAskedFromEveryClientPathAndReportedOnlyForFileVolumes
   ASSERT_NE(client, nullptr);
   auto buf = client->AllocateBuffer(64 * 1024);
   ASSERT_TRUE(buf.ok()) << buf.status();
-  auto unary = client->Read({"fv", 65536, 65536}, **buf, 0, /*sync=*/true);
+  auto unary = client->Read({"fv", 65536, 65536}, **buf, 0, {.sync = true});
   ASSERT_TRUE(unary.ok()) << unary.status();
   EXPECT_TRUE(unary->synced);
   auto stream = client->OpenStream();

@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/src/daemon_rpc.h"
 #include "client/src/transport/rc/rc_session.h"
 #include "common/base/pattern.h"
 #include "common/verbs/verbs_device.h"
@@ -228,7 +229,7 @@ TEST_F(RcTest, RemoteAccessErrorsAreNamedAndTheQpRecovers) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     gdrstore::v1::OpResponse resp;
-    return a->stub()->Write(&ctx, req, &resp);
+    return gdr::DaemonStub(*a)->Write(&ctx, req, &resp);
   };
   // Wrong rkey, then an address range running past the end of the registered region.
   const grpc::Status wrong_key = bad_op((*abuf)->address(), (*abuf)->rkey() ^ 0x00ff0000u, 4096);

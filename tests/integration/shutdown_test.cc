@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/src/daemon_rpc.h"
 #include "common/base/pattern.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
@@ -50,7 +51,7 @@ TEST(ShutdownTest, SigtermWithOpsInFlightExitsZero) {
   ASSERT_TRUE(silent.ok());
   grpc::ClientContext hung_ctx;
   hung_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  auto hung = (*client)->stub()->Stream(&hung_ctx);
+  auto hung = gdr::DaemonStub(**client)->Stream(&hung_ctx);
   ASSERT_NE(hung, nullptr);
   {
     auto rb = (*client)->Describe(**buf, 0, 4096);

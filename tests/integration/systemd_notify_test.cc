@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "client/src/daemon_rpc.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/notify_listener.h"
@@ -152,7 +153,7 @@ TEST(SystemdNotifyTest, ReadyWatchdogReloadStoppingDrain) {
         grpc::ClientContext ctx;
         gdrstore::v1::GetStatsRequest req;
         gdrstore::v1::GetStatsResponse resp;
-        return (*client)->stub()->GetStats(&ctx, req, &resp).ok() &&
+        return gdr::DaemonStub(**client)->GetStats(&ctx, req, &resp).ok() &&
                resp.admission().inflight_ops() == kSlowOps;
       },
       absl::Seconds(10), absl::Milliseconds(5)));

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "client/src/daemon_rpc.h"
 #include "common/base/pattern.h"
 #include "common/base/socket.h"
 #include "common/wire/tcp_frame.h"
@@ -217,12 +218,12 @@ class TcpTargetProofTest : public ::testing::Test {
       v1::WriteRequest req;
       *req.mutable_extent() = e;
       *req.mutable_buffer() = rb;
-      return attacker_->stub()->Write(&ctx, req, &resp);
+      return gdr::DaemonStub(*attacker_)->Write(&ctx, req, &resp);
     }
     v1::ReadRequest req;
     *req.mutable_extent() = e;
     *req.mutable_buffer() = rb;
-    return attacker_->stub()->Read(&ctx, req, &resp);
+    return gdr::DaemonStub(*attacker_)->Read(&ctx, req, &resp);
   }
 
   // The store still holds what the test knows it holds (a get of the extent, verified byte
@@ -374,7 +375,7 @@ TEST_F(TcpTargetProofTest, StreamOpsAreJudgedLikeUnaryOnes) {
   auto elsewhere = RecordingListener::Start(RecordingListener::Mode::kPlain, "127.0.0.2");
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  auto rw = attacker_->stub()->Stream(&ctx);
+  auto rw = gdr::DaemonStub(*attacker_)->Stream(&ctx);
   ASSERT_NE(rw, nullptr);
   RawStream raw(rw.get());
   auto send = [&](uint64_t id, const v1::RemoteBuffer& rb) {

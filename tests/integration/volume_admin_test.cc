@@ -229,7 +229,7 @@ TEST(VolumeAdminTest, AVolumeDirServesItsFilesReadOnlyAndAWritableOneTakesNewFil
   EXPECT_EQ(made->volume().backing(), "file:" + file);
   ASSERT_EQ(fs::file_size(file), 2 * kMiB);
   std::memcpy((*buf)->data(), shard.data(), 2 * kMiB);
-  ASSERT_TRUE(c->Read({"step-100/rank0.bin", 0, 2 * kMiB}, **buf, 0, /*sync=*/true).ok());
+  ASSERT_TRUE(c->Read({"step-100/rank0.bin", 0, 2 * kMiB}, **buf, 0, {.sync = true}).ok());
   std::string back(2 * kMiB, '\0');
   std::ifstream(file, std::ios::binary).read(back.data(), static_cast<std::streamsize>(back.size()));
   EXPECT_EQ(back, shard.substr(0, 2 * kMiB));

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "client/src/daemon_rpc.h"
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
 

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "client/gdrctl/command.h"
 #include "client/gdrctl/message_json.h"
+#include "client/src/daemon_rpc.h"
 #include "common/wire/fault_spec.h"
 #include "gdrstore/v1/admin.grpc.pb.h"
 

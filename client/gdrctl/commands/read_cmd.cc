@@ -58,7 +58,7 @@ class ReadCommand final : public Command {
       if (absl::Status st = (*src)->CopyIn(a.buffer_offset, payload.data(), size); !st.ok()) {
         return Fail(st, "fill buffer");
       }
-      r = client.Read(extent, **src, a.buffer_offset, a.sync);
+      r = client.Read(extent, **src, a.buffer_offset, {.sync = a.sync});
       if (!r.ok()) return Fail(r.status(), "read");
       if (!a.verify) break;
       if (!check) {

@@ -25,7 +25,7 @@ class StatsCommand final : public Command {
     so.interval = absl::Seconds(interval_s_);
     so.rpc_timeout = absl::Milliseconds(ctx.global.timeout_ms);
     return ctx.target.WithClient([&](gdrstore::Client& client) {
-      absl::Status s = RunStats(client.stub(), so);
+      absl::Status s = RunStats(client, so);
       return s.ok() ? kExitOk : Fail(s, "stats");
     });
   }

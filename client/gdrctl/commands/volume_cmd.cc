@@ -11,6 +11,7 @@
 #include "client/gdrctl/command.h"
 #include "client/gdrctl/message_json.h"
 #include "client/gdrctl/size_flag.h"
+#include "client/src/daemon_rpc.h"
 #include "common/base/units.h"
 #include "gdrstore/v1/admin.grpc.pb.h"
 

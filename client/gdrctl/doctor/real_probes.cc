@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/src/daemon_rpc.h"
 #include "common/cuda/gpu.h"
 #include "common/cuda/gpu_mr.h"
 #include "common/wire/transport_kind.h"

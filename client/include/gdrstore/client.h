@@ -25,11 +25,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "gdrstore/v1/gdrstore.grpc.pb.h"
 #include "gdrstore/types.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
-// The library's internals (client/src/), which the classes below hold by pointer only.
+// The library's internals (client/src/), which the classes below hold by pointer only. The
+// gRPC channel and stub stay among them: callers need no gRPC headers.
+namespace grpc {
+class Channel;
+}  // namespace grpc
 namespace gdr {
 class AdmissionWindow;
 class ClientAccess;
@@ -39,6 +42,7 @@ class DeadlineTimer;
 class OpGate;
 class Registration;
 class RegistrationCache;
+struct DaemonRpc;
 struct Region;
 struct Requirement;
 }  // namespace gdr
@@ -46,6 +50,27 @@ struct Requirement;
 namespace gdrstore {
 
 class Client;
+
+// What one op asks for beyond the Client's settings. A default OpOptions is the Client's
+// ClientOptions as they are.
+struct OpOptions {
+  // When the op fails DEADLINE_EXCEEDED unless answered; other ops are unaffected. Unset:
+  // ClientOptions::rpc_timeout from the submit (none when zero); time_point::max(): none.
+  std::optional<std::chrono::system_clock::time_point> deadline = std::nullopt;
+  // Whether the daemon's CRC32C of the op's bytes is asked for and checked against the buffer
+  // (DATA_LOSS naming both values on a mismatch). Unset: ClientOptions::crc32c.
+  std::optional<bool> crc32c = std::nullopt;
+  // A put (OpKind::kRead) answered only once the extent is msync'ed to a file-backed volume's
+  // file, as OpKind::kReadSync. A get (kWrite) with sync fails INVALID_ARGUMENT.
+  bool sync = false;
+
+  // The deadline `timeout` from now.
+  static OpOptions WithTimeout(std::chrono::milliseconds timeout) {
+    OpOptions o;
+    o.deadline = std::chrono::system_clock::now() + timeout;
+    return o;
+  }
+};
 
 // Registered memory: host memory or device memory on a GPU, allocated by the library or owned
 // by the caller (Client::RegisterHostMemory). The destructor waits for the ops submitted on the
@@ -100,9 +125,10 @@ class Buffer {
 // Many ops over one Stream RPC. Submit is thread-safe and never blocks; callbacks run on gRPC
 // threads (or the client's timer thread, for a deadline), once per op, in completion order.
 // Any number of ops may be submitted: those the daemon would not admit yet wait in the client
-// (ClientOptions::fail_when_full). Each op has a deadline, ClientOptions::rpc_timeout from its
-// Submit unless given: one not answered by then fails DEADLINE_EXCEEDED (its buffer's bytes
-// are then undefined until an answered op rewrites them).
+// (ClientOptions::fail_when_full). Each op has a deadline, OpOptions::deadline, else
+// ClientOptions::rpc_timeout from its Submit: one not answered by then fails DEADLINE_EXCEEDED
+// (its buffer's bytes are then undefined until an answered op rewrites them); the stream's
+// other ops go on.
 //
 // An OpStream may outlive its Client (closed or destroyed in either order): destroying the
 // Client cancels the call (ops in flight fail CANCELLED, naming the Client's close); Submit
@@ -113,15 +139,12 @@ class OpStream {
   OpStream(const OpStream&) = delete;
   OpStream& operator=(const OpStream&) = delete;
 
-  // INVALID_ARGUMENT (via callback) when [buffer_offset, +extent.length) is outside `buffer`;
-  // after the stream has failed, the call's error (e.g. PERMISSION_DENIED when the daemon
-  // refused the token); FAILED_PRECONDITION after Close or a clean end, or once the Client
-  // is gone.
+  // INVALID_ARGUMENT (via callback) when [buffer_offset, +extent.length) is outside `buffer`
+  // or `options` do not fit the op (OpOptions); after the stream has failed, the call's error
+  // (e.g. PERMISSION_DENIED when the daemon refused the token); FAILED_PRECONDITION after Close
+  // or a clean end, or once the Client is gone.
   void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-              OpCallback done);
-  // The same with its own deadline (time_point::max(): none).
-  void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-              OpCallback done, std::chrono::system_clock::time_point deadline);
+              OpCallback done, const OpOptions& options = {});
   // Half-closes, waits until every submitted op has been answered or has failed at its
   // deadline, and for the daemon to end the call (cancelling it when the daemon does not within
   // rpc_timeout, or once an op went unanswered); the call's final status. Again after that
@@ -210,16 +233,18 @@ class Client {
 
   // Async unary op; `done` runs once on a gRPC thread (or the client's timer thread). As on a
   // Stream, any number may be in flight at once: what the daemon would not admit waits, each
-  // op within its deadline (rpc_timeout from this call).
+  // op within its deadline (OpOptions::deadline, else rpc_timeout from this call). Errors as
+  // OpStream::Submit's, through `done`.
   void SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-                   OpCallback done);
+                   OpCallback done, const OpOptions& options = {});
   std::future<absl::StatusOr<OpResult>> SubmitAsync(OpKind kind, const Extent& extent,
-                                                    const Buffer& buffer, size_t buffer_offset);
-  // Blocking wrappers.
+                                                    const Buffer& buffer, size_t buffer_offset,
+                                                    const OpOptions& options = {});
+  // Blocking wrappers: a get (kWrite) and a put (kRead; kReadSync with options.sync).
   absl::StatusOr<OpResult> Write(const Extent& extent, const Buffer& buffer,
-                                 size_t buffer_offset = 0);
+                                 size_t buffer_offset = 0, const OpOptions& options = {});
   absl::StatusOr<OpResult> Read(const Extent& extent, const Buffer& buffer,
-                                size_t buffer_offset = 0, bool sync = false);
+                                size_t buffer_offset = 0, const OpOptions& options = {});
 
   absl::StatusOr<std::unique_ptr<OpStream>> OpenStream();
   // The daemon's GetInfo (gdragent's, through the agent) with every volume the caller may see,
@@ -247,9 +272,15 @@ class Client {
                                         std::chrono::milliseconds(120000));
   absl::Status DeleteVolume(const std::string& name, bool delete_file = false);
   absl::Status Ping();
+  // The same, async: `done` runs once, on a gRPC thread, with the answer or the error
+  // (DEADLINE_EXCEEDED after 10 s; CANCELLED when the Client goes first).
+  void Ping(std::function<void(absl::Status)> done);
+  // One GetInfo call for `request` (one page: gdrstore.proto GetInfoRequest), async, for
+  // callers that page themselves: `done` runs once, on a gRPC thread, with the answer or the
+  // call's error (DEADLINE_EXCEEDED past `deadline`; CANCELLED when the Client goes first).
+  void GetInfo(const v1::GetInfoRequest& request, std::chrono::system_clock::time_point deadline,
+               std::function<void(absl::StatusOr<v1::GetInfoResponse>)> done);
 
-  // For callers that build requests themselves.
-  v1::GdrStore::Stub* stub() const { return stub_.get(); }
   std::chrono::milliseconds rpc_timeout() const { return options_.rpc_timeout; }
   // Ops that waited in this process for room under the daemon's limits, and that were sent
   // again after the daemon did not admit them (zero with fail_when_full).
@@ -277,9 +308,10 @@ class Client {
   // on the PCIe tree; empty when none is found.
   std::string NicFor(const std::string& gpu_pci) const;
   void SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-                 int rail, std::chrono::system_clock::time_point deadline, OpCallback done);
-  // Now + rpc_timeout, or time_point::max() without one.
-  std::chrono::system_clock::time_point DeadlineFromNow() const;
+                 int rail, bool crc32c, std::chrono::system_clock::time_point deadline,
+                 OpCallback done);
+  // options.deadline when set, else now + rpc_timeout, or time_point::max() without one.
+  std::chrono::system_clock::time_point DeadlineOf(const OpOptions& options) const;
   // Sends one piece through the admission window (at once with fail_when_full): `send` gets
   // the piece's deadline and the callback to answer. `stream`: the Stream's share of the
   // window (its own limit), nullptr for unary calls.
@@ -298,8 +330,7 @@ class Client {
   // registration is withdrawn and the reason returned when the way falls short.
   absl::StatusOr<std::function<void()>> RegisterRegion(const std::shared_ptr<gdr::Region>& region);
   ClientOptions options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::GdrStore::Stub> stub_;
+  std::unique_ptr<gdr::DaemonRpc> rpc_;  // the channel and the stub (client/src/daemon_rpc.h)
   // tcp, rc or dc behind one interface; shared with the registrations that need it alive (and,
   // in a cluster, with the other members' Clients).
   std::shared_ptr<gdr::ClientTransport> transport_;
@@ -310,31 +341,8 @@ class Client {
   std::shared_ptr<gdr::DeadlineTimer> timer_;
   std::shared_ptr<gdr::AdmissionWindow> window_;  // null with fail_when_full
   // The Streams and calls in flight, ended first when the Client goes. Last, so that the
-  // members above keep their places (stub(), rpc_timeout() and crc32c() are inline).
+  // members above keep their places (rpc_timeout() and crc32c() are inline).
   std::shared_ptr<gdr::ClientCalls> calls_;
 };
-
-// The channel a Client talks to its daemon on: gRPC retries off (a retried op could run twice),
-// TLS when options.tls_ca or tls_cert is set, and, when options.token is set, the bearer token
-// attached to every call. For callers that build requests themselves on a channel of their
-// own. INVALID_ARGUMENT / NOT_FOUND naming the option and file when a TLS file cannot be read
-// or does not check out (PEM, key matching the certificate).
-absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenDaemonChannel(const ClientOptions& options);
-
-// grpc::Status -> absl::Status, same code and message.
-absl::Status FromGrpcStatus(const grpc::Status& status);
-
-// For callers with a stub of their own: GetInfo for `request` with its pages asked for in turn
-// from request.volumes_after on and joined (next_volumes_after left empty), all before
-// `deadline` (time_point::max(): none). A request for one volume or none is one call; from a
-// daemon that predates paging the answer is filtered here. The first failing call's status
-// (a later page's names where it started); INTERNAL when an answer's cursor does not move on.
-absl::StatusOr<v1::GetInfoResponse> GetInfoPages(v1::GdrStore::StubInterface& stub,
-                                                 v1::GetInfoRequest request,
-                                                 std::chrono::system_clock::time_point deadline);
-// The same for GetStats: every page's volumes, faults and agent.clients joined, the other
-// figures as the first page had them.
-absl::StatusOr<v1::GetStatsResponse> GetStatsPages(v1::GdrStore::StubInterface& stub,
-                                                   std::chrono::system_clock::time_point deadline);
 
 }  // namespace gdrstore

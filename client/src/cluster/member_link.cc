@@ -76,7 +76,7 @@ void MemberLink::Submit(gdrstore::OpKind kind, const gdrstore::Extent& extent,
                    }
                    done(std::move(r));
                  },
-                 deadline);
+                 gdrstore::OpOptions{deadline, std::nullopt, false});
 }
 
 }  // namespace gdr::cluster
