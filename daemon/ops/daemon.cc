@@ -118,16 +118,17 @@ absl::Status Daemon::MakeSimulation() {
 
 absl::Status Daemon::MakeService() {
   service_ = std::make_unique<StoreService>(store_.get(), transports_.get(), config_.limits);
-  // The op pipeline, in the order op_stages.h gives; a part the daemon does not run (no
-  // --trace) is not in it.
+  // The op pipeline: the stages the daemon runs, put in kOpStageOrder by their names; a part
+  // the daemon does not run (no --trace) is not in it.
   stages_.push_back(std::make_unique<SyncStage>(syncer_.get()));
   stages_.push_back(
       std::make_unique<FaultStage>(faults_.get(), delays_.get(), store_.get(), transports_.get()));
   stages_.push_back(std::make_unique<MediaStage>(media_.get(), delays_.get()));
   stages_.push_back(std::make_unique<StatsStage>(stats_.get()));
   if (trace_ != nullptr) stages_.push_back(std::make_unique<TraceStage>(trace_.get()));
-  std::vector<OpStage*> pipeline = {stages_[0].get(), stages_[1].get(), service_->admission()};
-  for (size_t i = 2; i < stages_.size(); ++i) pipeline.push_back(stages_[i].get());
+  std::vector<OpStage*> run = {service_->admission()};
+  for (const std::unique_ptr<OpStage>& s : stages_) run.push_back(s.get());
+  GDR_ASSIGN_OR_RETURN(std::vector<OpStage*> pipeline, InStageOrder(run));
   service_->SetPipeline(std::move(pipeline));
   service_->set_connect_handler(rc_connect_.get());
   admin_ = std::make_unique<AdminService>(service_.get(), faults_.get(), volumes_.get());

@@ -1,5 +1,7 @@
 #include "daemon/service/op_pipeline.h"
 
+#include <cstdlib>
+
 #include "absl/time/clock.h"
 #include "common/base/log.h"
 #include "daemon/service/op_stages.h"
@@ -23,9 +25,24 @@ OpContext::OpContext(const OpPipeline* pipeline, Direction direction,
       pipeline_(pipeline),
       done_(std::move(done)) {}
 
-OpContext::~OpContext() = default;
+OpContext::~OpContext() {
+  for (size_t i = slots_.size(); i-- > 0;) {
+    if (slots_[i].destroy != nullptr) slots_[i].destroy(slots_[i].bytes);
+  }
+}
 
 void OpContext::Resume() { pipeline_->Continue(this); }
+
+OpPipeline::OpPipeline(std::vector<OpStage*> stages) : stages_(std::move(stages)) {
+  // More stages than an op has slots is a mistake in the code (op_stages.h's order has fewer
+  // names; a static_assert keeps it so), never an input: stop at start-up, not mid-op.
+  if (stages_.size() > OpContext::kMaxStages) {
+    GDR_LOG(kError) << "op pipeline of " << stages_.size() << " stages; at most "
+                    << OpContext::kMaxStages;
+    std::abort();
+  }
+  for (size_t i = 0; i < stages_.size(); ++i) stages_[i]->slot_ = i;
+}
 
 bool OpPipeline::Has(absl::string_view name) const {
   for (const OpStage* s : stages_) {

@@ -1,14 +1,16 @@
 // One data op's way through the daemon between its gRPC handler and its answer: the stages it
 // passes (msync, fault injection, admission, media timing, statistics, trace), each behind one
 // interface (OpStage), assembled once at start-up; a stage the daemon does not run is simply
-// not in the list. The op itself is one OpContext, allocated once when the handler starts it.
+// not in the list. The op itself is one OpContext, allocated once when the handler starts it,
+// which holds each stage's own per-op state without knowing its type.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
+#include <new>
 #include <span>
 #include <string>
 #include <utility>
@@ -17,9 +19,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "common/wire/trace_format.h"
-#include "daemon/observe/stats.h"
-#include "daemon/service/inflight_limiter.h"
 #include "daemon/service/token_auth.h"
 #include "daemon/store/direction.h"
 #include "daemon/transport/transfer_op.h"
@@ -37,21 +36,25 @@ struct StatsPage {
   std::string after;
   uint32_t max_entries = 0;
 };
-struct OpFault;  // a fault stage's state of an op a rule hit (op_stages.h)
 
-// One op, from the handler to its answer. Stages keep what they need of it here (one field
-// group each), so an op costs one allocation however many stages run. The request fields are
-// valid only until the handler's call returns (refusals are counted from them); the rest live
-// as long as the op.
+// One op, from the handler to its answer. Each stage keeps what it needs of the op in its own
+// slot here (OpStageOf's State), held inline, so an op costs one allocation however many stages
+// run. The request fields are valid only until the handler's call returns (refusals are counted
+// from them); the rest live as long as the op.
 class OpContext {
  public:
   // The final status and the daemon-side service time.
   using Done = std::function<void(absl::Status, uint64_t service_ns)>;
+  // The most stages a pipeline has, and the room each has for its per-op state.
+  static constexpr size_t kMaxStages = 8;
+  static constexpr size_t kStateBytes = 128;
 
   OpContext(const OpPipeline* pipeline, Direction direction, const gdrstore::v1::Extent* extent,
             const gdrstore::v1::RemoteBuffer* buffer, bool sync, absl::string_view peer,
             absl::string_view client, Done done);
-  ~OpContext();
+  ~OpContext();  // the stages' states, last slot first
+  OpContext(const OpContext&) = delete;
+  OpContext& operator=(const OpContext&) = delete;
 
   // A stage that held the op (OnTransferred returned false) hands it on to the next stage with
   // `status` updated as its step ended. Any thread.
@@ -74,26 +77,31 @@ class OpContext {
   // The op's status as it goes: the transfer's, then as each stage's step leaves it.
   absl::Status status;
 
-  // admission
-  InflightLimiter::Permit permit;
-  // msync: the file volume to msync before answering; null when none
-  const Volume* sync_volume = nullptr;
-  // faults: what the rules decided, when one hit the op (stall, corrupt); null otherwise
-  std::unique_ptr<OpFault> fault;
-  // media: the op may not be answered before its slot on the simulated device ends
-  absl::Time ready_at = absl::InfinitePast();
-  // stats: the counters the op is accounted in, and whether it was counted as started
-  OpScopes scopes;
-  bool counted = false;
-  // trace: the op's entry, filled when it starts and recorded with its answer
-  std::optional<trace::OpEvent> trace;
+  // The state in slot `slot`, made (value-initialized) on first use and destroyed with the op.
+  // Every use of a slot must name the same S: the pipeline gives each stage its own slot.
+  template <class S>
+  S& StateIn(size_t slot) {
+    static_assert(sizeof(S) <= kStateBytes && alignof(S) <= alignof(std::max_align_t),
+                  "a stage's per-op state must fit its slot");
+    Slot& s = slots_[slot];
+    if (s.destroy == nullptr) {
+      new (s.bytes) S();
+      s.destroy = [](std::byte* p) { std::launder(reinterpret_cast<S*>(p))->~S(); };
+    }
+    return *std::launder(reinterpret_cast<S*>(s.bytes));
+  }
 
  private:
   friend class OpPipeline;
   friend class OpTicket;
+  struct Slot {
+    alignas(std::max_align_t) std::byte bytes[kStateBytes];
+    void (*destroy)(std::byte*) = nullptr;  // null while the slot holds nothing
+  };
   const OpPipeline* pipeline_;
   Done done_;
   size_t next_ = 0;  // the stage whose OnTransferred runs next
+  std::array<Slot, kMaxStages> slots_;
 };
 
 // A step every op passes. Each hook has a default that does nothing, so a stage overrides only
@@ -119,13 +127,36 @@ class OpStage {
   // stats stage, which runs first, lists the page's volumes and sets next_page_after).
   virtual void FillStats(const Caller& caller, const StatsPage& page,
                          gdrstore::v1::GetStatsResponse* out) const {}
+
+ protected:
+  // This stage's slot in the OpContexts of the pipeline it is in.
+  size_t slot() const { return slot_; }
+
+ private:
+  friend class OpPipeline;
+  size_t slot_ = 0;
+};
+
+// A stage over one part of the daemon (`Part`, which must outlive every op) that keeps `State`
+// per op in the op's context: value-initialized the first time a hook asks for it (so a hook
+// of an op the stage never started sees the state empty), destroyed with the op.
+template <class Part, class State>
+class OpStageOf : public OpStage {
+ public:
+  explicit OpStageOf(Part* part) : part_(part) {}
+
+ protected:
+  State& state(OpContext& ctx) const { return ctx.template StateIn<State>(slot()); }
+  Part* const part_;
 };
 
 // The stages in the order ops pass them. Read-only once serving: an op walks a fixed list.
 class OpPipeline {
  public:
-  // Each stage must outlive the pipeline and every op started through it.
-  explicit OpPipeline(std::vector<OpStage*> stages = {}) : stages_(std::move(stages)) {}
+  // Each stage must outlive the pipeline and every op started through it, and be in one
+  // serving pipeline only (its slot in the ops' contexts is its place here). At most
+  // OpContext::kMaxStages; the daemon's list has six.
+  explicit OpPipeline(std::vector<OpStage*> stages = {});
 
   std::span<OpStage* const> stages() const { return stages_; }
   // Whether a stage of that name runs.

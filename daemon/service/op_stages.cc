@@ -10,11 +10,32 @@ namespace gdr {
 
 namespace v1 = gdrstore::v1;
 
-absl::Status AdmissionStage::OnStart(OpContext& ctx, TransferOp& op) {
-  return limiter_->TryAcquire(ctx.length, &ctx.permit);
+absl::StatusOr<std::vector<OpStage*>> InStageOrder(const std::vector<OpStage*>& stages) {
+  std::vector<OpStage*> ordered;
+  for (const char* name : kOpStageOrder) {
+    for (OpStage* s : stages) {
+      if (absl::string_view(name) != s->name()) continue;
+      if (!ordered.empty() && absl::string_view(ordered.back()->name()) == name) {
+        return absl::InvalidArgumentError(absl::StrCat("op stage '", name, "' given twice"));
+      }
+      ordered.push_back(s);
+    }
+  }
+  // What is left out has a name the order does not know.
+  for (OpStage* s : stages) {
+    if (std::find(ordered.begin(), ordered.end(), s) == ordered.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("op stage '", s->name(), "' has no place in the pipeline's order"));
+    }
+  }
+  return ordered;
 }
 
-void AdmissionStage::OnFinish(OpContext& ctx, uint64_t service_ns) { ctx.permit.Release(); }
+absl::Status AdmissionStage::OnStart(OpContext& ctx, TransferOp& op) {
+  return part_->TryAcquire(ctx.length, &state(ctx));
+}
+
+void AdmissionStage::OnFinish(OpContext& ctx, uint64_t service_ns) { state(ctx).Release(); }
 
 const Volume* SyncStage::VolumeToSync(const Volume* volume, Direction direction, bool sync) {
   if (!sync || direction != Direction::kClientToStore) return nullptr;
@@ -23,37 +44,40 @@ const Volume* SyncStage::VolumeToSync(const Volume* volume, Direction direction,
 
 absl::Status SyncStage::OnStart(OpContext& ctx, TransferOp& op) {
   // The op holds its volume (op.store_volume) until it is answered, after the sync.
-  ctx.sync_volume = VolumeToSync(op.store_volume.get(), ctx.direction, ctx.sync);
+  state(ctx) = VolumeToSync(op.store_volume.get(), ctx.direction, ctx.sync);
   return absl::OkStatus();
 }
 
 bool SyncStage::OnTransferred(OpContext& ctx) {
-  if (!ctx.status.ok() || ctx.sync_volume == nullptr) return true;
-  syncer_->Post([c = &ctx] {
-    c->status = c->sync_volume->Sync(c->offset, c->length);
+  const Volume* volume = state(ctx);
+  if (!ctx.status.ok() || volume == nullptr) return true;
+  part_->Post([c = &ctx, volume] {
+    c->status = volume->Sync(c->offset, c->length);
     c->Resume();
   });
   return false;
 }
 
 absl::Status FaultStage::OnStart(OpContext& ctx, TransferOp& op) {
-  FaultDecision d = faults_->Decide(absl::FromUnixNanos(ctx.start_ns), ctx.direction,
+  FaultDecision d = part_->Decide(absl::FromUnixNanos(ctx.start_ns), ctx.direction,
                                     op.transport, op.volume, op.offset, op.length,
                                     FaultClient{ctx.client, ctx.peer});
   if (!d.error.ok()) return d.error;
   op.inject = d.transport;
   if (d.stall != nullptr || d.corrupt.has_value()) {
-    ctx.fault = std::make_unique<OpFault>();
-    ctx.fault->stall = std::move(d.stall);
-    ctx.fault->corrupt = d.corrupt;
-    if (d.corrupt.has_value()) ctx.fault->op = op;
+    std::unique_ptr<OpFault>& fault = state(ctx);
+    fault = std::make_unique<OpFault>();
+    fault->stall = std::move(d.stall);
+    fault->corrupt = d.corrupt;
+    if (d.corrupt.has_value()) fault->op = op;
   }
   return absl::OkStatus();
 }
 
 bool FaultStage::OnTransferred(OpContext& ctx) {
-  if (ctx.fault == nullptr || !ctx.status.ok()) return true;
-  if (ctx.fault->corrupt.has_value()) {
+  const std::unique_ptr<OpFault>& fault = state(ctx);
+  if (fault == nullptr || !ctx.status.ok()) return true;
+  if (fault->corrupt.has_value()) {
     // The byte goes out from the delay queue's thread: a transport's completion never submits
     // new work to the transports from inside itself.
     delays_->RunAt(absl::InfinitePast(), [this, c = &ctx] { DeliverCorruptByte(*c); });
@@ -63,19 +87,21 @@ bool FaultStage::OnTransferred(OpContext& ctx) {
 }
 
 bool FaultStage::Hold(OpContext& ctx) {
-  if (!ctx.status.ok() || ctx.fault == nullptr || ctx.fault->stall == nullptr) return true;
+  const std::unique_ptr<OpFault>& fault = state(ctx);
+  if (!ctx.status.ok() || fault == nullptr || fault->stall == nullptr) return true;
   // Held while its stall rules stand (a rule cleared meanwhile lets it go at once). The local
   // reference keeps the hold alive through Arm even when the op is answered inside it (a
   // queue that has shut down runs the answer at once) and the op's own reference goes.
-  std::shared_ptr<StallHold> stall = ctx.fault->stall;
+  std::shared_ptr<StallHold> stall = fault->stall;
   stall->Arm(delays_, absl::InfinitePast(), [c = &ctx] { c->Resume(); });
   return false;
 }
 
 void FaultStage::DeliverCorruptByte(OpContext& ctx) {
-  const uint64_t draw = *ctx.fault->corrupt;
-  ctx.fault->corrupt.reset();
-  const TransferOp& op = ctx.fault->op;
+  OpFault& fault = *state(ctx);
+  const uint64_t draw = *fault.corrupt;
+  fault.corrupt.reset();
+  const TransferOp& op = fault.op;
   auto delivered = [this](OpContext& c, absl::Status s) {
     c.status = std::move(s);
     if (Hold(c)) c.Resume();
@@ -109,7 +135,7 @@ void FaultStage::DeliverCorruptByte(OpContext& ctx) {
 
 void FaultStage::FillStats(const Caller& caller, const StatsPage& page,
                            v1::GetStatsResponse* out) const {
-  faults_->FillStats(out);
+  part_->FillStats(out);
   // As for volumes: fault counts of volumes the caller may not see are left out, and those of
   // volumes outside the page's name range (after `after`, up to the page's last unless it is
   // the last page; those naming no volume come on the first page).
@@ -125,17 +151,18 @@ void FaultStage::FillStats(const Caller& caller, const StatsPage& page,
 }
 
 absl::Status MediaStage::OnStart(OpContext& ctx, TransferOp& op) {
-  if (std::shared_ptr<MediaModel> m = media_->Find(op.volume)) {
-    ctx.ready_at = m->Reserve(ctx.direction, op.length, absl::FromUnixNanos(ctx.start_ns));
+  if (std::shared_ptr<MediaModel> m = part_->Find(op.volume)) {
+    state(ctx).ready_at = m->Reserve(ctx.direction, op.length, absl::FromUnixNanos(ctx.start_ns));
   }
   return absl::OkStatus();
 }
 
 bool MediaStage::OnTransferred(OpContext& ctx) {
-  if (!ctx.status.ok() || ctx.ready_at == absl::InfinitePast() || ctx.ready_at <= absl::Now()) {
+  const absl::Time ready_at = state(ctx).ready_at;
+  if (!ctx.status.ok() || ready_at == absl::InfinitePast() || ready_at <= absl::Now()) {
     return true;
   }
-  delays_->RunAt(ctx.ready_at, [c = &ctx] { c->Resume(); });
+  delays_->RunAt(ready_at, [c = &ctx] { c->Resume(); });
   return false;
 }
 
@@ -166,28 +193,31 @@ void FillMedia(const MediaModel& m, v1::MediaTiming* out) {
 void MediaStage::FillStats(const Caller& caller, const StatsPage& page,
                            v1::GetStatsResponse* out) const {
   for (v1::VolumeStats& v : *out->mutable_volumes()) {
-    if (std::shared_ptr<MediaModel> m = media_->Find(v.name())) FillMedia(*m, v.mutable_media());
+    if (std::shared_ptr<MediaModel> m = part_->Find(v.name())) FillMedia(*m, v.mutable_media());
   }
 }
 
 absl::Status StatsStage::OnStart(OpContext& ctx, TransferOp& op) {
-  ctx.scopes = stats_->Begin(op.transport, op.volume, ctx.client, op.length);
-  ctx.counted = true;
+  OpCounted& counted = state(ctx);
+  counted.scopes = part_->Begin(op.transport, op.volume, ctx.client, op.length);
+  counted.started = true;
   return absl::OkStatus();
 }
 
 void StatsStage::OnFinish(OpContext& ctx, uint64_t service_ns) {
-  stats_->Finished(ctx.scopes, ctx.direction, ctx.status.code(), ctx.length, service_ns, true);
+  part_->Finished(state(ctx).scopes, ctx.direction, ctx.status.code(), ctx.length, service_ns,
+                  true);
 }
 
 void StatsStage::OnRefused(OpContext& ctx, const absl::Status& why) {
-  if (ctx.counted) {
+  const OpCounted& counted = state(ctx);
+  if (counted.started) {
     // Counted as started: closed as failed with the transport's reason.
-    stats_->Finished(ctx.scopes, ctx.direction, why.code(), ctx.length, 0, true);
+    part_->Finished(counted.scopes, ctx.direction, why.code(), ctx.length, 0, true);
     return;
   }
   // Refused before it started: counted where the request pointed, as far as it did.
-  stats_->Refused(ctx.buffer ? TransportOfEndpoint(ctx.buffer->endpoint_case()) : std::nullopt,
+  part_->Refused(ctx.buffer ? TransportOfEndpoint(ctx.buffer->endpoint_case()) : std::nullopt,
                   ctx.extent ? absl::string_view(ctx.extent->volume()) : absl::string_view(),
                   ctx.client, ctx.direction, why.code());
 }
@@ -196,7 +226,7 @@ void StatsStage::FillStats(const Caller& caller, const StatsPage& page,
                            v1::GetStatsResponse* out) const {
   // Per-volume figures only of the volumes the caller has a grant on (the totals, per
   // transport figures and admission stay daemon-wide), paged among those.
-  stats_->Fill(out, DaemonStats::VolumePage{
+  part_->Fill(out, DaemonStats::VolumePage{
                         page.after, page.max_entries,
                         [&caller](absl::string_view name) { return caller.MaySee(name); }});
   // A caller with a credential sees its own client entry only: the others' labels and
@@ -212,7 +242,7 @@ void StatsStage::FillStats(const Caller& caller, const StatsPage& page,
 }
 
 absl::Status TraceStage::OnStart(OpContext& ctx, TransferOp& op) {
-  trace::OpEvent& e = ctx.trace.emplace();
+  trace::OpEvent& e = state(ctx).emplace();
   e.start_unix_ns = ctx.start_ns;
   e.offset = op.offset;
   e.length = op.length;
@@ -225,16 +255,17 @@ absl::Status TraceStage::OnStart(OpContext& ctx, TransferOp& op) {
 }
 
 void TraceStage::OnFinish(OpContext& ctx, uint64_t service_ns) {
-  if (!ctx.trace.has_value()) return;
-  ctx.trace->code = static_cast<uint16_t>(ctx.status.code());
-  ctx.trace->latency_ns = service_ns;
-  trace_->Record(std::move(*ctx.trace));
-  ctx.trace.reset();
+  std::optional<trace::OpEvent>& e = state(ctx);
+  if (!e.has_value()) return;
+  e->code = static_cast<uint16_t>(ctx.status.code());
+  e->latency_ns = service_ns;
+  part_->Record(std::move(*e));
+  e.reset();
 }
 
 void TraceStage::FillStats(const Caller& caller, const StatsPage& page,
                            v1::GetStatsResponse* out) const {
-  const TraceRecorder::Stats t = trace_->stats();
+  const TraceRecorder::Stats t = part_->stats();
   v1::TraceStats* ts = out->mutable_trace();
   ts->set_records(t.records);
   ts->set_dropped(t.dropped);

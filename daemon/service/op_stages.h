@@ -1,15 +1,21 @@
 // The stages of the op pipeline (op_pipeline.h), each running one part of daemon/sim or
-// daemon/observe (or the store's msync) on every op. The daemon lists them in this order:
+// daemon/observe (or the store's msync) on every op, each with its own per-op state (the State
+// of its OpStageOf). The daemon names them in this order (kOpStageOrder):
 //   msync -> faults -> admission -> media -> stats -> trace
 // so that a fault's refusal comes before admission takes a permit, only admitted ops book the
 // simulated device or count as started, and after the transfer an op is synced, then gets its
 // corrupt byte and stall, then waits for its media slot, then is answered.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/wire/trace_format.h"
 #include "daemon/observe/stats.h"
 #include "daemon/observe/trace_recorder.h"
 #include "daemon/service/inflight_limiter.h"
@@ -23,6 +29,16 @@
 
 namespace gdr {
 
+// The order ops pass the daemon's stages, by OpStage::name().
+inline constexpr std::array<const char*, 6> kOpStageOrder = {"msync", "faults", "admission",
+                                                             "media", "stats", "trace"};
+static_assert(kOpStageOrder.size() <= OpContext::kMaxStages);
+
+// `stages` put in kOpStageOrder: the daemon names the stages it runs, and one it does not run
+// (no --trace) is simply absent. INVALID_ARGUMENT naming a stage kOpStageOrder does not name,
+// or one given twice.
+absl::StatusOr<std::vector<OpStage*>> InStageOrder(const std::vector<OpStage*>& stages);
+
 // What the fault rules decided for one op beyond refusing it.
 struct OpFault {
   std::shared_ptr<StallHold> stall;  // held after the transfer while its rules stand
@@ -30,42 +46,37 @@ struct OpFault {
   TransferOp op;                     // the op, for its corrupt byte (only with `corrupt`)
 };
 
-// Global admission: ops and bytes in flight (InflightLimiter, owned by the service).
-class AdmissionStage final : public OpStage {
+// Global admission: ops and bytes in flight (InflightLimiter, owned by the service); an op
+// holds its permit until it is answered.
+class AdmissionStage final : public OpStageOf<InflightLimiter, InflightLimiter::Permit> {
  public:
-  explicit AdmissionStage(InflightLimiter* limiter) : limiter_(limiter) {}
+  using OpStageOf::OpStageOf;
   const char* name() const override { return "admission"; }
   absl::Status OnStart(OpContext& ctx, TransferOp& op) override;
   void OnFinish(OpContext& ctx, uint64_t service_ns) override;
-
- private:
-  InflightLimiter* limiter_;
 };
 
 // Read{sync=true} into a file-backed volume: msync of the extent on the sync worker before the
-// answer.
-class SyncStage final : public OpStage {
+// answer. Per op: the volume to msync, null when none (the op holds it until it is answered).
+class SyncStage final : public OpStageOf<SyncWorker, const Volume*> {
  public:
-  explicit SyncStage(SyncWorker* syncer) : syncer_(syncer) {}
+  using OpStageOf::OpStageOf;
   const char* name() const override { return "msync"; }
   // The file volume an op so described must msync before answering; nullptr when none.
   static const Volume* VolumeToSync(const Volume* volume, Direction direction, bool sync);
   absl::Status OnStart(OpContext& ctx, TransferOp& op) override;
   bool OnTransferred(OpContext& ctx) override;
-
- private:
-  SyncWorker* syncer_;
 };
 
 // Injected faults (FaultInjector): an error refuses the op, a transport fault rides on it
 // (TransferOp::inject), a corrupt one sends one flipped byte after the op's own bytes, a stall
-// holds its answer.
-class FaultStage final : public OpStage {
+// holds its answer. Per op: what the rules decided when one hit it (stall, corrupt), else null.
+class FaultStage final : public OpStageOf<FaultInjector, std::unique_ptr<OpFault>> {
  public:
   // Each must outlive every op. `transports` moves a corrupt byte; `store` holds its source.
   FaultStage(FaultInjector* faults, DelayQueue* delays, const Store* store,
              TransportSet* transports)
-      : faults_(faults), delays_(delays), store_(store), transports_(transports) {}
+      : OpStageOf(faults), delays_(delays), store_(store), transports_(transports) {}
   const char* name() const override { return "faults"; }
   absl::Status OnStart(OpContext& ctx, TransferOp& op) override;
   bool OnTransferred(OpContext& ctx) override;
@@ -80,17 +91,21 @@ class FaultStage final : public OpStage {
   // The stall, if any: true when the op may go on at once.
   bool Hold(OpContext& ctx);
 
-  FaultInjector* faults_;
   DelayQueue* delays_;
   const Store* store_;
   TransportSet* transports_;
 };
 
+// When an op may be answered at the earliest: the end of its slot on the simulated device.
+struct MediaSlot {
+  absl::Time ready_at = absl::InfinitePast();  // no model, or not booked
+};
+
 // Simulated media timing: every op books its slot on its volume's device model at start and is
 // answered no earlier than the slot ends.
-class MediaStage final : public OpStage {
+class MediaStage final : public OpStageOf<MediaTiming, MediaSlot> {
  public:
-  MediaStage(MediaTiming* media, DelayQueue* delays) : media_(media), delays_(delays) {}
+  MediaStage(MediaTiming* media, DelayQueue* delays) : OpStageOf(media), delays_(delays) {}
   const char* name() const override { return "media"; }
   absl::Status OnStart(OpContext& ctx, TransferOp& op) override;
   bool OnTransferred(OpContext& ctx) override;
@@ -98,40 +113,40 @@ class MediaStage final : public OpStage {
                  gdrstore::v1::GetStatsResponse* out) const override;
 
  private:
-  MediaTiming* media_;
   DelayQueue* delays_;
 };
 
+// The counters an op is accounted in, and whether it was counted as started.
+struct OpCounted {
+  OpScopes scopes;
+  bool started = false;
+};
+
 // Op accounting (DaemonStats): resolved and counted as started once at start, finished once;
-// a refused op is counted where it was refused.
-class StatsStage final : public OpStage {
+// a refused op is counted where it was refused. GetStats: the op counters, per-volume figures
+// of the volumes the caller may see only (the page of them), and with a credential its own
+// client entry only.
+class StatsStage final : public OpStageOf<DaemonStats, OpCounted> {
  public:
-  explicit StatsStage(DaemonStats* stats) : stats_(stats) {}
+  using OpStageOf::OpStageOf;
   const char* name() const override { return "stats"; }
   absl::Status OnStart(OpContext& ctx, TransferOp& op) override;
   void OnFinish(OpContext& ctx, uint64_t service_ns) override;
   void OnRefused(OpContext& ctx, const absl::Status& why) override;
-  // The op counters GetStats answers: per-volume figures of the volumes `caller` may see only
-  // (the page of them), and with a credential its own client entry only.
   void FillStats(const Caller& caller, const StatsPage& page,
                  gdrstore::v1::GetStatsResponse* out) const override;
-
- private:
-  DaemonStats* stats_;
 };
 
-// --trace: every answered op recorded.
-class TraceStage final : public OpStage {
+// --trace: every answered op recorded. Per op: its entry, filled when it starts and recorded
+// with its answer.
+class TraceStage final : public OpStageOf<TraceRecorder, std::optional<trace::OpEvent>> {
  public:
-  explicit TraceStage(TraceRecorder* trace) : trace_(trace) {}
+  using OpStageOf::OpStageOf;
   const char* name() const override { return "trace"; }
   absl::Status OnStart(OpContext& ctx, TransferOp& op) override;
   void OnFinish(OpContext& ctx, uint64_t service_ns) override;
   void FillStats(const Caller& caller, const StatsPage& page,
                  gdrstore::v1::GetStatsResponse* out) const override;
-
- private:
-  TraceRecorder* trace_;
 };
 
 }  // namespace gdr
