@@ -10,6 +10,7 @@
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
 #include "common/grpc/grpc_status.h"
+#include "common/grpc/refused_bidi.h"
 #include "common/wire/list_pages.h"
 #include "common/wire/op_request_checks.h"
 #include "common/wire/transport_kind.h"
@@ -20,14 +21,6 @@ namespace gdr::agent {
 namespace v1 = gdrstore::v1;
 
 namespace {
-
-// A bidi call refused before it starts: finishes at once and deletes itself when gRPC is done.
-template <class Request, class Response>
-class RefusedBidi final : public grpc::ServerBidiReactor<Request, Response> {
- public:
-  explicit RefusedBidi(const grpc::Status& s) { this->Finish(s); }
-  void OnDone() override { delete this; }
-};
 
 // The transport an endpoint names, spelled as everywhere else (transport_kind.h).
 const char* EndpointName(v1::RemoteBuffer::EndpointCase c) {
@@ -63,7 +56,8 @@ absl::Status AgentError(const absl::Status& status) { return Prefixed("gdragent:
 
 AgentService::AgentService(Upstreams* upstream, ClientTable* sessions,
                            AgentServiceOptions options)
-    : upstream_(upstream),
+    : GdrStoreServer(/*batch_stream_answers=*/false),
+      upstream_(upstream),
       sessions_(sessions),
       options_(std::move(options)),
       started_(absl::Now()) {}
@@ -90,11 +84,6 @@ std::optional<uid_t> AgentService::CallerUid(const grpc::CallbackServerContext& 
   const std::optional<ChannelOwner> owner = Caller(ctx);
   if (!owner) return std::nullopt;
   return owner->uid;
-}
-
-grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* AgentService::RefusedStream(
-    const grpc::Status& status) {
-  return new RefusedBidi<v1::StreamRequest, v1::StreamResponse>(status);
 }
 
 absl::Status AgentService::BeginStream(uint64_t session) {
@@ -173,12 +162,11 @@ void AgentService::StartOp(bool write, const v1::Extent* extent, const v1::Remot
                     });
 }
 
-grpc::ServerUnaryReactor* AgentService::UnaryOp(grpc::CallbackServerContext* ctx, bool write,
-                                                const v1::Extent* extent,
-                                                const v1::RemoteBuffer* buffer,
-                                                v1::OpResponse* response, bool sync, bool crc) {
+grpc::ServerUnaryReactor* AgentService::UnaryOp(grpc::CallbackServerContext* ctx,
+                                                const StreamOpRequest& op,
+                                                v1::OpResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  StartOp(write, extent, buffer, sync, crc, DeadlineOf(*ctx), upstream_->PickLane(),
+  StartOp(op.write, op.extent, op.buffer, op.sync, op.crc, DeadlineOf(*ctx), upstream_->PickLane(),
           [ctx, reactor, response](absl::StatusOr<gdrstore::OpResult> r) {
             if (r.ok()) {
               response->set_bytes(r->bytes);
@@ -194,22 +182,6 @@ grpc::ServerUnaryReactor* AgentService::UnaryOp(grpc::CallbackServerContext* ctx
             reactor->Finish(ToGrpcStatus(r.status()));
           });
   return reactor;
-}
-
-grpc::ServerUnaryReactor* AgentService::Write(grpc::CallbackServerContext* ctx,
-                                              const v1::WriteRequest* request,
-                                              v1::OpResponse* response) {
-  return UnaryOp(ctx, true, request->has_extent() ? &request->extent() : nullptr,
-                 request->has_buffer() ? &request->buffer() : nullptr, response, false,
-                 request->crc32c());
-}
-
-grpc::ServerUnaryReactor* AgentService::Read(grpc::CallbackServerContext* ctx,
-                                             const v1::ReadRequest* request,
-                                             v1::OpResponse* response) {
-  return UnaryOp(ctx, false, request->has_extent() ? &request->extent() : nullptr,
-                 request->has_buffer() ? &request->buffer() : nullptr, response,
-                 request->sync(), request->crc32c());
 }
 
 grpc::ServerUnaryReactor* AgentService::GetInfo(grpc::CallbackServerContext* ctx,

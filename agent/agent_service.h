@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "agent/client_table.h"
 #include "agent/upstreams.h"
+#include "common/grpc/gdrstore_server.h"
 #include "common/handoff/handoff_server.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
 
@@ -34,7 +35,8 @@ struct AgentServiceOptions {
   uint32_t max_streams_per_client = 256;
 };
 
-class AgentService final : public gdrstore::v1::GdrStore::CallbackService {
+// Write, Read and Stream calls come in through GdrStoreServer as UnaryOp and OpenStream.
+class AgentService final : public GdrStoreServer {
  public:
   // `upstream` and `sessions` must outlive the service and every call it started.
   AgentService(Upstreams* upstream, ClientTable* sessions, AgentServiceOptions options);
@@ -47,14 +49,6 @@ class AgentService final : public gdrstore::v1::GdrStore::CallbackService {
   // session's --max-streams-per-client).
   void AddChannel(int fd, const handoff::SessionInfo& session);
 
-  grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext* ctx,
-                                  const gdrstore::v1::WriteRequest* request,
-                                  gdrstore::v1::OpResponse* response) override;
-  grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* ctx,
-                                 const gdrstore::v1::ReadRequest* request,
-                                 gdrstore::v1::OpResponse* response) override;
-  grpc::ServerBidiReactor<gdrstore::v1::StreamRequest, gdrstore::v1::StreamResponse>* Stream(
-      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx,
                                     const gdrstore::v1::GetInfoRequest* request,
                                     gdrstore::v1::GetInfoResponse* response) override;
@@ -93,13 +87,11 @@ class AgentService final : public gdrstore::v1::GdrStore::CallbackService {
   // place back (a call whose session is unknown, 0, is not counted).
   absl::Status BeginStream(uint64_t session);
   void EndStream(uint64_t session);
-  // A Stream call answered `status` at once.
-  grpc::ServerBidiReactor<gdrstore::v1::StreamRequest, gdrstore::v1::StreamResponse>*
-  RefusedStream(const grpc::Status& status);
-  grpc::ServerUnaryReactor* UnaryOp(grpc::CallbackServerContext* ctx, bool write,
-                                    const gdrstore::v1::Extent* extent,
-                                    const gdrstore::v1::RemoteBuffer* buffer,
-                                    gdrstore::v1::OpResponse* response, bool sync, bool crc);
+  grpc::ServerUnaryReactor* UnaryOp(grpc::CallbackServerContext* ctx, const StreamOpRequest& op,
+                                    gdrstore::v1::OpResponse* response) override;
+  // The call's handler (agent_stream.cc); past --max-streams-per-client the call is refused.
+  absl::StatusOr<std::unique_ptr<StreamHandler>> OpenStream(
+      grpc::CallbackServerContext* ctx) override;
 
   Upstreams* const upstream_;
   ClientTable* const sessions_;

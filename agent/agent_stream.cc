@@ -3,7 +3,6 @@
 // the call's one upstream lane, and answered in completion order, as the daemon does.
 #include "absl/strings/str_cat.h"
 #include "agent/agent_service.h"
-#include "common/grpc/grpc_status.h"
 #include "common/grpc/stream_reactor.h"
 
 namespace gdr::agent {
@@ -60,16 +59,14 @@ class AgentService::StreamCall final : public StreamHandler {
   const std::chrono::system_clock::time_point deadline_;  // the call's; max: none
 };
 
-grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* AgentService::Stream(
+absl::StatusOr<std::unique_ptr<StreamHandler>> AgentService::OpenStream(
     grpc::CallbackServerContext* ctx) {
-  // Each Stream holds a reactor and its buffers for as long as the client keeps it open.
   const uint64_t session = Caller(*ctx).value_or(ChannelOwner{}).session;
   if (absl::Status s = BeginStream(session); !s.ok()) {
     sessions_->CountRefused(s.code());
-    return RefusedStream(ToGrpcStatus(AgentError(s)));
+    return AgentError(s);
   }
-  return new StreamReactor(std::make_unique<StreamCall>(this, ctx, session),
-                           /*batch_answers=*/false);
+  return std::make_unique<StreamCall>(this, ctx, session);
 }
 
 }  // namespace gdr::agent

@@ -12,6 +12,24 @@ namespace gdr {
 
 namespace v1 = gdrstore::v1;
 
+StreamOpRequest OpOf(const v1::WriteRequest& request) {
+  StreamOpRequest op;
+  if (request.has_extent()) op.extent = &request.extent();
+  if (request.has_buffer()) op.buffer = &request.buffer();
+  op.crc = request.crc32c();
+  return op;
+}
+
+StreamOpRequest OpOf(const v1::ReadRequest& request) {
+  StreamOpRequest op;
+  op.write = false;
+  if (request.has_extent()) op.extent = &request.extent();
+  if (request.has_buffer()) op.buffer = &request.buffer();
+  op.sync = request.sync();
+  op.crc = request.crc32c();
+  return op;
+}
+
 StreamReactor::StreamReactor(std::unique_ptr<StreamHandler> handler, bool batch_answers)
     : handler_(std::move(handler)),
       batch_answers_(batch_answers),
@@ -69,26 +87,20 @@ void StreamReactor::OnDone() { delete this; }
 
 void StreamReactor::StartOne(const v1::StreamOp& op) {
   StreamOpRequest r;
-  r.id = op.id();
   switch (op.op_case()) {
     case v1::StreamOp::kWrite:
-      if (op.write().has_extent()) r.extent = &op.write().extent();
-      if (op.write().has_buffer()) r.buffer = &op.write().buffer();
-      r.crc = op.write().crc32c();
+      r = OpOf(op.write());
       break;
     case v1::StreamOp::kRead:
-      r.write = false;
-      if (op.read().has_extent()) r.extent = &op.read().extent();
-      if (op.read().has_buffer()) r.buffer = &op.read().buffer();
-      r.sync = op.read().sync();
-      r.crc = op.read().crc32c();
+      r = OpOf(op.read());
       break;
     case v1::StreamOp::OP_NOT_SET:
-      Answer(r.id,
+      Answer(op.id(),
              handler_->Refused(absl::InvalidArgumentError("stream op has no write or read set")),
              false);
       return;
   }
+  r.id = op.id();
   if (absl::Status s = handler_->Check(r); !s.ok()) {
     Answer(r.id, std::move(s), false);
     return;

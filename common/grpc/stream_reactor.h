@@ -21,8 +21,8 @@
 
 namespace gdr {
 
-// One op of a StreamRequest as both sides read it; the pointers are into the request message,
-// valid until the read callback that carries it returns.
+// One data op (a Write or Read call, or an op of a StreamRequest) as both sides read it; the
+// pointers are into the request message, valid until the callback that carries it returns.
 struct StreamOpRequest {
   uint64_t id = 0;
   bool write = true;  // a WriteOp (store -> client); false: a ReadOp (client -> store)
@@ -31,6 +31,10 @@ struct StreamOpRequest {
   bool sync = false;                                   // ReadOp.sync
   bool crc = false;                                    // crc32c asked for
 };
+
+// The op a WriteRequest or ReadRequest describes (id 0): a unary call's, or a Stream op's.
+StreamOpRequest OpOf(const gdrstore::v1::WriteRequest& request);
+StreamOpRequest OpOf(const gdrstore::v1::ReadRequest& request);
 
 // One op's answer. A failed status carries its code, message and not-admitted mark.
 struct StreamAnswer {

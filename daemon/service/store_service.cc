@@ -9,9 +9,9 @@
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
 #include "common/grpc/grpc_status.h"
+#include "common/grpc/refused_bidi.h"
 #include "common/wire/list_pages.h"
 #include "daemon/observe/client_stats.h"
-#include "daemon/service/refused_bidi.h"
 #include "daemon/service/validate_op.h"
 #include "daemon/store/mapping_guard.h"
 
@@ -20,7 +20,8 @@ namespace gdr {
 namespace v1 = gdrstore::v1;
 
 StoreService::StoreService(const Store* store, TransportSet* transports, ServiceLimits limits)
-    : store_(store),
+    : GdrStoreServer(/*batch_stream_answers=*/true),
+      store_(store),
       transports_(transports),
       limits_(limits),
       max_op_bytes_(limits.max_op_bytes),
@@ -145,10 +146,13 @@ absl::Status StoreService::CheckGrant(const Caller& caller, Direction direction,
 }
 
 grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx,
-                                                Direction direction, const v1::Extent* extent,
-                                                const v1::RemoteBuffer* buffer,
-                                                v1::OpResponse* response, bool sync,
-                                                bool crc) {
+                                                const StreamOpRequest& op,
+                                                v1::OpResponse* response) {
+  const Direction direction = op.write ? Direction::kStoreToClient : Direction::kClientToStore;
+  const v1::Extent* extent = op.extent;
+  const v1::RemoteBuffer* buffer = op.buffer;
+  const bool sync = op.sync;
+  const bool crc = op.crc;
   Caller caller;
   if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx, &caller)) return refused;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -182,24 +186,6 @@ grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx
     reactor->Finish(ToGrpcStatus(s));
   }
   return reactor;
-}
-
-grpc::ServerUnaryReactor* StoreService::Write(grpc::CallbackServerContext* ctx,
-                                              const v1::WriteRequest* request,
-                                              v1::OpResponse* response) {
-  return UnaryOp(ctx, Direction::kStoreToClient,
-                 request->has_extent() ? &request->extent() : nullptr,
-                 request->has_buffer() ? &request->buffer() : nullptr, response, false,
-                 request->crc32c());
-}
-
-grpc::ServerUnaryReactor* StoreService::Read(grpc::CallbackServerContext* ctx,
-                                             const v1::ReadRequest* request,
-                                             v1::OpResponse* response) {
-  return UnaryOp(ctx, Direction::kClientToStore,
-                 request->has_extent() ? &request->extent() : nullptr,
-                 request->has_buffer() ? &request->buffer() : nullptr, response, request->sync(),
-                 request->crc32c());
 }
 
 namespace {

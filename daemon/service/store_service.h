@@ -14,6 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc/gdrstore_server.h"
 #include "daemon/service/inflight_limiter.h"
 #include "daemon/service/op_pipeline.h"
 #include "daemon/service/op_stages.h"
@@ -42,7 +43,8 @@ struct PreparedOp {
   OpTicket ticket;
 };
 
-class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
+// Write, Read and Stream calls come in through GdrStoreServer as UnaryOp and OpenStream.
+class StoreService final : public GdrStoreServer {
  public:
   // `store` and `transports` must outlive the service and every RPC it started; requests
   // naming a transport the set does not run answer UNIMPLEMENTED. Ops pass admission alone
@@ -55,14 +57,6 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   // The service's own stage: its admission limits (InflightLimiter).
   OpStage* admission() { return &admission_; }
 
-  grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext* ctx,
-                                  const gdrstore::v1::WriteRequest* request,
-                                  gdrstore::v1::OpResponse* response) override;
-  grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* ctx,
-                                 const gdrstore::v1::ReadRequest* request,
-                                 gdrstore::v1::OpResponse* response) override;
-  grpc::ServerBidiReactor<gdrstore::v1::StreamRequest, gdrstore::v1::StreamResponse>* Stream(
-      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx,
                                     const gdrstore::v1::GetInfoRequest* request,
                                     gdrstore::v1::GetInfoResponse* response) override;
@@ -161,10 +155,11 @@ class StoreService final : public gdrstore::v1::GdrStore::CallbackService {
   // without an extent is left to validation); else PERMISSION_DENIED, counted as refused.
   absl::Status CheckGrant(const Caller& caller, Direction direction,
                           const gdrstore::v1::Extent* extent);
-  grpc::ServerUnaryReactor* UnaryOp(grpc::CallbackServerContext* ctx, Direction direction,
-                                    const gdrstore::v1::Extent* extent,
-                                    const gdrstore::v1::RemoteBuffer* buffer,
-                                    gdrstore::v1::OpResponse* response, bool sync, bool crc);
+  grpc::ServerUnaryReactor* UnaryOp(grpc::CallbackServerContext* ctx, const StreamOpRequest& op,
+                                    gdrstore::v1::OpResponse* response) override;
+  // The caller's handler (stream_call.cc); UNAUTHENTICATED / PERMISSION_DENIED refuse the call.
+  absl::StatusOr<std::unique_ptr<StreamHandler>> OpenStream(
+      grpc::CallbackServerContext* ctx) override;
   uint32_t max_inflight_per_stream() const {
     return max_inflight_per_stream_.load(std::memory_order_relaxed);
   }

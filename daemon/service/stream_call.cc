@@ -8,7 +8,6 @@
 #include "common/grpc/grpc_status.h"
 #include "common/grpc/stream_reactor.h"
 #include "daemon/observe/client_stats.h"
-#include "daemon/service/refused_bidi.h"
 #include "daemon/service/store_service.h"
 
 namespace gdr {
@@ -128,16 +127,13 @@ class StoreService::StreamCall final : public StreamHandler {
   std::vector<OpTicket> batch_tickets_;
 };
 
-grpc::ServerBidiReactor<v1::StreamRequest, v1::StreamResponse>* StoreService::Stream(
+absl::StatusOr<std::unique_ptr<StreamHandler>> StoreService::OpenStream(
     grpc::CallbackServerContext* ctx) {
   Presented presented = Presented::Of(*ctx);
   absl::StatusOr<Caller> caller = auth_.Identify(presented);
-  if (!caller.ok()) {
-    return new RefusedBidi<v1::StreamRequest, v1::StreamResponse>(ToGrpcStatus(caller.status()));
-  }
-  return new StreamReactor(std::make_unique<StreamCall>(this, std::move(presented),
-                                                        *std::move(caller), ctx->peer()),
-                           /*batch_answers=*/true);
+  if (!caller.ok()) return caller.status();
+  return std::make_unique<StreamCall>(this, std::move(presented), *std::move(caller),
+                                      ctx->peer());
 }
 
 }  // namespace gdr
