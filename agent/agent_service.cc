@@ -226,14 +226,6 @@ grpc::ServerUnaryReactor* AgentService::GetInfo(grpc::CallbackServerContext* ctx
   return reactor;
 }
 
-grpc::ServerUnaryReactor* AgentService::Ping(grpc::CallbackServerContext* ctx,
-                                             const v1::PingRequest* request,
-                                             v1::PingResponse* response) {
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
-}
-
 grpc::ServerUnaryReactor* AgentService::GetStats(grpc::CallbackServerContext* ctx,
                                                  const v1::GetStatsRequest* request,
                                                  v1::GetStatsResponse* response) {

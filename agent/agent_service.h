@@ -52,9 +52,6 @@ class AgentService final : public GdrStoreServer {
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx,
                                     const gdrstore::v1::GetInfoRequest* request,
                                     gdrstore::v1::GetInfoResponse* response) override;
-  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx,
-                                 const gdrstore::v1::PingRequest* request,
-                                 gdrstore::v1::PingResponse* response) override;
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* ctx,
                                      const gdrstore::v1::GetStatsRequest* request,
                                      gdrstore::v1::GetStatsResponse* response) override;

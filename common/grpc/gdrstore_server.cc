@@ -17,6 +17,13 @@ grpc::ServerUnaryReactor* GdrStoreServer::Read(Context* ctx, const v1::ReadReque
   return UnaryOp(ctx, OpOf(*request), response);
 }
 
+grpc::ServerUnaryReactor* GdrStoreServer::Ping(Context* ctx, const v1::PingRequest* request,
+                                               v1::PingResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(Admit(ctx)));
+  return reactor;
+}
+
 GdrStoreServer::StreamRpc* GdrStoreServer::Stream(Context* ctx) {
   // Each Stream holds a reactor and its buffers for as long as the client keeps it open.
   absl::StatusOr<std::unique_ptr<StreamHandler>> handler = OpenStream(ctx);

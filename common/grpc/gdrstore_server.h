@@ -22,6 +22,9 @@ class GdrStoreServer : public gdrstore::v1::GdrStore::CallbackService {
   grpc::ServerUnaryReactor* Read(Context* ctx, const gdrstore::v1::ReadRequest* request,
                                  gdrstore::v1::OpResponse* response) final;
   StreamRpc* Stream(Context* ctx) final;
+  // Answers OK once Admit lets the caller in (a liveness check, the watchdog's included).
+  grpc::ServerUnaryReactor* Ping(Context* ctx, const gdrstore::v1::PingRequest* request,
+                                 gdrstore::v1::PingResponse* response) final;
 
  protected:
   // `batch_stream_answers`: the Stream reactors' batch_answers (stream_reactor.h).
@@ -33,6 +36,8 @@ class GdrStoreServer : public gdrstore::v1::GdrStore::CallbackService {
                                             gdrstore::v1::OpResponse* response) = 0;
   // What one Stream call does with its ops; an error refuses the call with it at once.
   virtual absl::StatusOr<std::unique_ptr<StreamHandler>> OpenStream(Context* ctx) = 0;
+  // Whether the caller may call at all (a credential); the error refuses a Ping. Default: yes.
+  virtual absl::Status Admit(Context* ctx) { return absl::OkStatus(); }
 
  private:
   const bool batch_stream_answers_;

@@ -282,15 +282,6 @@ grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse>* StoreService::
                                  "running; see GetInfo)"));
 }
 
-grpc::ServerUnaryReactor* StoreService::Ping(grpc::CallbackServerContext* ctx,
-                                             const v1::PingRequest* request,
-                                             v1::PingResponse* response) {
-  if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx)) return refused;
-  auto* reactor = ctx->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
-}
-
 std::optional<uint32_t> StoreService::ExtentCrc32c(const v1::Extent& extent) const {
   std::shared_ptr<const Volume> v = store_->Find(extent.volume());
   if (v == nullptr || extent.offset() > v->size() ||

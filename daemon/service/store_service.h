@@ -60,9 +60,6 @@ class StoreService final : public GdrStoreServer {
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx,
                                     const gdrstore::v1::GetInfoRequest* request,
                                     gdrstore::v1::GetInfoResponse* response) override;
-  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* ctx,
-                                 const gdrstore::v1::PingRequest* request,
-                                 gdrstore::v1::PingResponse* response) override;
   grpc::ServerBidiReactor<gdrstore::v1::ConnectRequest, gdrstore::v1::ConnectResponse>* Connect(
       grpc::CallbackServerContext* ctx) override;
 
@@ -157,6 +154,10 @@ class StoreService final : public GdrStoreServer {
                           const gdrstore::v1::Extent* extent);
   grpc::ServerUnaryReactor* UnaryOp(grpc::CallbackServerContext* ctx, const StreamOpRequest& op,
                                     gdrstore::v1::OpResponse* response) override;
+  // Ping's caller check: UNAUTHENTICATED / PERMISSION_DENIED as for the data RPCs.
+  absl::Status Admit(grpc::CallbackServerContext* ctx) override {
+    return auth_.Check(*ctx).status();
+  }
   // The caller's handler (stream_call.cc); UNAUTHENTICATED / PERMISSION_DENIED refuse the call.
   absl::StatusOr<std::unique_ptr<StreamHandler>> OpenStream(
       grpc::CallbackServerContext* ctx) override;

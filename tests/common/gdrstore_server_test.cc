@@ -107,7 +107,8 @@ class TestHandler final : public StreamHandler {
   Seen* const seen_;
 };
 
-// A call with metadata "refuse" is refused; a unary op is answered with its length.
+// A Ping or Stream call with metadata "refuse" is refused; a unary op is answered with its
+// length.
 class TestServer final : public GdrStoreServer {
  public:
   TestServer(bool batch, Seen* seen) : GdrStoreServer(batch), seen_(seen) {}
@@ -124,6 +125,12 @@ class TestServer final : public GdrStoreServer {
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;
+  }
+  absl::Status Admit(grpc::CallbackServerContext* ctx) override {
+    if (ctx->client_metadata().count("refuse") != 0) {
+      return absl::UnauthenticatedError("no credential");
+    }
+    return absl::OkStatus();
   }
   absl::StatusOr<std::unique_ptr<StreamHandler>> OpenStream(
       grpc::CallbackServerContext* ctx) override {
@@ -324,6 +331,17 @@ TEST_P(GdrStoreServerTest, AStreamTheSideRefusesEndsWithItsStatus) {
   EXPECT_EQ(s.error_message(), "this stream is refused");
   absl::MutexLock lock(&seen_.mu);
   EXPECT_EQ(seen_.streams_closed, 0);  // no handler was made
+}
+
+TEST_P(GdrStoreServerTest, PingAnswersWhomAdmitLetsIn) {
+  v1::PingResponse resp;
+  grpc::ClientContext ok;
+  EXPECT_TRUE(stub_->Ping(&ok, v1::PingRequest(), &resp).ok());
+  grpc::ClientContext refused;
+  refused.AddMetadata("refuse", "1");
+  const grpc::Status s = stub_->Ping(&refused, v1::PingRequest(), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(s.error_message(), "no credential");
 }
 
 INSTANTIATE_TEST_SUITE_P(BatchedAndNot, GdrStoreServerTest, ::testing::Bool(),
