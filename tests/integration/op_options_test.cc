@@ -1,16 +1,20 @@
 // Per-op options (gdrstore::OpOptions) against a real daemon: an op's own deadline fails that op
 // alone while the Client's other ops go on (unary and on a Stream), CRC32C asked for by one op
-// of a Client that does not ask for it (and the reverse), and sync refused on a get.
+// of a Client that does not ask for it (and the reverse), sync refused on a get; the same on a
+// ClusterClient's ops.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <future>
 #include <optional>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/base/crc32c.h"
 #include "common/base/pattern.h"
 #include "gdrstore/client.h"
+#include "gdrstore/cluster.h"
 #include "tests/integration/daemon_process.h"
 
 namespace gdr::integ {
@@ -151,6 +155,44 @@ TEST_F(OpOptionsTest, SyncOnAGetIsRefusedNamingTheOption) {
   // A put with sync on a memory volume is answered (there is nothing to msync).
   auto put = s.client->Read({"fast", 0, 4096}, *s.buf, 0, sync);
   EXPECT_TRUE(put.ok()) << put.status();
+}
+
+// The same options on a one-member cluster (a members file): sync refused on a get, CRC32C
+// checked on each piece, and the op's own deadline ending a put the member holds.
+TEST_F(OpOptionsTest, AClusterOpTakesTheSameOptions) {
+  const std::string members = daemon_->dir() + "/members.json";
+  {
+    auto layout = [](const char* name) {
+      return absl::StrCat("{\"name\":\"", name, "\",\"stripe_unit\":\"1048576\",",
+                          "\"members\":[\"m0\"],\"replicas\":1,\"epoch\":\"1\",",
+                          "\"size\":\"8388608\"}");
+    };
+    std::ofstream f(members);
+    f << "{\"members\":[{\"id\":\"m0\",\"address\":\"" << daemon_->address()
+      << "\",\"volumes\":[{\"name\":\"fast\",\"size\":\"8388608\"},"
+      << "{\"name\":\"slow\",\"size\":\"8388608\"}]}],\"volumes\":[" << layout("fast")
+      << "," << layout("slow") << "]}\n";
+  }
+  gdrstore::ClusterOptions o;
+  o.members_file = members;
+  o.client.rpc_timeout = std::chrono::minutes(10);
+  auto cluster = gdrstore::ClusterClient::Open(o);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto buf = (*cluster)->AllocateBuffer(4096);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  OpOptions sync;
+  sync.sync = true;
+  absl::Status refused = (*cluster)->Get("fast", 0, 4096, **buf, 0, sync);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "OpOptions::sync")) << refused;
+  OpOptions crc;
+  crc.crc32c = true;
+  EXPECT_TRUE((*cluster)->Get("fast", 0, 4096, **buf, 0, crc).ok());
+  EXPECT_TRUE((*cluster)->Put("fast", 4096, 4096, **buf, 0, crc).ok());
+  // Last: a member that misses a deadline is passed over for a while.
+  absl::Status held = (*cluster)->Put("slow", 0, 4096, **buf, 0,
+                                      OpOptions::WithTimeout(std::chrono::seconds(1)));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(held)) << held;
 }
 
 }  // namespace

@@ -139,10 +139,15 @@ class ClusterClient {
   std::vector<gdrstore::v1::ClusterVolume> Volumes();
 
   // buffer -> store on every replica / store -> buffer from one replica of each piece.
+  // `options` as a Client op's: the deadline is the whole op's, failovers included (unset:
+  // ClusterOptions::client.rpc_timeout); crc32c checks each piece on its own; sync makes each
+  // piece of a put wait for msync. INVALID_ARGUMENT for sync on a get.
   absl::Status Put(const std::string& volume, uint64_t offset, uint64_t length,
-                   const ClusterBuffer& buffer, size_t buffer_offset = 0);
+                   const ClusterBuffer& buffer, size_t buffer_offset = 0,
+                   const OpOptions& options = {});
   absl::Status Get(const std::string& volume, uint64_t offset, uint64_t length,
-                   const ClusterBuffer& buffer, size_t buffer_offset = 0);
+                   const ClusterBuffer& buffer, size_t buffer_offset = 0,
+                   const OpOptions& options = {});
 
   // The path ops on `buffer` take to the members ("tcp/host", "rc:mlx5_0/dma-buf"; the
   // transport's name alone before its first op registered it), as OpResult::path words it;
@@ -161,7 +166,7 @@ class ClusterClient {
   // Whether this ClusterClient made `buffer`.
   bool Owns(const ClusterBuffer& buffer) const;
   absl::Status Run(bool put, const std::string& volume, uint64_t offset, uint64_t length,
-                   const ClusterBuffer& buffer, size_t buffer_offset);
+                   const ClusterBuffer& buffer, size_t buffer_offset, const OpOptions& options);
   std::unique_ptr<State> state_;
 };
 

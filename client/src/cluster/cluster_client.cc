@@ -416,20 +416,28 @@ struct Join {
 }  // namespace
 
 absl::Status ClusterClient::Put(const std::string& volume, uint64_t offset, uint64_t length,
-                                const ClusterBuffer& buffer, size_t buffer_offset) {
-  return Run(true, volume, offset, length, buffer, buffer_offset);
+                                const ClusterBuffer& buffer, size_t buffer_offset,
+                                const OpOptions& options) {
+  return Run(true, volume, offset, length, buffer, buffer_offset, options);
 }
 
 absl::Status ClusterClient::Get(const std::string& volume, uint64_t offset, uint64_t length,
-                                const ClusterBuffer& buffer, size_t buffer_offset) {
-  return Run(false, volume, offset, length, buffer, buffer_offset);
+                                const ClusterBuffer& buffer, size_t buffer_offset,
+                                const OpOptions& options) {
+  return Run(false, volume, offset, length, buffer, buffer_offset, options);
 }
 
 absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t offset,
                                 uint64_t length, const ClusterBuffer& buffer,
-                                size_t buffer_offset) {
-  // The op's deadline, failovers included (the client options' rpc_timeout).
-  const auto deadline = gdr::DeadlineAfter(state_->options.client.rpc_timeout);
+                                size_t buffer_offset, const OpOptions& options) {
+  // The op's deadline, failovers included (its own, else the client options' rpc_timeout).
+  const auto deadline = options.deadline
+                            ? *options.deadline
+                            : gdr::DeadlineAfter(state_->options.client.rpc_timeout);
+  if (!put && options.sync) {
+    return absl::InvalidArgumentError(
+        "OpOptions::sync applies to puts only, not to a cluster get");
+  }
   if (!Owns(buffer)) {
     // Its registration (once made) is another cluster's transport's, which alone reaches it.
     return absl::InvalidArgumentError(
@@ -461,6 +469,7 @@ absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t of
     std::string volume;
     size_t buffer_offset;
     std::chrono::system_clock::time_point deadline;  // the whole op's (max(): none)
+    OpOptions piece_options;                         // each piece's crc32c and sync
     // A get's replica j has an even share of the time left among the replicas still to try,
     // so that failing over from a hung member still ends within the op's deadline.
     std::chrono::system_clock::time_point AttemptDeadline(const cl::Piece& p, size_t j) const {
@@ -497,7 +506,9 @@ absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t of
       // may go at once, and the link must go with it, not later here, on its own stream's
       // thread (closing the stream from inside its answer would wait for itself).
       std::weak_ptr<cl::MemberLink> weak = *link;
-      (*link)->Submit(kind, e, **view, buffer_offset + p.op_offset, AttemptDeadline(p, j),
+      OpOptions o = piece_options;
+      o.deadline = AttemptDeadline(p, j);
+      (*link)->Submit(kind, e, **view, buffer_offset + p.op_offset, o,
                       [this, weak, id, next, bytes = p.length](absl::StatusOr<OpResult> r) {
                         State::Member& m = state->slot(id);
                         m.ops.fetch_add(1, std::memory_order_relaxed);
@@ -545,9 +556,8 @@ absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t of
     join->outstanding = work.size();
   }
   // `work` and `sender` outlive every callback: Wait returns after the last Done.
-  const Sender sender{state,  &buffer, &*layout,     join,
-                      kind,   put,     volume,       buffer_offset,
-                      deadline};
+  const Sender sender{state,  &buffer,      &*layout, join,    kind,
+                      put,    volume,       buffer_offset, deadline, options};
   for (const cl::Piece& p : work) sender.Send(p, 0, absl::OkStatus());
   return join->Wait();
 }

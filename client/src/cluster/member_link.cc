@@ -41,8 +41,7 @@ MemberLink::~MemberLink() {
 
 void MemberLink::Submit(gdrstore::OpKind kind, const gdrstore::Extent& extent,
                         const gdrstore::Buffer& buffer, size_t buffer_offset,
-                        std::chrono::system_clock::time_point deadline,
-                        gdrstore::OpCallback done) {
+                        const gdrstore::OpOptions& options, gdrstore::OpCallback done) {
   std::shared_ptr<gdrstore::OpStream> stream;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -76,7 +75,7 @@ void MemberLink::Submit(gdrstore::OpKind kind, const gdrstore::Extent& extent,
                    }
                    done(std::move(r));
                  },
-                 gdrstore::OpOptions{deadline, std::nullopt, false});
+                 options);
 }
 
 }  // namespace gdr::cluster

@@ -31,11 +31,11 @@ class MemberLink {
   ~MemberLink();
 
   // Sends one piece over the stream (opening it when there is none or it failed); `done`
-  // runs once, by `deadline` at the latest (DEADLINE_EXCEEDED). `buffer` must be registered
-  // with this link's client or one sharing its transport.
+  // runs once, by options.deadline at the latest (DEADLINE_EXCEEDED). `buffer` must be
+  // registered with this link's client or one sharing its transport.
   void Submit(gdrstore::OpKind kind, const gdrstore::Extent& extent,
               const gdrstore::Buffer& buffer, size_t buffer_offset,
-              std::chrono::system_clock::time_point deadline, gdrstore::OpCallback done);
+              const gdrstore::OpOptions& options, gdrstore::OpCallback done);
 
   gdrstore::Client& client() { return *client_; }
   const std::string& id() const { return id_; }
