@@ -384,10 +384,20 @@ TEST(AgentLifecycleTest, TellsSystemdReadyWatchdogAndStopping) {
   EXPECT_TRUE(served_at_ready);
   EXPECT_THAT((*listener)->messages()[ready].Get("STATUS"),
               HasSubstr(absl::StrCat("agent -> ", daemon->address(), " over tcp")));
-  // The watchdog is pinged (every half of WATCHDOG_USEC) while the gRPC server answers.
-  EXPECT_GE((*listener)->WaitFor("WATCHDOG=1", ready, absl::Seconds(30)), 0);
+  // The watchdog is pinged (every half of WATCHDOG_USEC) while the gRPC server answers, each
+  // ping with a fresh STATUS line.
+  const int ping = (*listener)->WaitFor("WATCHDOG=1", ready, absl::Seconds(30));
+  ASSERT_GE(ping, 0);
+  EXPECT_THAT((*listener)->messages()[ping].Get("STATUS"), HasSubstr("ops in flight"));
+  // SIGHUP has nothing to reload: no RELOADING=1, and the agent serves on until SIGTERM (taken
+  // after it: sigwait takes pending signals lowest number first).
+  ASSERT_TRUE((*agent)->Signal(SIGHUP).ok());
   ASSERT_TRUE((*agent)->Signal(SIGTERM).ok());
-  EXPECT_GE((*listener)->WaitFor("STOPPING=1", ready, absl::Seconds(30)), 0);
+  const int stopping = (*listener)->WaitFor("STOPPING=1", ready, absl::Seconds(30));
+  EXPECT_GE(stopping, 0);
+  for (const integ::NotifyMessage& m : (*listener)->messages()) {
+    EXPECT_FALSE(m.Has("RELOADING=1")) << "the agent has nothing to reload";
+  }
   auto status = (*agent)->Wait(absl::Seconds(20));
   ASSERT_TRUE(status.ok()) << status.status();
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
