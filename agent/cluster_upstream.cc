@@ -125,13 +125,15 @@ void ClusterUpstream::Submit(const ForwardedOp& op, uint32_t lane, Done done) {
         }
         const gdrstore::ClusterBuffer& buffer = *static_cast<const Memory*>(op.memory)->buffer;
         const auto start = std::chrono::steady_clock::now();
-        // kWrite: the store's bytes into the client's memory (a get); kRead: a put.
+        // kWrite: the store's bytes into the client's memory (a get); kRead: a put. The op's
+        // deadline bounds the cluster op too, failovers included, not a fresh rpc_timeout.
+        const gdrstore::OpOptions options{.deadline = deadline};
         const absl::Status st =
             op.kind == gdrstore::OpKind::kWrite
                 ? cluster_->Get(op.extent.volume, op.extent.offset, op.extent.length, buffer,
-                                op.offset)
+                                op.offset, options)
                 : cluster_->Put(op.extent.volume, op.extent.offset, op.extent.length, buffer,
-                                op.offset);
+                                op.offset, options);
         if (!st.ok()) {
           (*shared)(Prefixed(Prefix(), st));
           return;
