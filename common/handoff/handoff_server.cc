@@ -561,14 +561,9 @@ absl::StatusOr<Body> HandoffServer::Impl::HandleOpenChannel(Session* session, Sc
 }
 
 HandoffLimitNames HandoffLimitNames::Flags(absl::string_view prefix) {
-  const std::string flag = absl::StrCat("--", prefix);
-  HandoffLimitNames n;
-  n.max_sessions = absl::StrCat(flag, "max-clients");
-  n.max_regions_per_session = absl::StrCat(flag, "max-regions-per-client");
-  n.max_bytes_per_session = absl::StrCat(flag, "max-bytes-per-client");
-  n.max_channels_per_session = absl::StrCat(flag, "max-channels-per-client");
-  n.fd_reserve = absl::StrCat(flag, "fd-reserve");
-  return n;
+  auto flag = [prefix](absl::string_view name) { return absl::StrCat("--", prefix, name); };
+  return {flag("max-clients"), flag("max-regions-per-client"), flag("max-bytes-per-client"),
+          flag("max-channels-per-client"), flag("fd-reserve")};
 }
 
 absl::StatusOr<std::unique_ptr<HandoffServer>> HandoffServer::Start(HandoffServerOptions options) {
