@@ -126,7 +126,7 @@ absl::Status Daemon::MakeService() {
   stages_.push_back(std::make_unique<MediaStage>(media_.get(), delays_.get()));
   stages_.push_back(std::make_unique<StatsStage>(stats_.get()));
   if (trace_ != nullptr) stages_.push_back(std::make_unique<TraceStage>(trace_.get()));
-  std::vector<OpStage*> run = {service_->admission()};
+  std::vector<OpStage*> run = service_->stages();
   for (const std::unique_ptr<OpStage>& s : stages_) run.push_back(s.get());
   GDR_ASSIGN_OR_RETURN(std::vector<OpStage*> pipeline, InStageOrder(run));
   service_->SetPipeline(std::move(pipeline));

@@ -15,11 +15,13 @@ void LogRefusal(const absl::Status& s) {
 
 OpContext::OpContext(const OpPipeline* pipeline, Direction direction,
                      const gdrstore::v1::Extent* extent, const gdrstore::v1::RemoteBuffer* buffer,
-                     bool sync, absl::string_view peer, absl::string_view client, Done done)
+                     bool sync, bool crc, absl::string_view peer, absl::string_view client,
+                     Done done)
     : direction(direction),
       extent(extent),
       buffer(buffer),
       sync(sync),
+      crc(crc),
       peer(peer),
       client(client),
       pipeline_(pipeline),
@@ -49,6 +51,19 @@ bool OpPipeline::Has(absl::string_view name) const {
     if (name == s->name()) return true;
   }
   return false;
+}
+
+absl::Status OpPipeline::Request(const OpRequest& request) const {
+  for (OpStage* s : stages_) {
+    absl::Status st = s->OnRequest(request);
+    if (!st.ok()) {
+      // Counted in the totals only: per-volume figures belong to those who may see the volume.
+      RefuseUnstarted(st.code());
+      LogRefusal(st);
+      return st;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status OpPipeline::Start(std::unique_ptr<OpContext>& ctx, TransferOp& op) const {
@@ -86,7 +101,9 @@ void OpPipeline::Finish(OpContext* ctx) const {
   if (!ctx->status.ok() && !absl::IsCancelled(ctx->status)) {
     GDR_LOG_EVERY_N_SEC(kWarning, 5) << "op failed: " << ctx->status;
   }
-  ctx->done_(std::move(ctx->status), ns);
+  OpAnswer answer{std::move(ctx->status), ns, std::nullopt};
+  if (answer.status.ok()) answer.crc32c = ctx->crc32c;
+  ctx->done_(std::move(answer));
 }
 
 void OpPipeline::Refuse(std::unique_ptr<OpContext> ctx, const absl::Status& why, bool log) const {
@@ -95,7 +112,8 @@ void OpPipeline::Refuse(std::unique_ptr<OpContext> ctx, const absl::Status& why,
 }
 
 void OpPipeline::RefuseUnstarted(absl::StatusCode code) const {
-  OpContext ctx(this, Direction::kStoreToClient, nullptr, nullptr, false, {}, {}, nullptr);
+  OpContext ctx(this, Direction::kStoreToClient, nullptr, nullptr, false, false, {}, {},
+                nullptr);
   const absl::Status why(code, "");
   for (OpStage* s : stages_) s->OnRefused(ctx, why);
 }

@@ -1,8 +1,8 @@
 // One data op's way through the daemon between its gRPC handler and its answer: the stages it
-// passes (msync, fault injection, admission, media timing, statistics, trace), each behind one
-// interface (OpStage), assembled once at start-up; a stage the daemon does not run is simply
-// not in the list. The op itself is one OpContext, allocated once when the handler starts it,
-// which holds each stage's own per-op state without knowing its type.
+// passes (grants, msync, CRC, fault injection, admission, media timing, statistics, trace),
+// each behind one interface (OpStage), assembled once at start-up; a stage the daemon does not
+// run is simply not in the list. The op itself is one OpContext, allocated once when the
+// handler starts it, which holds each stage's own per-op state without knowing its type.
 #pragma once
 
 #include <array>
@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -37,21 +38,36 @@ struct StatsPage {
   uint32_t max_entries = 0;
 };
 
+// What a stage sees of a request before anything about it is looked at (OpStage::OnRequest):
+// valid only during that call.
+struct OpRequest {
+  const Caller& caller;
+  Direction direction;
+  const gdrstore::v1::Extent* extent;  // null: the request names none
+};
+
+// An op's answer, as the pipeline ends it.
+struct OpAnswer {
+  absl::Status status;
+  uint64_t service_ns = 0;         // the daemon-side service time
+  std::optional<uint32_t> crc32c;  // the crc stage's, only with an OK status
+};
+
 // One op, from the handler to its answer. Each stage keeps what it needs of the op in its own
 // slot here (OpStageOf's State), held inline, so an op costs one allocation however many stages
 // run. The request fields are valid only until the handler's call returns (refusals are counted
 // from them); the rest live as long as the op.
 class OpContext {
  public:
-  // The final status and the daemon-side service time.
-  using Done = std::function<void(absl::Status, uint64_t service_ns)>;
+  // The op's answer.
+  using Done = std::function<void(OpAnswer)>;
   // The most stages a pipeline has, and the room each has for its per-op state.
   static constexpr size_t kMaxStages = 8;
   static constexpr size_t kStateBytes = 128;
 
   OpContext(const OpPipeline* pipeline, Direction direction, const gdrstore::v1::Extent* extent,
-            const gdrstore::v1::RemoteBuffer* buffer, bool sync, absl::string_view peer,
-            absl::string_view client, Done done);
+            const gdrstore::v1::RemoteBuffer* buffer, bool sync, bool crc,
+            absl::string_view peer, absl::string_view client, Done done);
   ~OpContext();  // the stages' states, last slot first
   OpContext(const OpContext&) = delete;
   OpContext& operator=(const OpContext&) = delete;
@@ -65,6 +81,7 @@ class OpContext {
   const gdrstore::v1::Extent* const extent;
   const gdrstore::v1::RemoteBuffer* const buffer;
   const bool sync;  // a put into a file volume is answered after msync
+  const bool crc;   // the answer carries the CRC32C of the op's store bytes (the crc stage)
   const absl::string_view peer;
   const absl::string_view client;
 
@@ -76,6 +93,8 @@ class OpContext {
   int64_t start_ns = 0;  // the one reading of the clock an op's times are measured from
   // The op's status as it goes: the transfer's, then as each stage's step leaves it.
   absl::Status status;
+  // What a stage adds to the answer (OpAnswer): the crc stage's checksum.
+  std::optional<uint32_t> crc32c;
 
   // The state in slot `slot`, made (value-initialized) on first use and destroyed with the op.
   // Every use of a slot must name the same S: the pipeline gives each stage its own slot.
@@ -110,8 +129,11 @@ class OpContext {
 class OpStage {
  public:
   virtual ~OpStage() = default;
-  // For logs: "admission", "faults", "media", "msync", "stats", "trace".
+  // For logs: "admission", "crc", "faults", "grants", "media", "msync", "stats", "trace".
   virtual const char* name() const = 0;
+  // A request, before validation (or, on a Stream, the per-stream limit) looks at it. Not OK:
+  // it is refused with that status; later stages' OnRequest do not run and no op starts.
+  virtual absl::Status OnRequest(const OpRequest& request) { return absl::OkStatus(); }
   // A validated op starts (ctx.start_ns, offset, length set). Not OK: the op is refused with
   // that status; nothing starts and later stages' OnStart do not run.
   virtual absl::Status OnStart(OpContext& ctx, TransferOp& op) { return absl::OkStatus(); }
@@ -155,13 +177,16 @@ class OpPipeline {
  public:
   // Each stage must outlive the pipeline and every op started through it, and be in one
   // serving pipeline only (its slot in the ops' contexts is its place here). At most
-  // OpContext::kMaxStages; the daemon's list has six.
+  // OpContext::kMaxStages; the daemon's list has eight.
   explicit OpPipeline(std::vector<OpStage*> stages = {});
 
   std::span<OpStage* const> stages() const { return stages_; }
   // Whether a stage of that name runs.
   bool Has(absl::string_view name) const;
 
+  // A request before validation: runs every OnRequest in order. Not OK: it is refused,
+  // counted as RefuseUnstarted counts and logged as Refuse logs.
+  absl::Status Request(const OpRequest& request) const;
   // A validated op: runs every OnStart in order. OK: the op is the pipeline's and ends with
   // Transferred(); otherwise it has been refused (Refuse) and `ctx` is gone.
   absl::Status Start(std::unique_ptr<OpContext>& ctx, TransferOp& op) const;

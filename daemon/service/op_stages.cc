@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/base/crc32c.h"
 #include "daemon/store/mapping_guard.h"
 
 namespace gdr {
@@ -29,6 +30,24 @@ absl::StatusOr<std::vector<OpStage*>> InStageOrder(const std::vector<OpStage*>& 
     }
   }
   return ordered;
+}
+
+absl::Status GrantStage::OnRequest(const OpRequest& request) {
+  if (request.extent == nullptr) return absl::OkStatus();
+  const Right right =
+      request.direction == Direction::kStoreToClient ? Right::kGet : Right::kPut;
+  return request.caller.Allows(request.extent->volume(), right);
+}
+
+bool CrcStage::OnTransferred(OpContext& ctx) {
+  if (!ctx.crc || !ctx.status.ok() || ctx.volume == nullptr) return true;
+  // The op's own volume, held until its answer, over the extent validation checked.
+  const std::byte* bytes = ctx.volume->data() + ctx.offset;
+  const uint64_t length = ctx.length;
+  std::optional<uint32_t> crc;
+  // Read as every copy out of a file volume is: a SIGBUS here fails no daemon.
+  if (!RunGuarded([&crc, bytes, length] { crc = Crc32c(bytes, length); })) ctx.crc32c = crc;
+  return true;
 }
 
 absl::Status AdmissionStage::OnStart(OpContext& ctx, TransferOp& op) {

@@ -1,10 +1,12 @@
 // The stages of the op pipeline (op_pipeline.h), each running one part of daemon/sim or
-// daemon/observe (or the store's msync) on every op, each with its own per-op state (the State
-// of its OpStageOf). The daemon names them in this order (kOpStageOrder):
-//   msync -> faults -> admission -> media -> stats -> trace
-// so that a fault's refusal comes before admission takes a permit, only admitted ops book the
-// simulated device or count as started, and after the transfer an op is synced, then gets its
-// corrupt byte and stall, then waits for its media slot, then is answered.
+// daemon/observe (or the store's msync, the caller's grants, the CRC answer) on every op, each
+// with its own per-op state (the State of its OpStageOf). The daemon names them in this order
+// (kOpStageOrder):
+//   grants -> msync -> crc -> faults -> admission -> media -> stats -> trace
+// so that a request without a grant is refused before anything looks at it, a fault's refusal
+// comes before admission takes a permit, only admitted ops book the simulated device or count
+// as started, and after the transfer an op is synced, then checksummed, then gets its corrupt
+// byte and stall, then waits for its media slot, then is answered.
 #pragma once
 
 #include <array>
@@ -30,8 +32,8 @@
 namespace gdr {
 
 // The order ops pass the daemon's stages, by OpStage::name().
-inline constexpr std::array<const char*, 6> kOpStageOrder = {"msync", "faults", "admission",
-                                                             "media", "stats", "trace"};
+inline constexpr std::array<const char*, 8> kOpStageOrder = {
+    "grants", "msync", "crc", "faults", "admission", "media", "stats", "trace"};
 static_assert(kOpStageOrder.size() <= OpContext::kMaxStages);
 
 // `stages` put in kOpStageOrder: the daemon names the stages it runs, and one it does not run
@@ -44,6 +46,26 @@ struct OpFault {
   std::shared_ptr<StallHold> stall;  // held after the transfer while its rules stand
   std::optional<uint64_t> corrupt;   // random bits picking the byte and bit to flip
   TransferOp op;                     // the op, for its corrupt byte (only with `corrupt`)
+};
+
+// Per-volume rights (token_auth.h): a request on a volume the caller has no grant for is refused
+// in OnRequest, before validation, so that the refusal does not tell whether the volume exists.
+// A request without an extent is left to validation. Keeps nothing per op.
+class GrantStage final : public OpStage {
+ public:
+  const char* name() const override { return "grants"; }
+  // PERMISSION_DENIED as Caller::Allows words it.
+  absl::Status OnRequest(const OpRequest& request) override;
+};
+
+// WriteRequest/ReadRequest.crc32c: once an op asking for it has moved its bytes (and synced
+// them), the CRC32C of its extent's store bytes goes into its answer (OpContext::crc32c). A
+// volume's mapping that faults meanwhile (a file truncated under it) leaves the answer without
+// one, which the client fails. Keeps nothing per op beyond the answer.
+class CrcStage final : public OpStage {
+ public:
+  const char* name() const override { return "crc"; }
+  bool OnTransferred(OpContext& ctx) override;
 };
 
 // Global admission: ops and bytes in flight (InflightLimiter, owned by the service); an op

@@ -1,11 +1,11 @@
 #include "daemon/service/store_service.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/base/crc32c.h"
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
 #include "common/grpc/grpc_status.h"
@@ -13,7 +13,6 @@
 #include "common/wire/list_pages.h"
 #include "daemon/observe/client_stats.h"
 #include "daemon/service/validate_op.h"
-#include "daemon/store/mapping_guard.h"
 
 namespace gdr {
 
@@ -31,6 +30,13 @@ StoreService::StoreService(const Store* store, TransportSet* transports, Service
 void StoreService::SetPipeline(std::vector<OpStage*> stages) {
   pipeline_ = OpPipeline(std::move(stages));
   syncs_ = pipeline_.Has("msync");
+  // Without them ops would go unchecked against the callers' grants, or answer no CRC.
+  for (const OpStage* own : this->stages()) {
+    if (!pipeline_.Has(own->name())) {
+      GDR_LOG(kError) << "op pipeline without the service's '" << own->name() << "' stage";
+      std::abort();
+    }
+  }
 }
 
 void StoreService::UpdateLimits(const ServiceLimits& limits) {
@@ -51,10 +57,10 @@ ServiceLimits StoreService::limits() const {
 
 absl::StatusOr<PreparedOp> StoreService::Prepare(Direction direction, const v1::Extent* extent,
                                                  const v1::RemoteBuffer* buffer, bool sync,
-                                                 absl::string_view peer,
+                                                 bool crc, absl::string_view peer,
                                                  absl::string_view client, Done done) {
-  auto ctx = std::make_unique<OpContext>(&pipeline_, direction, extent, buffer, sync, peer, client,
-                                         std::move(done));
+  auto ctx = std::make_unique<OpContext>(&pipeline_, direction, extent, buffer, sync, crc, peer,
+                                         client, std::move(done));
   if (draining_.load(std::memory_order_relaxed)) {
     absl::Status s = absl::UnavailableError("daemon is shutting down; no new ops are accepted");
     pipeline_.Refuse(std::move(ctx), s);
@@ -91,11 +97,11 @@ absl::StatusOr<PreparedOp> StoreService::Prepare(Direction direction, const v1::
 }
 
 absl::Status StoreService::StartOp(Direction direction, const v1::Extent* extent,
-                                   const v1::RemoteBuffer* buffer, bool sync,
+                                   const v1::RemoteBuffer* buffer, bool sync, bool crc,
                                    absl::string_view peer, absl::string_view client,
                                    Done done) {
-  GDR_ASSIGN_OR_RETURN(PreparedOp p,
-                       Prepare(direction, extent, buffer, sync, peer, client, std::move(done)));
+  GDR_ASSIGN_OR_RETURN(PreparedOp p, Prepare(direction, extent, buffer, sync, crc, peer, client,
+                                             std::move(done)));
   const absl::Status s = transports_->Submit(p.sub.op, std::move(p.sub.done));
   p.ticket.Submitted(s);
   return s;
@@ -132,19 +138,6 @@ grpc::ServerUnaryReactor* StoreService::RefuseUnauthorized(grpc::CallbackServerC
   return reactor;
 }
 
-absl::Status StoreService::CheckGrant(const Caller& caller, Direction direction,
-                                      const v1::Extent* extent) {
-  if (extent == nullptr) return absl::OkStatus();
-  absl::Status s = caller.Allows(
-      extent->volume(), direction == Direction::kStoreToClient ? Right::kGet : Right::kPut);
-  if (!s.ok()) {
-    // Counted in the totals only: per-volume figures belong to those who may see the volume.
-    CountUnstarted(s.code());
-    LogRefusal(s);
-  }
-  return s;
-}
-
 grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx,
                                                 const StreamOpRequest& op,
                                                 v1::OpResponse* response) {
@@ -152,33 +145,27 @@ grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx
   const v1::Extent* extent = op.extent;
   const v1::RemoteBuffer* buffer = op.buffer;
   const bool sync = op.sync;
-  const bool crc = op.crc;
   Caller caller;
   if (grpc::ServerUnaryReactor* refused = RefuseUnauthorized(ctx, &caller)) return refused;
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  if (absl::Status s = CheckGrant(caller, direction, extent); !s.ok()) {
+  // The grant stage refuses before validation: a refusal does not tell whether a volume exists.
+  if (absl::Status s = pipeline_.Request({caller, direction, extent}); !s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   }
   const uint64_t length = extent ? extent->length() : 0;
   const bool synced = SyncsToFile(direction, extent, sync);
-  // The request outlives the call, so the extent may be read when the op completes.
-  const v1::Extent* crc_of = crc ? extent : nullptr;
   const std::string peer = ctx->peer();
   absl::Status s =
-      StartOp(direction, extent, buffer, sync, peer, ClientIdentity(caller.label(), peer),
-              [this, reactor, response, length, synced, crc_of](absl::Status st, uint64_t ns) {
-                if (st.ok()) {
+      StartOp(direction, extent, buffer, sync, op.crc, peer, ClientIdentity(caller.label(), peer),
+              [reactor, response, length, synced](OpAnswer a) {
+                if (a.status.ok()) {
                   response->set_bytes(length);
-                  response->set_service_ns(ns);
+                  response->set_service_ns(a.service_ns);
                   response->set_synced(synced);
-                  if (crc_of != nullptr) {
-                    if (std::optional<uint32_t> c = ExtentCrc32c(*crc_of)) {
-                      response->set_crc32c(*c);
-                    }
-                  }
+                  if (a.crc32c.has_value()) response->set_crc32c(*a.crc32c);
                 }
-                reactor->Finish(ToGrpcStatus(st));
+                reactor->Finish(ToGrpcStatus(a.status));
               });
   if (!s.ok()) {
     // Refused before it started for want of room: the client may send it again (grpc_status.h).
@@ -280,23 +267,6 @@ grpc::ServerBidiReactor<v1::ConnectRequest, v1::ConnectResponse>* StoreService::
   return new Refuse(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                                  "no transport of this daemon takes Connect calls (rc is not "
                                  "running; see GetInfo)"));
-}
-
-std::optional<uint32_t> StoreService::ExtentCrc32c(const v1::Extent& extent) const {
-  std::shared_ptr<const Volume> v = store_->Find(extent.volume());
-  if (v == nullptr || extent.offset() > v->size() ||
-      extent.length() > v->size() - extent.offset()) {
-    return std::nullopt;
-  }
-  // Read from the volume's mapping: a file truncated under it since the op passed validation
-  // faults here (SIGBUS); then the answer goes without the checksum (the client fails the op)
-  // rather than the daemon down.
-  std::optional<uint32_t> crc;
-  const std::byte* bytes = v->data() + extent.offset();
-  if (RunGuarded([&crc, bytes, &extent] { crc = Crc32c(bytes, extent.length()); })) {
-    return std::nullopt;
-  }
-  return crc;
 }
 
 }  // namespace gdr

@@ -47,15 +47,17 @@ struct PreparedOp {
 class StoreService final : public GdrStoreServer {
  public:
   // `store` and `transports` must outlive the service and every RPC it started; requests
-  // naming a transport the set does not run answer UNIMPLEMENTED. Ops pass admission alone
-  // until SetPipeline.
+  // naming a transport the set does not run answer UNIMPLEMENTED. Ops pass the service's own
+  // stages alone (stages()) until SetPipeline.
   StoreService(const Store* store, TransportSet* transports, ServiceLimits limits);
 
-  // The stages every op passes, in order (op_stages.h lists the daemon's); admission() must be
-  // among them. Set once, before serving; each must outlive the service and every RPC.
+  // The stages every op passes, in order (op_stages.h lists the daemon's); stages() must be
+  // among them (without them it stops the process: a mistake in the code). Set once, before
+  // serving; each must outlive the service and every RPC.
   void SetPipeline(std::vector<OpStage*> stages);
-  // The service's own stage: its admission limits (InflightLimiter).
-  OpStage* admission() { return &admission_; }
+  // The service's own stages: the callers' grants, the CRC answer and its admission limits
+  // (InflightLimiter).
+  std::vector<OpStage*> stages() { return {&grants_, &crc_, &admission_}; }
 
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* ctx,
                                     const gdrstore::v1::GetInfoRequest* request,
@@ -110,11 +112,12 @@ class StoreService final : public GdrStoreServer {
   // A non-OK return means nothing started and `done` will not run. `peer` is the call's
   // address (ServerContext::peer()): the tcp transport connects only where it lets it.
   // `sync`: a Read into a file-backed volume is answered only after msync of the extent.
+  // `crc`: the answer carries the CRC32C of the extent's store bytes (OpAnswer::crc32c).
   // `client`: the identity the op is counted under per client (ClientIdentity), and that
-  // fault rules match.
+  // fault rules match. The caller's grants are checked before (OpPipeline::Request).
   using Done = OpContext::Done;
   absl::Status StartOp(Direction direction, const gdrstore::v1::Extent* extent,
-                       const gdrstore::v1::RemoteBuffer* buffer, bool sync,
+                       const gdrstore::v1::RemoteBuffer* buffer, bool sync, bool crc,
                        absl::string_view peer, absl::string_view client, Done done);
   // The first half of StartOp: validates the request and runs the pipeline's start (admission
   // included). The returned submission, handed to the initiator, starts the op; tell the
@@ -122,7 +125,7 @@ class StoreService final : public GdrStoreServer {
   // and `done` never runs. A non-OK return has been refused (and counted) already.
   absl::StatusOr<PreparedOp> Prepare(Direction direction, const gdrstore::v1::Extent* extent,
                                      const gdrstore::v1::RemoteBuffer* buffer, bool sync,
-                                     absl::string_view peer, absl::string_view client,
+                                     bool crc, absl::string_view peer, absl::string_view client,
                                      Done done);
   // The caller of a call (UNAUTHENTICATED / PERMISSION_DENIED as for the data RPCs); for the
   // Admin service, which shares this service's credentials.
@@ -136,9 +139,6 @@ class StoreService final : public GdrStoreServer {
            SyncStage::VolumeToSync(store_->Find(extent->volume()).get(), direction, sync) !=
                nullptr;
   }
-  // CRC32C of the store bytes of `extent` (asked for by WriteRequest/ReadRequest.crc32c, taken
-  // once the op has completed); nullopt for an extent outside every volume.
-  std::optional<uint32_t> ExtentCrc32c(const gdrstore::v1::Extent& extent) const;
   // Accounts (in the totals) a Stream op refused before Prepare (per-stream limit, bad op).
   void CountUnstarted(absl::StatusCode code) { pipeline_.RefuseUnstarted(code); }
 
@@ -148,10 +148,6 @@ class StoreService final : public GdrStoreServer {
   // already finished with the refusal.
   grpc::ServerUnaryReactor* RefuseUnauthorized(grpc::CallbackServerContext* ctx,
                                                Caller* caller = nullptr);
-  // OK when `caller` holds the right an op in `direction` on `extent`'s volume needs (an op
-  // without an extent is left to validation); else PERMISSION_DENIED, counted as refused.
-  absl::Status CheckGrant(const Caller& caller, Direction direction,
-                          const gdrstore::v1::Extent* extent);
   grpc::ServerUnaryReactor* UnaryOp(grpc::CallbackServerContext* ctx, const StreamOpRequest& op,
                                     gdrstore::v1::OpResponse* response) override;
   // Ping's caller check: UNAUTHENTICATED / PERMISSION_DENIED as for the data RPCs.
@@ -173,8 +169,10 @@ class StoreService final : public GdrStoreServer {
   std::atomic<uint64_t> max_op_bytes_;
   std::atomic<uint32_t> max_inflight_per_stream_;
   InflightLimiter limiter_;
+  GrantStage grants_;
+  CrcStage crc_;
   AdmissionStage admission_{&limiter_};
-  OpPipeline pipeline_{{&admission_}};
+  OpPipeline pipeline_{{&grants_, &crc_, &admission_}};
   bool syncs_ = false;  // the pipeline has an msync stage
   TokenAuth auth_;
   std::atomic<bool> draining_{false};

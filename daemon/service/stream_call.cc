@@ -1,7 +1,6 @@
 // The Stream RPC as the daemon serves it: what the shared reactor (common/grpc/stream_reactor.h)
 // does with each op here: rights, the per-stream limit, validation and admission, and the
 // admitted ops of one message handed to the initiator as one batch.
-#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -54,7 +53,8 @@ class StoreService::StreamCall final : public StreamHandler {
       service_->CountUnstarted(caller_.status().code());
       return caller_.status();
     }
-    return service_->CheckGrant(*caller_, DirectionOf(op), op.extent);
+    // The grant stage, before the per-stream limit and validation.
+    return service_->pipeline_.Request({*caller_, DirectionOf(op), op.extent});
   }
 
   absl::Status Room(size_t inflight) override {
@@ -70,18 +70,15 @@ class StoreService::StreamCall final : public StreamHandler {
     const uint64_t id = op.id;
     const uint64_t length = op.extent ? op.extent->length() : 0;
     const bool synced = service_->SyncsToFile(direction, op.extent, op.sync);
-    // The op's request message is gone by completion: the extent is copied for the CRC.
-    std::optional<v1::Extent> crc_of;
-    if (op.crc && op.extent != nullptr) crc_of = *op.extent;
     absl::StatusOr<PreparedOp> prepared = service_->Prepare(
-        direction, op.extent, op.buffer, op.sync, peer_, client_,
-        [this, reactor, id, length, synced, crc_of = std::move(crc_of)](absl::Status st,
-                                                                         uint64_t ns) {
-          StreamAnswer a(st);
-          a.bytes = st.ok() ? length : 0;
-          a.service_ns = ns;
-          a.synced = synced && st.ok();
-          if (st.ok() && crc_of) a.crc32c = service_->ExtentCrc32c(*crc_of);
+        direction, op.extent, op.buffer, op.sync, op.crc, peer_, client_,
+        [reactor, id, length, synced](OpAnswer answer) {
+          const bool ok = answer.status.ok();
+          StreamAnswer a(std::move(answer.status));
+          a.bytes = ok ? length : 0;
+          a.service_ns = answer.service_ns;
+          a.synced = synced && ok;
+          a.crc32c = answer.crc32c;
           reactor->Finished(id, std::move(a));
         });
     if (!prepared.ok()) {
