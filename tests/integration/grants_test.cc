@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/pattern.h"
 #include "gdrstore/client.h"
+#include "gdrstore/v1/gdrstore.grpc.pb.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/stats_rpc.h"
 #include "tests/integration/verified_ops.h"
