@@ -39,9 +39,6 @@ absl::Status CheckRequest(const v1::Extent* extent, const v1::RemoteBuffer* buff
         "its socket gave), and the request names ",
         EndpointName(buffer->endpoint_case())));
   }
-  if (buffer->address() + buffer->length() < buffer->address()) {
-    return absl::InvalidArgumentError("buffer address + length wraps around");
-  }
   return absl::OkStatus();
 }
 
