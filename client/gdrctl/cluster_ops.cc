@@ -21,37 +21,6 @@ using gdr::json::Json;
 
 }  // namespace
 
-int ClusterOp(gdrstore::ClusterClient& c, bool put, const ClusterOpArgs& a, bool json,
-              std::ostream& out) {
-  absl::StatusOr<std::unique_ptr<gdrstore::ClusterBuffer>> buf = c.AllocateBuffer(a.size);
-  if (!buf.ok()) return Fail(buf.status(), "buffer");
-  const uint64_t seed = gdr::PatternSeed(a.volume, a.salt);
-  std::span<std::byte> bytes((*buf)->data(), a.size);
-  if (put) gdr::PatternFill(seed, a.offset, bytes);
-  const auto t0 = std::chrono::steady_clock::now();
-  absl::Status st =
-      put ? c.Put(a.volume, a.offset, a.size, **buf) : c.Get(a.volume, a.offset, a.size, **buf);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!st.ok()) return Fail(st, put ? "cluster put" : "cluster get");
-  std::optional<size_t> bad;
-  if (!put && a.verify) bad = gdr::PatternMismatch(seed, a.offset, bytes);
-  if (json) {
-    const Json doc = {
-        {"op", put ? "put" : "get"}, {"volume", a.volume}, {"offset", a.offset},
-        {"bytes", a.size},           {"seconds", s},       {"verified", a.verify && !put && !bad}};
-    out << gdr::json::Dump(doc) << "\n";
-  } else {
-    out << (put ? "put " : "get ") << gdr::FormatSize(a.size) << " at " << a.volume << "@"
-        << a.offset << " in " << absl::StrFormat("%.3f ms", s * 1e3)
-        << (a.verify && !put ? (bad ? "" : ", verified") : "") << "\n";
-  }
-  if (bad) {
-    std::fprintf(stderr, "gdrctl: verification failed at byte %zu of the get\n", *bad);
-    return kExitMismatch;
-  }
-  return kExitOk;
-}
-
 int ClusterBench(gdrstore::ClusterClient& c, const ClusterBenchArgs& a, bool json,
                  std::ostream& out) {
   absl::StatusOr<gdrstore::v1::ClusterVolume> layout = c.Layout(a.volume);

@@ -39,4 +39,9 @@ int Target::WithCluster(const std::function<int(gdrstore::ClusterClient&)>& run)
   return run(**cl);
 }
 
+int Target::WithStore(const std::function<int(gdrstore::Store&)>& run) const {
+  if (is_cluster()) return WithCluster(run);
+  return WithClient(run);
+}
+
 }  // namespace gdrctl

@@ -1,7 +1,7 @@
 // Where a command's ops go, from the global options: one daemon (-a/-p/--daemon), or a cluster
 // (--cluster URL / --cluster-file FILE) whose members are each reached with the same client
-// flags. write, read and bench take either; the cluster commands need a cluster; the others
-// always speak to the daemon.
+// flags. write and read take either as a gdrstore::Store; the cluster commands need a cluster;
+// the others always speak to the daemon.
 #pragma once
 
 #include <functional>
@@ -11,6 +11,7 @@
 #include "client/gdrctl/global_options.h"
 #include "gdrstore/client.h"
 #include "gdrstore/cluster.h"
+#include "gdrstore/store.h"
 
 namespace gdrctl {
 
@@ -29,6 +30,9 @@ class Target {
   // Runs `run` on a client of the daemon; on a failed connect prints "gdrctl: connect: ..."
   // and returns 1 instead.
   int WithClient(const std::function<int(gdrstore::Client&)>& run) const;
+  // Runs `run` on the Store the options name: the cluster when is_cluster(), else the daemon.
+  // Fails (printing why) as WithCluster or WithClient does.
+  int WithStore(const std::function<int(gdrstore::Store&)>& run) const;
   // Runs `run` on a client of the cluster; when it cannot be opened prints why and returns 2
   // (a bad URL or file: INVALID_ARGUMENT) or 1. Only for is_cluster().
   int WithCluster(const std::function<int(gdrstore::ClusterClient&)>& run) const;

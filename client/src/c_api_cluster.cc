@@ -220,7 +220,10 @@ void gdrstore_cluster_buffer_release(gdrstore_cluster_buffer* buffer) {
 
 void* gdrstore_cluster_buffer_data(const gdrstore_cluster_buffer* buffer) {
   std::shared_ptr<ClusterBufferHandle> b = Self<ClusterBufferHandle>(buffer);
-  return b == nullptr ? nullptr : b->buffer->data();
+  if (b == nullptr) return nullptr;
+  // Device memory: its device pointer, as a cluster buffer always gave (Buffer::data() is a
+  // host address only).
+  return b->buffer->on_gpu() ? reinterpret_cast<void*>(b->buffer->address()) : b->buffer->data();
 }
 
 size_t gdrstore_cluster_buffer_size(const gdrstore_cluster_buffer* buffer) {

@@ -502,6 +502,7 @@ absl::Status ClientGone() {
 void Client::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer,
                          size_t buffer_offset, OpCallback done, const OpOptions& options) {
   if (!gdr::ClientAccess::ApplyOptions(options, &kind, done)) return;
+  if (!gdr::ClientAccess::RefuseForeign(*this, buffer, done)) return;
   const bool crc = options.crc32c.value_or(options_.crc32c);
   // The piece may run again from an answer (a slice resent on another rail), and the window
   // may send it later from another thread: the Client may be gone by then, so each reaches it

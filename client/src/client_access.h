@@ -62,6 +62,13 @@ class ClientAccess {
                            gdrstore::OpCallback& done);
   // The Client's stub (daemon_rpc.h's DaemonStub).
   static gdrstore::v1::GdrStore::Stub* Stub(const gdrstore::Client& client);
+  // Whether `client`'s registrations (shared by the Clients sharing its transport) hold
+  // `buffer`'s: a ClusterClient's test that a Buffer is its own.
+  static bool Registered(const gdrstore::Client& client, const gdrstore::Buffer& buffer);
+  // Registered, else `done` gets INVALID_ARGUMENT naming why and false is returned: another
+  // Client's memory is reached only through its transport (another tcp target, device).
+  static bool RefuseForeign(const gdrstore::Client& client, const gdrstore::Buffer& buffer,
+                            gdrstore::OpCallback& done);
 
   static const Region& region(const gdrstore::Buffer& buffer) {
     return *buffer.registration_->region();

@@ -1,7 +1,9 @@
-// Client::CreateVolume / DeleteVolume: the daemon's Admin service on the client's channel.
+// Client::CreateVolume / DeleteVolume: the daemon's Admin service on the client's channel; and
+// the rest of Client's Store face (store.h): ListVolumes, ConnectedTo.
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/wire/volume_name.h"
 #include "client/src/daemon_rpc.h"
 #include "gdrstore/client.h"
@@ -48,5 +50,31 @@ absl::Status Client::DeleteVolume(const std::string& name, bool delete_file) {
   v1::DeleteVolumeResponse resp;
   return FromGrpcStatus(v1::Admin::NewStub(rpc_->channel)->DeleteVolume(&ctx, req, &resp));
 }
+
+absl::StatusOr<std::vector<StoreVolume>> Client::ListVolumes() {
+  absl::StatusOr<v1::GetInfoResponse> info = GetInfo();
+  if (!info.ok()) return info.status();
+  std::vector<StoreVolume> out;
+  for (const v1::VolumeInfo& v : info->volumes()) {
+    out.push_back(StoreVolume{v.name(), v.size(), v.backing()});
+  }
+  return out;
+}
+
+absl::Status Client::CreateVolume(const StoreVolumeSpec& spec) {
+  // A daemon's volume is one piece on one host: a cluster's layout fields would be dropped.
+  std::vector<std::string> cluster_fields;
+  if (spec.stripe_unit != 0) cluster_fields.push_back("stripe_unit");
+  if (spec.replicas != 1) cluster_fields.push_back("replicas");
+  if (!spec.members.empty()) cluster_fields.push_back("members");
+  if (!cluster_fields.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "volume '", spec.name, "': ", absl::StrJoin(cluster_fields, ", "),
+        " apply to a cluster volume, not to daemon ", options_.daemon_address));
+  }
+  return CreateVolume(spec.name, spec.size, spec.file, spec.media).status();
+}
+
+std::string Client::ConnectedTo() const { return "daemon " + options_.daemon_address; }
 
 }  // namespace gdrstore

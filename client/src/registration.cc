@@ -45,6 +45,17 @@ void RegistrationCache::Add(const std::shared_ptr<Registration>& registration) {
   by_base_.emplace(registration->region()->base, registration);
 }
 
+bool RegistrationCache::Holds(const Registration& registration) const {
+  absl::MutexLock lock(&mu_);
+  auto [first, last] = by_base_.equal_range(registration.region()->base);
+  for (auto it = first; it != last; ++it) {
+    if (std::shared_ptr<Registration> r = it->second.lock(); r.get() == &registration) {
+      return true;
+    }
+  }
+  return false;
+}
+
 RegistrationCache::Stats RegistrationCache::stats() const {
   absl::MutexLock lock(&mu_);
   Stats s;

@@ -65,6 +65,8 @@ class RegistrationCache {
   // null when there is none (counted as a miss: the caller registers and Adds).
   std::shared_ptr<Registration> Find(uint64_t base, size_t n, bool gpu);
   void Add(const std::shared_ptr<Registration>& registration);
+  // Whether `registration` was added here (and lives): a Buffer of this cache's Client(s).
+  bool Holds(const Registration& registration) const;
   Stats stats() const;
 
  private:

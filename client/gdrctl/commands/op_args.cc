@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/gdrctl/cluster_ops.h"
 #include "client/gdrctl/size_flag.h"
 #include "common/base/pattern.h"
 #include "common/base/status_macros.h"
@@ -33,10 +32,10 @@ absl::Status CheckGpuFlag(const std::string& gpu) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> Allocate(gdrstore::Client& client,
+absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> Allocate(gdrstore::Store& store,
                                                            const std::string& gpu, size_t bytes) {
-  if (gpu.empty()) return client.AllocateBuffer(bytes);
-  return client.AllocateGpuBuffer(gpu, bytes);
+  if (gpu.empty()) return store.AllocateBuffer(bytes);
+  return store.AllocateGpuBuffer(gpu, bytes);
 }
 
 absl::StatusOr<std::vector<std::byte>> ReadBack(const gdrstore::Buffer& buffer, size_t offset,
@@ -55,16 +54,6 @@ std::string MismatchText(const std::byte* data, uint64_t seed, uint64_t offset, 
 std::string BufferPlace(const gdrstore::Buffer& buffer) {
   return buffer.on_gpu() ? absl::StrCat("GPU ", buffer.gpu_ordinal(), " (", buffer.gpu_pci(), ")")
                          : "buffer";
-}
-
-int ClusterOpCommand(const Context& ctx, const OpArgs& a, bool put) {
-  return ctx.target.WithCluster([&](gdrstore::ClusterClient& cluster) {
-    if (!a.gpu.empty() || a.buffer_offset != 0) {
-      return Fail(kExitUsage, "--gpu and --buffer-offset are not offered with --cluster yet");
-    }
-    const ClusterOpArgs ca{a.volume, a.offset, a.size, a.salt, a.verify};
-    return ClusterOp(cluster, put, ca, ctx.global.json, std::cout);
-  });
 }
 
 }  // namespace gdrctl

@@ -1,6 +1,6 @@
 // What `gdrctl write` and `gdrctl read` share: their options (volume, offset, size, buffer
-// offset, salt, --verify, --gpu), the buffer in host or GPU memory, and the cluster variant
-// (a get or a put of a cluster volume when the target is a cluster).
+// offset, salt, --verify, --gpu) and the buffer in host or GPU memory, from whichever Store the
+// target is (a daemon or a cluster).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "client/gdrctl/command.h"
 #include "gdrstore/client.h"
+#include "gdrstore/store.h"
 
 namespace gdrctl {
 
@@ -34,7 +35,7 @@ void AddOpArgs(CLI::App* cmd, OpArgs* a);
 absl::Status CheckGpuFlag(const std::string& gpu);
 
 // Host memory, or device memory on `gpu`. Errors name the GPU and what is missing.
-absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> Allocate(gdrstore::Client& client,
+absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> Allocate(gdrstore::Store& store,
                                                            const std::string& gpu, size_t bytes);
 
 // [offset, offset+n) of `buffer` as host bytes (a copy back from the GPU for device memory).
@@ -46,8 +47,5 @@ std::string MismatchText(const std::byte* data, uint64_t seed, uint64_t offset, 
 
 // "GPU 0 (0000:b7:00.0)" or "buffer".
 std::string BufferPlace(const gdrstore::Buffer& buffer);
-
-// The op on a cluster volume: a get (store -> buffer, `put` false) or a put; exit code.
-int ClusterOpCommand(const Context& ctx, const OpArgs& a, bool put);
 
 }  // namespace gdrctl

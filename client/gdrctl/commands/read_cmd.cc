@@ -1,5 +1,6 @@
-// `gdrctl read`: the daemon reads a buffer here (host or GPU memory) into the store, or a put of
-// a cluster volume when the target is a cluster. The buffer holds the pattern of (volume, salt).
+// `gdrctl read`: the store reads a buffer here (host or GPU memory) into itself: a daemon, or a
+// cluster volume's members when the target is a cluster (one gdrstore::Store either way).
+// The buffer holds the pattern of (volume, salt).
 // --verify proves the bytes reached the store: it first stores a different (random-salted)
 // pattern and reads it back with a Write, then stores the requested pattern and reads that back
 // too.
@@ -28,16 +29,15 @@ class ReadCommand final : public Command {
     if (absl::Status s = CheckGpuFlag(a_.gpu); !s.ok()) {
       return Fail(kExitUsage, std::string(s.message()));
     }
-    if (ctx.target.is_cluster()) return ClusterOpCommand(ctx, a_, /*put=*/true);
-    return ctx.target.WithClient(
-        [&](gdrstore::Client& client) { return Read(client, ctx.global.json); });
+    return ctx.target.WithStore(
+        [&](gdrstore::Store& store) { return Read(store, ctx.global.json); });
   }
 
  private:
-  int Read(gdrstore::Client& client, bool json) const {
+  int Read(gdrstore::Store& store, bool json) const {
     const OpArgs& a = a_;
     const uint64_t size = a.size;
-    auto src = Allocate(client, a.gpu, size + a.buffer_offset);
+    auto src = Allocate(store, a.gpu, size + a.buffer_offset);
     if (!src.ok()) return Fail(src.status(), a.gpu.empty() ? "allocate" : "allocate --gpu");
     gdrstore::Extent extent{a.volume, a.offset, size};
     std::vector<std::byte> payload(size);  // the pattern, put into the buffer with CopyIn
@@ -58,11 +58,11 @@ class ReadCommand final : public Command {
       if (absl::Status st = (*src)->CopyIn(a.buffer_offset, payload.data(), size); !st.ok()) {
         return Fail(st, "fill buffer");
       }
-      r = client.Read(extent, **src, a.buffer_offset, {.sync = a.sync});
+      r = store.Submit(gdrstore::OpKind::kRead, extent, **src, a.buffer_offset, {.sync = a.sync});
       if (!r.ok()) return Fail(r.status(), "read");
       if (!a.verify) break;
       if (!check) {
-        auto b = Allocate(client, a.gpu, size);
+        auto b = Allocate(store, a.gpu, size);
         if (!b.ok()) return Fail(b.status(), "allocate");
         check = std::move(*b);
       }
@@ -70,7 +70,7 @@ class ReadCommand final : public Command {
       if (absl::Status st = check->CopyIn(0, zeros.data(), size); !st.ok()) {
         return Fail(st, "clear verify buffer");
       }
-      auto back = client.Write(extent, *check);
+      auto back = store.Submit(gdrstore::OpKind::kWrite, extent, *check);
       if (!back.ok()) return Fail(back.status(), "verify (write back)");
       auto got = ReadBack(*check, 0, size);
       if (!got.ok()) return Fail(got.status(), "verify (copy back)");

@@ -1,7 +1,7 @@
-// `gdrctl write`: the daemon writes store bytes into a buffer here (host or GPU memory), or a
-// get of a cluster volume when the target is a cluster. --verify checks the buffer against the
-// volume's pattern (valid while the extent holds the initial fill, or what a `read --salt N`
-// put there: pass the same salt).
+// `gdrctl write`: the store writes its bytes into a buffer here (host or GPU memory): a daemon,
+// or a cluster volume's members when the target is a cluster (one gdrstore::Store either way).
+// --verify checks the buffer against the volume's pattern (valid while the extent holds the
+// initial fill, or what a `read --salt N` put there: pass the same salt).
 #include <iostream>
 
 #include "absl/strings/str_format.h"
@@ -24,19 +24,18 @@ class WriteCommand final : public Command {
     if (absl::Status s = CheckGpuFlag(a_.gpu); !s.ok()) {
       return Fail(kExitUsage, std::string(s.message()));
     }
-    if (ctx.target.is_cluster()) return ClusterOpCommand(ctx, a_, /*put=*/false);
-    return ctx.target.WithClient(
-        [&](gdrstore::Client& client) { return Write(client, ctx.global.json); });
+    return ctx.target.WithStore(
+        [&](gdrstore::Store& store) { return Write(store, ctx.global.json); });
   }
 
  private:
-  int Write(gdrstore::Client& client, bool json) const {
+  int Write(gdrstore::Store& store, bool json) const {
     const OpArgs& a = a_;
     const uint64_t size = a.size;
-    auto buffer = Allocate(client, a.gpu, size + a.buffer_offset);
+    auto buffer = Allocate(store, a.gpu, size + a.buffer_offset);
     if (!buffer.ok()) return Fail(buffer.status(), a.gpu.empty() ? "allocate" : "allocate --gpu");
     gdrstore::Extent extent{a.volume, a.offset, size};
-    auto r = client.Write(extent, **buffer, a.buffer_offset);
+    auto r = store.Submit(gdrstore::OpKind::kWrite, extent, **buffer, a.buffer_offset);
     if (!r.ok()) return Fail(r.status(), "write");
     std::string verdict;
     if (a.verify) {

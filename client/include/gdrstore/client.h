@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gdrstore/store.h"
 #include "gdrstore/types.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
@@ -50,27 +51,6 @@ struct Requirement;
 namespace gdrstore {
 
 class Client;
-
-// What one op asks for beyond the Client's settings. A default OpOptions is the Client's
-// ClientOptions as they are.
-struct OpOptions {
-  // When the op fails DEADLINE_EXCEEDED unless answered; other ops are unaffected. Unset:
-  // ClientOptions::rpc_timeout from the submit (none when zero); time_point::max(): none.
-  std::optional<std::chrono::system_clock::time_point> deadline = std::nullopt;
-  // Whether the daemon's CRC32C of the op's bytes is asked for and checked against the buffer
-  // (DATA_LOSS naming both values on a mismatch). Unset: ClientOptions::crc32c.
-  std::optional<bool> crc32c = std::nullopt;
-  // A put (OpKind::kRead) answered only once the extent is msync'ed to a file-backed volume's
-  // file, as OpKind::kReadSync. A get (kWrite) with sync fails INVALID_ARGUMENT.
-  bool sync = false;
-
-  // The deadline `timeout` from now.
-  static OpOptions WithTimeout(std::chrono::milliseconds timeout) {
-    OpOptions o;
-    o.deadline = std::chrono::system_clock::now() + timeout;
-    return o;
-  }
-};
 
 // Registered memory: host memory or device memory on a GPU, allocated by the library or owned
 // by the caller (Client::RegisterHostMemory). The destructor waits for the ops submitted on the
@@ -161,7 +141,7 @@ class OpStream {
   std::unique_ptr<Hold> hold_;
 };
 
-class Client {
+class Client : public Store {
  public:
   // Creates the channel and opens the transport: tcp starts the in-process target and does not
   // contact the daemon (use GetInfo or Ping to check it); rc opens the RDMA device and runs
@@ -174,7 +154,7 @@ class Client {
   // CANCELLED (the Streams, Buffers and futures of the Client may outlive it; see OpStream and
   // Buffer); unary calls in flight are cancelled. Returns once no Stream's call is running and
   // nothing of the library uses the Client any more. Not from one of its ops' callbacks.
-  ~Client();
+  ~Client() override;
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
@@ -234,9 +214,10 @@ class Client {
   // Async unary op; `done` runs once on a gRPC thread (or the client's timer thread). As on a
   // Stream, any number may be in flight at once: what the daemon would not admit waits, each
   // op within its deadline (OpOptions::deadline, else rpc_timeout from this call). Errors as
-  // OpStream::Submit's, through `done`.
+  // OpStream::Submit's, through `done`; INVALID_ARGUMENT for a Buffer this Client (or a Client
+  // sharing its registrations) did not register.
   void SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
-                   OpCallback done, const OpOptions& options = {});
+                   OpCallback done, const OpOptions& options = {}) override;
   std::future<absl::StatusOr<OpResult>> SubmitAsync(OpKind kind, const Extent& extent,
                                                     const Buffer& buffer, size_t buffer_offset,
                                                     const OpOptions& options = {});
@@ -245,6 +226,13 @@ class Client {
                                  size_t buffer_offset = 0, const OpOptions& options = {});
   absl::StatusOr<OpResult> Read(const Extent& extent, const Buffer& buffer,
                                 size_t buffer_offset = 0, const OpOptions& options = {});
+  // Store: GetInfo's volumes; CreateVolume above with the spec's fields (INVALID_ARGUMENT for
+  // a cluster's: members, replicas > 1, a stripe unit); "daemon HOST:PORT"; this Client
+  // registers its own memory.
+  absl::StatusOr<std::vector<StoreVolume>> ListVolumes() override;
+  absl::Status CreateVolume(const StoreVolumeSpec& spec) override;
+  std::string ConnectedTo() const override;
+  absl::StatusOr<Client*> RegisteringClient() override { return this; }
 
   absl::StatusOr<std::unique_ptr<OpStream>> OpenStream();
   // The daemon's GetInfo (gdragent's, through the agent) with every volume the caller may see,
@@ -270,7 +258,7 @@ class Client {
                                     const std::string& media = "",
                                     std::chrono::milliseconds timeout =
                                         std::chrono::milliseconds(120000));
-  absl::Status DeleteVolume(const std::string& name, bool delete_file = false);
+  absl::Status DeleteVolume(const std::string& name, bool delete_file = false) override;
   absl::Status Ping();
   // The same, async: `done` runs once, on a gRPC thread, with the answer or the error
   // (DEADLINE_EXCEEDED after 10 s; CANCELLED when the Client goes first).
@@ -296,7 +284,7 @@ class Client {
   TransportInfo transport_info() const;
   // The first hop of every op on `buffer` (OpResult::path begins with it): "tcp/host",
   // "rc:mlx5_0/dma-buf", "local/cuda-ipc", "agent/vmm-fd" (docs/python.md "Paths").
-  std::string PathOf(const Buffer& buffer) const;
+  std::string PathOf(const Buffer& buffer) const override;
 
  private:
   // Internal code (the op dispatch, the Stream, the cluster's member links) reaches the

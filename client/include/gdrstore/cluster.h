@@ -56,54 +56,25 @@ struct ClusterMemberStatus {
   uint64_t ops = 0, bytes = 0, errors = 0;  // pieces this client sent it
 };
 
-class ClusterClient;
+// A cluster's buffers are Buffers (one type for every Store), registered when made through the
+// first member's connection, whose transport every member reaches them by. The old name stays.
+using ClusterBuffer = Buffer;
 
-// Memory registered once (lazily, the first time an op uses it) with the one transport every
-// member is reached through. Belongs to the ClusterClient that made it (another one refuses it:
-// INVALID_ARGUMENT); may outlive it, its memory staying until the ClusterBuffer goes.
-class ClusterBuffer {
- public:
-  ~ClusterBuffer();
-  ClusterBuffer(const ClusterBuffer&) = delete;
-  ClusterBuffer& operator=(const ClusterBuffer&) = delete;
-  std::byte* data() const { return data_; }
-  size_t size() const { return size_; }
-  bool on_gpu() const { return gpu_; }
-
- private:
-  friend class ClusterClient;
-  ClusterBuffer(std::byte* data, size_t size, bool gpu, bool owned,
-                std::weak_ptr<const void> owner);
-  // The registration of this memory, made the first time through `link`'s client; every
-  // member link shares its transport, so the one registration serves them all.
-  absl::StatusOr<const Buffer*> On(gdr::cluster::MemberLink& link) const;
-  std::byte* data_;
-  size_t size_;
-  bool gpu_;
-  bool owned_;  // allocated by the library: freed with the buffer
-  mutable std::mutex mu_;
-  mutable std::unique_ptr<Buffer> view_;  // the registration, once made
-  // The ClusterClient that made it (its token, compared by owner: valid once it has gone).
-  // Last, so that the members above keep their places (data(), size() are inline).
-  std::weak_ptr<const void> owner_;
-};
-
-class ClusterClient {
+class ClusterClient : public Store {
  public:
   // Reads the members (etcd or file) and connects to them lazily. INVALID_ARGUMENT for a URL
   // or file that does not parse (naming what is wrong); UNAVAILABLE when etcd does not answer.
   static absl::StatusOr<std::unique_ptr<ClusterClient>> Open(const ClusterOptions& options);
-  ~ClusterClient();
+  // Closes every member link; async ops still running fail (CANCELLED) and their callbacks
+  // have returned before it does. Not from one of its ops' callbacks.
+  ~ClusterClient() override;
   ClusterClient(const ClusterClient&) = delete;
   ClusterClient& operator=(const ClusterClient&) = delete;
 
-  // Host memory the library allocates (page aligned, zeroed), or memory the caller owns: host
-  // memory, or device memory (a torch tensor's or CuPy array's storage) registered in place
-  // with each member as Client::RegisterGpuMemory does. Caller memory must outlive the buffer.
-  absl::StatusOr<std::unique_ptr<ClusterBuffer>> AllocateBuffer(size_t bytes);
-  absl::StatusOr<std::unique_ptr<ClusterBuffer>> RegisterHostMemory(void* p, size_t bytes);
-  absl::StatusOr<std::unique_ptr<ClusterBuffer>> RegisterGpuMemory(uint64_t device_ptr,
-                                                                   size_t bytes);
+  // Buffers: Store's AllocateBuffer, RegisterHostMemory, ... through the first member
+  // connected (RegisteringClient). A Buffer belongs to this ClusterClient (another Store
+  // refuses it) and may outlive it.
+  absl::StatusOr<Client*> RegisteringClient() override;
 
   // Creates cluster volume `name` over `members` (empty: every member present now, by id),
   // writing its layout once; ALREADY_EXISTS when it exists. Each member must serve a volume
@@ -135,24 +106,33 @@ class ClusterClient {
   // no layout; a member that could not delete its volume is named (the others are still
   // deleted). etcd clusters only.
   absl::Status DeleteVolume(const std::string& name, bool member_volumes, bool delete_files);
+  // Store: DeleteVolume(name, true, delete_file); CreateVolume makes the members' volumes
+  // first when spec.size is set (MemberVolumes), else lays the volume over those they serve;
+  // ListVolumes: Volumes(), each by its logical size.
+  absl::Status DeleteVolume(const std::string& name, bool delete_file) override;
+  absl::Status CreateVolume(const StoreVolumeSpec& spec) override;
+  absl::StatusOr<std::vector<StoreVolume>> ListVolumes() override;
   absl::StatusOr<gdrstore::v1::ClusterVolume> Layout(const std::string& volume);
   std::vector<gdrstore::v1::ClusterVolume> Volumes();
 
-  // buffer -> store on every replica / store -> buffer from one replica of each piece.
-  // `options` as a Client op's: the deadline is the whole op's, failovers included (unset:
+  // Ops (Store's Put, Get, Submit; SubmitAsync below): a put (buffer -> store) goes to every
+  // replica, a get (store -> buffer) reads one replica of each piece. `options` as a Client
+  // op's: the deadline is the whole op's, failovers included (unset:
   // ClusterOptions::client.rpc_timeout); crc32c checks each piece on its own; sync makes each
-  // piece of a put wait for msync. INVALID_ARGUMENT for sync on a get.
-  absl::Status Put(const std::string& volume, uint64_t offset, uint64_t length,
-                   const ClusterBuffer& buffer, size_t buffer_offset = 0,
-                   const OpOptions& options = {});
-  absl::Status Get(const std::string& volume, uint64_t offset, uint64_t length,
-                   const ClusterBuffer& buffer, size_t buffer_offset = 0,
-                   const OpOptions& options = {});
+  // piece of a put wait for msync. INVALID_ARGUMENT for sync on a get, or for a buffer another
+  // Store made ("another ClusterClient"); NOT_FOUND for a volume with no layout.
+  // SubmitAsync: `done` runs once, when every piece is answered, on a member's stream thread
+  // (or this thread for an op refused at once), with OpResult's bytes and path; ops in flight
+  // when the ClusterClient goes fail CANCELLED before it is gone. The links the op needs are
+  // connected on this thread, so it may block on a member's Connect.
+  void SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
+                   OpCallback done, const OpOptions& options = {}) override;
 
-  // The path ops on `buffer` take to the members ("tcp/host", "rc:mlx5_0/dma-buf"; the
-  // transport's name alone before its first op registered it), as OpResult::path words it;
-  // "" for a buffer another ClusterClient made.
-  std::string PathOf(const ClusterBuffer& buffer) const;
+  // The path ops on `buffer` take to the members ("tcp/host", "rc:mlx5_0/dma-buf"), as
+  // OpResult::path words it; "" for a buffer another Store made.
+  std::string PathOf(const Buffer& buffer) const override;
+  // "cluster " + source().
+  std::string ConnectedTo() const override;
 
   // Every member known, present or not, with a fresh Ping of each.
   std::vector<ClusterMemberStatus> Members();
@@ -160,13 +140,11 @@ class ClusterClient {
   const std::string& source() const;
 
  private:
-  friend class ClusterBuffer;
   struct State;
+  struct Op;  // one op in flight (cluster_client.cc)
   explicit ClusterClient(std::unique_ptr<State> state);
-  // Whether this ClusterClient made `buffer`.
-  bool Owns(const ClusterBuffer& buffer) const;
-  absl::Status Run(bool put, const std::string& volume, uint64_t offset, uint64_t length,
-                   const ClusterBuffer& buffer, size_t buffer_offset, const OpOptions& options);
+  // Whether `buffer` is registered with this ClusterClient's members' shared transport.
+  bool Owns(const Buffer& buffer) const;
   std::unique_ptr<State> state_;
 };
 

@@ -6,16 +6,15 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <cstdlib>
-#include <cstring>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/src/client_access.h"
 #include "client/src/cluster/layout.h"
 #include "client/src/cluster/member_link.h"
 #include "client/src/cluster/membership.h"
 #include "client/src/deadline_timer.h"
-#include "client/src/page_rounding.h"
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
 
@@ -45,8 +44,6 @@ bool MemberFault(const absl::Status& st) {
 
 struct ClusterClient::State {
   ClusterOptions options;
-  // What this client's buffers name it by: a ClusterBuffer of another one is refused.
-  const std::shared_ptr<const void> token = std::make_shared<int>(0);
   std::unique_ptr<cl::Membership> membership;
 
   struct Member {
@@ -63,6 +60,11 @@ struct ClusterClient::State {
   // later link shares, and owns it until the end, after every other link has gone.
   std::shared_ptr<cl::MemberLink> base;
   uint64_t next_generation = 1;
+  // Set when the ClusterClient goes: no link is connected again, so async ops still failing
+  // over end; `inflight` counts them until their callbacks have returned (cv: reached zero).
+  bool closing = false;
+  size_t inflight = 0;
+  std::condition_variable idle;
   std::mutex connect_mu;  // one Connect at a time: a member comes up once, not per piece
 
   Member& slot(const std::string& id) {
@@ -83,6 +85,7 @@ struct ClusterClient::State {
     Member& m = slot(id);
     {
       std::lock_guard<std::mutex> lock(mu);
+      if (closing) return absl::CancelledError("the ClusterClient is being closed");
       if (m.link && m.link->address() == entry->entry.address()) return m.link;
       if (m.passed_over_until > std::chrono::steady_clock::now()) {
         return absl::UnavailableError(absl::StrCat("member ", id, " is passed over after: ",
@@ -111,6 +114,28 @@ struct ClusterClient::State {
     return m.link;
   }
 
+  // The link whose Client registers buffers: the base, connecting the first member that can
+  // be when there is none yet. UNAVAILABLE naming each member tried when none can.
+  absl::StatusOr<std::shared_ptr<cl::MemberLink>> Base() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (base) return base;
+    }
+    std::vector<std::string> why;
+    for (const auto& [id, m] : membership->members()) {
+      if (!m.present) continue;
+      absl::StatusOr<std::shared_ptr<cl::MemberLink>> link = Link(id);
+      if (link.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        return base;  // this link, or one connected meanwhile
+      }
+      why.emplace_back(link.status().message());
+    }
+    return absl::UnavailableError(absl::StrCat(
+        "no member of cluster ", membership->source(), " can be connected to register memory",
+        why.empty() ? " (none is registered)" : absl::StrCat(": ", absl::StrJoin(why, "; "))));
+  }
+
   // A piece on `link` failed with a member fault: pass the member over and let the next use
   // connect anew (a restarted daemon has none of this link's sessions).
   void Fault(const std::shared_ptr<cl::MemberLink>& link, const absl::Status& why) {
@@ -128,53 +153,25 @@ struct ClusterClient::State {
   }
 };
 
-ClusterBuffer::ClusterBuffer(std::byte* data, size_t size, bool gpu, bool owned,
-                             std::weak_ptr<const void> owner)
-    : data_(data), size_(size), gpu_(gpu), owned_(owned), owner_(std::move(owner)) {}
-
-ClusterBuffer::~ClusterBuffer() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    view_.reset();  // waits for its ops
-  }
-  if (owned_) std::free(data_);
-}
-
-absl::StatusOr<const Buffer*> ClusterBuffer::On(cl::MemberLink& link) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (view_ != nullptr) return view_.get();
-  absl::StatusOr<std::unique_ptr<Buffer>> view =
-      gpu_ ? link.client().RegisterGpuMemory(reinterpret_cast<uint64_t>(data_), size_)
-           : link.client().RegisterHostMemory(data_, size_);
-  if (!view.ok()) {
-    return absl::Status(view.status().code(),
-                        absl::StrCat("registering the buffer with member ", link.id(), ": ",
-                                     view.status().message()));
-  }
-  view_ = std::move(*view);
-  return view_.get();
-}
-
 ClusterClient::ClusterClient(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
-bool ClusterClient::Owns(const ClusterBuffer& buffer) const {
-  return !buffer.owner_.owner_before(state_->token) && !state_->token.owner_before(buffer.owner_);
-}
-
-std::string ClusterClient::PathOf(const ClusterBuffer& buffer) const {
-  if (!Owns(buffer)) return "";
+bool ClusterClient::Owns(const Buffer& buffer) const {
   std::shared_ptr<cl::MemberLink> base;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     base = state_->base;
   }
-  std::lock_guard<std::mutex> lock(buffer.mu_);
-  // Every link shares the base's transport, which holds the registration.
-  if (base == nullptr || buffer.view_ == nullptr) {
-    return TransportName(state_->options.client.transport);
-  }
-  return base->client().PathOf(*buffer.view_);
+  // Every link shares the base's transport and registrations: one registration serves them all.
+  return base != nullptr && gdr::ClientAccess::Registered(base->client(), buffer);
 }
+
+std::string ClusterClient::PathOf(const Buffer& buffer) const {
+  if (!Owns(buffer)) return "";
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->base->client().PathOf(buffer);
+}
+
+std::string ClusterClient::ConnectedTo() const { return "cluster " + source(); }
 
 ClusterClient::~ClusterClient() {
   // Links (and their streams) end before the membership's watch, outside the lock: closing a
@@ -185,6 +182,7 @@ ClusterClient::~ClusterClient() {
   std::shared_ptr<cl::MemberLink> base;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
+    state_->closing = true;
     members.swap(state_->members);
     retired.swap(state_->retired);
     base.swap(state_->base);
@@ -192,6 +190,10 @@ ClusterClient::~ClusterClient() {
   retired.clear();
   for (auto& [id, m] : members) m->link.reset();
   base.reset();
+  // Ops on the closed links have been answered; one failing over finds no link (closing).
+  // Their callbacks reach the state, which must stay until the last has returned.
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->idle.wait(lock, [this] { return state_->inflight == 0; });
 }
 
 absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Open(const ClusterOptions& o) {
@@ -215,35 +217,10 @@ absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Open(const Cluster
 
 const std::string& ClusterClient::source() const { return state_->membership->source(); }
 
-absl::StatusOr<std::unique_ptr<ClusterBuffer>> ClusterClient::AllocateBuffer(size_t bytes) {
-  // Checked: unchecked, SIZE_MAX rounded to 0 and aligned_alloc handed out a real pointer.
-  GDR_ASSIGN_OR_RETURN(const size_t rounded, gdr::PageRounded(bytes));
-  void* p = std::aligned_alloc(static_cast<size_t>(::sysconf(_SC_PAGESIZE)), rounded);
-  if (p == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes"));
-  }
-  std::memset(p, 0, rounded);
-  return std::unique_ptr<ClusterBuffer>(
-      new ClusterBuffer(static_cast<std::byte*>(p), bytes, false, true, state_->token));
-}
-
-absl::StatusOr<std::unique_ptr<ClusterBuffer>> ClusterClient::RegisterHostMemory(void* p,
-                                                                                 size_t bytes) {
-  if (p == nullptr || bytes == 0) {
-    return absl::InvalidArgumentError("host memory must be a non-null pointer and length > 0");
-  }
-  return std::unique_ptr<ClusterBuffer>(
-      new ClusterBuffer(static_cast<std::byte*>(p), bytes, false, false, state_->token));
-}
-
-absl::StatusOr<std::unique_ptr<ClusterBuffer>> ClusterClient::RegisterGpuMemory(
-    uint64_t device_ptr, size_t bytes) {
-  if (device_ptr == 0 || bytes == 0) {
-    return absl::InvalidArgumentError("device memory must be a non-null pointer and length > 0");
-  }
-  return std::unique_ptr<ClusterBuffer>(
-      new ClusterBuffer(reinterpret_cast<std::byte*>(device_ptr), bytes, true, false,
-                        state_->token));
+absl::StatusOr<Client*> ClusterClient::RegisteringClient() {
+  GDR_ASSIGN_OR_RETURN(std::shared_ptr<cl::MemberLink> base, state_->Base());
+  // The base stays until the ClusterClient goes (State::base).
+  return &base->client();
 }
 
 absl::StatusOr<v1::ClusterVolume> ClusterClient::Layout(const std::string& volume) {
@@ -251,6 +228,30 @@ absl::StatusOr<v1::ClusterVolume> ClusterClient::Layout(const std::string& volum
 }
 
 std::vector<v1::ClusterVolume> ClusterClient::Volumes() { return state_->membership->volumes(); }
+
+absl::StatusOr<std::vector<StoreVolume>> ClusterClient::ListVolumes() {
+  std::vector<StoreVolume> out;
+  for (const v1::ClusterVolume& v : Volumes()) {
+    out.push_back(StoreVolume{v.name(), v.size(),
+                              absl::StrCat("cluster: ", v.replicas(), " x ", v.stripe_unit(),
+                                           " over ", v.members_size(), " members")});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const StoreVolume& a, const StoreVolume& b) { return a.name < b.name; });
+  return out;
+}
+
+absl::Status ClusterClient::CreateVolume(const StoreVolumeSpec& spec) {
+  constexpr uint64_t kDefaultStripeUnit = 1 << 20;
+  return CreateVolume(spec.name, spec.stripe_unit == 0 ? kDefaultStripeUnit : spec.stripe_unit,
+                      spec.replicas, spec.members,
+                      MemberVolumes{spec.size, spec.file, spec.media})
+      .status();
+}
+
+absl::Status ClusterClient::DeleteVolume(const std::string& name, bool delete_file) {
+  return DeleteVolume(name, /*member_volumes=*/true, delete_file);
+}
 
 absl::StatusOr<v1::ClusterVolume> ClusterClient::CreateVolume(const std::string& name,
                                                               uint64_t stripe_unit,
@@ -395,138 +396,137 @@ std::vector<ClusterMemberStatus> ClusterClient::Members() {
   return out;
 }
 
-// What one op waits on: pieces outstanding, the first error.
-namespace {
-struct Join {
+// One op in flight: its pieces, those outstanding, the first error. Shared by the callbacks of
+// its pieces; the last to answer runs `done` and lets the ClusterClient go (State::inflight).
+struct ClusterClient::Op : std::enable_shared_from_this<Op> {
+  explicit Op(State* s) : state(s) {}
+  State* state;
+  const Buffer* buffer = nullptr;
+  v1::ClusterVolume layout;
+  OpKind kind = OpKind::kWrite;
+  bool put = false;
+  std::string volume;
+  size_t buffer_offset = 0;
+  std::chrono::system_clock::time_point deadline;  // the whole op's (max(): none)
+  OpOptions piece_options;                         // each piece's crc32c and sync
+  OpResult result;                                 // bytes and path, when every piece is done
+  std::vector<cl::Piece> work;                     // fixed once sending starts
+  OpCallback done;
   std::mutex mu;
-  std::condition_variable cv;
   size_t outstanding = 0;
   absl::Status first_error;
+
   void Done(const absl::Status& st) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!st.ok() && first_error.ok()) first_error = st;
-    if (--outstanding == 0) cv.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!st.ok() && first_error.ok()) first_error = st;
+      if (--outstanding != 0) return;
+    }
+    OpCallback cb = std::move(done);
+    if (first_error.ok()) {
+      cb(std::move(result));
+    } else {
+      cb(first_error);
+    }
+    std::lock_guard<std::mutex> lock(state->mu);
+    if (--state->inflight == 0) state->idle.notify_all();
   }
-  absl::Status Wait() {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [this] { return outstanding == 0; });
-    return first_error;
-  }
-};
-}  // namespace
 
-absl::Status ClusterClient::Put(const std::string& volume, uint64_t offset, uint64_t length,
-                                const ClusterBuffer& buffer, size_t buffer_offset,
-                                const OpOptions& options) {
-  return Run(true, volume, offset, length, buffer, buffer_offset, options);
-}
-
-absl::Status ClusterClient::Get(const std::string& volume, uint64_t offset, uint64_t length,
-                                const ClusterBuffer& buffer, size_t buffer_offset,
-                                const OpOptions& options) {
-  return Run(false, volume, offset, length, buffer, buffer_offset, options);
-}
-
-absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t offset,
-                                uint64_t length, const ClusterBuffer& buffer,
-                                size_t buffer_offset, const OpOptions& options) {
-  // The op's deadline, failovers included (its own, else the client options' rpc_timeout).
-  const auto deadline = options.deadline
-                            ? *options.deadline
-                            : gdr::DeadlineAfter(state_->options.client.rpc_timeout);
-  if (!put && options.sync) {
-    return absl::InvalidArgumentError(
-        "OpOptions::sync applies to puts only, not to a cluster get");
+  // A get's replica j has an even share of the time left among the replicas still to try,
+  // so that failing over from a hung member still ends within the op's deadline.
+  std::chrono::system_clock::time_point AttemptDeadline(const cl::Piece& p, size_t j) const {
+    if (put || deadline == std::chrono::system_clock::time_point::max()) return deadline;
+    const auto now = std::chrono::system_clock::now();
+    if (deadline <= now) return deadline;
+    return now + (deadline - now) / static_cast<int64_t>(p.replicas.size() - j);
   }
-  if (!Owns(buffer)) {
-    // Its registration (once made) is another cluster's transport's, which alone reaches it.
-    return absl::InvalidArgumentError(
-        "the buffer was made by another ClusterClient: make it with this one");
-  }
-  if (buffer_offset > buffer.size() || length > buffer.size() - buffer_offset) {
-    return absl::InvalidArgumentError(absl::StrCat("[", buffer_offset, ", +", length,
-                                                   ") is outside the buffer of ", buffer.size(),
-                                                   " bytes"));
-  }
-  absl::StatusOr<v1::ClusterVolume> layout = Layout(volume);
-  if (!layout.ok()) return layout.status();
-  if (length == 0) return absl::OkStatus();
-  absl::StatusOr<std::vector<cl::Piece>> pieces = cl::Split(*layout, offset, length);
-  if (!pieces.ok()) return pieces.status();
 
-  auto join = std::make_shared<Join>();
-  State* state = state_.get();
-  const auto kind = put ? OpKind::kRead : OpKind::kWrite;
   // Sends replica `j` of piece `p`; a get whose replica fails for a member fault goes on to
   // the next replica (from the failed piece's callback).
-  struct Sender {
-    State* state;
-    const ClusterBuffer* buffer;
-    const v1::ClusterVolume* layout;
-    std::shared_ptr<Join> join;
-    OpKind kind;
-    bool put;
-    std::string volume;
-    size_t buffer_offset;
-    std::chrono::system_clock::time_point deadline;  // the whole op's (max(): none)
-    OpOptions piece_options;                         // each piece's crc32c and sync
-    // A get's replica j has an even share of the time left among the replicas still to try,
-    // so that failing over from a hung member still ends within the op's deadline.
-    std::chrono::system_clock::time_point AttemptDeadline(const cl::Piece& p, size_t j) const {
-      if (put || deadline == std::chrono::system_clock::time_point::max()) return deadline;
-      const auto now = std::chrono::system_clock::now();
-      if (deadline <= now) return deadline;
-      return now + (deadline - now) / static_cast<int64_t>(p.replicas.size() - j);
+  void Send(const cl::Piece& p, size_t j, absl::Status previous) {
+    if (j >= p.replicas.size()) {
+      Done(previous);
+      return;
     }
-    void Send(const cl::Piece& p, size_t j, absl::Status previous) const {
-      if (j >= p.replicas.size()) {
-        join->Done(previous);
-        return;
+    const std::string& id = layout.members(static_cast<int>(p.replicas[j].member));
+    auto next = [self = shared_from_this(), &p, j](const absl::Status& why) {
+      if (!self->put && MemberFault(why) && j + 1 < p.replicas.size()) {
+        self->Send(p, j + 1, why);
+      } else {
+        self->Done(why);
       }
-      const std::string& id = layout->members(static_cast<int>(p.replicas[j].member));
-      auto next = [this, &p, j](const absl::Status& why) {
-        if (!put && MemberFault(why) && j + 1 < p.replicas.size()) {
-          Send(p, j + 1, why);
-        } else {
-          join->Done(why);
-        }
-      };
-      absl::StatusOr<std::shared_ptr<cl::MemberLink>> link = state->Link(id);
-      if (!link.ok()) {
-        next(link.status());
-        return;
-      }
-      absl::StatusOr<const Buffer*> view = buffer->On(**link);
-      if (!view.ok()) {
-        next(view.status());
-        return;
-      }
-      Extent e{volume, p.replicas[j].offset, p.length};
-      // The answer holds the link weakly: once `next` has answered the op, the ClusterClient
-      // may go at once, and the link must go with it, not later here, on its own stream's
-      // thread (closing the stream from inside its answer would wait for itself).
-      std::weak_ptr<cl::MemberLink> weak = *link;
-      OpOptions o = piece_options;
-      o.deadline = AttemptDeadline(p, j);
-      (*link)->Submit(kind, e, **view, buffer_offset + p.op_offset, o,
-                      [this, weak, id, next, bytes = p.length](absl::StatusOr<OpResult> r) {
-                        State::Member& m = state->slot(id);
-                        m.ops.fetch_add(1, std::memory_order_relaxed);
-                        if (r.ok()) {
-                          m.bytes.fetch_add(bytes, std::memory_order_relaxed);
-                          next(absl::OkStatus());
-                          return;
-                        }
-                        if (MemberFault(r.status())) {
-                          // Alive: the ClusterClient holds its links until the op is answered.
-                          if (std::shared_ptr<cl::MemberLink> l = weak.lock()) {
-                            state->Fault(l, r.status());
-                          }
-                        }
-                        next(r.status());
-                      });
+    };
+    absl::StatusOr<std::shared_ptr<cl::MemberLink>> link = state->Link(id);
+    if (!link.ok()) {
+      next(link.status());
+      return;
     }
-  };
+    Extent e{volume, p.replicas[j].offset, p.length};
+    // The answer holds the link weakly: the ClusterClient holds its links until the op is
+    // answered, and closing a stream from inside its own answer would wait for itself.
+    std::weak_ptr<cl::MemberLink> weak = *link;
+    OpOptions o = piece_options;
+    o.deadline = AttemptDeadline(p, j);
+    State* s = state;
+    (*link)->Submit(kind, e, *buffer, buffer_offset + p.op_offset, o,
+                    [s, weak, id, next, bytes = p.length](absl::StatusOr<OpResult> r) {
+                      State::Member& m = s->slot(id);
+                      m.ops.fetch_add(1, std::memory_order_relaxed);
+                      if (r.ok()) {
+                        m.bytes.fetch_add(bytes, std::memory_order_relaxed);
+                        next(absl::OkStatus());
+                        return;
+                      }
+                      if (MemberFault(r.status())) {
+                        if (std::shared_ptr<cl::MemberLink> l = weak.lock()) {
+                          s->Fault(l, r.status());
+                        }
+                      }
+                      next(r.status());
+                    });
+  }
+};
+
+void ClusterClient::SubmitAsync(OpKind kind, const Extent& extent, const Buffer& buffer,
+                                size_t buffer_offset, OpCallback done,
+                                const OpOptions& options) {
+  const bool put = kind != OpKind::kWrite;
+  OpOptions piece_options = options;
+  piece_options.sync = options.sync || kind == OpKind::kReadSync;
+  if (!put && options.sync) {
+    done(absl::InvalidArgumentError("OpOptions::sync applies to puts only, not to a cluster get"));
+    return;
+  }
+  if (!Owns(buffer)) {
+    // Its registration is another transport's (a Client's, another cluster's), which alone
+    // reaches it.
+    done(absl::InvalidArgumentError(
+        "the buffer was made by a Client or another ClusterClient: make it with this one"));
+    return;
+  }
+  const uint64_t length = extent.length;
+  if (buffer_offset > buffer.size() || length > buffer.size() - buffer_offset) {
+    done(absl::InvalidArgumentError(absl::StrCat("[", buffer_offset, ", +", length,
+                                                 ") is outside the buffer of ", buffer.size(),
+                                                 " bytes")));
+    return;
+  }
+  absl::StatusOr<v1::ClusterVolume> layout = Layout(extent.volume);
+  if (!layout.ok()) {
+    done(layout.status());
+    return;
+  }
+  auto op = std::make_shared<Op>(state_.get());
+  op->result.path = PathOf(buffer);
+  if (length == 0) {
+    done(std::move(op->result));
+    return;
+  }
+  absl::StatusOr<std::vector<cl::Piece>> pieces = cl::Split(*layout, extent.offset, length);
+  if (!pieces.ok()) {
+    done(pieces.status());
+    return;
+  }
   // Links to every member the op may use are made here, on the caller's thread: a get that
   // goes on to another replica does so from a gRPC callback, which must not wait on a Connect.
   {
@@ -534,32 +534,44 @@ absl::Status ClusterClient::Run(bool put, const std::string& volume, uint64_t of
     for (const cl::Piece& p : *pieces) {
       for (const cl::Placement& r : p.replicas) involved.insert(r.member);
     }
-    for (uint32_t m : involved) (void)state->Link(layout->members(static_cast<int>(m)));
+    for (uint32_t m : involved) (void)state_->Link(layout->members(static_cast<int>(m)));
   }
   // A put sends every replica of a piece, each answered alone (acknowledged when all have
   // it); a get sends replica 0 and goes on down the list only on a fault.
-  std::vector<cl::Piece> work;
   if (put) {
-    work.reserve(pieces->size() * layout->replicas());
+    op->work.reserve(pieces->size() * layout->replicas());
     for (const cl::Piece& p : *pieces) {
       for (const cl::Placement& r : p.replicas) {
         cl::Piece one = p;
         one.replicas = {r};
-        work.push_back(std::move(one));
+        op->work.push_back(std::move(one));
       }
     }
   } else {
-    work = std::move(*pieces);
+    op->work = std::move(*pieces);
   }
   {
-    std::lock_guard<std::mutex> lock(join->mu);
-    join->outstanding = work.size();
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->closing) {
+      done(absl::CancelledError("the ClusterClient is being closed"));
+      return;
+    }
+    ++state_->inflight;
   }
-  // `work` and `sender` outlive every callback: Wait returns after the last Done.
-  const Sender sender{state,  &buffer,      &*layout, join,    kind,
-                      put,    volume,       buffer_offset, deadline, options};
-  for (const cl::Piece& p : work) sender.Send(p, 0, absl::OkStatus());
-  return join->Wait();
+  op->buffer = &buffer;
+  op->layout = *std::move(layout);
+  op->kind = put ? OpKind::kRead : OpKind::kWrite;
+  op->put = put;
+  op->volume = extent.volume;
+  op->buffer_offset = buffer_offset;
+  // The op's deadline, failovers included (its own, else the client options' rpc_timeout).
+  op->deadline = options.deadline ? *options.deadline
+                                  : gdr::DeadlineAfter(state_->options.client.rpc_timeout);
+  op->piece_options = piece_options;
+  op->result.bytes = length;
+  op->done = std::move(done);
+  op->outstanding = op->work.size();
+  for (const cl::Piece& p : op->work) op->Send(p, 0, absl::OkStatus());
 }
 
 }  // namespace gdrstore
