@@ -3,7 +3,7 @@
 // and keeps replicas. Its calls block until every piece is answered, so a fixed pool of workers
 // runs them and no gRPC thread waits; an op a worker takes after its deadline is answered
 // DEADLINE_EXCEEDED without being sent. Each region is registered with the cluster's one
-// transport on its first op (ClusterBuffer).
+// transport at REGISTER, through its first member (a gdrstore::Buffer; a member must answer).
 #pragma once
 
 #include <atomic>
