@@ -143,6 +143,12 @@ TEST_F(GdrctlClusterTest, AMembersFileNeedsNoEtcd) {
                      "--verify"});
   ASSERT_TRUE(get.ok());
   EXPECT_EQ(get->exit_code, 0) << get->Describe();
+  // write and read run on a Store, whichever it is: an unaligned buffer offset works here too.
+  auto offset_get = Gdrctl({"--cluster-file", file, "write", "-o", "65535", "-s", "1MiB",
+                            "--salt", "9", "--buffer-offset", "3", "--verify"});
+  ASSERT_TRUE(offset_get.ok());
+  EXPECT_EQ(offset_get->exit_code, 0) << offset_get->Describe();
+  EXPECT_TRUE(absl::StrContains(offset_get->out, "verified")) << offset_get->out;
   auto status = Gdrctl({"--cluster-file", file, "cluster", "status"});
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->exit_code, 0) << status->Describe();
