@@ -1,7 +1,7 @@
-// The C ABI (gdrstore/gdrstore.h) over the C++ Client. Every entry point looks its handles up
-// in the table of live ones, checks its pointers and sizes, catches what the C++ side could
-// throw, turns absl::Status into a code plus the calling thread's message, and never calls
-// into the caller: stream answers are queued here until gdrstore_poll collects them.
+// The C ABI (gdrstore/gdrstore.h) over a gdrstore::Store: a Client, or a cluster's ClusterClient
+// (c_api_cluster.cc opens those; streams are c_api_stream.cc's). Every entry point looks its
+// handles up in the table of live ones, checks its pointers and sizes, catches what the C++
+// side could throw, and turns absl::Status into a code plus the calling thread's message.
 #include "gdrstore/gdrstore.h"
 
 #include <algorithm>
@@ -21,92 +21,85 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/src/c_api_handle.h"
+#include "client/src/c_api_store.h"
 #include "client/src/transport/region.h"
 #include "common/base/pattern.h"
 #include "gdrstore/client.h"
 
+namespace gdr::capi {
+
+std::string StoreLife::Name() const {
+  return absl::StrFormat("%s %#x", KindName(kind), id.load());
+}
+
+absl::StatusOr<std::shared_ptr<StoreHandle>> FindStore(const void* handle, const char* what) {
+  absl::StatusOr<std::shared_ptr<CHandle>> h = Find(handle, Kind::kClient, what);
+  if (!h.ok() && IsLive(handle)) {
+    // Either store kind will do; the refusal names both.
+    h = Find(handle, Kind::kCluster, what);
+    if (!h.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          h.status().message(), " (a client or cluster handle is needed)"));
+    }
+  }
+  if (!h.ok()) return h.status();
+  return std::static_pointer_cast<StoreHandle>(*std::move(h));
+}
+
+std::shared_ptr<StoreHandle> SelfStore(const void* handle) {
+  absl::StatusOr<std::shared_ptr<StoreHandle>> h = FindStore(handle, "client");
+  if (!h.ok()) {
+    RecordFailure(IdOf(handle), h.status());
+    return nullptr;
+  }
+  return *std::move(h);
+}
+
+absl::Status SameStore(const BufferHandle& b, const StoreLife& life, const std::string& user) {
+  if (b.owner.get() == &life) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "buffer %#x belongs to %s%s, not to %s: make or register the memory with that %s", b.id,
+      b.owner->Name(), b.owner->closed.load() ? " (closed since)" : "", user,
+      KindName(life.kind)));
+}
+
+gdrstore_status WrapBuffer(const StoreHandle& s,
+                           absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> made,
+                           gdrstore_buffer** out) {
+  if (!made.ok()) return s.Fail(made.status());
+  auto b = std::make_shared<BufferHandle>();
+  b->buffer = std::move(*made);
+  b->owner = s.life;
+  *out = AsC<gdrstore_buffer>(Register(std::move(b)));
+  return GDRSTORE_OK;
+}
+
+}  // namespace gdr::capi
+
 namespace {
 
 using gdr::capi::AsC;
+using gdr::capi::BufferHandle;
 using gdr::capi::CHandle;
 using gdr::capi::CheckAddressRange;
 using gdr::capi::CheckExtent;
 using gdr::capi::CheckMemory;
 using gdr::capi::CopyMessage;
-using gdr::capi::CopyText;
 using gdr::capi::FindAs;
 using gdr::capi::Guard;
 using gdr::capi::Invalid;
 using gdr::capi::Kind;
 using gdr::capi::Self;
+using gdr::capi::SelfStore;
+using gdr::capi::StoreHandle;
+using gdr::capi::WrapBuffer;
 
-struct StreamHandle;
-
-// What a client's buffers and streams know of it, shared so that it outlives the client: its
-// handle value, whether gdrstore_client_close has run, and its streams (which that ends).
-struct ClientLife {
-  std::atomic<gdr::capi::HandleId> id{0};
-  std::atomic<bool> closed{false};
-  absl::Mutex mu;
-  std::vector<std::weak_ptr<StreamHandle>> streams ABSL_GUARDED_BY(mu);
-};
-
-struct ClientHandle : CHandle {
+struct ClientHandle : StoreHandle {
   static constexpr Kind kKind = Kind::kClient;
-  ClientHandle() : CHandle(kKind) {}
+  ClientHandle() : StoreHandle(kKind) {}
+  gdrstore::Store& store() const override { return *client; }
   std::unique_ptr<gdrstore::Client> client;
-  const std::shared_ptr<ClientLife> life = std::make_shared<ClientLife>();
 };
-
-// A buffer or stream keeps no reference to its client's objects: the C++ Buffer and OpStream
-// outlive their Client safely, so a client closed first is really closed (its transport too).
-struct BufferHandle : CHandle {
-  static constexpr Kind kKind = Kind::kBuffer;
-  BufferHandle() : CHandle(kKind) {}
-  std::unique_ptr<gdrstore::Buffer> buffer;
-  std::shared_ptr<ClientLife> client;
-};
-
-struct StreamHandle : CHandle {
-  static constexpr Kind kKind = Kind::kStream;
-  StreamHandle() : CHandle(kKind) {}
-  std::unique_ptr<gdrstore::OpStream> stream;
-  std::shared_ptr<ClientLife> client;
-  absl::Mutex done_mu;
-  absl::CondVar done_cv;
-  std::deque<gdrstore_completion> done ABSL_GUARDED_BY(done_mu);
-  size_t outstanding ABSL_GUARDED_BY(done_mu) = 0;  // submitted, not yet polled
-};
-
-// OK when buffer `b` may carry an op of the client `life` describes (`user`: the op's client
-// or stream, for the message): a buffer belongs to the client it was made with, whose
-// transport alone reaches its memory.
-absl::Status SameClient(const BufferHandle& b, const ClientLife& life, const std::string& user) {
-  if (b.client.get() == &life) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "buffer %#x belongs to client %#x%s, not to %s: register the memory with that client",
-      b.id, b.client->id.load(), b.client->closed.load() ? " (closed since)" : "", user));
-}
-
-// FAILED_PRECONDITION when the stream's client has been closed.
-absl::Status ClientOpen(const StreamHandle& s) {
-  if (!s.client->closed.load()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "stream %#x belongs to client %#x, which was closed (gdrstore_client_close): only "
-      "gdrstore_poll, gdrstore_stream_outstanding and gdrstore_stream_close work on it",
-      s.id, s.client->id.load()));
-}
-
-gdrstore_status WrapBuffer(const ClientHandle& c,
-                           absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> made,
-                           gdrstore_buffer** out) {
-  if (!made.ok()) return c.Fail(made.status());
-  auto b = std::make_shared<BufferHandle>();
-  b->buffer = std::move(*made);
-  b->client = c.life;
-  *out = AsC<gdrstore_buffer>(gdr::capi::Register(std::move(b)));
-  return GDRSTORE_OK;
-}
 
 gdrstore_status Json(const ClientHandle& c, const google::protobuf::Message& m, char** json) {
   absl::StatusOr<std::string> text = gdr::capi::ToJson(m);
@@ -116,82 +109,38 @@ gdrstore_status Json(const ClientHandle& c, const google::protobuf::Message& m, 
 
 // gdrstore_last_path's answer: this thread's last successful blocking op, and its client.
 struct LastPath {
-  const gdrstore_client* client = nullptr;
+  const void* store = nullptr;
   std::string path;
 };
 thread_local LastPath t_last_path;
 
-gdrstore_status Op(gdrstore_client* client, gdrstore::OpKind kind, const char* volume,
-                   uint64_t offset, uint64_t n, gdrstore_buffer* buffer, size_t buffer_offset,
-                   gdrstore_result* result) {
+}  // namespace
+
+namespace gdr::capi {
+
+gdrstore_status StoreOp(const void* store, gdrstore::OpKind kind, const char* volume,
+                        uint64_t offset, uint64_t n, const void* buffer,
+                        const char* buffer_what, size_t buffer_offset, gdrstore_result* result) {
   t_last_path = LastPath{};  // a call that fails leaves no path
-  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  std::shared_ptr<StoreHandle> c = SelfStore(store);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
   if (volume == nullptr) return Invalid(*c, "volume is NULL");
-  absl::StatusOr<std::shared_ptr<BufferHandle>> b = FindAs<BufferHandle>(buffer, "buffer");
+  absl::StatusOr<std::shared_ptr<BufferHandle>> b = FindAs<BufferHandle>(buffer, buffer_what);
   if (!b.ok()) return c->Fail(b.status());
-  if (absl::Status st = SameClient(**b, *c->life, absl::StrFormat("client %#x", c->id));
-      !st.ok()) {
-    return c->Fail(st);
-  }
+  if (absl::Status st = SameStore(**b, *c->life, c->life->Name()); !st.ok()) return c->Fail(st);
   return Guard(*c, [&] {
-    const gdrstore::Extent extent{volume, offset, n};
-    absl::StatusOr<gdrstore::OpResult> r =
-        kind == gdrstore::OpKind::kWrite
-            ? c->client->Write(extent, *(*b)->buffer, buffer_offset)
-            : c->client->Read(extent, *(*b)->buffer, buffer_offset,
-                              {.sync = kind == gdrstore::OpKind::kReadSync});
+    const bool sync = kind == gdrstore::OpKind::kReadSync;
+    absl::StatusOr<gdrstore::OpResult> r = c->store().Submit(
+        sync ? gdrstore::OpKind::kRead : kind, gdrstore::Extent{volume, offset, n},
+        *(*b)->buffer, buffer_offset, {.sync = sync});
     if (!r.ok()) return c->Fail(r.status());
     if (result != nullptr) *result = gdrstore_result{r->bytes, r->service_ns};
-    t_last_path = LastPath{client, std::move(r->path)};
+    t_last_path = LastPath{store, std::move(r->path)};
     return GDRSTORE_OK;
   });
 }
 
-gdrstore_status Submit(gdrstore_stream* stream, gdrstore::OpKind kind, const char* volume,
-                       uint64_t offset, uint64_t n, gdrstore_buffer* buffer,
-                       size_t buffer_offset, uint64_t tag) {
-  std::shared_ptr<StreamHandle> s = Self<StreamHandle>(stream);
-  if (s == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (volume == nullptr) return Invalid(*s, "volume is NULL");
-  if (absl::Status st = ClientOpen(*s); !st.ok()) return s->Fail(st);
-  absl::StatusOr<std::shared_ptr<BufferHandle>> b = FindAs<BufferHandle>(buffer, "buffer");
-  if (!b.ok()) return s->Fail(b.status());
-  if (absl::Status st = SameClient(**b, *s->client,
-                                   absl::StrFormat("client %#x of stream %#x",
-                                                   s->client->id.load(), s->id));
-      !st.ok()) {
-    return s->Fail(st);
-  }
-  return Guard(*s, [&] {
-    {
-      absl::MutexLock lock(&s->done_mu);
-      ++s->outstanding;
-    }
-    // The callback may outlive this call but not the stream: gdrstore_stream_close waits for
-    // every op to be answered before the last reference to the handle goes.
-    StreamHandle* raw = s.get();
-    s->stream->Submit(kind, gdrstore::Extent{volume, offset, n}, *(*b)->buffer, buffer_offset,
-                      [raw, tag](absl::StatusOr<gdrstore::OpResult> r) {
-                        gdrstore_completion c{};
-                        c.tag = tag;
-                        c.status = static_cast<gdrstore_status>(r.status().code());
-                        if (r.ok()) {
-                          c.bytes = r->bytes;
-                          c.service_ns = r->service_ns;
-                          CopyText(r->path, c.message, sizeof(c.message));
-                        } else {
-                          CopyMessage(r.status(), c.message, sizeof(c.message));
-                        }
-                        absl::MutexLock lock(&raw->done_mu);
-                        raw->done.push_back(c);
-                        raw->done_cv.SignalAll();
-                      });
-    return GDRSTORE_OK;
-  });
-}
-
-}  // namespace
+}  // namespace gdr::capi
 
 extern "C" {
 
@@ -209,7 +158,7 @@ const char* gdrstore_status_name(gdrstore_status status) {
 }
 
 const char* gdrstore_last_path(const gdrstore_client* client) {
-  return client != nullptr && t_last_path.client == client ? t_last_path.path.c_str() : "";
+  return client != nullptr && t_last_path.store == client ? t_last_path.path.c_str() : "";
 }
 
 const char* gdrstore_error(const void* handle) {
@@ -245,7 +194,7 @@ gdrstore_status gdrstore_client_open(const gdrstore_client_options* o, gdrstore_
     if (!c.ok()) return fail(c.status());
     auto h = std::make_shared<ClientHandle>();
     h->client = std::move(*c);
-    std::shared_ptr<ClientLife> life = h->life;
+    std::shared_ptr<gdr::capi::StoreLife> life = h->life;
     const gdr::capi::HandleId id = gdr::capi::Register(std::move(h));
     life->id.store(id);
     *client = AsC<gdrstore_client>(id);
@@ -258,26 +207,11 @@ gdrstore_status gdrstore_client_open(const gdrstore_client_options* o, gdrstore_
 void gdrstore_client_close(gdrstore_client* client) {
   std::shared_ptr<ClientHandle> c = gdr::capi::Unregister<ClientHandle>(client);
   if (c == nullptr) return;  // closed already (or never a client): nothing more
-  std::vector<std::shared_ptr<StreamHandle>> streams;
-  {
-    absl::MutexLock lock(&c->life->mu);
-    c->life->closed.store(true);  // from here its streams take no op, and open none
-    for (const std::weak_ptr<StreamHandle>& w : c->life->streams) {
-      if (std::shared_ptr<StreamHandle> s = w.lock()) streams.push_back(std::move(s));
-    }
-    c->life->streams.clear();
-  }
   // Its open streams end as gdrstore_stream_close would end them (every op answered, each
   // within its deadline), their answers kept for gdrstore_poll; each handle stays live until
   // gdrstore_stream_close, which returns the call's status. Buffers need nothing: their memory
   // stays until they are released.
-  for (const std::shared_ptr<StreamHandle>& s : streams) {
-    try {
-      (void)s->stream->Close();
-    } catch (...) {
-      // Nothing crosses the C boundary; gdrstore_stream_close reports the call's end.
-    }
-  }
+  gdr::capi::EndStreams(*c->life);
   // The client goes with the last reference: here, unless another thread is inside a call.
 }
 
@@ -307,27 +241,35 @@ gdrstore_status gdrstore_volume_info_json(gdrstore_client* client, const char* v
 
 gdrstore_status gdrstore_volume_create(gdrstore_client* client, const char* name, uint64_t size,
                                        int file, const char* media, int* created) {
-  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  std::shared_ptr<StoreHandle> c = SelfStore(client);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
   if (name == nullptr) return Invalid(*c, "name is NULL");
   return Guard(*c, [&] {
-    absl::StatusOr<bool> made =
-        c->client->CreateVolume(name, size, file != 0, media == nullptr ? "" : media);
-    if (!made.ok()) return c->Fail(made.status());
-    if (created != nullptr) *created = *made ? 1 : 0;
+    if (c->kind == Kind::kClient) {
+      // A daemon says whether it made the file now or serves one that was there.
+      absl::StatusOr<bool> made = static_cast<ClientHandle&>(*c).client->CreateVolume(
+          name, size, file != 0, media == nullptr ? "" : media);
+      if (!made.ok()) return c->Fail(made.status());
+      if (created != nullptr) *created = *made ? 1 : 0;
+      return GDRSTORE_OK;
+    }
+    gdrstore::StoreVolumeSpec spec;
+    spec.name = name;
+    spec.size = size;
+    spec.file = file != 0;
+    spec.media = media == nullptr ? "" : media;
+    if (absl::Status st = c->store().CreateVolume(spec); !st.ok()) return c->Fail(st);
+    if (created != nullptr) *created = 1;
     return GDRSTORE_OK;
   });
 }
 
 gdrstore_status gdrstore_volume_delete(gdrstore_client* client, const char* name,
                                        int delete_file) {
-  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  std::shared_ptr<StoreHandle> c = SelfStore(client);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
   if (name == nullptr) return Invalid(*c, "name is NULL");
-  return Guard(*c, [&] {
-    absl::Status s = c->client->DeleteVolume(name, delete_file != 0);
-    return s.ok() ? GDRSTORE_OK : c->Fail(s);
-  });
+  return Guard(*c, [&] { return c->Done(c->store().DeleteVolume(name, delete_file != 0)); });
 }
 
 gdrstore_status gdrstore_stats_json(gdrstore_client* client, char** json) {
@@ -345,40 +287,40 @@ void gdrstore_free(void* p) { std::free(p); }
 
 gdrstore_status gdrstore_register_host(gdrstore_client* client, void* p, size_t n,
                                        gdrstore_buffer** out) {
-  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  std::shared_ptr<StoreHandle> c = SelfStore(client);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
   if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
   if (absl::Status s = CheckMemory(p, n, "host memory"); !s.ok()) return c->Fail(s);
-  return Guard(*c, [&] { return WrapBuffer(*c, c->client->RegisterHostMemory(p, n), out); });
+  return Guard(*c, [&] { return WrapBuffer(*c, c->store().RegisterHostMemory(p, n), out); });
 }
 
 gdrstore_status gdrstore_register_gpu(gdrstore_client* client, uint64_t device_ptr, size_t n,
                                       gdrstore_buffer** out) {
-  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  std::shared_ptr<StoreHandle> c = SelfStore(client);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
   if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
   if (absl::Status s = CheckAddressRange(device_ptr, n, "device pointer"); !s.ok()) {
     return c->Fail(s);
   }
   return Guard(*c, [&] {
-    return WrapBuffer(*c, c->client->RegisterGpuMemory(device_ptr, n), out);
+    return WrapBuffer(*c, c->store().RegisterGpuMemory(device_ptr, n), out);
   });
 }
 
 gdrstore_status gdrstore_alloc_host(gdrstore_client* client, size_t n, gdrstore_buffer** out) {
-  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  std::shared_ptr<StoreHandle> c = SelfStore(client);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
   if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
-  return Guard(*c, [&] { return WrapBuffer(*c, c->client->AllocateBuffer(n), out); });
+  return Guard(*c, [&] { return WrapBuffer(*c, c->store().AllocateBuffer(n), out); });
 }
 
 gdrstore_status gdrstore_alloc_gpu(gdrstore_client* client, const char* gpu, size_t n,
                                    gdrstore_buffer** out) {
-  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
+  std::shared_ptr<StoreHandle> c = SelfStore(client);
   if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
   if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
   if (gpu == nullptr) return Invalid(*c, "gpu is required (PCI address or CUDA ordinal)");
-  return Guard(*c, [&] { return WrapBuffer(*c, c->client->AllocateGpuBuffer(gpu, n), out); });
+  return Guard(*c, [&] { return WrapBuffer(*c, c->store().AllocateGpuBuffer(gpu, n), out); });
 }
 
 void gdrstore_buffer_release(gdrstore_buffer* buffer) {
@@ -471,99 +413,15 @@ gdrstore_status gdrstore_pattern_check(const void* data, size_t n, const char* v
 gdrstore_status gdrstore_get(gdrstore_client* c, const char* volume, uint64_t offset, uint64_t n,
                              gdrstore_buffer* buffer, size_t buffer_offset,
                              gdrstore_result* result) {
-  return Op(c, gdrstore::OpKind::kWrite, volume, offset, n, buffer, buffer_offset, result);
+  return gdr::capi::StoreOp(c, gdrstore::OpKind::kWrite, volume, offset, n, buffer, "buffer",
+                            buffer_offset, result);
 }
 
 gdrstore_status gdrstore_put(gdrstore_client* c, gdrstore_buffer* buffer, size_t buffer_offset,
                              const char* volume, uint64_t offset, uint64_t n, int sync,
                              gdrstore_result* result) {
-  return Op(c, sync ? gdrstore::OpKind::kReadSync : gdrstore::OpKind::kRead, volume, offset, n,
-            buffer, buffer_offset, result);
-}
-
-gdrstore_status gdrstore_stream_open(gdrstore_client* client, gdrstore_stream** out) {
-  std::shared_ptr<ClientHandle> c = Self<ClientHandle>(client);
-  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (out == nullptr) return Invalid(*c, "stream (the out pointer) is NULL");
-  return Guard(*c, [&] {
-    absl::StatusOr<std::unique_ptr<gdrstore::OpStream>> s = c->client->OpenStream();
-    if (!s.ok()) return c->Fail(s.status());
-    auto h = std::make_shared<StreamHandle>();
-    h->stream = std::move(*s);
-    h->client = c->life;
-    {
-      // Listed for gdrstore_client_close, unless that has begun on another thread.
-      absl::MutexLock lock(&c->life->mu);
-      if (c->life->closed.load()) {
-        return c->Fail(absl::FailedPreconditionError(
-            absl::StrFormat("client %#x was closed (gdrstore_client_close)", c->id)));
-      }
-      std::vector<std::weak_ptr<StreamHandle>>& list = c->life->streams;
-      list.erase(std::remove_if(list.begin(), list.end(),
-                                [](const std::weak_ptr<StreamHandle>& w) { return w.expired(); }),
-                 list.end());
-      list.push_back(h);
-    }
-    *out = AsC<gdrstore_stream>(gdr::capi::Register(std::move(h)));
-    return GDRSTORE_OK;
-  });
-}
-
-gdrstore_status gdrstore_stream_get(gdrstore_stream* s, const char* volume, uint64_t offset,
-                                    uint64_t n, gdrstore_buffer* buffer, size_t buffer_offset,
-                                    uint64_t tag) {
-  return Submit(s, gdrstore::OpKind::kWrite, volume, offset, n, buffer, buffer_offset, tag);
-}
-
-gdrstore_status gdrstore_stream_put(gdrstore_stream* s, gdrstore_buffer* buffer,
-                                    size_t buffer_offset, const char* volume, uint64_t offset,
-                                    uint64_t n, uint64_t tag) {
-  return Submit(s, gdrstore::OpKind::kRead, volume, offset, n, buffer, buffer_offset, tag);
-}
-
-gdrstore_status gdrstore_poll(gdrstore_stream* stream, gdrstore_completion* completions,
-                              size_t max, int timeout_ms, size_t* count) {
-  std::shared_ptr<StreamHandle> s = Self<StreamHandle>(stream);
-  if (s == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (count == nullptr) return Invalid(*s, "count (the out pointer) is NULL");
-  *count = 0;
-  if (max > SIZE_MAX / sizeof(gdrstore_completion)) {
-    return Invalid(*s, absl::StrCat("max ", max, " completions do not fit in memory"));
-  }
-  if (absl::Status st = CheckMemory(completions, max * sizeof(gdrstore_completion),
-                                    "completions");
-      !st.ok()) {
-    return s->Fail(st);
-  }
-  absl::MutexLock lock(&s->done_mu);
-  if (timeout_ms != 0) {
-    const absl::Time deadline =
-        timeout_ms < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Milliseconds(timeout_ms);
-    while (s->done.empty() && s->outstanding > 0 &&
-           !s->done_cv.WaitWithDeadline(&s->done_mu, deadline)) {
-    }
-  }
-  while (*count < max && !s->done.empty()) {
-    completions[(*count)++] = s->done.front();
-    s->done.pop_front();
-    --s->outstanding;
-  }
-  return GDRSTORE_OK;
-}
-
-size_t gdrstore_stream_outstanding(const gdrstore_stream* stream) {
-  std::shared_ptr<StreamHandle> s = Self<StreamHandle>(stream);
-  if (s == nullptr) return 0;
-  absl::MutexLock lock(&s->done_mu);
-  return s->outstanding;
-}
-
-gdrstore_status gdrstore_stream_close(gdrstore_stream* stream) {
-  // Out of the table first, so that no submission races the close; the failure (if any) stays
-  // readable with gdrstore_error(stream) on this thread.
-  std::shared_ptr<StreamHandle> s = gdr::capi::Unregister<StreamHandle>(stream);
-  if (s == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  return Guard(*s, [&] { return s->Done(s->stream->Close()); });
+  return gdr::capi::StoreOp(c, sync ? gdrstore::OpKind::kReadSync : gdrstore::OpKind::kRead,
+                            volume, offset, n, buffer, "buffer", buffer_offset, result);
 }
 
 }  // extern "C"

@@ -1,5 +1,6 @@
 // The cluster part of the C ABI (gdrstore/gdrstore.h, gdrstore_cluster_*) over the C++
-// ClusterClient: handles, codes and messages as for a single daemon (c_api_handle.h).
+// ClusterClient: opening one, its layouts and status. A cluster handle is a store handle
+// (c_api_store.h): buffers, ops, streams and polls are the client calls', which take either.
 #include <atomic>
 #include <cstddef>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/src/c_api_handle.h"
+#include "client/src/c_api_store.h"
 #include "client/src/cluster/status_json.h"
 #include "gdrstore/cluster.h"
 #include "gdrstore/gdrstore.h"
@@ -21,45 +23,28 @@
 namespace {
 
 using gdr::capi::AsC;
-using gdr::capi::CHandle;
-using gdr::capi::FindAs;
 using gdr::capi::Guard;
 using gdr::capi::Invalid;
 using gdr::capi::Kind;
 using gdr::capi::Self;
 
-// What a cluster's buffers know of it, shared so that it outlives the cluster: its handle value
-// and whether gdrstore_cluster_close has run.
-struct ClusterLife {
-  std::atomic<gdr::capi::HandleId> id{0};
-  std::atomic<bool> closed{false};
-};
-
-struct ClusterHandle : CHandle {
+struct ClusterHandle : gdr::capi::StoreHandle {
   static constexpr Kind kKind = Kind::kCluster;
-  ClusterHandle() : CHandle(kKind) {}
+  ClusterHandle() : StoreHandle(kKind) {}
+  gdrstore::Store& store() const override { return *cluster; }
   std::unique_ptr<gdrstore::ClusterClient> cluster;
-  const std::shared_ptr<ClusterLife> life = std::make_shared<ClusterLife>();
 };
 
-// The C++ ClusterBuffer outlives its ClusterClient safely (its memory stays until it goes), so
-// the buffer holds nothing of the cluster but what it knows of it.
-struct ClusterBufferHandle : CHandle {
-  static constexpr Kind kKind = Kind::kClusterBuffer;
-  ClusterBufferHandle() : CHandle(kKind) {}
-  std::unique_ptr<gdrstore::ClusterBuffer> buffer;
-  std::shared_ptr<ClusterLife> cluster;
-};
+// A gdrstore_cluster_buffer is a gdrstore_buffer made by a cluster: the old calls forward.
+gdrstore_buffer* AsBuffer(const gdrstore_cluster_buffer* b) {
+  return AsC<gdrstore_buffer>(gdr::capi::IdOf(b));
+}
 
-gdrstore_status WrapBuffer(const ClusterHandle& c,
-                           absl::StatusOr<std::unique_ptr<gdrstore::ClusterBuffer>> made,
-                           gdrstore_cluster_buffer** out) {
-  if (!made.ok()) return c.Fail(made.status());
-  auto b = std::make_shared<ClusterBufferHandle>();
-  b->buffer = std::move(*made);
-  b->cluster = c.life;
-  *out = AsC<gdrstore_cluster_buffer>(gdr::capi::Register(std::move(b)));
-  return GDRSTORE_OK;
+// The cluster handle as a store handle, once it is known to be a cluster's (the old calls keep
+// refusing a client handle); nullptr with the reason recorded otherwise.
+gdrstore_client* AsStore(gdrstore_cluster* c) {
+  if (Self<ClusterHandle>(c) == nullptr) return nullptr;
+  return AsC<gdrstore_client>(gdr::capi::IdOf(c));
 }
 
 // "m0, m1,m2" -> {"m0", "m1", "m2"}; NULL or "" -> {} (every member present).
@@ -75,28 +60,6 @@ absl::StatusOr<std::vector<std::string>> ParseMembers(const char* list) {
     ids.emplace_back(part);
   }
   return ids;
-}
-
-gdrstore_status Op(gdrstore_cluster* cluster, bool put, const char* volume, uint64_t offset,
-                   uint64_t n, gdrstore_cluster_buffer* buffer, size_t buffer_offset) {
-  std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
-  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (volume == nullptr) return Invalid(*c, "volume is NULL");
-  absl::StatusOr<std::shared_ptr<ClusterBufferHandle>> b =
-      FindAs<ClusterBufferHandle>(buffer, "cluster buffer");
-  if (!b.ok()) return c->Fail(b.status());
-  if (const ClusterLife& owner = *(*b)->cluster; &owner != c->life.get()) {
-    // Registered (or to be) through that cluster's transport, which alone reaches it.
-    return Invalid(*c, absl::StrFormat("cluster buffer %#x belongs to cluster %#x%s, not to "
-                                       "cluster %#x: make it with that cluster",
-                                       (*b)->id, owner.id.load(),
-                                       owner.closed.load() ? " (closed since)" : "", c->id));
-  }
-  return Guard(*c, [&] {
-    const gdrstore::ClusterBuffer& mem = *(*b)->buffer;
-    return c->Done(put ? c->cluster->Put(volume, offset, n, mem, buffer_offset)
-                       : c->cluster->Get(volume, offset, n, mem, buffer_offset));
-  });
 }
 
 // The create and make entry points: the layout written (after the members' volumes are made
@@ -167,7 +130,7 @@ gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* o, gdrstor
     if (!c.ok()) return fail(c.status());
     auto h = std::make_shared<ClusterHandle>();
     h->cluster = std::move(*c);
-    std::shared_ptr<ClusterLife> life = h->life;
+    std::shared_ptr<gdr::capi::StoreLife> life = h->life;
     const gdr::capi::HandleId id = gdr::capi::Register(std::move(h));
     life->id.store(id);
     *cluster = AsC<gdrstore_cluster>(id);
@@ -179,68 +142,68 @@ gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* o, gdrstor
 
 void gdrstore_cluster_close(gdrstore_cluster* cluster) {
   std::shared_ptr<ClusterHandle> c = gdr::capi::Unregister<ClusterHandle>(cluster);
-  if (c != nullptr) c->life->closed.store(true);
-  // The cluster goes with the last reference: here, unless another thread is inside a call.
-  // Its buffers stay (their memory too) until released.
+  if (c == nullptr) return;
+  // As a client's close: its streams' ops answered, and no new one taken. The cluster goes
+  // with the last reference: here, unless another thread is inside a call or a stream of it is
+  // still open. Its buffers stay (their memory too) until released.
+  gdr::capi::EndStreams(*c->life);
 }
+
+// The buffer and op calls of a cluster are gdrstore.h's store calls on a cluster handle.
 
 gdrstore_status gdrstore_cluster_alloc_host(gdrstore_cluster* cluster, size_t n,
                                             gdrstore_cluster_buffer** out) {
-  std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
-  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
-  return Guard(*c, [&] { return WrapBuffer(*c, c->cluster->AllocateBuffer(n), out); });
+  gdrstore_client* store = AsStore(cluster);
+  if (store == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  return gdrstore_alloc_host(store, n, reinterpret_cast<gdrstore_buffer**>(out));
 }
 
 gdrstore_status gdrstore_cluster_register_host(gdrstore_cluster* cluster, void* p, size_t n,
                                                gdrstore_cluster_buffer** out) {
-  std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
-  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
-  if (absl::Status s = gdr::capi::CheckMemory(p, n, "host memory"); !s.ok()) return c->Fail(s);
-  return Guard(*c, [&] { return WrapBuffer(*c, c->cluster->RegisterHostMemory(p, n), out); });
+  gdrstore_client* store = AsStore(cluster);
+  if (store == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  return gdrstore_register_host(store, p, n, reinterpret_cast<gdrstore_buffer**>(out));
 }
 
 gdrstore_status gdrstore_cluster_register_gpu(gdrstore_cluster* cluster, uint64_t device_ptr,
                                               size_t n, gdrstore_cluster_buffer** out) {
-  std::shared_ptr<ClusterHandle> c = Self<ClusterHandle>(cluster);
-  if (c == nullptr) return GDRSTORE_INVALID_ARGUMENT;
-  if (out == nullptr) return Invalid(*c, "buffer (the out pointer) is NULL");
-  if (absl::Status s = gdr::capi::CheckAddressRange(device_ptr, n, "device pointer"); !s.ok()) {
-    return c->Fail(s);
-  }
-  return Guard(*c, [&] {
-    return WrapBuffer(*c, c->cluster->RegisterGpuMemory(device_ptr, n), out);
-  });
+  gdrstore_client* store = AsStore(cluster);
+  if (store == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  return gdrstore_register_gpu(store, device_ptr, n,
+                               reinterpret_cast<gdrstore_buffer**>(out));
 }
 
 void gdrstore_cluster_buffer_release(gdrstore_cluster_buffer* buffer) {
-  gdr::capi::Unregister<ClusterBufferHandle>(buffer);  // goes with the last reference
+  gdrstore_buffer_release(AsBuffer(buffer));
 }
 
 void* gdrstore_cluster_buffer_data(const gdrstore_cluster_buffer* buffer) {
-  std::shared_ptr<ClusterBufferHandle> b = Self<ClusterBufferHandle>(buffer);
-  if (b == nullptr) return nullptr;
-  // Device memory: its device pointer, as a cluster buffer always gave (Buffer::data() is a
-  // host address only).
-  return b->buffer->on_gpu() ? reinterpret_cast<void*>(b->buffer->address()) : b->buffer->data();
+  gdrstore_buffer_info info;
+  gdrstore_buffer_get_info(AsBuffer(buffer), &info);
+  // Device memory: its device pointer, as a cluster buffer always gave.
+  return info.gpu_ordinal >= 0 ? reinterpret_cast<void*>(info.address) : info.host;
 }
 
 size_t gdrstore_cluster_buffer_size(const gdrstore_cluster_buffer* buffer) {
-  std::shared_ptr<ClusterBufferHandle> b = Self<ClusterBufferHandle>(buffer);
-  return b == nullptr ? 0 : b->buffer->size();
+  gdrstore_buffer_info info;
+  gdrstore_buffer_get_info(AsBuffer(buffer), &info);
+  return info.size;
 }
 
 gdrstore_status gdrstore_cluster_put(gdrstore_cluster* c, const char* volume, uint64_t offset,
                                      uint64_t n, gdrstore_cluster_buffer* buffer,
                                      size_t buffer_offset) {
-  return Op(c, true, volume, offset, n, buffer, buffer_offset);
+  if (AsStore(c) == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  return gdr::capi::StoreOp(c, gdrstore::OpKind::kRead, volume, offset, n, buffer,
+                            "cluster buffer", buffer_offset, nullptr);
 }
 
 gdrstore_status gdrstore_cluster_get(gdrstore_cluster* c, const char* volume, uint64_t offset,
                                      uint64_t n, gdrstore_cluster_buffer* buffer,
                                      size_t buffer_offset) {
-  return Op(c, false, volume, offset, n, buffer, buffer_offset);
+  if (AsStore(c) == nullptr) return GDRSTORE_INVALID_ARGUMENT;
+  return gdr::capi::StoreOp(c, gdrstore::OpKind::kWrite, volume, offset, n, buffer,
+                            "cluster buffer", buffer_offset, nullptr);
 }
 
 gdrstore_status gdrstore_cluster_create_volume(gdrstore_cluster* cluster, const char* name,

@@ -1,4 +1,5 @@
-"""Cluster: many gdrstored daemons as one namespace, over the C ABI's gdrstore_cluster_*. A
+"""Cluster: many gdrstored daemons as one namespace, over the C ABI: a cluster handle
+(gdrstore_cluster_open) takes the same buffer, op, stream and poll calls as a client's. A
 cluster volume is striped over its members with R replicas; a put is acknowledged when every
 replica has every piece, a get reads each piece from its first healthy replica. Its calls are a
 Client's (gdrstore.store.Store), with the same arguments."""
@@ -6,21 +7,20 @@ Client's (gdrstore.store.Store), with the same arguments."""
 import ctypes
 import json
 import os
-import threading
-import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Optional, Tuple, Union
 
 from . import errors
-from ._native import (ClusterOptions, checked_int, checked_str, client_options, has_cluster,
-                      lib, millis, open_handle, set_field)
+from ._native import (ClusterOptions, Result, checked_int, checked_str, client_options,
+                      has_cluster, lib, millis, open_handle, set_field)
+from .client import Future, Stream, _last_path
 from .memory import Memory, describe
-from .store import Moved, Outcome, Store, check as _check
+from .store import Moved, Store, check as _check
 
-# Ops a ClusterStream runs at once: the C ABI's cluster ops are unary calls, so a stream runs
-# them on this many threads.
-STREAM_OPS_IN_FLIGHT = 8
+# A cluster's stream is the C ABI's gdrstore_stream_* on the cluster handle: a Client's Stream
+# and Future, under the names this package gave them before.
+ClusterStream = Stream
+ClusterFuture = Future
 
 
 class Cluster(Store):
@@ -36,9 +36,8 @@ class Cluster(Store):
     each member. A URL or file that does not parse raises gdrstore.InvalidArgument naming it;
     etcd not answering, gdrstore.Unavailable. Integers are checked as Client checks them.
 
-    What a Client has and a Cluster has not yet (the C ABI's cluster handle lacks them): put's
-    sync (gdrstore.Unimplemented), the path an op took (Moved.path is ""), a stream of the
-    library's own (stream() runs the unary ops on threads)."""
+    Ops, put's sync, the path an op took (Moved.path) and stream() are a Client's: the C ABI's
+    calls on the cluster handle."""
 
     _kind = "Cluster"
     _register_host = "gdrstore_cluster_register_host"
@@ -85,7 +84,10 @@ class Cluster(Store):
         if streams is None:
             return  # closed (or closing) already, or never opened
         for stream in streams:
-            stream._end("the stream was closed by its Cluster's close()")
+            try:
+                stream._end(True, "the stream was closed by its Cluster's close()")
+            except Exception:  # its ops' outcomes are on their Futures; the Cluster still closes
+                pass
         self._regs.close()
         handle, self._handle = self._handle, None
         lib.gdrstore_cluster_close(handle)
@@ -107,13 +109,19 @@ class Cluster(Store):
         return mem, self._length(mem, length, at)
 
     def _op(self, put: bool, volume: str, offset: int, mem: Memory, length: int,
-            at: int) -> Moved:
+            at: int, sync: bool = False) -> Moved:
         handle = self._open_handle()
         reg, temporary, n = self._span(mem, length, at)
         try:
-            fn = lib.gdrstore_cluster_put if put else lib.gdrstore_cluster_get
-            _check(fn(handle, volume, offset, n, reg.handle, at), handle)
-            return Moved(n, "")
+            result = Result()
+            if put:
+                status = lib.gdrstore_put(handle, reg.handle, at, volume, offset, n,
+                                          1 if sync else 0, ctypes.byref(result))
+            else:
+                status = lib.gdrstore_get(handle, volume, offset, n, reg.handle, at,
+                                          ctypes.byref(result))
+            _check(status, handle)
+            return Moved(result.bytes, _last_path(handle))
         finally:
             if temporary:
                 reg.release()
@@ -121,8 +129,9 @@ class Cluster(Store):
     def put(self, src, volume: str, offset: int, length: Optional[int] = None,
             sync: bool = False, at: int = 0) -> Moved:
         """`src` (from its byte `at` on) -> cluster volume bytes [offset, offset + length) on
-        every replica, in place (length defaults to the rest of `src`), as Client.put. Returns
-        the bytes moved.
+        every replica, in place (length defaults to the rest of `src`), as Client.put (sync:
+        answered once every replica's file-backed volume has the bytes on disk). Returns the
+        bytes moved.
 
         The order before Client's, put(volume, offset, src), still works (with a
         DeprecationWarning): a str is never memory, so a str first is that order's volume."""
@@ -130,11 +139,8 @@ class Cluster(Store):
             warnings.warn("Cluster.put(volume, offset, src) is deprecated: put(src, volume, "
                           "offset), as Client.put", DeprecationWarning, stacklevel=2)
             src, volume, offset = offset, src, volume
-        if sync:
-            raise errors.Unimplemented("a cluster put has no sync yet (the C ABI's "
-                                       "gdrstore_cluster_put takes none)")
         mem, n = self._checked(True, volume, offset, src, length, at)
-        return self._op(True, volume, offset, mem, n, at)
+        return self._op(True, volume, offset, mem, n, at, sync)
 
     def get(self, volume: str, offset: int, into, length: Optional[int] = None,
             at: int = 0) -> Moved:
@@ -144,10 +150,11 @@ class Cluster(Store):
         mem, n = self._checked(False, volume, offset, into, length, at)
         return self._op(False, volume, offset, mem, n, at)
 
-    def stream(self) -> "ClusterStream":
-        """Many ops at once, answered in any order, as Client.stream(); use as a context
+    def stream(self) -> Stream:
+        """Many ops at once, answered in any order, as Client.stream() (the C ABI's stream on
+        the cluster handle: each op split over the members' streams); use as a context
         manager."""
-        return ClusterStream(self)
+        return Stream(self)
 
     # ---- the cluster ----
     def create_volume(self, name: str, size: Optional[int] = None, file: bool = False,
@@ -212,103 +219,3 @@ def _take_json(p: ctypes.c_void_p) -> Dict[str, Any]:
         return json.loads(ctypes.string_at(p).decode())
     finally:
         lib.gdrstore_free(p)
-
-
-class ClusterFuture(Outcome):
-    """The outcome of one ClusterStream op, as a Stream's Future: result() returns the bytes
-    moved or raises; latency: seconds from its submission until it was answered; service_s:
-    None (a cluster op's members do not report it)."""
-
-    def __init__(self, future):
-        self._f = future
-        self._submitted = time.monotonic()
-        self.latency: Optional[float] = None
-        self.service_s: Optional[float] = None
-        future.add_done_callback(self._answered)
-
-    def _answered(self, _) -> None:
-        self.latency = time.monotonic() - self._submitted
-
-    def done(self) -> bool:
-        return self._f.done()
-
-    def result(self, timeout: Optional[float] = None) -> Moved:
-        try:
-            return self._f.result(timeout)
-        except TimeoutError:
-            raise TimeoutError("stream op not answered in time") from None
-
-
-class ClusterStream:
-    """Ops submitted at once and answered in any order, as a Client's Stream: get/put return
-    ClusterFutures. The C ABI's cluster ops are unary, so STREAM_OPS_IN_FLIGHT threads run
-    them. Closed by close() (or the with block) or its Cluster's close(): both wait for every
-    op; afterwards get/put raise gdrstore.FailedPrecondition."""
-
-    def __init__(self, cluster: Cluster):
-        cluster._open_handle()
-        self._cluster = cluster
-        self._pool = ThreadPoolExecutor(STREAM_OPS_IN_FLIGHT,
-                                        thread_name_prefix="gdrstore-cluster-stream")
-        self._lock = threading.Lock()
-        self._ops: List[ClusterFuture] = []
-        self._closed: Optional[str] = None
-        if not cluster._adopt(self):
-            self._end("the stream was closed by its Cluster's close()")
-            raise errors.FailedPrecondition("the Cluster is closed")
-
-    def _submit(self, put: bool, volume: str, offset: int, obj, length: Optional[int],
-                at: int) -> ClusterFuture:
-        if self._closed is not None:
-            raise errors.FailedPrecondition(self._closed)
-        # Bad arguments are refused here, at submission; the op's own failure is its future's.
-        mem, n = self._cluster._checked(put, volume, offset, obj, length, at)
-        with self._lock:
-            if self._closed is not None:
-                raise errors.FailedPrecondition(self._closed)
-            op = ClusterFuture(self._pool.submit(self._cluster._op, put, volume, offset, mem, n,
-                                                 at))
-            self._ops.append(op)
-        return op
-
-    def get(self, volume: str, offset: int, into, length: Optional[int] = None,
-            at: int = 0) -> ClusterFuture:
-        """Store -> `into` (from its byte `at` on), as Cluster.get."""
-        return self._submit(False, volume, offset, into, length, at)
-
-    def put(self, src, volume: str, offset: int, length: Optional[int] = None,
-            at: int = 0) -> ClusterFuture:
-        """`src` (from its byte `at` on) -> store, as Cluster.put."""
-        if isinstance(src, str):
-            raise TypeError("a stream's put takes (src, volume, offset), as Client's")
-        return self._submit(True, volume, offset, src, length, at)
-
-    def wait_all(self, timeout: Optional[float] = None) -> List[ClusterFuture]:
-        """Waits until every op submitted so far is answered; returns their futures."""
-        with self._lock:
-            ops = list(self._ops)
-        for op in ops:
-            op.exception(timeout)
-        with self._lock:
-            self._ops = [op for op in self._ops if not op.done()]
-        return ops
-
-    def close(self) -> None:
-        """Waits for every op (their futures hold the outcomes), then ends the stream.
-        Closing again does nothing."""
-        self._end("the stream is closed")
-
-    def _end(self, why: str) -> None:
-        with self._lock:
-            first = self._closed is None
-            if first:
-                self._closed = why
-        self._pool.shutdown(wait=True)  # every op submitted runs to its answer
-        if first:
-            self._cluster._forget(self)
-
-    def __enter__(self) -> "ClusterStream":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        errors.close_after(self.close, exc)

@@ -394,3 +394,31 @@ def test_a_workload_on_a_cluster_stripes_its_volumes_over_the_members(members):
     with pytest.raises(gdrstore.InvalidArgument, match="--file with --cluster"):
         checkpoint.run(checkpoint.CheckpointConfig(
             model=checkpoint.model_named("llama3-8b"), target=t, file=True, scale=0.0001))
+
+
+def test_a_cluster_stream_is_the_c_abis_stream_on_the_cluster_handle(members):
+    with members.open() as c:
+        size = int(c.create_volume("streamed", 16 * MiB, stripe_unit=MiB, replicas=2)["size"])
+        src = pattern(8 * MiB, 21)
+        with c.stream() as st:
+            assert isinstance(st, gdrstore.Stream)  # no thread pool of blocking ops any more
+            puts = [st.put(src, "streamed", i * 2 * MiB + 3, 2 * MiB, at=i * 2 * MiB)
+                    for i in range(4)]
+            assert [f.result() for f in puts] == [2 * MiB] * 4
+            assert all(f.result().path for f in puts), [f.result().path for f in puts]
+        back = unaligned(8 * MiB)
+        with c.stream() as st:
+            gets = [st.get("streamed", i * 2 * MiB + 3, back, 2 * MiB, at=i * 2 * MiB)
+                    for i in range(4)]
+            past = st.get("streamed", size - 1, bytearray(2))  # its failure is its Future's
+            st.wait_all()
+        assert [f.result() for f in gets] == [2 * MiB] * 4
+        assert np.array_equal(back, src)
+        with pytest.raises(gdrstore.OutOfRange):
+            past.result()
+        # sync puts reach every replica through the same C call as a Client's.
+        assert c.put(src[:4096], "streamed", 0, sync=True) == 4096
+        st = c.stream()
+    # The Cluster's close ended its stream: new ops are refused, naming why.
+    with pytest.raises(gdrstore.FailedPrecondition, match="closed"):
+        st.put(src, "streamed", 0, 4096)

@@ -17,10 +17,16 @@
  * stays valid for that call (its object goes when the call returns); calls that start after
  * the release are refused. Releasing a buffer still waits for the ops in flight on it.
  *
- * Closing: handles may be released in any order. A buffer or stream belongs to the client (a
- * cluster buffer to the cluster) that made it: another one refuses it (INVALID_ARGUMENT, naming
- * the owner), and once its client is closed a stream refuses new ops (FAILED_PRECONDITION)
- * while a buffer keeps its memory; each is freed by its own release, once.
+ * Stores: a client (one daemon) and a cluster are both stores. Every call below whose first
+ * argument is a gdrstore_client* (buffers, volume create / delete, get / put, last_path,
+ * streams and polls) also takes a gdrstore_cluster* cast to it; those that are one daemon's
+ * alone (info_json, stats_json, volume_info_json) refuse a cluster, naming it. A
+ * gdrstore_cluster_buffer is a gdrstore_buffer made by a cluster (either pointer type works).
+ *
+ * Closing: handles may be released in any order. A buffer or stream belongs to the client or
+ * cluster that made it: another one refuses it (INVALID_ARGUMENT, naming the owner), and once
+ * its store is closed a stream refuses new ops (FAILED_PRECONDITION) while a buffer keeps its
+ * memory; each is freed by its own release, once.
  */
 #ifndef GDRSTORE_GDRSTORE_H_
 #define GDRSTORE_GDRSTORE_H_
@@ -200,8 +206,9 @@ GDRSTORE_EXPORT gdrstore_status gdrstore_put(gdrstore_client* client, gdrstore_b
  * next op. */
 GDRSTORE_EXPORT const char* gdrstore_last_path(const gdrstore_client* client);
 
-/* Many ops over one Stream call. Submissions return at once; each op's outcome is collected
- * once by gdrstore_poll, tagged with the caller's `tag`. */
+/* Many ops over one Stream call (on a cluster: each op split over its members' streams).
+ * Submissions return at once; each op's outcome is collected once by gdrstore_poll, tagged
+ * with the caller's `tag`. A cluster stream keeps its cluster's connections until it closes. */
 GDRSTORE_EXPORT gdrstore_status gdrstore_stream_open(gdrstore_client* client,
                                                      gdrstore_stream** stream);
 GDRSTORE_EXPORT gdrstore_status gdrstore_stream_get(gdrstore_stream* stream, const char* volume,
@@ -241,7 +248,9 @@ GDRSTORE_EXPORT gdrstore_status gdrstore_stream_close(gdrstore_stream* stream);
  * Many daemons as one namespace: cluster volumes striped over members, R replicas each. A put
  * is acknowledged when every replica has every piece; a get reads each piece from its first
  * healthy replica. Members come from etcd (daemons started with --cluster) or a static members
- * file (JSON of gdrstore.v1.ClusterFile). */
+ * file (JSON of gdrstore.v1.ClusterFile). A cluster handle cast to gdrstore_client* works with
+ * the store calls above (buffers, get / put with sync, volumes, streams and polls); the
+ * gdrstore_cluster_* buffer and op calls below forward to them. */
 typedef struct gdrstore_cluster gdrstore_cluster;
 typedef struct gdrstore_cluster_buffer gdrstore_cluster_buffer;
 
@@ -267,9 +276,11 @@ GDRSTORE_EXPORT void gdrstore_cluster_options_init(gdrstore_cluster_options* opt
 GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* options,
                                                       gdrstore_cluster** cluster, char* error,
                                                       size_t error_len);
-/* Ends the links and the etcd watch. Its buffers may be released before or after: each keeps
- * its memory (data, size) until released, and no cluster takes it for an op any more. A NULL,
- * released or unknown handle: nothing happens. */
+/* Ends its open streams as gdrstore_client_close does (every op answered, the answers kept for
+ * gdrstore_poll; new ops refused FAILED_PRECONDITION), then the links and the etcd watch, once
+ * its last stream is closed. Its buffers may be released before or after: each keeps its memory
+ * (data, size) until released, and no cluster takes it for an op any more. A NULL, released or
+ * unknown handle: nothing happens. */
 GDRSTORE_EXPORT void gdrstore_cluster_close(gdrstore_cluster* cluster);
 
 /* Memory for cluster ops, registered with each member the first time an op there uses it.
@@ -291,7 +302,8 @@ GDRSTORE_EXPORT void gdrstore_cluster_buffer_release(gdrstore_cluster_buffer* bu
 GDRSTORE_EXPORT void* gdrstore_cluster_buffer_data(const gdrstore_cluster_buffer* buffer);
 GDRSTORE_EXPORT size_t gdrstore_cluster_buffer_size(const gdrstore_cluster_buffer* buffer);
 
-/* Blocking ops on cluster volume `volume`, logical bytes [offset, offset + n), against the
+/* gdrstore_put (sync 0) / gdrstore_get on the cluster, without a result. Blocking ops on
+ * cluster volume `volume`, logical bytes [offset, offset + n), against the
  * buffer from buffer_offset. put: buffer -> store on every replica; get: store -> buffer.
  * A failure names the member at fault where one is (UNAVAILABLE for a member that is gone). */
 GDRSTORE_EXPORT gdrstore_status gdrstore_cluster_put(gdrstore_cluster* cluster,
