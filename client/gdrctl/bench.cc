@@ -14,6 +14,17 @@ using gdrstore::OpKind;
 using Clock = std::chrono::steady_clock;
 
 absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOptions& o) {
+  if (o.unary) return RunBench(client, nullptr, o);
+  auto stream = client.OpenStream();
+  if (!stream.ok()) return stream.status();
+  absl::StatusOr<BenchResult> r = RunBench(client, stream->get(), o);
+  absl::Status closed = (*stream)->Close();
+  if (r.ok() && !closed.ok()) return closed;
+  return r;
+}
+
+absl::StatusOr<BenchResult> RunBench(gdrstore::Store& store, gdrstore::OpStream* stream,
+                                     const BenchOptions& o) {
   if (o.size == 0) return absl::InvalidArgumentError("size must be > 0");
   if (o.qd == 0) return absl::InvalidArgumentError("qd must be >= 1");
   if (o.iterations == 0) return absl::InvalidArgumentError("iterations must be >= 1");
@@ -21,7 +32,7 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOption
   std::unique_ptr<gdrstore::Buffer> owned;
   const gdrstore::Buffer* buffer = o.buffer;
   if (buffer == nullptr) {
-    auto allocated = client.AllocateBuffer(slots * o.size);
+    auto allocated = store.AllocateBuffer(slots * o.size);
     if (!allocated.ok()) return allocated.status();
     owned = std::move(*allocated);
     buffer = owned.get();
@@ -31,13 +42,6 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOption
                                                    slots * o.size));
   }
   const uint64_t positions = o.span >= o.size ? o.span / o.size : 1;
-
-  std::unique_ptr<gdrstore::OpStream> stream;
-  if (!o.unary) {
-    auto s = client.OpenStream();
-    if (!s.ok()) return s.status();
-    stream = std::move(*s);
-  }
 
   std::mutex mu;
   std::condition_variable cv;
@@ -69,10 +73,10 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOption
       }
       if (next != UINT64_MAX) submit(next, slot);
     };
-    if (stream) {
+    if (stream != nullptr) {
       stream->Submit(o.kind, extent, *buffer, slot * o.size, std::move(done));
     } else {
-      client.SubmitAsync(o.kind, extent, *buffer, slot * o.size, std::move(done));
+      store.SubmitAsync(o.kind, extent, *buffer, slot * o.size, std::move(done), {});
     }
   };
 
@@ -96,10 +100,6 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOption
     }
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (stream) {
-    absl::Status s = stream->Close();
-    if (first_error.ok() && !s.ok()) first_error = s;
-  }
   if (!first_error.ok()) return first_error;
 
   BenchResult r;

@@ -1,5 +1,5 @@
-// The op loop behind `gdrctl bench` and bench/: keeps `qd` ops in flight (Stream RPC or unary)
-// until `iterations` have completed, recording each op's latency.
+// The op loop behind `gdrctl bench` and bench/: keeps `qd` ops in flight (a daemon's Stream RPC,
+// or any Store's SubmitAsync) until `iterations` have completed, recording each op's latency.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "common/base/json.h"
 #include "gdrstore/client.h"
+#include "gdrstore/store.h"
 
 namespace gdrctl {
 
@@ -21,7 +22,7 @@ struct BenchOptions {
   uint64_t size = 4096;
   uint64_t iterations = 1000;
   uint32_t qd = 1;
-  bool unary = false;
+  bool unary = false;  // a daemon's: one unary RPC per op instead of its Stream RPC
   std::string transport = "tcp";  // the client's transport, for the JSON line
   // Registered memory for the ops (slot i at i*size; needs min(qd, iterations)*size bytes).
   // Null: RunBench allocates a fresh buffer, so first touches of its pages are timed too.
@@ -41,7 +42,13 @@ struct BenchResult {
   std::string path;  // the first op's (OpResult::path); ops on one buffer go one way
 };
 
-// Runs the loop on `client`; the first failed op stops it and is returned.
+// Runs the loop on `store` (a daemon's Client or a cluster), each op its SubmitAsync, or on
+// `stream` when not null (not owned; opened on the Client that `store` is). The first failed op
+// stops it and is returned; options.unary is not read.
+absl::StatusOr<BenchResult> RunBench(gdrstore::Store& store, gdrstore::OpStream* stream,
+                                     const BenchOptions& options);
+// On one daemon: over a Stream opened on `client` and closed at the end, or unary RPCs with
+// options.unary.
 absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOptions& options);
 
 // The JSON object of `gdrctl bench --json`: op, transport, rpc, size, qd, ops, bytes, seconds,

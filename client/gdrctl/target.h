@@ -1,7 +1,7 @@
 // Where a command's ops go, from the global options: one daemon (-a/-p/--daemon), or a cluster
 // (--cluster URL / --cluster-file FILE) whose members are each reached with the same client
-// flags. write and read take either as a gdrstore::Store; the cluster commands need a cluster;
-// the others always speak to the daemon.
+// flags. write, read and bench take either as a gdrstore::Store; the cluster commands need a
+// cluster; the others always speak to the daemon.
 #pragma once
 
 #include <functional>

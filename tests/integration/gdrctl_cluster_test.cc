@@ -107,6 +107,24 @@ TEST_F(GdrctlClusterTest, StatusCreateVolumeAndVerifiedOpsThroughEtcd) {
   EXPECT_EQ(bench->exit_code, 0) << bench->Describe();
   EXPECT_TRUE(absl::StrContains(bench->out, "member s0")) << bench->out;
   EXPECT_TRUE(absl::StrContains(bench->out, "member s1")) << bench->out;
+  // A put bench (-t read) in JSON, past the extent verified below: with 2 replicas over the 2
+  // members, each member's share is every byte the loop put.
+  auto put_bench = Gdrctl({"--cluster", url, "--json", "bench", "-t", "read", "-s", "1MiB", "-n",
+                           "16", "--qd", "2", "-o", "8MiB", "--span", "4MiB"});
+  ASSERT_TRUE(put_bench.ok());
+  EXPECT_EQ(put_bench->exit_code, 0) << put_bench->Describe();
+  EXPECT_TRUE(absl::StrContains(put_bench->out, R"("op":"put")")) << put_bench->out;
+  for (const char* id : {"s0", "s1"}) {
+    EXPECT_TRUE(absl::StrContains(put_bench->out,
+                                  absl::StrCat(R"({"id":")", id, R"(","bytes":16777216})")))
+        << put_bench->out;
+  }
+  // The cluster's volumes are what bench looks the volume up in.
+  auto no_volume = Gdrctl({"--cluster", url, "bench", "--volume", "nosuch", "-n", "4"});
+  ASSERT_TRUE(no_volume.ok());
+  EXPECT_EQ(no_volume->exit_code, 1) << no_volume->Describe();
+  EXPECT_TRUE(absl::StrContains(no_volume->err, "no volume 'nosuch' on the cluster"))
+      << no_volume->err;
 
   // One member killed: status says so and exits 1; R=2 gets still verify.
   ASSERT_TRUE(d[1]->Signal(SIGKILL).ok());
