@@ -10,6 +10,7 @@
 #include "common/base/host_port.h"
 #include "common/base/status_macros.h"
 #include "common/base/units.h"
+#include "common/process/service_flags.h"
 #include "gdrstore/client_environment.h"
 
 namespace gdr::agent {
@@ -228,17 +229,8 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(int argc, char** argv) {
   UpstreamFlags upstream;
   AddUpstreamFlags(app, &upstream);
   app.set_version_flag("--version", GDR_VERSION);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return absl::CancelledError(app.help());
-  } catch (const CLI::CallForAllHelp& e) {
-    return absl::CancelledError(app.help());
-  } catch (const CLI::CallForVersion& e) {
-    return absl::CancelledError(absl::StrCat("gdragent ", GDR_VERSION, "\n"));
-  } catch (const CLI::ParseError& e) {
-    return absl::InvalidArgumentError(e.what());
-  }
+  GDR_RETURN_IF_ERROR(
+      ParseServiceFlags(app, argc, argv, absl::StrCat("gdragent ", GDR_VERSION, "\n")));
   if (cfg.socket_path.empty() || cfg.socket_path.front() != '/') {
     return absl::InvalidArgumentError(
         absl::StrCat("--socket '", cfg.socket_path, "' must be an absolute path"));

@@ -12,6 +12,7 @@
 #include "common/base/status_macros.h"
 #include "common/wire/token_file.h"
 #include "common/base/units.h"
+#include "common/process/service_flags.h"
 #include "daemon/ops/dc_flags.h"
 #include "daemon/ops/local_flags.h"
 #include "daemon/observe/metrics_exporter.h"
@@ -253,15 +254,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   AddTlsFlags(app, &cfg.tls);
   AddClusterFlags(app, &cfg.cluster);
   AddFaultFlags(app, &cfg.faults);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return absl::CancelledError(app.help());
-  } catch (const CLI::CallForAllHelp& e) {
-    return absl::CancelledError(app.help());
-  } catch (const CLI::ParseError& e) {
-    return absl::InvalidArgumentError(e.what());
-  }
+  GDR_RETURN_IF_ERROR(ParseServiceFlags(app, argc, argv));
   if (volumes.empty() && volume_dirs.empty()) volumes.push_back("vol0=256MiB");
   for (const std::string& v : volumes) {
     absl::StatusOr<VolumeSpec> spec = ParseVolumeSpec(v);
