@@ -19,8 +19,15 @@ WORK=$(mktemp -d /tmp/gdr-pod.XXXXXX)
 chmod 0755 "$WORK"
 PIDS=()
 FAILED=0
+# unshare --fork ignores SIGTERM while it waits for its child, so each child is signalled itself
+# (pkill -P: the children of a process this script started), then the unshare it leaves.
 cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do
+    pkill -TERM -P "$p" 2>/dev/null
+    kill -TERM "$p" 2>/dev/null
+    timeout 20 tail --pid="$p" -f /dev/null 2>/dev/null || kill -KILL "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
   rm -rf "$WORK"
 }
 trap cleanup EXIT

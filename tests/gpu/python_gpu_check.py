@@ -61,7 +61,7 @@ def main(address):
     try:
         with gdrstore.Cluster(members_file=f.name) as cl:
             src = torch.arange(4 * MiB, dtype=torch.int32, device="cuda:0")  # 16 MiB
-            cl.put("rw", 128 * MiB + 4097, src)
+            cl.put(src, "rw", 128 * MiB + 4097)
             back = torch.zeros_like(src)
             cl.get("rw", 128 * MiB + 4097, into=back)
             check(bool(torch.equal(src, back)), "cluster: CUDA tensor put then get back, 16 MiB")
