@@ -153,12 +153,12 @@ TEST(FaultInjectorTest, AStallIsMeasuredFromTheStartTheOpHandsIn) {
 // their other rules (and the media floor) leave, ones still transferring are not held at all.
 TEST(FaultInjectorTest, ClearingAStallLetsGoOfTheOpsItHolds) {
   FaultInjector f(1);
+  absl::Notification answered;  // before the queue: it outlives the queue's thread
   DelayQueue q;
   ASSERT_TRUE(f.Add(Spec("kind=stall,delay=1h"), "admin t").ok());  // rule 1
   const absl::Time start = absl::Now();
   FaultDecision held = GetAt(f, start);
   ASSERT_NE(held.stall, nullptr);
-  absl::Notification answered;
   held.stall->Arm(&q, absl::InfinitePast(), [&] { answered.Notify(); });
   // The op's path lets go of its hold once armed (the transport drops its completion callback
   // once called): the queued answer and the rule must still reach it.
@@ -196,13 +196,13 @@ TEST(FaultInjectorTest, ClearingAStallLetsGoOfTheOpsItHolds) {
 // same text stays and keeps holding (and a later clear of it lets go).
 TEST(FaultInjectorTest, AStallDroppedFromTheConfigurationLetsGoOfItsOps) {
   FaultInjector f(1);
+  absl::Notification answered;  // before the queue: it outlives the queue's thread
   DelayQueue q;
   ASSERT_TRUE(
       f.ReplaceConfigured({Spec("kind=stall,delay=1h"), Spec("kind=stall,delay=2h")}).ok());
   const absl::Time start = absl::Now();
   FaultDecision d = GetAt(f, start);
   ASSERT_NE(d.stall, nullptr);
-  absl::Notification answered;
   d.stall->Arm(&q, absl::InfinitePast(), [&] { answered.Notify(); });
   EXPECT_EQ(d.stall->until(), start + absl::Hours(2));
   // The 2h rule goes; the 1h one stays (a new rule of the same text) and still holds.

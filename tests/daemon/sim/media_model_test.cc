@@ -184,11 +184,11 @@ TEST(MediaTimingTest, FindsByName) {
 }
 
 TEST(DelayQueueTest, RunsInDeadlineOrderNotBefore) {
-  DelayQueue q;
   absl::Mutex mu;
   std::vector<int> order;
   std::vector<absl::Duration> early;
   absl::Notification done;
+  DelayQueue q;  // last: its thread ends before what its callbacks touch goes
   const absl::Time t0 = absl::Now();
   for (int i : {3, 1, 2}) {
     const absl::Time when = t0 + absl::Milliseconds(20 * i);
@@ -210,8 +210,8 @@ TEST(DelayQueueTest, RunsInDeadlineOrderNotBefore) {
 // A cleared stall brings its held answers forward: Advance moves a queued callback earlier
 // (never later), once; a callback that ran is left alone.
 TEST(DelayQueueTest, AdvanceBringsACallbackForwardOnlyWhileQueued) {
-  DelayQueue q;
   absl::Notification early, later;
+  DelayQueue q;
   const DelayQueue::Handle h = q.RunAt(absl::Now() + absl::Hours(1), [&] { early.Notify(); });
   const DelayQueue::Handle other = q.RunAt(absl::Now() + absl::Hours(1), [&] { later.Notify(); });
   ASSERT_NE(h, 0u);
@@ -228,8 +228,8 @@ TEST(DelayQueueTest, AdvanceBringsACallbackForwardOnlyWhileQueued) {
 }
 
 TEST(DelayQueueTest, ShutdownRunsPendingEarlyAndLaterOnCaller) {
-  DelayQueue q;
   std::atomic<int> ran{0};
+  DelayQueue q;
   for (int i = 0; i < 100; ++i) q.RunAt(absl::Now() + absl::Hours(1), [&] { ran++; });
   EXPECT_EQ(q.pending(), 100u);
   q.Shutdown();
@@ -239,8 +239,10 @@ TEST(DelayQueueTest, ShutdownRunsPendingEarlyAndLaterOnCaller) {
 }
 
 TEST(DelayQueueTest, StuckCallbackFailsHealth) {
-  DelayQueue q;
+  // Declared before the queue, so they outlive its thread: after out.Notify() the callback may
+  // still be returning from out's wait when the test body ends (ASan: stack-use-after-scope).
   absl::Notification in, out;
+  DelayQueue q;
   q.RunAt(absl::Now(), [&] {
     in.Notify();
     out.WaitForNotification();
