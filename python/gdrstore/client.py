@@ -99,15 +99,8 @@ class Client(Store):
         outcomes), releases every registration (waiting for their ops) and closes the connection.
         Afterwards every call on the Client or its Streams raises gdrstore.FailedPrecondition;
         memory from allocate() stays usable while referenced. Closing again does nothing."""
-        streams = self._take_streams()
-        if streams is None:
+        if not self._end_streams():
             return  # closed (or closing) already, or never opened
-        for stream in streams:
-            try:
-                stream._end(True, "the stream was closed by its Client's close()")
-            except Exception:  # its ops' outcomes are on their Futures; the Client still closes
-                pass
-        self._regs.close()
         handle, self._handle = self._handle, None
         lib.gdrstore_client_close(handle)
 

@@ -80,15 +80,8 @@ class Cluster(Store):
         """Closes the streams still open (each waits for its ops), releases every buffer
         (waiting for its ops) and ends the links and the etcd watch. Afterwards every call
         raises gdrstore.FailedPrecondition. Closing again does nothing."""
-        streams = self._take_streams()
-        if streams is None:
+        if not self._end_streams():
             return  # closed (or closing) already, or never opened
-        for stream in streams:
-            try:
-                stream._end(True, "the stream was closed by its Cluster's close()")
-            except Exception:  # its ops' outcomes are on their Futures; the Cluster still closes
-                pass
-        self._regs.close()
         handle, self._handle = self._handle, None
         lib.gdrstore_cluster_close(handle)
 

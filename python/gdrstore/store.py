@@ -101,6 +101,21 @@ class Store:
             streams, self._streams = self._streams, None
         return None if streams is None else list(streams.values())
 
+    def _end_streams(self) -> bool:
+        """close()'s first half: ends the streams still open (each waits for its ops) and
+        releases every registration. False when closing began already (or never opened)."""
+        streams = self._take_streams()
+        if streams is None:
+            return False
+        what = type(self).__name__
+        for stream in streams:
+            try:
+                stream._end(True, f"the stream was closed by its {what}'s close()")
+            except Exception:  # its ops' outcomes are on their Futures; the store still closes
+                pass
+        self._regs.close()
+        return True
+
     def _adopt(self, stream) -> bool:
         """Lists `stream` for close(); False when the store is closing."""
         with self._streams_lock:
