@@ -268,7 +268,9 @@ TEST_F(MtlsGrantsTest, ATokenBesideAListedCertificateIsJudgedAlone) {
   auto t = Connect(&client_a_, kTokenT);
   ASSERT_NE(t, nullptr);
   EXPECT_TRUE(VerifiedGet(*t, "v2", kLen, 0).ok());
-  absl::StatusOr<gdrstore::OpResult> get1 = t->Write({"v1", 0, kLen}, *buf);
+  auto tbuf = Allocate(*t, kLen);  // a Client takes only buffers it registered
+  ASSERT_NE(tbuf, nullptr);
+  absl::StatusOr<gdrstore::OpResult> get1 = t->Write({"v1", 0, kLen}, *tbuf);
   EXPECT_EQ(get1.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(get1.status().message(),
             "credential 't' may not get from volume "
@@ -292,7 +294,9 @@ TEST_F(MtlsGrantsTest, WithoutAClientCaSanLinesMatchNothing) {
   EXPECT_EQ(a->GetInfo().status().code(), absl::StatusCode::kUnauthenticated);
   auto b = Connect(&client_b_, "");
   ASSERT_NE(b, nullptr);
-  EXPECT_EQ(Put(*b, *buf, "v2", 0, 9).code(), absl::StatusCode::kUnauthenticated);
+  auto bbuf = Allocate(*b, kLen);  // a Client takes only buffers it registered
+  ASSERT_NE(bbuf, nullptr);
+  EXPECT_EQ(Put(*b, *bbuf, "v2", 0, 9).code(), absl::StatusCode::kUnauthenticated);
   // The start warned about each line that cannot match.
   for (const char* label : {"'a'", "'san:b.test'"}) {
     const std::string want = absl::StrCat("credential ", label, " names a client certificate, "
