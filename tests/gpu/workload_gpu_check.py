@@ -29,8 +29,8 @@ def main():
     for transport in ("tcp", "local"):
         t = workload.Target(daemons=[address], transport=transport)
         cfg = train.TrainConfig(model=train.model_with("resnet50", compute_s=0.05), target=t,
-                                ranks=2, gpus=gpus, scale=0.001, steps=3,
-                                prefix=f"gpuchk-{transport}")
+                                ranks=2, gpus=gpus, scale=0.001, steps=3, epochs=1,
+                                client_memory=1 << 30, prefix=f"gpuchk-{transport}")
         r = train.run(cfg)
         check(r["compute"] == "gpu-kernel" and
               all(x["device"] == "cuda:0" and x["samples_verified"] == 3 * 400

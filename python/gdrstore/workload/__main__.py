@@ -74,12 +74,21 @@ def parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="MLPerf Storage training (unet3d, resnet50, cosmoflow)")
     t.add_argument("--model", default="unet3d")
     t.add_argument("--scale", type=float, default=1.0,
-                   help="fraction of the published dataset's files (small machines)")
-    t.add_argument("--steps", type=int, help="steps per rank (default: a whole epoch)")
-    t.add_argument("--epochs", type=int, default=1)
+                   help="fraction of the closed dataset's files (small machines; named in "
+                        "the result's deviations)")
+    t.add_argument("--client-host-memory", type=float, metavar="GiB",
+                   help="RAM of a client host, which the closed dataset is 5x (default: this "
+                        "host's MemTotal)")
+    t.add_argument("--steps", type=int, help="steps per rank an epoch (default: a whole epoch)")
+    t.add_argument("--epochs", type=int, default=train.CLOSED_EPOCHS)
+    t.add_argument("--runs", type=int, default=1,
+                   help="the run repeated on the same dataset: mean +- stdev over the runs")
     t.add_argument("--batch", type=int)
     t.add_argument("--compute-time", type=float, help="seconds of compute per step")
     t.add_argument("--read-threads", type=int)
+    t.add_argument("--prefetch-size", type=int, help="DLIO's reader.prefetch_size")
+    t.add_argument("--computation-threads", type=int,
+                   help="DLIO's reader.computation_threads (TFRecord models)")
     t.add_argument("--sample-bytes", type=size)
     t.add_argument("--sample-stdev", type=size)
     t.add_argument("--samples-per-file", type=int)
@@ -123,10 +132,16 @@ def execute(a) -> dict:
         m = train.model_with(a.model, batch=a.batch, compute_s=a.compute_time,
                              read_threads=a.read_threads, sample_bytes=a.sample_bytes,
                              sample_stdev=a.sample_stdev, samples_per_file=a.samples_per_file,
-                             au_threshold=a.au_threshold)
+                             au_threshold=a.au_threshold, prefetch_size=a.prefetch_size,
+                             computation_threads=a.computation_threads)
+        memory = a.client_host_memory
+        if memory is not None and not 0 < memory <= 1 << 30:
+            raise InvalidArgument(f"--client-host-memory {memory:g} GiB is outside (0, 2^30]")
         return train.run(train.TrainConfig(model=m, ranks=1 if a.ranks is None else a.ranks,
                                            scale=a.scale, steps=a.steps, epochs=a.epochs,
-                                           seed=a.seed, retries=a.retries, **common))
+                                           seed=a.seed, retries=a.retries, runs=a.runs,
+                                           client_memory=None if memory is None else
+                                           int(memory * (1 << 30)), **common))
     if a.workload == "checkpoint":
         m = checkpoint.model_named(a.model)
         return checkpoint.run(checkpoint.CheckpointConfig(

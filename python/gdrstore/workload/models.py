@@ -8,22 +8,35 @@ from typing import Dict
 
 @dataclass(frozen=True)
 class TrainModel:
-    """One MLPerf Storage training workload as its DLIO config states it (v2.0, H100)."""
+    """One MLPerf Storage training workload as its DLIO config states it (v2.0, H100:
+    mlcommons/storage configs/dlio/workload/<name>_h100.yaml); a field the config leaves out
+    takes DLIO's default (dlio_benchmark/utils/config.py, ConfigArguments)."""
     name: str
     sample_bytes: int          # DLIO record_length_bytes: mean sample size
     sample_stdev: int          # record_length_bytes_stdev (0: every sample the same size)
     samples_per_file: int      # num_samples_per_file
-    files: int                 # num_files_train of the published config (before --scale)
+    files: int                 # num_files_train of the config (the closed size is mlpstorage's
+                               # datasize rule instead: train.closed_dataset_files)
     batch: int                 # reader.batch_size per accelerator
     compute_s: float           # train.computation_time per step on an H100
-    read_threads: int          # reader.read_threads: batches loaded ahead in parallel
-    au_threshold: float        # the AU a run must reach to pass
+    read_threads: int          # reader.read_threads: loader workers (PyTorch) or parallel
+                               # record-file readers (TFRecord)
+    au_threshold: float        # metric.au: the mean AU a run must reach to pass
+    loader: str = "pytorch"    # reader.data_loader: pytorch, or tensorflow (TFRecord files)
+    prefetch_size: int = 2     # reader.prefetch_size (DLIO's default 2)
+    computation_threads: int = 1  # reader.computation_threads (TFRecord: batches parsed at once)
+    sample_shuffle: bool = True   # reader.sample_shuffle is seed (DLIO's default: off)
+    shuffle_size: int = 1024   # reader.shuffle_size: the TFRecord shuffle buffer, in samples
 
 
 TRAIN: Dict[str, TrainModel] = {m.name: m for m in [
     TrainModel("unet3d", 146_600_628, 68_341_808, 1, 168, 7, 0.323, 4, 0.90),
-    TrainModel("resnet50", 114_660, 0, 1251, 1024, 400, 0.224, 8, 0.90),
-    TrainModel("cosmoflow", 2_828_486, 71_311, 1, 524_288, 1, 0.00351, 4, 0.70),
+    # resnet50's config sets no sample_shuffle: DLIO's default (off) leaves its 1024-sample
+    # shuffle buffer out of the pipeline.
+    TrainModel("resnet50", 114_660, 0, 1251, 1024, 400, 0.224, 8, 0.90, loader="tensorflow",
+               computation_threads=8, sample_shuffle=False),
+    TrainModel("cosmoflow", 2_828_486, 71_311, 1, 524_288, 1, 0.00351, 4, 0.70,
+               loader="tensorflow", shuffle_size=2),
 ]}
 
 

@@ -23,9 +23,12 @@ def table(r: Dict[str, Any]) -> str:
         lines.append(f"train {r['model']}: {r['ranks']} accelerators, compute {r['compute']}, "
                      f"{r['files']} files, {r['samples']} samples, {_gb(r['dataset_bytes'])}"
                      f"{scaled}")
-        lines.append(f"  batch {p['batch']}, compute {p['compute_s']} s/step, read threads "
-                     f"{p['read_threads']}; needs {r['needed_gb_per_s_per_rank'] or 0:.3f} GB/s "
-                     "per accelerator")
+        lines.append(f"  batch {p['batch']}, compute {p['compute_s']} s/step, {p['loader']} "
+                     f"loader, read threads {p['read_threads']}; {r['epochs']} epochs of "
+                     f"{r['steps_per_epoch']} steps; needs "
+                     f"{r['needed_gb_per_s_per_rank'] or 0:.3f} GB/s per accelerator")
+        if not r["closed"]:
+            lines.append("  not closed: " + "; ".join(r["deviations"]))
         lines.append(f"  {'rank':>4} {'device':>8} {'steps':>6} {'AU %':>7} {'samples/s':>10} "
                      f"{'GB/s':>8} {'wait p50 ms':>12} {'wait p99 ms':>12}")
         for x in r["per_rank"]:
@@ -34,9 +37,12 @@ def table(r: Dict[str, Any]) -> str:
                          f"{x['samples_per_s']:>10.1f} {x['read_gb_per_s']:>8.3f} "
                          f"{wp['p50']:>12.2f} {wp['p99']:>12.2f}")
         verdict = "PASS" if r["passed"] else "FAIL"
-        lines.append(f"  AU {r['au'] * 100:.2f} % (lowest rank; mean {r['au_mean'] * 100:.2f} %) "
-                     f"against {p['au_threshold'] * 100:.0f} %: {verdict}; "
-                     f"{r['samples_per_s']:.1f} samples/s, {r['read_gb_per_s']:.3f} GB/s")
+        over = f"{len(r['runs'])} runs" if len(r["runs"]) > 1 else "epochs"
+        lines.append(f"  AU {r['au'] * 100:.2f} +- {r['au_stdev'] * 100:.2f} % (mean over ranks "
+                     f"and {over}; lowest rank {r['au_min_rank'] * 100:.2f} %) against "
+                     f"{p['au_threshold'] * 100:.0f} %: {verdict}; {r['samples_per_s']:.1f} "
+                     f"+- {r['samples_per_s_stdev']:.1f} samples/s, {r['mib_per_s']:.1f} +- "
+                     f"{r['mib_per_s_stdev']:.1f} MiB/s")
     elif w == "checkpoint":
         lines.append(f"checkpoint {r['model']}: {_gb(r['checkpoint_bytes'])} over "
                      f"{r['logical_ranks']} logical ranks on {r['ranks']} processes{scaled}")
