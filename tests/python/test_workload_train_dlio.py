@@ -158,23 +158,31 @@ def test_a_slow_rank_holds_every_rank_at_each_steps_barrier(d):
 
 
 def test_tfrecord_pipeline_reads_its_files_through_the_shuffle_buffer(d):
-    # resnet50's TFRecord path at a tiny scale, the shuffle buffer on: 6 files of 8 records
-    # over 2 ranks (3 files each), 2 files read at once; two runs on one dataset.
+    # resnet50's TFRecord path at a tiny scale, file and sample shuffles on: 6 files of 8
+    # records over 2 ranks (3 files each), 2 files read at once; two runs on one dataset.
+    np = pytest.importorskip("numpy")
     m = train.model_with("resnet50", sample_bytes=16 << 10, samples_per_file=8, batch=4,
                          compute_s=0.001, read_threads=2, computation_threads=2,
-                         sample_shuffle=True, shuffle_size=5)
+                         sample_shuffle=True, shuffle_size=5, file_shuffle=True)
     cfg = train.TrainConfig(model=m, target=workload.Target(daemons=[d.address]), ranks=2,
                             epochs=2, runs=2, scale=0.0118, client_memory=1 << 20, seed=SEED,
                             log_samples=True, prefix="wl-dlio-tf")
     layout = train.lay_out(cfg)
     r = train.run(cfg)
     assert r["files"] == 6 and r["steps_per_epoch"] == 6
+    # DLIO's ConfigArguments.reconfigure for the first epoch (file_shuffle seed), before
+    # TFReader.next shards the list: numpy's global generator seeded with seed + epoch.
+    file_list = list(range(6))
+    np.random.seed(SEED + 1)
+    np.random.shuffle(file_list)
     for x in r["per_rank"]:
-        mine = set(range(x["rank"], 6, 2))
+        mine = file_list[x["rank"]::2]  # the shard: every ranks-th file, from the rank's own
         for e in (1, 2):
             got = x["samples_per_epoch"][e - 1]
-            assert {s // 8 for s in got} <= mine  # every ranks-th file, from the rank's own
-            reads, order = train.dlio_tfrecord_records(6, 8, 2, x["rank"], 2, 5, SEED)
+            assert {s // 8 for s in got} == set(mine)
+            reads, order = train.dlio_tfrecord_records(6, 8, 2, x["rank"], 2, 5, SEED, True)
+            # Its first two files read at once, their records taken in turn.
+            assert [(w, s // 8) for w, s in reads[:4]] == [(0, mine[0]), (1, mine[1])] * 2
             assert got == order[:24]
         reads = sum(s.length for e in (1, 2) for s in train.rank_reads(layout, cfg, x["rank"], e))
         assert x["bytes_read"] == reads and x["samples_verified"] == 2 * 24

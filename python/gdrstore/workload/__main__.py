@@ -14,7 +14,7 @@ import traceback
 from typing import List, Optional
 
 from ..errors import Error, InvalidArgument
-from . import checkpoint, kvcache, report, train
+from . import checkpoint, kvcache, kvcache_mlperf, report, train
 from .cleanup import notes
 from .device import gpu_list
 from .target import Target
@@ -102,16 +102,31 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--chunk", type=size, default=64 << 20, help="bytes per op")
     c.add_argument("--qd", type=int, default=4, help="ops in flight per process")
     _common(c)
-    k = sub.add_parser("kvcache", help="KV blocks of a model with prefix reuse")
-    k.add_argument("--model", default="llama3-8b")
-    k.add_argument("--requests", type=int, default=200, help="per rank")
-    k.add_argument("--block-tokens", type=int, default=16)
-    k.add_argument("--prefixes", type=int, default=32)
-    k.add_argument("--zipf", type=float, default=1.0)
-    k.add_argument("--prefix-tokens", type=int, default=1024)
-    k.add_argument("--suffix-tokens", type=int, default=128)
-    k.add_argument("--capacity", type=int, default=512, help="blocks each rank's volume holds")
+    k = sub.add_parser("kvcache", help="MLPerf Storage v3's KV-cache options (--option), or "
+                                        "KV blocks with prefix reuse")
+    o = k.add_argument_group("MLPerf Storage v3 (each flag given is a deviation, named)")
+    o.add_argument("--option", help=f"one of {', '.join(kvcache_mlperf.OPTIONS)}")
+    o.add_argument("--users", type=int, help="per client (default: the option's)")
+    o.add_argument("--duration", type=float, help="seconds a trial (default 300)")
+    o.add_argument("--trials", type=int, help="default 3")
+    o.add_argument("--scale", type=float,
+                   help="fraction of every request's context and of the CPU tier")
+    o.add_argument("--cpu-bytes", type=size, help="the CPU tier per client")
+    o.add_argument("--storage-bytes", type=size,
+                   help="the storage tier per client (default 64 GiB x scale)")
+    o.add_argument("--chunk", type=size, help="bytes an entry moves in per op (default 4MiB)")
+    o.add_argument("--ring", type=int, help="chunks in flight per request (default 4)")
+    x = k.add_argument_group("prefix reuse (without --option)")
+    x.add_argument("--model", help="default llama3-8b")
+    x.add_argument("--requests", type=int, help="per rank (default 200)")
+    x.add_argument("--block-tokens", type=int, help="default 16")
+    x.add_argument("--prefixes", type=int, help="default 32")
+    x.add_argument("--zipf", type=float, help="default 1.0")
+    x.add_argument("--prefix-tokens", type=int, help="default 1024")
+    x.add_argument("--suffix-tokens", type=int, help="default 128")
+    x.add_argument("--capacity", type=int, help="blocks each rank's volume holds (default 512)")
     _common(k)
+    k.set_defaults(seed=None)  # --option's default is the option's seed (42)
     return p
 
 
@@ -147,12 +162,41 @@ def execute(a) -> dict:
         return checkpoint.run(checkpoint.CheckpointConfig(
             model=m, ranks=min(8, m.ranks) if a.ranks is None else a.ranks, scale=a.scale,
             checkpoints=a.checkpoints, chunk=a.chunk, qd=a.qd, **common))
-    m = kvcache.model_named(a.model)
+    return _kvcache(a, common)
+
+
+_KV_MLPERF = ("users", "duration", "trials", "scale", "cpu_bytes", "storage_bytes", "chunk",
+              "ring")
+_KV_PREFIX = ("model", "requests", "block_tokens", "prefixes", "zipf", "prefix_tokens",
+              "suffix_tokens", "capacity")
+
+
+def _kvcache(a, common: dict) -> dict:
+    """An MLPerf option's run (--option), or the prefix-reuse workload; a flag of the other
+    mode is refused, named."""
+    flag = lambda f: "--" + f.replace("_", "-")  # noqa: E731
+    ranks = 1 if a.ranks is None else a.ranks
+    if a.option is not None:
+        for f in _KV_PREFIX:
+            if getattr(a, f) is not None:
+                raise InvalidArgument(f"{flag(f)} is a flag of the prefix-reuse mode, not of "
+                                      "--option")
+        given = {k: getattr(a, f) for k, f in (("users", "users"), ("duration_s", "duration"),
+                                               ("trials", "trials"), ("seed", "seed"),
+                                               ("scale", "scale"), ("cpu_bytes", "cpu_bytes"),
+                                               ("storage_bytes", "storage_bytes"),
+                                               ("chunk", "chunk"), ("ring", "ring"))}
+        return kvcache_mlperf.run(kvcache_mlperf.MlperfKvConfig(
+            option=kvcache_mlperf.option_named(a.option), ranks=ranks,
+            **{k: v for k, v in given.items() if v is not None}, **common))
+    for f in _KV_MLPERF:
+        if getattr(a, f) is not None:
+            raise InvalidArgument(f"{flag(f)} needs --option (an MLPerf Storage v3 option)")
+    given = {f: getattr(a, f) for f in _KV_PREFIX[1:]}
     return kvcache.run(kvcache.KvConfig(
-        model=m, ranks=1 if a.ranks is None else a.ranks, requests=a.requests,
-        block_tokens=a.block_tokens, prefixes=a.prefixes, zipf=a.zipf,
-        prefix_tokens=a.prefix_tokens, suffix_tokens=a.suffix_tokens, capacity=a.capacity,
-        seed=a.seed, **common))
+        model=kvcache.model_named(a.model or "llama3-8b"), ranks=ranks,
+        seed=1 if a.seed is None else a.seed,
+        **{k: v for k, v in given.items() if v is not None}, **common))
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -27,16 +27,18 @@ class TrainModel:
     computation_threads: int = 1  # reader.computation_threads (TFRecord: batches parsed at once)
     sample_shuffle: bool = True   # reader.sample_shuffle is seed (DLIO's default: off)
     shuffle_size: int = 1024   # reader.shuffle_size: the TFRecord shuffle buffer, in samples
+    file_shuffle: bool = False  # reader.file_shuffle is seed (TFRecord: the files' order)
 
 
 TRAIN: Dict[str, TrainModel] = {m.name: m for m in [
-    TrainModel("unet3d", 146_600_628, 68_341_808, 1, 168, 7, 0.323, 4, 0.90),
+    TrainModel("unet3d", 146_600_628, 68_341_808, 1, 168, 7, 0.323, 4, 0.90,
+               file_shuffle=True),
     # resnet50's config sets no sample_shuffle: DLIO's default (off) leaves its 1024-sample
     # shuffle buffer out of the pipeline.
     TrainModel("resnet50", 114_660, 0, 1251, 1024, 400, 0.224, 8, 0.90, loader="tensorflow",
                computation_threads=8, sample_shuffle=False),
     TrainModel("cosmoflow", 2_828_486, 71_311, 1, 524_288, 1, 0.00351, 4, 0.70,
-               loader="tensorflow", shuffle_size=2),
+               loader="tensorflow", shuffle_size=2, file_shuffle=True),
 ]}
 
 

@@ -4,6 +4,8 @@ plots (Debian's matplotlib, no display needed). The JSON stays the record; these
 import os
 from typing import Any, Dict, List
 
+from . import kvcache_mlperf
+
 
 def _gb(n: float) -> str:
     return f"{n / 1e9:.3f} GB"
@@ -53,6 +55,8 @@ def table(r: Dict[str, Any]) -> str:
                 lines.append(f"  {phase:>5} #{c['checkpoint']}: {c['duration_s']:.3f} s (slowest "
                              f"rank), {c['gb_per_s']:.3f} GB/s; ranks {min(rates):.3f} .. "
                              f"{max(rates):.3f} GB/s")
+    elif w == "kvcache" and "option" in r:  # an MLPerf Storage v3 option's run
+        lines.extend(kvcache_mlperf.table_lines(r))
     elif w == "kvcache":
         p = r["parameters"]
         g, l = r["get_ms"], r["prefix_load_ms"]

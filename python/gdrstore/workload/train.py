@@ -192,18 +192,27 @@ def dlio_rank_samples(seed: int, samples: int, ranks: int, rank: int, epoch: int
 
 
 def dlio_tfrecord_records(files: int, samples_per_file: int, ranks: int, rank: int,
-                          read_threads: int, shuffle_size: int, seed: int
+                          read_threads: int, shuffle_size: int, seed: int,
+                          file_shuffle: bool = False
                           ) -> Tuple[List[Tuple[int, int]], List[int]]:
     """Rank `rank`'s records through DLIO's TFRecord pipeline (dlio_benchmark/reader/
-    tf_reader.py, TFReader.next): its files are every ranks-th one from `rank` (all of them
-    when there are fewer files than ranks); read_threads files are read at once, each
+    tf_reader.py, TFReader.next): the file list, shuffled when file_shuffle is on as
+    ConfigArguments.reconfigure shuffles it for the first epoch (numpy's generator seeded with
+    seed + 1) before the pipeline is built; the rank's files are every ranks-th one of it from
+    `rank` (all of them when there are fewer files than ranks); read_threads files are read at
+    once, each
     sequentially, their records interleaved in turn (TFRecordDataset num_parallel_reads, a
     finished file's reader taking the next file); a seeded buffer of shuffle_size records
     (0: none) picks each next record at random; with fewer files than ranks, every ranks-th
     record is kept. Returns (the records read, as (reader, sample index) in read order, and
     the sample indices the pipeline yields, in order). The same every epoch: DLIO's pipeline
     restarts from its seed."""
-    mine = list(range(rank, files, ranks)) if files >= ranks else list(range(files))
+    if not 0 <= seed + 1 <= 0xFFFFFFFF:
+        raise InvalidArgument(f"seed {seed} + 1 is outside [0, 2^32 - 1] (numpy's seed range)")
+    file_list = list(range(files))
+    if file_shuffle:
+        _legacy_shuffle(seed + 1, file_list)
+    mine = file_list[rank::ranks] if files >= ranks else file_list
     pending = iter(mine)
     open_files: List[List[Any]] = []  # [reader, the file's records left]
     for w in range(min(read_threads, len(mine))):
@@ -304,7 +313,7 @@ def _tf_records(layout: Layout, cfg: TrainConfig, rank: int):
     m = cfg.model
     return dlio_tfrecord_records(layout.files, m.samples_per_file, cfg.ranks, rank,
                                  m.read_threads, m.shuffle_size if m.sample_shuffle else 0,
-                                 cfg.seed)
+                                 cfg.seed, m.file_shuffle)
 
 
 def steps_per_epoch(layout: Layout, cfg: TrainConfig) -> int:
