@@ -14,7 +14,7 @@ import traceback
 from typing import List, Optional
 
 from ..errors import Error, InvalidArgument
-from . import checkpoint, kvcache, kvcache_mlperf, report, train
+from . import checkpoint, kvcache, kvcache_mlperf, report, search, train
 from .cleanup import notes
 from .device import gpu_list
 from .target import Target
@@ -94,6 +94,11 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--samples-per-file", type=int)
     t.add_argument("--au-threshold", type=float)
     t.add_argument("--retries", type=int, default=2, help="of a failed sample read")
+    t.add_argument("--find-max-accelerators", action="store_true",
+                   help="search for the most accelerators whose mean AU passes: N doubles "
+                        "from --ranks (default 1) until a run fails, then the gap is halved")
+    t.add_argument("--max-accelerators", type=int,
+                   help=f"the search's cap on N (default {search.DEFAULT_CAP})")
     _common(t)
     c = sub.add_parser("checkpoint", help="MLPerf Storage checkpointing (llama3-8b ... 1t)")
     c.add_argument("--model", default="llama3-8b")
@@ -152,7 +157,7 @@ def execute(a) -> dict:
         memory = a.client_host_memory
         if memory is not None and not 0 < memory <= 1 << 30:
             raise InvalidArgument(f"--client-host-memory {memory:g} GiB is outside (0, 2^30]")
-        return train.run(train.TrainConfig(model=m, ranks=1 if a.ranks is None else a.ranks,
+        return _train(a, train.TrainConfig(model=m, ranks=1 if a.ranks is None else a.ranks,
                                            scale=a.scale, steps=a.steps, epochs=a.epochs,
                                            seed=a.seed, retries=a.retries, runs=a.runs,
                                            client_memory=None if memory is None else
@@ -199,6 +204,16 @@ def _kvcache(a, common: dict) -> dict:
         **{k: v for k, v in given.items() if v is not None}, **common))
 
 
+def _train(a, cfg: train.TrainConfig) -> dict:
+    """The train run, or with --find-max-accelerators the search over its ranks."""
+    if a.find_max_accelerators:
+        return search.run(cfg, a.max_accelerators)
+    if a.max_accelerators is not None:
+        raise InvalidArgument("--max-accelerators is the cap of --find-max-accelerators; "
+                              "give both")
+    return train.run(cfg)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     a = parser().parse_args(argv)
     try:
@@ -212,10 +227,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         traceback.print_exc()
         _failed(a.workload, e)
         return 3
-    text = report.table(result)
+    view = search if result["workload"] == search.WORKLOAD else report
+    text = view.table(result)
     if a.out:
         os.makedirs(a.out, exist_ok=True)
-        result["plots"] = report.plots(result, a.out)
+        result["plots"] = view.plots(result, a.out)
         with open(os.path.join(a.out, "table.txt"), "w") as f:
             f.write(text)
         with open(os.path.join(a.out, "result.json"), "w") as f:

@@ -8,15 +8,21 @@ Python 3.11's tracebacks) and is raised only when nothing else was."""
 from typing import Any, Callable, List, Optional
 
 
+def add_note(error: BaseException, text: str) -> None:
+    """BaseException.add_note, on Python < 3.11 too."""
+    notes = getattr(error, "__notes__", None)
+    if not isinstance(notes, list):
+        notes = []
+        error.__notes__ = notes  # what BaseException.add_note keeps
+    notes.append(text)
+
+
 def note(primary: BaseException, what: str, error: BaseException) -> None:
     """Adds `error`, raised by the clean-up step `what` after `primary`, to `primary`'s notes
     (with `error`'s own notes after it)."""
-    notes = getattr(primary, "__notes__", None)
-    if not isinstance(notes, list):
-        notes = []
-        primary.__notes__ = notes  # what BaseException.add_note keeps, on Python < 3.11 too
-    notes.append(f"then, {what}: {type(error).__name__}: {error}")
-    notes.extend(f"  {n}" for n in getattr(error, "__notes__", None) or ())
+    add_note(primary, f"then, {what}: {type(error).__name__}: {error}")
+    for n in getattr(error, "__notes__", None) or ():
+        add_note(primary, f"  {n}")
 
 
 def notes(error: BaseException) -> List[str]:

@@ -76,14 +76,9 @@ def table(r: Dict[str, Any]) -> str:
 def plots(r: Dict[str, Any], out_dir: str) -> List[str]:
     """PNG files written under `out_dir`; [] and a reason in r["plots_skipped"] without
     matplotlib."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        r["plots_skipped"] = f"matplotlib is not importable: {e}"
+    plt = pyplot(r)
+    if plt is None:
         return []
-    os.makedirs(out_dir, exist_ok=True)
     made = []
     w = r["workload"]
     if w == "train":
@@ -129,7 +124,22 @@ def plots(r: Dict[str, Any], out_dir: str) -> List[str]:
     return made
 
 
+def pyplot(r: Dict[str, Any]):
+    """matplotlib.pyplot drawing to files (no display needed), or None with the reason in
+    r["plots_skipped"]."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        r["plots_skipped"] = f"matplotlib is not importable: {e}"
+        return None
+    return plt
+
+
 def _save(fig, plt, out_dir: str, name: str) -> str:
+    """Writes `fig` as out_dir/name (the directory made if missing); its path."""
+    os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, name)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
