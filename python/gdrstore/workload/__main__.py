@@ -15,6 +15,7 @@ from typing import List, Optional
 
 from ..errors import Error, InvalidArgument
 from . import checkpoint, kvcache, kvcache_mlperf, report, search, train
+from . import hosts
 from .cleanup import notes
 from .device import gpu_list
 from .target import Target
@@ -63,6 +64,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     r.add_argument("--media", help="media options of the volumes made (e.g. media=nvme-gen4)")
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--deadline", type=float, default=3600.0, help="seconds for the whole run")
+    r.add_argument("--launcher", choices=hosts.LAUNCHERS, default="auto",
+                   help="how ranks start: spawn (processes on this host), torchrun (this "
+                        "process is one rank, of torchrun's or an Indexed Job's environment), "
+                        "auto (torchrun when RANK or JOB_COMPLETION_INDEX, WORLD_SIZE, "
+                        "MASTER_ADDR and MASTER_PORT are set)")
     r.add_argument("--keep", action="store_true", help="leave the run's volumes on the daemons")
     r.add_argument("--json", action="store_true", help="the result as JSON on stdout")
     r.add_argument("--out", help="directory for result.json, table.txt and the PNG plots")
@@ -217,6 +223,10 @@ def _train(a, cfg: train.TrainConfig) -> dict:
 def main(argv: Optional[List[str]] = None) -> int:
     a = parser().parse_args(argv)
     try:
+        session = hosts.configure(a.launcher)
+        if session is not None and a.ranks is None and not getattr(a, "find_max_accelerators",
+                                                                   False):
+            a.ranks = session.world  # a rank a process
         result = execute(a)
     except Error as e:
         _failed(a.workload, e)
@@ -227,6 +237,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         traceback.print_exc()
         _failed(a.workload, e)
         return 3
+    if session is not None:
+        result["hosts"] = session.describe()
+        if session.rank != 0:  # rank 0 reports for every host
+            return 1 if result.get("passed") is False else 0
     view = search if result["workload"] == search.WORKLOAD else report
     text = view.table(result)
     if a.out:

@@ -3,7 +3,9 @@ a fresh interpreter (spawned, so CUDA and the library start clean in each), with
 clients and buffers, and hands back a dict. The ranks start their measured part together at the
 barrier. A rank that fails ends the run with its error (the first to arrive: the root, raised
 with the rank's own status code); a run past its deadline is ended, its ranks stopped (this
-process started them), and named. Stopping the ranks never replaces that error."""
+process started them), and named. Stopping the ranks never replaces that error. Under torchrun
+or an Indexed Job (hosts.py) this process runs only its own rank, and the ranks share their
+barrier, results and errors over gloo instead."""
 
 import multiprocessing
 import os
@@ -11,7 +13,7 @@ import queue
 import signal
 import time
 import traceback
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import DeadlineExceeded, Error, Unknown, from_status
 from .cleanup import Cleanup, notes
@@ -19,20 +21,33 @@ from .cleanup import Cleanup, notes
 _STOP_GRACE_S = 5.0
 
 
+def describe(e: BaseException) -> Tuple[int, str]:
+    """A rank's error as it crosses to the other processes: its status code (Unknown's for one
+    not of the library) and its text: the error, the rank's own clean-up's after it, then where
+    it was raised (the frames alone: Python 3.11's full format would print the notes twice)."""
+    code = e.code if isinstance(e, Error) else Unknown.code
+    text = "".join(f"\n  {n}" for n in notes(e))
+    frames = "".join(traceback.format_tb(e.__traceback__, limit=4))
+    return code, (f"{type(e).__name__}: {e}{text}\nTraceback (most recent call last):\n"
+                  f"{frames.rstrip()}")
+
+
+def rank_error(rank: int, code: int, text: str) -> Error:
+    """Rank `rank`'s error (from describe) as the run raises it: of its status class, naming
+    the rank, with `rank` set."""
+    failure = from_status(code, f"rank {rank}: {text}")
+    failure.rank = rank
+    return failure
+
+
 def _rank_main(body, rank: int, ranks: int, args: Any, barrier, results) -> None:
     try:
         results.put((rank, body(rank, ranks, args, barrier), None))
     except BaseException as e:  # report it; the parent ends the run
-        code = e.code if isinstance(e, Error) else Unknown.code
-        # The error, the rank's own clean-up's after it, then where it was raised (the frames
-        # alone: Python 3.11's full format would print the notes a second time).
-        text = "".join(f"\n  {n}" for n in notes(e))
-        frames = "".join(traceback.format_tb(e.__traceback__, limit=4))
         try:
             barrier.abort()  # the others stop waiting for this rank
         finally:
-            results.put((rank, None, (code, f"{type(e).__name__}: {e}{text}\nTraceback (most "
-                                             f"recent call last):\n{frames.rstrip()}")))
+            results.put((rank, None, describe(e)))
 
 
 def run(body: Callable[..., Dict[str, Any]], ranks: int, args: Any,
@@ -40,7 +55,11 @@ def run(body: Callable[..., Dict[str, Any]], ranks: int, args: Any,
     """Runs `ranks` processes of `body`; their results in rank order. The first failed rank's
     error, of its status class (Unavailable, DataLoss, ...; Error's Unknown for one not of
     the library) with `rank` set and a message naming the rank, or DeadlineExceeded (naming
-    the ranks still running)."""
+    the ranks still running). Under torchrun or an Indexed Job, hosts.Session.run instead."""
+    from . import hosts  # here, not at the top: hosts takes describe and rank_error from here
+    session = hosts.session()
+    if session is not None:
+        return session.run(body, ranks, args, deadline_s)
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(ranks)
     results = ctx.Queue()
@@ -69,9 +88,7 @@ def run(body: Callable[..., Dict[str, Any]], ranks: int, args: Any,
                     failure.rank = dead[0]
                 continue
             if error is not None:
-                code, text = error
-                failure = from_status(code, f"rank {rank}: {text}")
-                failure.rank = rank
+                failure = rank_error(rank, *error)
             else:
                 out[rank] = result
     except BaseException as e:  # past the deadline, or interrupted: no grace

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional
 from ..errors import AlreadyExists, InvalidArgument, Unavailable
 from ..store import Store
 from ..urls import check_address, connect, parse
+from . import hosts
 from .cleanup import Cleanup
 
 CLUSTER_STRIPE_UNIT = 4 << 20
@@ -122,12 +123,21 @@ class DataPath:
 class Volumes:
     """The volumes a workload made: made on daemon i mod D in turn, taken away at the end
     (unless kept). A volume of the same name already there is an error naming it (a run's
-    volumes are its own)."""
+    volumes are its own). With ranks on several hosts (hosts.py) rank 0 alone makes them and
+    takes them away; the other ranks wait for them at each run's start, and at the end every
+    rank learns whether any failed (hosts.Session.settle)."""
 
     def __init__(self, target: Target, file: bool, media: Optional[str], keep: bool = False):
         self._keep = keep
-        self._cluster = target.open() if target.cluster else None
-        self._admins = [] if self._cluster else target.admin_clients()
+        self._session = hosts.session()
+        self._maker = self._session is None or self._session.rank == 0
+        try:
+            self._cluster = target.open() if target.cluster and self._maker else None
+            self._admins = [] if target.cluster or not self._maker else target.admin_clients()
+        except BaseException as e:
+            if self._session is not None:
+                self._session.settle(e)  # the other ranks wait for the volumes: they learn why
+            raise
         self._names = target.daemons
         self._agent = bool(target.agent)
         self._file = file
@@ -136,6 +146,8 @@ class Volumes:
         self._sizes: Dict[str, int] = {}  # name -> the size it was made with
 
     def make(self, index: int, name: str, size: int) -> None:
+        if not self._maker:  # rank 0 makes it
+            return
         if self._cluster is not None:
             self._cluster.create_volume(name, size, file=self._file, media=self._media,
                                         stripe_unit=CLUSTER_STRIPE_UNIT)
@@ -162,8 +174,8 @@ class Volumes:
         """Takes every file volume away and serves it again from its file: the daemon syncs a
         file volume's pages and drops them from the page cache when it lets the volume go, so
         what is read next comes from the file (what stands for MLPerf's cache clear). Memory
-        volumes have no cache to clear: nothing is done."""
-        if not self._file:
+        volumes have no cache to clear: nothing is done. Rank 0 does it for every host."""
+        if not self._file or not self._maker:
             return
         if self._cluster is not None:
             raise InvalidArgument("the cache clear of file volumes is offered on daemons, not "
@@ -199,6 +211,8 @@ class Volumes:
         if not self._keep:
             c.run("taking the run's volumes away", lambda: self.remove(c.primary))
         c.run("closing the admin clients", self.close)
+        if self._session is not None:
+            c.run("ending the run on every host", lambda: self._session.settle(c.primary))
         c.raise_first()
         return False
 
