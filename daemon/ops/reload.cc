@@ -99,7 +99,8 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   }
 
   // Volumes: media timing is live, and so is a volume's existence (the supervisor makes or
-  // deletes it); a kept volume's size and file are not: making it anew would lose its data.
+  // deletes it); a kept volume's size, file and repeat are not: making it anew would lose its
+  // data.
   std::map<std::string, const VolumeSpec*> old_by_name, new_by_name;
   for (const VolumeSpec& v : current.volumes) old_by_name[v.name] = &v;
   for (const VolumeSpec& v : next.volumes) new_by_name[v.name] = &v;
@@ -117,6 +118,10 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
     if (ov.file != nv->file) {
       plan.needs_restart.push_back(absl::StrCat("volume ", name, " file: '", ov.file, "' -> '",
                                                 nv->file, "'"));
+    }
+    if (ov.repeat != nv->repeat) {
+      plan.needs_restart.push_back(absl::StrCat("volume ", name, " repeat: ", ov.repeat, " -> ",
+                                                nv->repeat, " bytes"));
     }
     if (ov.media != nv->media) {
       plan.applied.push_back(absl::StrCat("volume ", name, " media: ",

@@ -89,8 +89,7 @@ grpc::ServerUnaryReactor* AdminService::CreateVolume(grpc::CallbackServerContext
                        v1::VolumeInfo* info = response->mutable_volume();
                        info->set_name(v.name());
                        info->set_size(v.size());
-                       info->set_backing(v.file().empty() ? "memory"
-                                                          : absl::StrCat("file:", v.file()));
+                       info->set_backing(v.backing());
                        info->set_read_only(v.read_only());
                        response->set_created(made->created);
                      }

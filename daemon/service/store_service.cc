@@ -181,7 +181,7 @@ v1::VolumeInfo InfoOf(const Volume& volume) {
   v1::VolumeInfo vi;
   vi.set_name(volume.name());
   vi.set_size(volume.size());
-  vi.set_backing(volume.file().empty() ? "memory" : absl::StrCat("file:", volume.file()));
+  vi.set_backing(volume.backing());
   vi.set_read_only(volume.read_only());
   return vi;
 }

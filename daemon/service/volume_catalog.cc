@@ -148,12 +148,18 @@ absl::StatusOr<VolumeSpec> VolumeCatalog::SpecOf(const v1::CreateVolumeRequest& 
   if (request.size() > (uint64_t{1} << 47)) {
     return absl::InvalidArgumentError(absl::StrCat("size ", request.size(), " is past 128 TiB"));
   }
-  absl::StatusOr<MediaSettings> media = ParseMediaOptions(request.name(), request.media());
-  if (!media.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("media: ", media.status().message()));
+  // `media` holds what --volume takes after NAME=SIZE but file=: media options and repeat.
+  absl::StatusOr<VolumeSpec> options =
+      ParseVolumeOptions(request.name(), request.size(), request.media());
+  if (!options.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("media: ", options.status().message()));
   }
   VolumeSpec spec;
   if (request.file()) {
+    if (options->repeat != 0) {
+      return absl::InvalidArgumentError(
+          "media: repeat is for memory volumes; a file volume (file) keeps every byte it serves");
+    }
     if (!options_.writable_dir) {
       return absl::FailedPreconditionError(
           "file: this daemon has no writable --volume-dir to make volume files in");
@@ -165,8 +171,9 @@ absl::StatusOr<VolumeSpec> VolumeCatalog::SpecOf(const v1::CreateVolumeRequest& 
   } else {
     spec.name = request.name();
     spec.size = request.size();
+    spec.repeat = options->repeat;
   }
-  spec.media = *media;
+  spec.media = options->media;
   return spec;
 }
 
@@ -183,11 +190,13 @@ absl::Status VolumeCatalog::CheckRoom(const VolumeSpec& spec) const {
     if (!available) {
       return absl::InternalError(absl::StrCat("cannot read MemAvailable from ", options_.meminfo));
     }
-    if (spec.size + options_.memory_reserve > *available) {
+    // A repeating volume holds one period of memory, whatever its size.
+    const uint64_t held = spec.repeat != 0 ? spec.repeat : spec.size;
+    if (held + options_.memory_reserve > *available) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "a memory volume of ", FormatSize(spec.size), " does not fit: ",
-          FormatSize(*available), " of memory available, ", FormatSize(options_.memory_reserve),
-          " kept free"));
+          "a memory volume ", spec.repeat != 0 ? "holding " : "of ", FormatSize(held),
+          " does not fit: ", FormatSize(*available), " of memory available, ",
+          FormatSize(options_.memory_reserve), " kept free"));
     }
     return absl::OkStatus();
   }
@@ -245,7 +254,7 @@ absl::StatusOr<VolumeCatalog::Made> VolumeCatalog::Make(const VolumeSpec& spec,
     return v.status();
   }
   GDR_LOG(kInfo) << "volume " << spec.name << ": " << FormatSize(spec.size)
-                 << (spec.file.empty() ? std::string(" (memory)")
+                 << (spec.file.empty() ? absl::StrCat(" (", (*v)->backing(), ")")
                                        : absl::StrCat(" (file ", spec.file,
                                                       (*v)->created() ? ", created and filled)"
                                                                       : ", existing data kept)"))

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <utility>
 #include <thread>
 
@@ -29,19 +30,59 @@ constexpr const char* kMediaOptions =
     "media, latency_us, p99_us, bandwidth, read_bandwidth, write_bandwidth, iops, read_iops, "
     "write_iops, queue_depth, seed";
 
+// What ParseVolumeSpec cannot check option by option: a repeat's fit with the size and file.
+absl::Status CheckRepeat(const VolumeSpec& spec) {
+  if (spec.repeat == 0) return absl::OkStatus();
+  const std::string what = absl::StrCat("volume '", spec.name, "': repeat=", spec.repeat);
+  if (!spec.file.empty() || spec.dir != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is for memory volumes; a file volume (file=) keeps every byte it serves"));
+  }
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (spec.repeat % page != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be a multiple of the page size, ", page, " bytes"));
+  }
+  if (spec.size % spec.repeat != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must divide the volume's size, ", spec.size, " bytes"));
+  }
+  if (spec.size / spec.repeat > kMaxRepeatPeriods) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " recurs ", spec.size / spec.repeat, " times in the volume's ", spec.size,
+        " bytes; at most ", kMaxRepeatPeriods, " (one memory mapping each)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<MediaSettings> ParseMediaOptions(absl::string_view volume,
                                                 absl::string_view options) {
   if (options.empty()) return MediaSettings{};
-  // The spec's own parser and checks, on a stand-in size; a file is not a media option.
+  // A file and a repeat shape the volume rather than its device.
+  for (absl::string_view part : absl::StrSplit(options, ',')) {
+    const absl::string_view key = part.substr(0, part.find('='));
+    if (key == "file" || key == "repeat") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("volume '", volume, "': ", key, " is not a media option"));
+    }
+  }
+  // The spec's own parser and checks, on a stand-in size.
   GDR_ASSIGN_OR_RETURN(VolumeSpec spec,
                        ParseVolumeSpec(absl::StrCat(volume, "=4096,", options)));
+  return spec.media;
+}
+
+absl::StatusOr<VolumeSpec> ParseVolumeOptions(absl::string_view name, uint64_t size,
+                                              absl::string_view options) {
+  GDR_ASSIGN_OR_RETURN(VolumeSpec spec, ParseVolumeSpec(absl::StrCat(
+                                            name, "=", size, options.empty() ? "" : ",", options)));
   if (!spec.file.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("volume '", volume, "': file is not a media option"));
+        absl::StrCat("volume '", name, "': file= is not taken here (memory volume options)"));
   }
-  return spec.media;
+  return spec;
 }
 
 absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text) {
@@ -49,7 +90,7 @@ absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text) {
   if (eq == absl::string_view::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
         "volume '", text, "' must be NAME=SIZE[,file=/path][,OPTION=VALUE...] (options: ",
-        kMediaOptions, "; e.g. vol0=1GiB or vol0=1GiB,media=nvme-gen4)"));
+        kMediaOptions, ", repeat; e.g. vol0=1GiB or vol0=1GiB,media=nvme-gen4)"));
   }
   VolumeSpec spec;
   spec.name = std::string(text.substr(0, eq));
@@ -82,14 +123,23 @@ absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text) {
             "volume '", spec.name, "': file '", value, "' must be an absolute path"));
       }
       spec.file = std::string(value);
+    } else if (key == "repeat") {
+      absl::StatusOr<uint64_t> repeat = ParseSize(value);
+      if (!repeat.ok() || *repeat == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "volume '", spec.name, "': repeat '", value, "' must be a SIZE > 0 (",
+            repeat.ok() ? "e.g. 1GiB" : repeat.status().message(), ")"));
+      }
+      spec.repeat = *repeat;
     } else if (IsMediaOption(key)) {
       media.emplace_back(key, value);
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "volume '", spec.name, "': unknown option '", key, "' (file, ",
+          "volume '", spec.name, "': unknown option '", key, "' (file, repeat, ",
           kMediaOptions, ")"));
     }
   }
+  GDR_RETURN_IF_ERROR(CheckRepeat(spec));
   // The preset first, wherever it was written, so explicit options override its figures.
   std::stable_partition(media.begin(), media.end(),
                         [](const auto& kv) { return kv.first == "media"; });
@@ -171,6 +221,41 @@ std::string FillName(absl::string_view segment) {
   return absl::StrCat(".", absl::Hex(PatternSeed(segment), absl::kZeroPad16), ".partial");
 }
 
+// A repeating volume's range: spec.size bytes of address space reserved, and one memfd of
+// spec.repeat bytes mapped shared over each period of it, so transfers and registrations see
+// one contiguous range while the host holds one period's memory. The period is allocated up
+// front: memory running out then is an error here, not a SIGBUS when a fill or put touches it.
+absl::StatusOr<std::byte*> MapRepeating(const VolumeSpec& spec) {
+  auto exhausted = [&spec](int err, absl::string_view what) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "volume '", spec.name, "' (repeat=", spec.repeat, "): ", what, ": ", strerror(err)));
+  };
+  ScopedFd fd(::memfd_create("gdrstored-repeat", MFD_CLOEXEC));
+  if (!fd.valid()) return exhausted(errno, "memfd_create");
+  if (::fallocate(fd.get(), 0, 0, static_cast<off_t>(spec.repeat)) != 0) {
+    const int err = errno;
+    return exhausted(err, absl::StrCat("cannot allocate ", FormatSize(spec.repeat)));
+  }
+  void* p = ::mmap(nullptr, spec.size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    return exhausted(err, absl::StrCat("cannot reserve ", FormatSize(spec.size)));
+  }
+  auto* const base = static_cast<std::byte*>(p);
+  for (uint64_t at = 0; at < spec.size; at += spec.repeat) {
+    if (::mmap(base + at, spec.repeat, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd.get(),
+               0) == MAP_FAILED) {
+      const int err = errno;
+      ::munmap(base, spec.size);
+      return exhausted(err, absl::StrCat("cannot map period ", at / spec.repeat, " of ",
+                                         spec.size / spec.repeat, " (vm.max_map_count?)"));
+    }
+  }
+  // The descriptor closes here; the mappings keep the memory.
+  return base;
+}
+
 absl::StatusOr<std::byte*> MapFd(int fd, const std::string& shown, uint64_t size, bool writable) {
   void* p = ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return absl::ErrnoToStatus(errno, absl::StrCat("mmap ", shown));
@@ -183,6 +268,13 @@ absl::StatusOr<std::unique_ptr<Volume>> Volume::Create(const VolumeSpec& spec) {
   if (spec.read_only && spec.file.empty() && spec.dir == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("volume '", spec.name, "': only a file volume can be read-only"));
+  }
+  if (spec.repeat != 0) {
+    // Checked again: a spec need not come from ParseVolumeSpec.
+    GDR_RETURN_IF_ERROR(CheckRepeat(spec));
+    GDR_ASSIGN_OR_RETURN(std::byte* const data, MapRepeating(spec));
+    ParallelFill(spec.name, data, spec.repeat);
+    return std::unique_ptr<Volume>(new Volume(spec, data, false, ScopedFd()));
   }
   if (spec.file.empty() && spec.dir == nullptr) {
     void* p = ::mmap(nullptr, spec.size, PROT_READ | PROT_WRITE,
@@ -279,6 +371,7 @@ Volume::Volume(const VolumeSpec& spec, std::byte* data, bool created, ScopedFd f
       size_(spec.size),
       data_(data),
       file_(spec.dir != nullptr ? spec.dir->Shown(spec.name) : spec.file),
+      repeat_(spec.repeat),
       created_(created),
       read_only_(spec.read_only),
       media_(spec.media),
@@ -290,6 +383,11 @@ Volume::Volume(const VolumeSpec& spec, std::byte* data, bool created, ScopedFd f
     InstallMappingGuard();
     RegisterFileMapping(data_, size_, name_, file_);
   }
+}
+
+std::string Volume::backing() const {
+  if (!file_.empty()) return absl::StrCat("file:", file_);
+  return repeat_ != 0 ? absl::StrCat("memory,repeat=", repeat_) : "memory";
 }
 
 absl::Status Volume::CheckBacked() const {

@@ -35,16 +35,31 @@ struct VolumeSpec {
   // Set for a file of a --volume-dir: the file is `name` beneath this directory, reached only
   // through its descriptor (served_dir.h), and `file` is the path as a person reads it.
   std::shared_ptr<const ServedDir> dir = nullptr;
+  // Memory volumes: 0, or the bytes of memory that back the whole range (`repeat=SIZE`), seen
+  // again every `repeat` bytes, so a dataset larger than the host's RAM can be served.
+  uint64_t repeat = 0;
 };
+
+// At most this many periods in a repeating volume: each is one mapping of the process, and
+// vm.max_map_count is 65530 by default.
+inline constexpr uint64_t kMaxRepeatPeriods = 16384;
 
 // "NAME=SIZE[,file=/abs/path][,media=PRESET][,latency_us=N][,p99_us=N][,bandwidth=SIZE/s]
 // [,read_bandwidth=SIZE/s][,write_bandwidth=SIZE/s][,iops=N][,read_iops=N][,write_iops=N]
-// [,queue_depth=N][,seed=N]" (SIZE as in ParseSize). A preset applies first wherever it is
-// written; the other media options override its figures.
+// [,queue_depth=N][,seed=N][,repeat=SIZE]" (SIZE as in ParseSize). A preset applies first
+// wherever it is written; the other media options override its figures.
 // INVALID_ARGUMENT on a bad name (IsValidVolumeName), size (0 or unparsable), a relative
-// file path, an unknown or repeated option, a bad media value (naming the option).
+// file path, an unknown or repeated option, a bad media value (naming the option), a repeat
+// that is 0, not a multiple of the page size, does not divide the size, recurs more than
+// kMaxRepeatPeriods times, or is given with file= (naming repeat).
 absl::StatusOr<VolumeSpec> ParseVolumeSpec(absl::string_view text);
-// The media options alone ("media=nvme-gen4,latency_us=80", or empty), checked as in a spec.
+// A memory volume `name` of `size` bytes with the options a spec takes after NAME=SIZE but
+// file= ("media=hdd,repeat=1GiB", or empty): Admin CreateVolume's `media` field. ParseVolumeSpec's
+// errors; INVALID_ARGUMENT for a file= among them.
+absl::StatusOr<VolumeSpec> ParseVolumeOptions(absl::string_view name, uint64_t size,
+                                              absl::string_view options);
+// The media options alone ("media=nvme-gen4,latency_us=80", or empty), checked as in a spec;
+// INVALID_ARGUMENT for file= or repeat= among them.
 absl::StatusOr<MediaSettings> ParseMediaOptions(absl::string_view volume,
                                                 absl::string_view options);
 // kVolumeNameRule (common/wire/volume_name.h): a name is also a safe relative path (a
@@ -67,15 +82,20 @@ class Volume {
     virtual ~Attachment() = default;
   };
 
-  // Memory: anonymous mapping filled with the pattern. File: an existing file of exactly the
+  // Memory: anonymous mapping filled with the pattern; with spec.repeat, a reserved range of
+  // spec.size with one memfd of spec.repeat bytes mapped shared at every multiple of it, the
+  // first period pattern-filled, so byte o reads as the pattern's byte o mod repeat and a put
+  // shows at every offset congruent to it. File: an existing file of exactly the
   // spec's size is kept as it is; a missing one is created under a temporary name ending in
   // ".partial" beside it, pattern-filled, flushed and renamed into place, never over a file
   // that appeared meanwhile (a crash mid-fill never leaves a half-filled FILE). Beneath a
   // --volume-dir (spec.dir) every step goes through directory descriptors, the missing parent
   // directories are made, and those made are removed again when the create fails.
-  // RESOURCE_EXHAUSTED when memory cannot be mapped; FAILED_PRECONDITION when FILE exists with
-  // another size or is not a regular file, or a part of its path beneath the directory is a
-  // symbolic link; the errno status (with the path) when the file cannot be opened or mapped.
+  // RESOURCE_EXHAUSTED when memory cannot be mapped (a repeating volume: its period cannot be
+  // allocated, or a mapping fails, as past vm.max_map_count); FAILED_PRECONDITION when FILE
+  // exists with another size or is not a regular file, or a part of its path beneath the
+  // directory is a symbolic link; the errno status (with the path) when the file cannot be
+  // opened or mapped.
   static absl::StatusOr<std::unique_ptr<Volume>> Create(const VolumeSpec& spec);
   ~Volume();
   Volume(const Volume&) = delete;
@@ -85,6 +105,9 @@ class Volume {
   uint64_t size() const { return size_; }
   std::byte* data() const { return data_; }
   const std::string& file() const { return file_; }  // empty for memory volumes
+  uint64_t repeat() const { return repeat_; }         // 0 unless a repeating memory volume
+  // What GetInfo shows: "memory", "memory,repeat=BYTES" (the memory it holds), "file:PATH".
+  std::string backing() const;
   // The mapped file's descriptor (mapped from offset 0), open as long as the volume; -1 for
   // memory volumes. For reading the bytes without faulting the mapping in (pread).
   int fd() const { return fd_.get(); }
@@ -124,6 +147,7 @@ class Volume {
   uint64_t size_;
   std::byte* data_;
   std::string file_;
+  uint64_t repeat_ = 0;
   bool created_ = false;
   bool read_only_ = false;
   MediaSettings media_;

@@ -159,15 +159,22 @@ class Client(Store):
         return self._json(lambda handle, out: lib.gdrstore_volume_info_json(handle, volume, out))
 
     def create_volume(self, name: str, size: int, file: bool = False,
-                      media: Optional[str] = None) -> bool:
+                      media: Optional[str] = None, repeat: Optional[int] = None) -> bool:
         """Makes a volume on the daemon (its Admin service; an admin token when it has a token
         file): memory-backed, or with ``file=True`` a file in its writable ``--volume-dir``.
-        ``media`` as ``--volume``'s media options ("media=nvme-gen4,latency_us=80"). Returns
-        True when a file was made now, False when an existing file of the size is served (and
-        for memory volumes)."""
+        ``media`` as ``--volume``'s media options ("media=nvme-gen4,latency_us=80").
+        ``repeat`` (bytes; memory volumes): ``--volume``'s repeat=, the volume backed by that
+        much of the daemon's memory and seen again every ``repeat`` bytes, so ``size`` may be
+        past the daemon's memory (verify with the same ``repeat``). Returns True when a file
+        was made now, False when an existing file of the size is served (and for memory
+        volumes)."""
+        options = media
+        if repeat is not None:
+            # Carried with the media options, as --volume's options after NAME=SIZE.
+            options = ",".join(filter(None, (media, f"repeat={_check_repeat(repeat)}")))
         handle = self._open_handle()
         created = ctypes.c_int(0)
-        _check(lib.gdrstore_volume_create(handle, name, size, int(file), media,
+        _check(lib.gdrstore_volume_create(handle, name, size, int(file), options,
                                           ctypes.byref(created)), handle)
         return bool(created.value)
 
@@ -396,18 +403,39 @@ class Stream:
         errors.close_after(self.close, exc)
 
 
-def verify(buffer, volume: str, offset: int) -> None:
+def _check_repeat(repeat) -> int:
+    """`repeat` as a byte count > 0; InvalidArgument naming it otherwise (the daemon checks
+    the rest: a multiple of its page size that divides the volume's size)."""
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat <= 0:
+        raise errors.InvalidArgument(f"repeat {repeat!r} must be a byte count > 0")
+    return repeat
+
+
+def verify(buffer, volume: str, offset: int, repeat: Optional[int] = None) -> None:
     """Checks that `buffer` holds the store's initial pattern of `volume` from `offset` (what a
-    get of an extent nobody wrote delivers). GPU tensors and arrays are copied to the host for
-    the check. Raises gdrstore.DataLoss naming the first differing byte."""
+    get of an extent nobody wrote delivers). `repeat`: the volume's repeat (create_volume), its
+    byte o being the pattern's byte o mod repeat. GPU tensors and arrays are copied to the host
+    for the check. Raises gdrstore.DataLoss naming the first differing byte."""
     mem = describe(buffer)
     if mem.gpu:
         host = buffer.cpu() if hasattr(buffer, "cpu") else buffer.get()  # torch / CuPy
         mem = describe(host)
+    pieces = [(0, mem.nbytes, offset)]  # (at in the buffer, length, offset in the pattern)
+    if repeat is not None:
+        _check_repeat(repeat)
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise errors.InvalidArgument(f"offset {offset!r} must be a byte offset >= 0")
+        # Split where the buffer crosses from one period of the volume into the next.
+        pieces, at = [], 0
+        while at < mem.nbytes or not pieces:
+            o = (offset + at) % repeat
+            n = min(mem.nbytes - at, repeat - o)
+            pieces.append((at, n, o))
+            at += n
     bad = ctypes.c_uint64()
-    status = lib.gdrstore_pattern_check(mem.address, mem.nbytes, volume, offset,
-                                        ctypes.byref(bad))
-    if status == 15:
-        raise errors.DataLoss(f"byte {bad.value} of the buffer differs from {volume} at "
-                              f"{offset + bad.value}")
-    _check(status, None)  # a call without a handle records its reason on NULL
+    for at, n, o in pieces:
+        status = lib.gdrstore_pattern_check(mem.address + at, n, volume, o, ctypes.byref(bad))
+        if status == 15:
+            raise errors.DataLoss(f"byte {at + bad.value} of the buffer differs from {volume} at "
+                                  f"{offset + at + bad.value}")
+        _check(status, None)  # a call without a handle records its reason on NULL

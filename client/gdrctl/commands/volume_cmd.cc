@@ -1,11 +1,12 @@
-// `gdrctl volume create NAME SIZE [--file] [--media OPTS] | delete NAME [--delete-file] | list`:
-// the daemon's volumes at run time. create and delete go through its gdrstore.v1.Admin service
-// (an admin=yes token when it has a token file); list is GetInfo's volumes, every page. Exit 1
-// when the daemon refuses, naming why.
+// `gdrctl volume create NAME SIZE [--file] [--media OPTS] [--repeat SIZE] | delete NAME
+// [--delete-file] | list`: the daemon's volumes at run time. create and delete go through its
+// gdrstore.v1.Admin service (an admin=yes token when it has a token file); list is GetInfo's
+// volumes, every page. Exit 1 when the daemon refuses, naming why.
 #include <grpcpp/grpcpp.h>
 
 #include <iostream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/gdrctl/command.h"
@@ -45,6 +46,9 @@ class VolumeCommand final : public Command {
                       "a file in the daemon's writable --volume-dir, at the path the name spells");
     create_->add_option("--media", media_,
                         "media options as --volume takes them: media=nvme-gen4,latency_us=80");
+    AddSizeOption(create_, "--repeat", &repeat_,
+                  "a memory volume backed by this many bytes, seen again every SIZE bytes "
+                  "(--volume's repeat=; 0: every byte its own)");
     delete_ = volume->add_subcommand("delete", "take a volume away (ops in flight finish)");
     delete_->add_option("name", name_, "the volume")->required();
     delete_->add_flag("--delete-file", delete_file_,
@@ -66,17 +70,18 @@ class VolumeCommand final : public Command {
       req.set_name(name_);
       req.set_size(size_);
       req.set_file(file_);
-      req.set_media(media_);
+      // repeat travels with the media options, as --volume's options after NAME=SIZE.
+      req.set_media(repeat_ == 0 ? media_
+                                 : absl::StrCat(media_, media_.empty() ? "" : ",", "repeat=",
+                                                repeat_));
       v1::CreateVolumeResponse resp;
       auto admin = v1::Admin::NewStub(*channel);
       if (grpc::Status s = admin->CreateVolume(&call, req, &resp); !s.ok()) {
         return Refused("CreateVolume", s);
       }
+      const bool made = resp.created() || absl::StartsWith(resp.volume().backing(), "memory");
       std::cout << (json ? MessageJson(resp) + "\n"
-                         : absl::StrCat(resp.created() || resp.volume().backing() == "memory"
-                                            ? "made "
-                                            : "serving existing ",
-                                        Line(resp.volume())));
+                         : absl::StrCat(made ? "made " : "serving existing ", Line(resp.volume())));
       return 0;
     }
     if (delete_->parsed()) {
@@ -111,7 +116,7 @@ class VolumeCommand final : public Command {
   CLI::App* create_ = nullptr;
   CLI::App* delete_ = nullptr;
   std::string name_, media_;
-  uint64_t size_ = 0;
+  uint64_t size_ = 0, repeat_ = 0;
   bool file_ = false, delete_file_ = false;
 };
 

@@ -125,7 +125,9 @@ GDRSTORE_EXPORT gdrstore_status gdrstore_volume_info_json(gdrstore_client* clien
 GDRSTORE_EXPORT void gdrstore_free(void* p);
 /* The daemon's volumes at run time, through its Admin service (an admin token when it has a
  * token file; docs/operations.md): a memory volume of `size` bytes, or with `file` != 0 one in
- * its writable --volume-dir; `media` (may be NULL) as --volume's media options. `created`, when
+ * its writable --volume-dir; `media` (may be NULL) as --volume's options after NAME=SIZE but
+ * file=: media options, and repeat=SIZE for a memory volume over SIZE bytes of memory seen again
+ * every SIZE bytes (docs/simulation.md). `created`, when
  * not NULL, is set to 1 when a file was made now, 0 when an existing one is served. The
  * daemon's refusal names the field (INVALID_ARGUMENT, ALREADY_EXISTS, RESOURCE_EXHAUSTED...). */
 GDRSTORE_EXPORT gdrstore_status gdrstore_volume_create(gdrstore_client* client, const char* name,

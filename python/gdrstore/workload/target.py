@@ -145,9 +145,15 @@ class Volumes:
         self.made: Dict[str, int] = {}  # name -> daemon index
         self._sizes: Dict[str, int] = {}  # name -> the size it was made with
 
-    def make(self, index: int, name: str, size: int) -> None:
+    def make(self, index: int, name: str, size: int, repeat: Optional[int] = None) -> None:
+        """Makes volume `name` of `size` bytes on daemon `index` mod D (or the cluster).
+        `repeat`: a memory volume holding only that many bytes, seen again every `repeat` bytes
+        (Client.create_volume's), for a dataset larger than the daemons' memory."""
         if not self._maker:  # rank 0 makes it
             return
+        if repeat is not None and (self._file or self._cluster is not None):
+            raise InvalidArgument("a repeating dataset is made of memory volumes on daemons: "
+                                  "not with file volumes, nor on a cluster")
         if self._cluster is not None:
             self._cluster.create_volume(name, size, file=self._file, media=self._media,
                                         stripe_unit=CLUSTER_STRIPE_UNIT)
@@ -156,7 +162,8 @@ class Volumes:
             return
         d = index % len(self._admins)
         try:
-            self._admins[d].create_volume(name, size, file=self._file, media=self._media)
+            self._admins[d].create_volume(name, size, file=self._file, media=self._media,
+                                          repeat=repeat)
         except AlreadyExists as e:
             raise AlreadyExists(f"{e} on {self._names[d]}: left by an earlier run? `gdrctl "
                                 f"--daemon {self._names[d]} volume delete {name}`, or give "
