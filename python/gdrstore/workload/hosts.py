@@ -252,11 +252,13 @@ class Session:
             self._dist.all_gather_object(got, mine)
         except Exception as e:  # gloo's RuntimeError: a peer gone, or its timeout
             late = "imed out" in str(e)
-            code = DeadlineExceeded.code if late else Unavailable.code
-            why = ("waited past the run's deadline" if late else
-                   "lost a rank (its process ended, or its host cannot be reached)")
-            self._ended = (None, code, f"rank {self.rank}: the ranks' gloo group {why}; ranks "
-                                       f"{self._running} were last seen running: {e}")
+            cls = DeadlineExceeded if late else Unavailable
+            why = ("waited for the other ranks past the run's deadline (gloo's timeout)" if late
+                   else "lost the other ranks (a rank's process ended, or its host cannot be "
+                   "reached)")
+            others = [r for r in self._running if r != self.rank]
+            self._ended = (None, cls.code, f"{cls.__name__}: rank {self.rank} {why}; ranks "
+                                           f"{others} were last seen running: {e}")
             raise self._error() from None
         failed = [(r, m["error"]) for r, m in enumerate(got) if m["error"] is not None]
         if failed:
