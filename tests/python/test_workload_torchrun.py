@@ -30,23 +30,13 @@ TORCHRUN = "/usr/bin/torchrun"
 NET = "10.231.0"            # inside the namespaces made here only
 ADDRESS = [f"{NET}.1", f"{NET}.2"]
 DAEMON = f"{ADDRESS[0]}:50051"
-# A tiny train run: 64 KiB samples, 2 a batch, 3 steps a rank.
+# A tiny train run: 64 KiB samples, 2 a batch, 3 steps a rank; a client host of 1 MiB keeps
+# the dataset (5 x its RAM by the closed rule) to the steps' samples.
 TRAIN = ["train", "--daemon", DAEMON, "--model", "unet3d", "--sample-bytes", "64KiB",
          "--sample-stdev", "0", "--samples-per-file", "1", "--batch", "2", "--steps", "3",
          "--epochs", "1", "--compute-time", "0.001", "--read-threads", "1", "--scale", "0.05",
-         "--au-threshold", "0.0001", "--deadline", "120", "--timeout", "30"]
-
-
-def _train_flags():
-    from gdrstore.workload.__main__ import parser
-    sub = parser()._subparsers._group_actions[0].choices["train"]
-    return {o for a in sub._actions for o in a.option_strings}
-
-
-# Where the dataset is sized by the closed rule (5 x a client host's RAM), a client host of
-# 1 MiB keeps it to the steps' samples.
-if "--client-host-memory" in _train_flags():
-    TRAIN += ["--client-host-memory", str(1 / 1024)]
+         "--client-host-memory", str(1 / 1024), "--au-threshold", "0.0001", "--deadline", "120",
+         "--timeout", "30"]
 
 
 def _ip(*args):
