@@ -6,6 +6,7 @@ the scored figure the median of the trials) and every deviation from the closed 
 prefix-reuse extra's bandwidth is an aggregate over the run's wall time. Bad arguments are
 refused naming the flag."""
 
+import math
 import os
 import statistics
 import subprocess
@@ -19,6 +20,7 @@ from conftest import HERE, Daemon
 from gdrstore import workload
 from gdrstore.workload import kvcache
 from gdrstore.workload import kvcache_mlperf as ml
+from gdrstore.workload import kvcache_serving as serving
 
 PY = os.path.join(HERE, "..", "..", "python")
 GIB = 1 << 30
@@ -114,6 +116,30 @@ def test_70b_70u_moves_320_kib_a_token(d):
     assert r["parameters"]["max_concurrent_allocs"] == 4
     _check_trial(r["trials"][0])
     _check_scored(r)
+
+
+def test_a_full_storage_tier_deletes_its_least_recently_used_entries(d):
+    # 70b-70u's storage tier cut to the least it takes: two of the largest entries (250 chunks).
+    # The users' own request sequences (a function of the seed) say what their prefills write
+    # in the run's first half; more than the tier holds must delete entries to make room.
+    cfg = ml.MlperfKvConfig(option=ml.option_named("70b-70u"),
+                            target=workload.Target(daemons=[d.address]), trials=1,
+                            prefix="wl-kvml-e", **dict(TINY, ranks=1, users=12, duration_s=2.0,
+                                                       storage_bytes=250 * (64 << 10)))
+    asked = 0
+    for u in serving.users(42, 12):
+        at = 0.0
+        for think_s, r in serving.requests(42, u, cfg.scale):
+            at += think_s
+            if at > cfg.duration_s / 2:
+                break
+            asked += math.ceil(r.context * 80 * 8 * 128 * 2 * 2 / cfg.chunk)
+    assert asked > 250
+    r = ml.run(cfg)
+    assert r["parameters"]["storage_tier_bytes"] == 250 * (64 << 10)
+    (x,) = r["trials"][0]["per_rank"]
+    assert x["evictions"] > 0
+    assert x["storage_write_bytes"] > 250 * (64 << 10)
 
 
 def test_prefix_reuse_bandwidth_is_an_aggregate_over_wall_time(d):

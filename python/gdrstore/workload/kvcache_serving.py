@@ -15,7 +15,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import DataLoss, ResourceExhausted
 from .cleanup import closing
@@ -40,7 +40,7 @@ _MAGIC = b"GDRKVML1"
 
 
 @dataclass
-class _User:
+class User:
     id: int
     kind: str
     context: int
@@ -50,7 +50,7 @@ class _User:
     priority: int
 
 
-def users(seed: int, n: int) -> List[_User]:
+def users(seed: int, n: int) -> List[User]:
     """A client's `n` users, as the benchmark draws them: a template, lengths within its
     ranges, a think time, a QoS level."""
     rng = random.Random(seed)
@@ -61,7 +61,7 @@ def users(seed: int, n: int) -> List[_User]:
         ctx, gen, think = rng.randint(c0, c1), rng.randint(g0, g1), rng.uniform(t0, t1)
         u = rng.random()
         qos, prio = next((q, p) for q, p, cum in _QOS if u < cum)
-        out.append(_User(i, kind, ctx, gen, think, qos, prio))
+        out.append(User(i, kind, ctx, gen, think, qos, prio))
     return out
 
 
@@ -75,14 +75,34 @@ class _Entry:
 
 
 @dataclass
-class _Request:
+class Request:
     user: int
     conversation: int
     turn: int
     context: int                # tokens (scaled)
     generate: int
     prefill_only: bool          # decided on the context before scaling, as at full scale
-    submitted: float
+    submitted: float = 0.0
+
+
+def requests(seed: int, u: User, scale: float) -> Iterator[Tuple[float, Request]]:
+    """User `u`'s requests in the order a run asks them, each after the seconds the user thinks
+    first: a function of the seed and the user alone, so a run's requests can be predicted. A
+    request continues the conversation with chance 0.8 (and up to MAX_TURNS turns), and asks
+    for a quarter to all of the user's context and generated lengths."""
+    rng = random.Random(seed * 1_000_003 + u.id + 1)
+    conversation, seq, turn = None, 0, 0
+    while True:
+        think_s = u.think_s * rng.uniform(0.8, 1.2)
+        if conversation is not None and (rng.random() >= _CONTINUE or turn >= MAX_TURNS):
+            conversation = None
+        if conversation is None:
+            conversation, seq, turn = (u.id << 32) | seq, seq + 1, 0
+        turn += 1
+        ctx = rng.randint(max(1, u.context // 4), u.context)
+        gen = rng.randint(max(1, u.generate // 4), u.generate)
+        yield think_s, Request(u.id, conversation, turn, max(1, int(ctx * scale)), gen,
+                                ctx >= _PREFILL_ONLY)
 
 
 class _Tier:
@@ -132,7 +152,6 @@ class Client:
         self.cpu = _Tier(s.cpu_slots)
         self.storage = _Tier(s.storage_slots)
         self.entries: Dict[Tuple, _Entry] = {}
-        self.turns: Dict[int, int] = {}       # conversation -> turns so far
         self.next_id = 1
         self.log = _Log()
         self.queue: "queue.PriorityQueue" = queue.PriorityQueue()
@@ -173,24 +192,11 @@ class Client:
                     self.error = e
             self.stop.set()
 
-    def _user(self, u: _User) -> None:
-        rng = random.Random(self.seed * 1_000_003 + u.id + 1)
-        conversation, seq = None, 0
-        while not self.stop.wait(u.think_s * rng.uniform(0.8, 1.2)):
-            with self.cond:
-                if conversation is not None and (rng.random() >= _CONTINUE or
-                                                 self.turns[conversation] >= MAX_TURNS):
-                    conversation = None
-                if conversation is None:
-                    conversation = (u.id << 32) | seq
-                    seq += 1
-                    self.turns[conversation] = 0
-                self.turns[conversation] += 1
-                turn = self.turns[conversation]
-            ctx = rng.randint(max(1, u.context // 4), u.context)
-            gen = rng.randint(max(1, u.generate // 4), u.generate)
-            r = _Request(u.id, conversation, turn, max(1, int(ctx * self.cfg.scale)), gen,
-                         ctx >= _PREFILL_ONLY, time.perf_counter())
+    def _user(self, u: User) -> None:
+        for think_s, r in requests(self.seed, u, self.cfg.scale):
+            if self.stop.wait(think_s):
+                return
+            r.submitted = time.perf_counter()
             self.queue.put((-u.priority, r.submitted, id(r), r))
 
     def _worker(self, w: int) -> None:
@@ -202,7 +208,7 @@ class Client:
                 continue
             self._serve(r, at)
 
-    def _serve(self, r: _Request, at: int) -> None:
+    def _serve(self, r: Request, at: int) -> None:
         log = self.log
         for turn in range(1, r.turn):  # the conversation so far, as much of it as is cached
             hit = self._read((r.conversation, turn), at)
