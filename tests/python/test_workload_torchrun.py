@@ -195,13 +195,14 @@ def test_a_rank_failing_on_one_host_ends_the_run_on_the_other_with_its_error(two
 
 def test_the_arguments_ranks_compare_leave_out_a_hosts_own():
     # Each run's start compares these digests over gloo (Session._exchange): a field of the
-    # run differing is named; the target and the GPUs, a host's own, never are.
+    # run differing is named; the target, the GPUs and the time left, a process's own, never
+    # are (a --find-max-accelerators search hands each run its own count of the time left).
     from gdrstore.workload import Target, hosts, train
     m = train.model_with("unet3d")
     cfg = train.TrainConfig(model=m, target=Target(daemons=["10.0.0.1:1"]), seed=1)
     same = hosts.fingerprint((cfg, 7))
     mine = hosts.fingerprint((replace(cfg, target=Target(daemons=["10.0.0.2:1"]),
-                                      gpus=("1",)), 7))
+                                      gpus=("1",), deadline_s=cfg.deadline_s - 1), 7))
     assert mine == same
     other = hosts.fingerprint((replace(cfg, seed=2), 8))
     assert sorted(k for k in same if same[k] != other[k]) == ["TrainConfig.seed", "argument 1"]

@@ -224,8 +224,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = parser().parse_args(argv)
     try:
         session = hosts.configure(a.launcher)
-        if session is not None and a.ranks is None and not getattr(a, "find_max_accelerators",
-                                                                   False):
+        if session is not None and getattr(a, "find_max_accelerators", False):
+            if a.max_accelerators is None:  # a rank a process: N goes up to the processes
+                a.max_accelerators = session.world
+        elif session is not None and a.ranks is None:
             a.ranks = session.world  # a rank a process
         result = execute(a)
     except Error as e:

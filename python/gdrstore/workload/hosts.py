@@ -27,9 +27,10 @@ from .ranks import describe, rank_error
 LAUNCHERS = ("auto", "spawn", "torchrun")
 _MAX_WORLD = 1024       # as --ranks
 _SIOCGIFADDR = 0x8915   # linux/sockios.h: an interface's IPv4 address
-# A workload config's fields that belong to a host and may differ between hosts: where its
-# stores are (an agent's socket, TLS files, the RDMA device) and its GPUs.
-_HOST_FIELDS = ("target", "gpus")
+# A workload config's fields that are a process's own and may differ between ranks: where its
+# host's stores are (an agent's socket, TLS files, the RDMA device), its GPUs, and the time left
+# (a search hands each run what remains of its deadline, as each process counts it).
+_OWN_FIELDS = ("target", "gpus", "deadline_s")
 
 _decided = False
 _session: Optional["Session"] = None
@@ -116,13 +117,13 @@ def identity(master_addr: str, master_port: int) -> Dict[str, Optional[str]]:
 
 def fingerprint(args: Any) -> Dict[str, str]:
     """What of a run's arguments must be the same on every rank, a digest a part: each item
-    of a tuple, each field of a dataclass among them, less the fields of a host. (Pickled: a
+    of a tuple, each field of a dataclass among them, less a process's own. (Pickled: a
     set would pickle in its hash order, which differs between processes; configs hold none.)"""
     parts: Dict[str, str] = {}
     for i, item in enumerate(args if isinstance(args, tuple) else (args,)):
         if dataclasses.is_dataclass(item) and not isinstance(item, type):
             named = [(f"{type(item).__name__}.{f.name}", getattr(item, f.name))
-                     for f in dataclasses.fields(item) if f.name not in _HOST_FIELDS]
+                     for f in dataclasses.fields(item) if f.name not in _OWN_FIELDS]
         else:
             named = [(f"argument {i}", item)]
         for name, value in named:
