@@ -235,7 +235,7 @@ class Client:
         if self.allocs is not None:
             self.allocs.acquire()
         try:
-            e = self._place(key, tokens * self.s.bytes_per_token, at)
+            e = self._place(key, tokens * self.s.bytes_per_token)
             if e is not None:
                 try:
                     self._write(e, at)
@@ -245,7 +245,7 @@ class Client:
             if self.allocs is not None:
                 self.allocs.release()
 
-    def _place(self, key, size: int, at: int) -> Optional[_Entry]:
+    def _place(self, key, size: int) -> Optional[_Entry]:
         """A new entry for `key` in the fastest tier with room, pinned (None: it exists)."""
         n = math.ceil(size / self.cfg.chunk)
         with self.cond:
