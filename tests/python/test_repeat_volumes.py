@@ -6,6 +6,7 @@ import pytest
 
 import gdrstore
 from conftest import Daemon
+from gdrstore.workload import train
 from gdrstore.workload.target import Target, Volumes
 
 MiB = 1 << 20
@@ -120,3 +121,55 @@ def test_a_workload_dataset_volume_repeats(d):
     with Volumes(target, file=True, media=None) as vols:
         with pytest.raises(gdrstore.InvalidArgument, match="memory volumes"):
             vols.make(0, "wl-rep-file", 64 * MiB, repeat=4 * MiB)
+
+
+def _tiny_train(d, **kw):
+    """unet3d's loader at a tiny scale: 64 KiB samples, batch 2, one rank, one epoch."""
+    model = train.model_with("unet3d", sample_bytes=64 << 10, sample_stdev=0,
+                             samples_per_file=1, batch=2, compute_s=0.001, read_threads=2)
+    given = dict(model=model, target=Target(daemons=[d.address]), epochs=1, scale=0.02,
+                 client_memory=MiB, prefix="wl-rep")
+    given.update(kw)
+    return train.TrainConfig(**given)
+
+
+def test_train_reads_a_repeating_dataset_and_names_it(d):
+    r = train.run(_tiny_train(d, repeat=256 << 10))
+    (vol,) = r["volumes"]
+    assert r["dataset_bytes"] > 4 * (256 << 10)  # samples lie in several periods
+    assert r["repeat_bytes"] == 256 << 10 and not r["closed"]
+    assert any(x.startswith("data repeat every 262144 B") for x in r["deviations"])
+    rank = r["per_rank"][0]
+    assert rank["samples_verified"] == r["steps_per_epoch"] * 2 and rank["samples_verified"] > 0
+    plain = train.run(_tiny_train(d, repeat=0))
+    assert plain["repeat_bytes"] is None
+    assert not any(x.startswith("data repeat") for x in plain["deviations"])
+
+
+@pytest.mark.parametrize("repeat, needle", [
+    (-4096, "--repeat -4096 is not a byte count"),
+    (True, "--repeat True is not a byte count"),
+    (1000, "not a positive multiple of 4 KiB"),
+    (4096, "at most 16384: give at least"),
+])
+def test_train_refuses_bad_repeats_by_name(d, repeat, needle):
+    # 80 MiB of samples: past 16384 periods of 4 KiB.
+    cfg = _tiny_train(d, repeat=repeat, scale=1.0, client_memory=16 * MiB)
+    with pytest.raises(gdrstore.InvalidArgument, match=needle):
+        train.run(cfg)
+
+
+def test_train_repeats_a_dataset_the_daemon_cannot_hold(d):
+    # The closed datasize rule for this host's free memory: 5x what the daemon could hold.
+    with open("/proc/meminfo") as f:
+        free = next(int(x.split()[1]) * 1024 for x in f if x.startswith("MemAvailable:"))
+    model = train.model_with("unet3d", sample_bytes=64 * MiB, sample_stdev=0,
+                             samples_per_file=1, batch=1, compute_s=0.001, read_threads=1)
+    r = train.run(train.TrainConfig(model=model, target=Target(daemons=[d.address]), epochs=1,
+                                    steps=2, client_memory=free, prefix="wl-rep-auto"))
+    assert r["dataset_bytes"] > free
+    assert r["repeat_bytes"] == train.auto_repeat(train.lay_out(train.TrainConfig(
+        model=model, target=Target(daemons=[d.address]), epochs=1, steps=2,
+        client_memory=free)))
+    assert any(x.startswith("data repeat every") for x in r["deviations"])
+    assert r["per_rank"][0]["samples_verified"] == 2

@@ -98,6 +98,10 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--sample-bytes", type=size)
     t.add_argument("--sample-stdev", type=size)
     t.add_argument("--samples-per-file", type=int)
+    t.add_argument("--repeat", type=size, metavar="SIZE",
+                   help="each dataset volume holds SIZE bytes of memory seen again every SIZE "
+                        "bytes, for a dataset past the daemons' memory (0: never; default: "
+                        "only when a daemon cannot hold it; named in the deviations)")
     t.add_argument("--au-threshold", type=float)
     t.add_argument("--retries", type=int, default=2, help="of a failed sample read")
     t.add_argument("--find-max-accelerators", action="store_true",
@@ -166,6 +170,7 @@ def execute(a) -> dict:
         return _train(a, train.TrainConfig(model=m, ranks=1 if a.ranks is None else a.ranks,
                                            scale=a.scale, steps=a.steps, epochs=a.epochs,
                                            seed=a.seed, retries=a.retries, runs=a.runs,
+                                           repeat=a.repeat,
                                            client_memory=None if memory is None else
                                            int(memory * (1 << 30)), **common))
     if a.workload == "checkpoint":

@@ -8,7 +8,8 @@ shuffle buffer). It emulates each step's compute and waits at a barrier with eve
 after each step, DLIO's stand-in for the allreduce, so one slow rank stalls all. AU, samples/s
 and MiB/s are computed per epoch as DLIO's StatsCounter does (the first step dropped), and the
 run passes on the mean AU over ranks and epochs. The dataset's default size is mlpstorage's
-closed datasize rule for the client's memory; every departure from the closed rules is named
+closed datasize rule for the client's memory; a dataset past what the daemons can hold in
+memory is served by repeating volumes (`repeat`); every departure from the closed rules is named
 in the result."""
 
 import math
@@ -24,7 +25,8 @@ from threading import BrokenBarrierError
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..client import verify
-from ..errors import Aborted, Error, InvalidArgument
+from ..errors import Aborted, Error, InvalidArgument, ResourceExhausted
+from . import hosts
 from . import ranks as rank_runner
 from .cleanup import Cleanup, closing
 from .device import Accelerator
@@ -45,6 +47,11 @@ CLOSED_MIN_STEPS = 500       # ... and at least this many steps an epoch
 # is the datasize rule's, judged on its own).
 _CLOSED_OPEN_FIELDS = ("read_threads", "files")
 _LOG_FIELDS = ("begin_s", "wait_s", "compute_s", "end_s")
+# A repeating volume (docs/simulation.md, "Datasets larger than memory"): at most this many
+# periods (the daemon's kMaxRepeatPeriods), each a multiple of the page; one chosen for a
+# dataset the daemons cannot hold holds at least _AUTO_REPEAT_MIN of each volume.
+REPEAT_MAX_PERIODS = 16384
+_AUTO_REPEAT_MIN = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,9 @@ class TrainConfig:
     retries: int = 2               # of a failed sample read
     deadline_s: float = 3600.0
     keep: bool = False             # leave the dataset's volumes on the daemons
+    # Bytes of memory each dataset volume holds, seen again every `repeat` bytes (a repeating
+    # volume); None: only when a daemon cannot hold the dataset in memory; 0: never.
+    repeat: Optional[int] = None
 
 
 def model_with(name: str, **overrides) -> TrainModel:
@@ -269,6 +279,61 @@ class Layout:
     samples: Tuple[Sample, ...]
     files: int
     closed_files: int = 0                 # what the datasize rule asks for
+    repeats: Tuple[int, ...] = ()         # each volume's repeat (0: none; (): none repeats)
+
+    def repeat_of(self, volume: int) -> Optional[int]:
+        """Volume `volume`'s repeat, or None when it holds every byte."""
+        return (self.repeats[volume] or None) if self.repeats else None
+
+
+def repeated(layout: Layout, repeat: int) -> Layout:
+    """The layout with each volume larger than `repeat` made a repeating one, its size rounded
+    up to whole periods (the samples stay where they were). InvalidArgument naming --repeat
+    when it is not a multiple of 4 KiB or a volume would recur more than REPEAT_MAX_PERIODS
+    times."""
+    if repeat <= 0 or repeat % _ALIGN:
+        raise InvalidArgument(f"--repeat {repeat} B is not a positive multiple of 4 KiB")
+    volumes, repeats = [], []
+    for name, size in layout.volumes:
+        periods = -(-size // repeat)
+        if periods > REPEAT_MAX_PERIODS:
+            least = -(-size // REPEAT_MAX_PERIODS // _ALIGN) * _ALIGN
+            raise InvalidArgument(f"--repeat {repeat} B recurs {periods} times in volume {name} "
+                                  f"({size} B); at most {REPEAT_MAX_PERIODS}: give at least "
+                                  f"{least} B")
+        volumes.append((name, periods * repeat if periods > 1 else size))
+        repeats.append(repeat if periods > 1 else 0)
+    return replace(layout, volumes=tuple(volumes), repeats=tuple(repeats))
+
+
+def auto_repeat(layout: Layout) -> int:
+    """The repeat of a dataset the daemons cannot hold: _AUTO_REPEAT_MIN, or more when the
+    largest volume needs it to stay within REPEAT_MAX_PERIODS, in whole MiB."""
+    need = max(_AUTO_REPEAT_MIN, -(-max(size for _, size in layout.volumes) //
+                                   REPEAT_MAX_PERIODS))
+    return -(-need // (1 << 20)) * (1 << 20)
+
+
+def _make_dataset(vols: Volumes, cfg: TrainConfig, layout: Layout) -> Layout:
+    """Makes the dataset's volumes, the layout they were made for returned. With cfg.repeat
+    None, a memory volume that a daemon cannot hold (RESOURCE_EXHAUSTED) has every volume made
+    again repeating (auto_repeat), where this process alone decides the layout (not with ranks
+    on several hosts: they give --repeat)."""
+    def make(lay: Layout) -> None:
+        for i, (name, size) in enumerate(lay.volumes):
+            vols.make(i, name, size, repeat=lay.repeat_of(i))
+
+    try:
+        make(layout)
+        return layout
+    except ResourceExhausted:
+        if (cfg.repeat is not None or cfg.file or cfg.target.cluster is not None or
+                hosts.session() is not None):
+            raise
+    vols.remove()
+    layout = repeated(layout, auto_repeat(layout))
+    make(layout)
+    return layout
 
 
 def lay_out(cfg: TrainConfig) -> Layout:
@@ -493,7 +558,8 @@ class _Loader:
         for b, spans in by_buf.items():
             heads = self._acc.heads(self._pool.bufs[b], [(at, n) for at, n, _ in spans])
             for (_, _, s), head in zip(spans, heads):
-                verify(bytearray(head), self._layout.volumes[s.volume][0], s.offset)
+                verify(bytearray(head), self._layout.volumes[s.volume][0], s.offset,
+                       repeat=self._layout.repeat_of(s.volume))
         with self._cv:
             self.verified += len(samples)
 
@@ -828,6 +894,10 @@ def deviations(cfg: TrainConfig, layout: Layout) -> List[str]:
     if any(cfg.compute_skew):
         out.append(f"ranks compute longer by {list(cfg.compute_skew)} s a step (unequal "
                    "accelerators)")
+    if any(layout.repeats):
+        r = max(layout.repeats)
+        out.append(f"data repeat every {r} B ({r / (1 << 20):g} MiB): the store holds {r} B of "
+                   "each dataset volume's bytes")
     return out
 
 
@@ -870,13 +940,17 @@ def run(cfg: TrainConfig) -> Dict[str, Any]:
     if len(cfg.compute_skew) > cfg.ranks or not all(0 <= s <= 3600 for s in cfg.compute_skew):
         raise InvalidArgument(f"compute skew {list(cfg.compute_skew)}: at most one value a "
                               "rank, each in [0, 3600] s")
+    if cfg.repeat is not None and (isinstance(cfg.repeat, bool) or
+                                   not isinstance(cfg.repeat, int) or cfg.repeat < 0):
+        raise InvalidArgument(f"--repeat {cfg.repeat!r} is not a byte count (0: never repeat)")
     layout = lay_out(cfg)
     steps = steps_per_epoch(layout, cfg)
     runs = []
     t0 = time.perf_counter()
+    if cfg.repeat:
+        layout = repeated(layout, cfg.repeat)
     with Volumes(cfg.target, cfg.file, cfg.media, cfg.keep) as vols:
-        for i, (name, size) in enumerate(layout.volumes):
-            vols.make(i, name, size)
+        layout = _make_dataset(vols, cfg, layout)
         for _ in range(cfg.runs):
             per_rank = rank_runner.run(_rank, cfg.ranks, (cfg, layout), cfg.deadline_s)
             runs.append((per_rank, _summary(cfg.model, per_rank)))
@@ -904,6 +978,7 @@ def run(cfg: TrainConfig) -> Dict[str, Any]:
         cfg.client_memory, "client_hosts": cfg.client_hosts,
         "samples": len(layout.samples),
         "dataset_bytes": sum(s.length for s in layout.samples),
+        "repeat_bytes": max(layout.repeats) if any(layout.repeats) else None,
         "volumes": [n for n, _ in layout.volumes], "ranks": cfg.ranks,
         "compute": "gpu-kernel" if cfg.gpus else "sleep", "epochs": cfg.epochs,
         "steps_per_epoch": steps, "seed": cfg.seed,
