@@ -6,7 +6,7 @@ import pytest
 
 import gdrstore
 from conftest import Daemon
-from gdrstore.workload import train
+from gdrstore.workload import repeat as dataset_repeat, train
 from gdrstore.workload.target import Target, Volumes
 
 MiB = 1 << 20
@@ -168,7 +168,7 @@ def test_train_repeats_a_dataset_the_daemon_cannot_hold(d):
     r = train.run(train.TrainConfig(model=model, target=Target(daemons=[d.address]), epochs=1,
                                     steps=2, client_memory=free, prefix="wl-rep-auto"))
     assert r["dataset_bytes"] > free
-    assert r["repeat_bytes"] == train.auto_repeat(train.lay_out(train.TrainConfig(
+    assert r["repeat_bytes"] == dataset_repeat.auto_repeat(train.lay_out(train.TrainConfig(
         model=model, target=Target(daemons=[d.address]), epochs=1, steps=2,
         client_memory=free)))
     assert any(x.startswith("data repeat every") for x in r["deviations"])

@@ -25,12 +25,12 @@ from threading import BrokenBarrierError
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..client import verify
-from ..errors import Aborted, Error, InvalidArgument, ResourceExhausted
-from . import hosts
+from ..errors import Aborted, Error, InvalidArgument
 from . import ranks as rank_runner
 from .cleanup import Cleanup, closing
 from .device import Accelerator
 from .models import TRAIN, TrainModel
+from .repeat import make_dataset, repeated
 from .stats import percentiles
 from .target import Target, Volumes
 
@@ -47,11 +47,6 @@ CLOSED_MIN_STEPS = 500       # ... and at least this many steps an epoch
 # is the datasize rule's, judged on its own).
 _CLOSED_OPEN_FIELDS = ("read_threads", "files")
 _LOG_FIELDS = ("begin_s", "wait_s", "compute_s", "end_s")
-# A repeating volume (docs/simulation.md, "Datasets larger than memory"): at most this many
-# periods (the daemon's kMaxRepeatPeriods), each a multiple of the page; one chosen for a
-# dataset the daemons cannot hold holds at least _AUTO_REPEAT_MIN of each volume.
-REPEAT_MAX_PERIODS = 16384
-_AUTO_REPEAT_MIN = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -284,56 +279,6 @@ class Layout:
     def repeat_of(self, volume: int) -> Optional[int]:
         """Volume `volume`'s repeat, or None when it holds every byte."""
         return (self.repeats[volume] or None) if self.repeats else None
-
-
-def repeated(layout: Layout, repeat: int) -> Layout:
-    """The layout with each volume larger than `repeat` made a repeating one, its size rounded
-    up to whole periods (the samples stay where they were). InvalidArgument naming --repeat
-    when it is not a multiple of 4 KiB or a volume would recur more than REPEAT_MAX_PERIODS
-    times."""
-    if repeat <= 0 or repeat % _ALIGN:
-        raise InvalidArgument(f"--repeat {repeat} B is not a positive multiple of 4 KiB")
-    volumes, repeats = [], []
-    for name, size in layout.volumes:
-        periods = -(-size // repeat)
-        if periods > REPEAT_MAX_PERIODS:
-            least = -(-size // REPEAT_MAX_PERIODS // _ALIGN) * _ALIGN
-            raise InvalidArgument(f"--repeat {repeat} B recurs {periods} times in volume {name} "
-                                  f"({size} B); at most {REPEAT_MAX_PERIODS}: give at least "
-                                  f"{least} B")
-        volumes.append((name, periods * repeat if periods > 1 else size))
-        repeats.append(repeat if periods > 1 else 0)
-    return replace(layout, volumes=tuple(volumes), repeats=tuple(repeats))
-
-
-def auto_repeat(layout: Layout) -> int:
-    """The repeat of a dataset the daemons cannot hold: _AUTO_REPEAT_MIN, or more when the
-    largest volume needs it to stay within REPEAT_MAX_PERIODS, in whole MiB."""
-    need = max(_AUTO_REPEAT_MIN, -(-max(size for _, size in layout.volumes) //
-                                   REPEAT_MAX_PERIODS))
-    return -(-need // (1 << 20)) * (1 << 20)
-
-
-def _make_dataset(vols: Volumes, cfg: TrainConfig, layout: Layout) -> Layout:
-    """Makes the dataset's volumes, the layout they were made for returned. With cfg.repeat
-    None, a memory volume that a daemon cannot hold (RESOURCE_EXHAUSTED) has every volume made
-    again repeating (auto_repeat), where this process alone decides the layout (not with ranks
-    on several hosts: they give --repeat)."""
-    def make(lay: Layout) -> None:
-        for i, (name, size) in enumerate(lay.volumes):
-            vols.make(i, name, size, repeat=lay.repeat_of(i))
-
-    try:
-        make(layout)
-        return layout
-    except ResourceExhausted:
-        if (cfg.repeat is not None or cfg.file or cfg.target.cluster is not None or
-                hosts.session() is not None):
-            raise
-    vols.remove()
-    layout = repeated(layout, auto_repeat(layout))
-    make(layout)
-    return layout
 
 
 def lay_out(cfg: TrainConfig) -> Layout:
@@ -950,7 +895,7 @@ def run(cfg: TrainConfig) -> Dict[str, Any]:
     if cfg.repeat:
         layout = repeated(layout, cfg.repeat)
     with Volumes(cfg.target, cfg.file, cfg.media, cfg.keep) as vols:
-        layout = _make_dataset(vols, cfg, layout)
+        layout = make_dataset(vols, cfg, layout)
         for _ in range(cfg.runs):
             per_rank = rank_runner.run(_rank, cfg.ranks, (cfg, layout), cfg.deadline_s)
             runs.append((per_rank, _summary(cfg.model, per_rank)))
