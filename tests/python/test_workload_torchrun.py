@@ -161,6 +161,7 @@ def test_torchrun_on_two_hosts_reports_every_rank_from_its_host(two_hosts):
     assert _worker_stdout(logs[1], 0) == "", "only rank 0 reports"
     r = json.loads(_worker_stdout(logs[0], 0))
     assert r["hosts"]["launcher"] == "torchrun" and r["hosts"]["processes"] == 2
+    assert r["hosts"]["hosts"] == 2 and r["client_hosts"] == 2  # the dataset rule counts both
     assert r["ranks"] == 2
     assert [x["rank"] for x in r["per_rank"]] == [0, 1]
     # Each rank's result came from its own host: the address it reaches MASTER_ADDR from.
@@ -220,6 +221,8 @@ def test_the_arguments_ranks_compare_leave_out_a_hosts_own():
      "MASTER_PORT 65536 is outside [1, 65535]"),
     ({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "a b", "MASTER_PORT": "1"},
      "MASTER_ADDR 'a b' is not a host name or address"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1",
+      "GROUP_WORLD_SIZE": "3"}, "GROUP_WORLD_SIZE 3 is outside [1, 2]"),
 ])
 def test_a_hostile_launcher_environment_is_named(env, needle):
     from gdrstore.workload import hosts

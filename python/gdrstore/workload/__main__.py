@@ -170,6 +170,7 @@ def execute(a) -> dict:
         return _train(a, train.TrainConfig(model=m, ranks=1 if a.ranks is None else a.ranks,
                                            scale=a.scale, steps=a.steps, epochs=a.epochs,
                                            seed=a.seed, retries=a.retries, runs=a.runs,
+                                           client_hosts=hosts.client_hosts(),
                                            repeat=a.repeat,
                                            client_memory=None if memory is None else
                                            int(memory * (1 << 30)), **common))

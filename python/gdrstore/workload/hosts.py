@@ -58,6 +58,14 @@ def session() -> Optional["Session"]:
     return _session
 
 
+def client_hosts() -> int:
+    """The client hosts the ranks run on (what MLPerf's dataset rule sums the memory of): 1 for
+    the spawner, torchrun's nodes (GROUP_WORLD_SIZE), else a host a process (an Indexed Job's
+    pod counts as one)."""
+    s = session()
+    return 1 if s is None else s.nodes
+
+
 def _from_env(env: Mapping[str, str], required: bool) -> Optional["Session"]:
     index = env.get("RANK") or env.get("JOB_COMPLETION_INDEX")
     given = {"RANK (or JOB_COMPLETION_INDEX)": index, "WORLD_SIZE": env.get("WORLD_SIZE"),
@@ -77,7 +85,9 @@ def _from_env(env: Mapping[str, str], required: bool) -> Optional["Session"]:
         raise InvalidArgument(f"MASTER_ADDR {addr!r} is not a host name or address")
     launcher = ("torchrun" if env.get("TORCHELASTIC_RUN_ID") else
                 "indexed-job" if not env.get("RANK") else "env")
-    return Session(rank, world, addr, port, launcher)
+    nodes = (_int(env["GROUP_WORLD_SIZE"], "GROUP_WORLD_SIZE", 1, world)
+             if env.get("GROUP_WORLD_SIZE") else world)
+    return Session(rank, world, addr, port, launcher, nodes)
 
 
 def _int(text: str, name: str, low: int, high: int) -> int:
@@ -136,9 +146,10 @@ class Session:
     every call is a collective over all the processes, made from one thread."""
 
     def __init__(self, rank: int, world: int, master_addr: str, master_port: int,
-                 launcher: str):
+                 launcher: str, nodes: int):
         self.rank = rank
         self.world = world
+        self.nodes = nodes  # the hosts the processes are on
         self.master_addr = master_addr
         self.master_port = master_port
         self.launcher = launcher
@@ -150,7 +161,7 @@ class Session:
 
     def describe(self) -> Dict[str, Any]:
         """What a result says of how its ranks were started."""
-        return {"launcher": self.launcher, "processes": self.world,
+        return {"launcher": self.launcher, "processes": self.world, "hosts": self.nodes,
                 "master": f"{self.master_addr}:{self.master_port}"}
 
     def run(self, body: Callable[..., Dict[str, Any]], ranks: int, args: Any,
