@@ -88,6 +88,16 @@ TEST(ReloadTest, RestartOnlySettingsAreReportedNotApplied) {
   EXPECT_EQ(p.effective.volumes[1].file, "/srv/b.img");
 }
 
+// A repeating volume made again with another period would lose its bytes, as a resize would.
+TEST(ReloadTest, RepeatChangeNeedsRestart) {
+  DaemonConfig next = Base();
+  next.volumes[0].repeat = 256 << 10;
+  ReloadPlan p = PlanReload(Base(), next);
+  EXPECT_THAT(p.applied, IsEmpty());
+  EXPECT_THAT(p.needs_restart, ElementsAre("volume a repeat: 0 -> 262144 bytes"));
+  EXPECT_EQ(p.effective.volumes[0].repeat, 0u);
+}
+
 // SIGHUP reopens the trace at its path; another path or cap is not taken live.
 TEST(ReloadTest, TraceChangesNeedRestart) {
   DaemonConfig next = Base();
