@@ -43,12 +43,13 @@ def main():
               f"({[round(x['compute_s'], 3) for x in r['per_rank']]} s for 2 x 0.05 s)")
         c = checkpoint.run(checkpoint.CheckpointConfig(
             model=checkpoint.model_named("llama3-8b"), target=t, ranks=2, gpus=gpus,
-            scale=0.001, chunk=16 << 20, prefix=f"gpuchk-{transport}"))
+            scale=0.001, writes=1, reads=1, interval_s=0.0, chunk=16 << 20,
+            prefix=f"gpuchk-{transport}"))
         moved = sum(x["checkpoints"][0]["bytes"] for x in c["per_rank"]["read"])
         check(moved == c["checkpoint_bytes"],
               f"{transport}: checkpoint llama3-8b x 0.001 written from and read back into GPU "
-              f"memory, checked ({c['write']['gb_per_s']:.2f} / {c['read']['gb_per_s']:.2f} "
-              "GB/s)")
+              f"memory, checked ({c['write']['gib_per_s']['mean']:.2f} / "
+              f"{c['read']['gib_per_s']['mean']:.2f} GiB/s)")
         k_cfg = kvcache.KvConfig(model=kvcache.model_named("llama3-8b"), target=t, gpus=gpus,
                                  requests=40, prefixes=4, prefix_tokens=64, capacity=4096,
                                  prefix=f"gpuchk-{transport}")

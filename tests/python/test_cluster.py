@@ -381,7 +381,7 @@ def test_a_workload_on_a_cluster_stripes_its_volumes_over_the_members(members):
     t = workload.Target(cluster=members.url)
     r = checkpoint.run(checkpoint.CheckpointConfig(
         model=checkpoint.model_named("llama3-8b"), target=t, ranks=2, scale=0.0002,
-        chunk=4 * MiB, prefix="wl-cl"))
+        writes=1, reads=1, interval_s=0.0, chunk=4 * MiB, prefix="wl-cl"))
     assert r["read"]["per_checkpoint"][0]["bytes"] == r["checkpoint_bytes"]
     k = kvcache.run(kvcache.KvConfig(model=kvcache.model_named("qwen2.5-7b"), target=t,
                                      requests=20, prefixes=2, prefix_tokens=64, prefix="wl-clkv"))

@@ -112,8 +112,13 @@ def parser() -> argparse.ArgumentParser:
     _common(t)
     c = sub.add_parser("checkpoint", help="MLPerf Storage checkpointing (llama3-8b ... 1t)")
     c.add_argument("--model", default="llama3-8b")
-    c.add_argument("--scale", type=float, default=1.0, help="fraction of the checkpoint's bytes")
-    c.add_argument("--checkpoints", type=int, default=1, help="written, then read back")
+    c.add_argument("--scale", type=float, default=1.0, help="fraction of every file's bytes")
+    c.add_argument("--num-checkpoints-write", type=int, default=checkpoint.RULES_WRITES,
+                   help="checkpoints written")
+    c.add_argument("--num-checkpoints-read", type=int, default=checkpoint.RULES_READS,
+                   help="of them read back, after the cache clear")
+    c.add_argument("--interval", type=float, default=checkpoint.RULES_INTERVAL_S,
+                   help="seconds of compute before each checkpoint (time_between_checkpoints)")
     c.add_argument("--chunk", type=size, default=64 << 20, help="bytes per op")
     c.add_argument("--qd", type=int, default=4, help="ops in flight per process")
     _common(c)
@@ -175,10 +180,10 @@ def execute(a) -> dict:
                                            client_memory=None if memory is None else
                                            int(memory * (1 << 30)), **common))
     if a.workload == "checkpoint":
-        m = checkpoint.model_named(a.model)
         return checkpoint.run(checkpoint.CheckpointConfig(
-            model=m, ranks=min(8, m.ranks) if a.ranks is None else a.ranks, scale=a.scale,
-            checkpoints=a.checkpoints, chunk=a.chunk, qd=a.qd, **common))
+            model=checkpoint.model_named(a.model), ranks=a.ranks, scale=a.scale,
+            writes=a.num_checkpoints_write, reads=a.num_checkpoints_read,
+            interval_s=a.interval, chunk=a.chunk, qd=a.qd, **common))
     return _kvcache(a, common)
 
 

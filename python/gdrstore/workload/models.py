@@ -3,7 +3,7 @@ the KV-cache models, with where each figure comes from (docs/workloads.md lists 
 Figures a source does not give are this project's choice, marked as such."""
 
 from dataclasses import dataclass
-from typing import Dict
+from typing import Dict, List, Tuple
 
 
 @dataclass(frozen=True)
@@ -44,41 +44,116 @@ TRAIN: Dict[str, TrainModel] = {m.name: m for m in [
 
 @dataclass(frozen=True)
 class CheckpointModel:
-    """One MLPerf Storage checkpointing workload: the checkpoint's published total size on its
-    published number of ranks, and the parallelism this project assumes to split it (tensor x
-    pipeline ranks hold distinct model shards; data-parallel replicas write the model state
-    once, from data-parallel rank 0, while the optimizer state (ZeRO) is spread over every
-    rank)."""
+    """One MLPerf Storage checkpointing workload as mlcommons/storage's DLIO configs state it
+    (configs/dlio/workload/llama3_*.yaml, the rules' Table 2): the transformer's shape and its
+    training layout, tensor x pipeline x data-parallel ranks with a DeepSpeed ZeRO stage.
+    What each rank writes is what DLIO writes for it (branch mlperf_storage_v2.0,
+    dlio_benchmark/checkpointing/base_checkpointing.py, BaseCheckpointing): fp16 model state
+    (one file per layer where pipeline parallelism splits the model and ZeRO-1 keeps it whole
+    on data-parallel rank 0; one file per rank, sharded over the data-parallel ranks, with
+    ZeRO-3) and fp32 optimizer state, three groups spread over every rank."""
     name: str
-    total_bytes: int       # the published checkpoint size
-    ranks: int             # the published rank count
-    tensor: int            # tensor-parallel size (assumed)
-    pipeline: int          # pipeline-parallel size (assumed)
-    model_fraction: float  # share of the checkpoint that is model state: bf16 weights (2 bytes
-                           # a parameter) of 14 bytes a parameter with fp32 master weights and
-                           # two Adam moments (12)
+    layers: int          # num_layers
+    hidden: int          # hidden_size
+    ffn: int             # ffn_hidden_size
+    heads: int           # num_attention_heads
+    kv_heads: int        # num_kv_heads
+    tensor: int          # parallelism.tensor
+    pipeline: int        # parallelism.pipeline
+    data: int            # data-parallel replicas: the rules' process count / (tensor x pipeline)
+    zero_stage: int      # parallelism.zero_stage (1 or 3 in the official configs)
+    stated: str          # the checkpoint size the rules' Table 2 prints
+    vocab: int = 128_256           # vocab_size
+    model_dtype_bytes: int = 2     # model_datatype fp16
+    optimizer_dtype_bytes: int = 4  # optimizer_datatype fp32
 
     @property
-    def data_parallel(self) -> int:
-        return max(1, self.ranks // (self.tensor * self.pipeline))
+    def ranks(self) -> int:
+        return self.tensor * self.pipeline * self.data
 
-    def shard_bytes(self, rank: int) -> int:
-        """What logical rank `rank` writes: its (tensor, pipeline) part of the model state if it
-        is data-parallel rank 0, plus its share of the optimizer state."""
-        model = self.total_bytes * self.model_fraction
-        optimizer = self.total_bytes - model
-        n = optimizer / self.ranks
-        if rank // (self.tensor * self.pipeline) == 0:  # data-parallel rank 0 of its group
-            n += model / (self.tensor * self.pipeline)
-        return int(n)
+    @property
+    def _kv_dim(self) -> int:
+        return self.hidden // self.heads * self.kv_heads
+
+    @property
+    def parameters(self) -> int:
+        """DLIO's parameter count: embedding and LM head, each layer's two norms, attention
+        with grouped K and V, the gated MLP, and the final norm."""
+        h = self.hidden
+        layer = 2 * h + h * (h + 2 * self._kv_dim) + h * h + 3 * h * self.ffn
+        return 2 * self.vocab * h + layer * self.layers + h
+
+    def layer_span(self, rank: int) -> Tuple[int, int]:
+        """The first and last layer (inclusive) of `rank`'s pipeline stage. Layer 0 is the
+        embedding, 1..L the transformer layers, L+1 the LM head and L+2 the final norm; the
+        transformer layers are dealt over the stages, the first stages taking one more when
+        they do not divide; stage 0 adds the embedding, the last stage the head and norm."""
+        stage = rank // self.tensor % self.pipeline
+        per, extra = divmod(self.layers, self.pipeline)
+        first = stage * per + min(stage, extra) + 1
+        last = first + per - (0 if stage < extra else 1)
+        if stage == self.pipeline - 1:
+            last = self.layers + 2
+        if stage == 0:
+            first = 0
+        return first, last
+
+    def layer_elements(self, layer: int) -> List[int]:
+        """The elements of each tensor of `layer` one rank holds: matrices split over the
+        tensor ranks, and with ZeRO-3 everything over the data-parallel ranks too (integer
+        division, as DLIO's)."""
+        h, t = self.hidden, self.tensor
+        shard = self.data if self.zero_stage == 3 else 1
+        if layer in (0, self.layers + 1):
+            return [h * self.vocab // t // shard]
+        if layer == self.layers + 2:
+            return [h // shard]
+        return [h // shard, h * (h + 2 * self._kv_dim) // t // shard, h * h // t // shard,
+                h // shard, 2 * h * self.ffn // t // shard, h * self.ffn // t // shard]
+
+    def files(self, rank: int) -> List[Tuple[str, int]]:
+        """(DLIO's file name, bytes) of each file `rank` writes in one checkpoint, in the
+        order it writes them: model state, then optimizer state."""
+        mp = self.tensor * self.pipeline
+        dp_rank, mp_rank = rank // mp, rank % mp
+        first, last = self.layer_span(rank)
+
+        def model(layers) -> int:
+            return sum(n for i in layers for n in self.layer_elements(i) if n > 0) \
+                * self.model_dtype_bytes
+
+        out = []
+        if self.zero_stage == 3:
+            out.append((f"zero_pp_rank_{dp_rank}_mp_rank_{mp_rank}_model_states",
+                        model(range(first, last + 1))))
+        elif dp_rank == 0 and self.pipeline > 1:
+            out += [(f"layer_{i}-model_{mp_rank}_model_states", model([i]))
+                    for i in range(first, last + 1)]
+        elif dp_rank == 0:
+            out.append((f"model_{mp_rank}_model_states", model(range(first, last + 1))))
+        # fp32 master weights and Adam's two moments, each with a small group of its own.
+        groups = [self.parameters // self.ranks, 5 * self.hidden] * 3
+        out.append((f"zero_pp_rank_{dp_rank}_mp_rank_{mp_rank}_optim_states",
+                    sum(n for n in groups if n > 0) * self.optimizer_dtype_bytes))
+        return out
+
+    def rank_bytes(self, rank: int) -> int:
+        return sum(n for _, n in self.files(rank))
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.rank_bytes(r) for r in range(self.ranks))
 
 
-_GB = 1000 ** 3
+# The official configs (mlcommons/storage configs/dlio/workload/llama3_{8b,70b,405b,1t}.yaml)
+# with the rules' process counts (8, 64, 512, 1024). DLIO computes 104.7, 911.2, 5292.2 and
+# 15426.6 GiB from them; the rules print "105 GB", "912 GB", "5.29 TB" and "18 TB". The last
+# matches an earlier 1T config (32 attention heads, no grouped K and V: 17289 GiB), not this one.
 CHECKPOINT: Dict[str, CheckpointModel] = {m.name: m for m in [
-    CheckpointModel("llama3-8b", 105 * _GB, 8, 1, 1, 2 / 14),
-    CheckpointModel("llama3-70b", 912 * _GB, 64, 8, 4, 2 / 14),
-    CheckpointModel("llama3-405b", 5290 * _GB, 512, 8, 32, 2 / 14),
-    CheckpointModel("llama3-1t", 18000 * _GB, 1024, 8, 64, 2 / 14),
+    CheckpointModel("llama3-8b", 32, 4096, 14336, 32, 8, 1, 1, 8, 3, "105 GB"),
+    CheckpointModel("llama3-70b", 80, 8192, 28672, 128, 8, 8, 1, 8, 3, "912 GB"),
+    CheckpointModel("llama3-405b", 126, 16384, 53248, 128, 8, 8, 32, 2, 1, "5.29 TB"),
+    CheckpointModel("llama3-1t", 128, 25872, 98304, 192, 32, 8, 64, 2, 1, "18 TB"),
 ]}
 
 

@@ -4,7 +4,7 @@ plots (Debian's matplotlib, no display needed). The JSON stays the record; these
 import os
 from typing import Any, Dict, List
 
-from . import kvcache_mlperf
+from . import checkpoint, kvcache_mlperf
 
 
 def _gb(n: float) -> str:
@@ -17,8 +17,6 @@ def table(r: Dict[str, Any]) -> str:
     how = [f"--scale {r.get('scale', 1):g}"] if r.get("scale", 1) != 1 else []
     if r.get("steps_limit") is not None:
         how.append(f"--steps {r['steps_limit']}")
-    if r["workload"] == "checkpoint" and r["ranks"] != r["logical_ranks"]:
-        how.append(f"{r['ranks']} processes for {r['logical_ranks']} ranks")
     scaled = f" (scaled down: {', '.join(how)})" if r.get("scaled") else ""
     if w == "train":
         p = r["parameters"]
@@ -46,15 +44,7 @@ def table(r: Dict[str, Any]) -> str:
                      f"+- {r['samples_per_s_stdev']:.1f} samples/s, {r['mib_per_s']:.1f} +- "
                      f"{r['mib_per_s_stdev']:.1f} MiB/s")
     elif w == "checkpoint":
-        lines.append(f"checkpoint {r['model']}: {_gb(r['checkpoint_bytes'])} over "
-                     f"{r['logical_ranks']} logical ranks on {r['ranks']} processes{scaled}")
-        lines.append(f"  cache clear: {r['cache_clear']['how']}")
-        for phase in ("write", "read"):
-            for c in r[phase]["per_checkpoint"]:
-                rates = c["rank_gb_per_s"]
-                lines.append(f"  {phase:>5} #{c['checkpoint']}: {c['duration_s']:.3f} s (slowest "
-                             f"rank), {c['gb_per_s']:.3f} GB/s; ranks {min(rates):.3f} .. "
-                             f"{max(rates):.3f} GB/s")
+        lines.extend(checkpoint.table(r))
     elif w == "kvcache" and "option" in r:  # an MLPerf Storage v3 option's run
         lines.extend(kvcache_mlperf.table_lines(r))
     elif w == "kvcache":
@@ -100,15 +90,7 @@ def plots(r: Dict[str, Any], out_dir: str) -> List[str]:
             a2.legend()
         made.append(_save(fig, plt, out_dir, "train.png"))
     elif w == "checkpoint":
-        fig, ax = plt.subplots(figsize=(8, 4))
-        for i, phase in enumerate(("write", "read")):
-            rates = r[phase]["per_checkpoint"][0]["rank_gb_per_s"]
-            ax.bar([k + i * 0.4 for k in range(len(rates))], rates, width=0.4, label=phase)
-        ax.set_xlabel("process")
-        ax.set_ylabel("GB/s")
-        ax.set_title(f"{r['model']} checkpoint: each process's rate")
-        ax.legend()
-        made.append(_save(fig, plt, out_dir, "checkpoint.png"))
+        made.append(checkpoint.plot(r, plt, lambda fig, name: _save(fig, plt, out_dir, name)))
     elif w == "kvcache":
         fig, ax = plt.subplots(figsize=(8, 4))
         for name, vals in r["latencies_ms"].items():
