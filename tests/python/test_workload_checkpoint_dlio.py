@@ -2,11 +2,13 @@
 rank's bytes per checkpoint equal DLIO's for the four official configs, recomputed here from
 DLIO's own formulas; a tiny run against a real daemon runs every rank as a process at once,
 syncs every put of a file volume, and reports per checkpoint the slowest rank's duration and
-the least throughput, with their mean and standard deviation; hostile settings are refused by
-name."""
+the least throughput, with their mean and standard deviation; under a launcher each process
+is a rank; hostile settings are refused by name."""
 
+import importlib.util
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -225,7 +227,7 @@ def test_a_subset_on_memory_volumes_says_what_it_leaves_out():
     assert r["sync"]["synced_puts"] == 0 and "nothing to sync" in r["sync"]["how"]
     assert not r["cache_clear"]["done"]
     text = " | ".join(r["deviations"])
-    assert "--ranks 2: ranks 0-1 of the 512 (DLIO's subset mode)" in text
+    assert "2 ranks: ranks 0-1 of the 512 (DLIO's subset mode)" in text
     assert "memory volumes" in text
 
 
@@ -251,3 +253,39 @@ def test_the_cli_runs_the_rules_flags_and_writes_its_table_and_json():
     assert "--num-checkpoints-read 1 (the rules: 10)" in r["deviations"]
     assert "--num-checkpoints-read 1 (the rules: 10)" in table and "GiB/s" in table
     assert r.get("plots") or r.get("plots_skipped")
+
+
+def test_under_a_launcher_each_process_is_a_rank_and_the_world_sizes_the_run():
+    # Two processes started as an Indexed Job's pods (no torchrun: JOB_COMPLETION_INDEX), on
+    # loopback. The run takes the world's 2 ranks whatever this host could hold.
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("no PyTorch (python3-torch): a launcher's ranks meet over its gloo")
+    d = Daemon()
+    try:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        procs = []
+        for i in range(2):
+            env = dict(os.environ, PYTHONPATH=PY, JOB_COMPLETION_INDEX=str(i), WORLD_SIZE="2",
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "gdrstore.workload", "checkpoint", "--daemon", d.address,
+                 "--scale", "1e-6", "--num-checkpoints-write", "1", "--num-checkpoints-read",
+                 "1", "--interval", "0", "--launcher", "torchrun", "--json", "--prefix",
+                 "wl-dlio-job"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True))
+        try:
+            done = [p.communicate(timeout=300) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    finally:
+        d.stop()
+    assert [p.returncode for p in procs] == [0, 0], [e for _, e in done]
+    r = json.loads(done[0][0])
+    assert r["ranks"] == 2
+    assert len({x["pid"] for x in r["per_rank"]["write"]}) == 2
+    assert "2 ranks: ranks 0-1 of the 8 (DLIO's subset mode)" in r["deviations"]

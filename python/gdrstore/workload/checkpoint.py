@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import DataLoss, InvalidArgument
-from . import ranks as rank_runner
+from . import hosts, ranks as rank_runner
 from .cleanup import closing
 from .device import Accelerator
 from .models import CHECKPOINT, CheckpointModel
@@ -271,15 +271,22 @@ def _check(cfg: CheckpointConfig) -> None:
 def run(cfg: CheckpointConfig) -> Dict[str, Any]:
     _check(cfg)
     m = cfg.model
-    wanted = m.ranks if cfg.ranks is None else cfg.ranks
-    n = ranks_held(cfg, wanted, host_memory())
+    session = hosts.session()
+    if session is None:
+        wanted = m.ranks if cfg.ranks is None else cfg.ranks
+        n = ranks_held(cfg, wanted, host_memory())
+    else:
+        # The launcher placed the processes, a rank each: this host's memory is not the
+        # question, and every process must size the same ranks.
+        wanted = n = min(m.ranks, session.world) if cfg.ranks is None else cfg.ranks
     files = [rank_files(cfg, r) for r in range(n)]
     total = sum(b for fs in files for _, b in fs)
     devs = deviations(cfg, wanted, n, total)
     ram = host_memory("MemTotal")
     clear: Dict[str, Any] = {
         # The rules: clear the cache when the checkpoint per client host is under 3x its RAM.
-        "rules_require": ram is None or total < 3 * ram, "done": False, "seconds": 0.0,
+        "rules_require": ram is None or total / hosts.client_hosts() < 3 * ram,
+        "done": False, "seconds": 0.0,
         "how": "nothing to clear: a memory volume is the memory its bytes live in, with no "
                "cache in front of it"}
     with Volumes(cfg.target, cfg.file, cfg.media, cfg.keep) as vols:
@@ -330,9 +337,9 @@ def deviations(cfg: CheckpointConfig, wanted: int, n: int, total: int) -> List[s
     m, out = cfg.model, []
     if cfg.scale != 1:
         out.append(f"--scale {cfg.scale:g}: every file {cfg.scale:g} of DLIO's size, rounded "
-                   f"up to 4 KiB ({total / GIB:.3f} GiB written per checkpoint)")
+                   f"up to 4 KiB ({total / GIB:.4g} GiB written per checkpoint)")
     if wanted < m.ranks:
-        out.append(f"--ranks {wanted}: ranks 0-{wanted - 1} of the {m.ranks} (DLIO's subset "
+        out.append(f"{wanted} ranks: ranks 0-{wanted - 1} of the {m.ranks} (DLIO's subset "
                    "mode)")
     if n < wanted:
         out.append(f"this host holds {n} of the {wanted} rank processes at once (each "
