@@ -181,6 +181,14 @@ def _op(dev: _Device, client, slots: "queue.SimpleQueue[int]", write: bool, sync
         slots.put(slot)
 
 
+def _bind(acc: Accelerator) -> None:
+    """An op thread's current CUDA device is its rank's GPU, where torch stamps and checks the
+    chunks and the library copies them (a new thread starts on device 0)."""
+    if acc.gpu is not None:
+        import torch
+        torch.cuda.set_device(acc.device)
+
+
 def _rank(rank: int, ranks: int, a, barrier) -> Dict[str, Any]:
     """One rank: per checkpoint the interval's compute, the barrier, then its files one after
     another (as torch.save writes them), qd chunks of a file in flight."""
@@ -198,7 +206,8 @@ def _rank(rank: int, ranks: int, a, barrier) -> Dict[str, Any]:
         for s in range(cfg.qd):
             slots.put(s)
         out = []
-        with ThreadPoolExecutor(cfg.qd, thread_name_prefix=f"rank{rank}") as pool:
+        with ThreadPoolExecutor(cfg.qd, thread_name_prefix=f"rank{rank}", initializer=_bind,
+                                initargs=(acc,)) as pool:
             for k in range(count):
                 acc.compute(cfg.interval_s)
                 ready = time.time()
