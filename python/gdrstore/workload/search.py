@@ -156,6 +156,7 @@ def plots(r: Dict[str, Any], out_dir: str) -> List[str]:
     if r["max_accelerators"]:
         ax.axvline(r["max_accelerators"], color="green", linestyle=":",
                    label=f"largest passing N = {r['max_accelerators']}")
+    ax.set_xticks([p["ranks"] for p in points])
     ax.set_xlabel("accelerators (N)")
     ax.set_ylabel("mean AU %")
     ax.set_title(f"{r['model']}: mean AU against accelerators")
