@@ -10,6 +10,8 @@ import statistics
 import subprocess
 import sys
 
+from dataclasses import replace
+
 import pytest
 
 from conftest import HERE, Daemon
@@ -133,6 +135,13 @@ def test_the_closed_dataset_is_mlpstorages_datasize_rule():
     layout = train.lay_out(cfg)
     assert layout.files == rule(1 << 40, 1) == layout.closed_files
     assert train.deviations(cfg, layout) == []  # published config, closed size, 5 epochs
+    # The reader parameters a submitter may set (the guidelines' Table 2) keep a run closed;
+    # the model's own do not.
+    tuned = replace(cfg, model=replace(m, read_threads=8, prefetch_size=4,
+                                       computation_threads=2))
+    assert train.deviations(tuned, layout) == []
+    other = replace(cfg, model=replace(m, batch=m.batch + 1))
+    assert train.deviations(other, layout) == [f"batch {m.batch + 1}, not the config's {m.batch}"]
 
 
 def test_a_slow_rank_holds_every_rank_at_each_steps_barrier(d):

@@ -44,9 +44,10 @@ _PIECE = 64 << 20     # a sample is read in gets of at most this (and the daemon
 CLOSED_EPOCHS = 5
 CLOSED_MEMORY_MULTIPLE = 5   # the dataset is at least this many times the clients' memory
 CLOSED_MIN_STEPS = 500       # ... and at least this many steps an epoch
-# Fields a closed run may change (mlpstorage: reader.read_threads; the dataset's file count
-# is the datasize rule's, judged on its own).
-_CLOSED_OPEN_FIELDS = ("read_threads", "files")
+# Fields a closed run may change (the submission guidelines' parameters a submitter may set:
+# reader.read_threads, computation_threads, prefetch_size; the dataset's file count is the
+# datasize rule's, judged on its own).
+_CLOSED_OPEN_FIELDS = ("read_threads", "computation_threads", "prefetch_size", "files")
 
 
 @dataclass(frozen=True)
