@@ -201,6 +201,8 @@ def test_every_rank_writes_at_once_synced_then_reads_back_after_the_cache_clear(
     assert all(c["synced_puts"] == c["ops"] for x in r["per_rank"]["write"]
                for c in x["checkpoints"])
     assert r["cache_clear"]["done"] and "page cache" in r["cache_clear"]["how"]
+    # No GPU here: the daemon locks no page of a file volume back into memory.
+    assert r["cache_clear"]["page_locked_bytes"] == 0
     assert not r["closed"]
     text = " | ".join(r["deviations"])
     for needle in ("--scale 2e-06", "--num-checkpoints-write 2", "--num-checkpoints-read 2",

@@ -313,6 +313,17 @@ def run(cfg: CheckpointConfig) -> Dict[str, Any]:
                              how="every file volume synced, dropped from the daemon's page "
                                  "cache and served again from its file")
             reads = rank_runner.run(_rank, n, (cfg, files, False, cfg.reads), cfg.deadline_s)
+            if cfg.file:
+                locked = page_locked(cfg.target, {volume_name(cfg, k, stem)
+                                                  for k in range(cfg.reads)
+                                                  for fs in files for stem, _ in fs})
+                clear["page_locked_bytes"] = locked
+                if locked:
+                    devs.append(f"the daemons page-locked {locked / GIB:.3f} GiB of the read "
+                                "volumes for the local transport's GPU copies, reading their "
+                                "files back into memory in the background: reads after the "
+                                "cache clear may have come from memory (gdrstored "
+                                "--local-lock-budget 0 keeps them on the device)")
     synced = sum(c["synced_puts"] for r in writes for c in r["checkpoints"])
     return {
         "workload": "checkpoint", "model": m.name,
@@ -339,6 +350,25 @@ def run(cfg: CheckpointConfig) -> Dict[str, Any]:
         "per_rank": {"write": writes, "read": reads},
         "compute": "gpu" if cfg.gpus else "host",
     }
+
+
+def page_locked(target: Target, names) -> int:
+    """Bytes of volumes `names` the daemons hold page-locked for the local transport's GPU
+    copies (GetStats). Locking a file volume's pages faults them in from its file, in the
+    background, so a cache clear does not keep the next reads on the device."""
+    if target.cluster:
+        return 0
+    total = 0
+    admins = target.admin_clients()
+    try:
+        for c in admins:
+            for v in c.stats().get("volumes", []):
+                if v.get("name") in names:
+                    total += int(v.get("page_locked_bytes", 0))
+    finally:
+        for c in admins:
+            c.close()
+    return total
 
 
 def deviations(cfg: CheckpointConfig, wanted: int, n: int, total: int) -> List[str]:
