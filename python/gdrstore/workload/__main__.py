@@ -16,7 +16,7 @@ from typing import List, Optional
 from ..errors import Error, InvalidArgument
 from . import checkpoint, kvcache, kvcache_mlperf, report, search, train
 from . import hosts
-from .cleanup import notes
+from .cleanup import Cleanup, notes
 from .device import gpu_list
 from .target import Target
 
@@ -240,7 +240,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                 a.max_accelerators = session.world
         elif session is not None and a.ranks is None:
             a.ranks = session.world  # a rank a process
-        result = execute(a)
+        try:
+            result = execute(a)
+        except BaseException as e:
+            Cleanup(e).run("leaving the ranks' group", hosts.end)
+            raise
+        hosts.end()  # before the interpreter ends (Session.close says why)
     except Error as e:
         _failed(a.workload, e)
         # A bad argument is refused before any rank runs; a rank's error, whatever its code,

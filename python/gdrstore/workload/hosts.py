@@ -58,6 +58,13 @@ def session() -> Optional["Session"]:
     return _session
 
 
+def end() -> None:
+    """Ends this process's session, if one was opened (Session.close): the workload's main
+    calls it once the run is over, whatever ended it, before the interpreter ends."""
+    if _session is not None:
+        _session.close()
+
+
 def client_hosts() -> int:
     """The client hosts the ranks run on (what MLPerf's dataset rule sums the memory of): 1 for
     the spawner, torchrun's nodes (GROUP_WORLD_SIZE), else a host a process (an Indexed Job's
@@ -158,6 +165,7 @@ class Session:
         # What ended the session, as (rank or None, code, text): raised on every rank alike.
         self._ended: Optional[Tuple[Optional[int], int, str]] = None
         self._running: List[int] = []  # ranks last seen at a barrier, still in their bodies
+        self._closed = False
 
     def describe(self) -> Dict[str, Any]:
         """What a result says of how its ranks were started."""
@@ -221,10 +229,26 @@ class Session:
             if error is None:
                 raise
 
+    def close(self) -> None:
+        """Leaves the ranks' gloo group (once; later calls do nothing), joining its threads.
+        It must happen before the interpreter ends: a gloo worker may still hold the last
+        exchange's tensors after the exchange returned, and when it lets them go it takes the
+        GIL to free their Python objects. Left to the interpreter's exit, that could come while
+        it finalizes, when Python ends the thread (pthread_exit) inside torch's noexcept code:
+        std::terminate, SIGABRT instead of the run's exit status. Destroyed here, the group
+        joins its workers with the GIL released, so they finish first."""
+        self._closed = True
+        dist, self._dist = self._dist, None
+        if dist is not None and dist.is_initialized():
+            dist.destroy_process_group()
+
     def _open(self, deadline_s: Optional[float]) -> None:
         """Joins the ranks' gloo group (once): a rendezvous at MASTER_ADDR:MASTER_PORT."""
         if self._dist is not None:
             return
+        if self._closed:
+            raise FailedPrecondition(f"rank {self.rank}: the ranks' session has ended "
+                                     "(Session.close): it is not joined again")
         try:
             import torch.distributed as dist
         except ImportError as e:
