@@ -10,15 +10,17 @@
 # installed). Env: GPU (default 0; empty: host memory and sleep compute), STEPS and EPOCHS of
 # each search's runs (defaults 24 and 1: a closed run reads 5 whole epochs of >= 500 steps,
 # which the lent host's time does not allow; the result names both as deviations), MODELS
-# ("unet3d:nvme-gen5 resnet50:sata-ssd cosmoflow:nvme-gen4": model:preset pairs), REPEAT (4GiB),
-# CKPT ("llama3-8b"; empty: none), CKPT_WRITES/CKPT_READS (2/2), MAX_N (32).
+# ("unet3d:nvme-gen5 resnet50:sata-ssd cosmoflow:nvme-gen4:500": model:preset[:steps], the steps
+# overriding STEPS for that model), REPEAT (4GiB),
+# CKPT ("llama3-8b"; empty: none), CKPT_WRITES/CKPT_READS (2/2), MAX_N (32), TRAIN_ARGS (more
+# train flags, e.g. "--deadline 300").
 set -euo pipefail
 BIN=${1:?usage: workload_closed.sh BIN_DIR OUT_DIR}
 OUT=${2:?usage: workload_closed.sh BIN_DIR OUT_DIR}
 GPU=${GPU-0}
 STEPS=${STEPS:-24}
 EPOCHS=${EPOCHS:-1}
-MODELS=${MODELS:-"unet3d:nvme-gen5 resnet50:sata-ssd cosmoflow:nvme-gen4"}
+MODELS=${MODELS:-"unet3d:nvme-gen5 resnet50:sata-ssd cosmoflow:nvme-gen4:500"}
 REPEAT=${REPEAT:-4GiB}
 CKPT=${CKPT-llama3-8b}
 CKPT_WRITES=${CKPT_WRITES:-2}
@@ -44,14 +46,15 @@ gpu=()
 [[ -n $GPU ]] && gpu=(--gpu "$GPU")
 
 for pair in $MODELS; do
-  model=${pair%%:*} preset=${pair#*:}
+  IFS=: read -r model preset steps <<<"$pair"
+  steps=${steps:-$STEPS}
   echo "== train $model on media=$preset: the most accelerators that pass"
   t0=$SECONDS
   rc=0
   "$PY" -m gdrstore.workload train --daemon "$daemon" --model "$model" --media "media=$preset" \
-    --repeat "$REPEAT" --steps "$STEPS" --epochs "$EPOCHS" --find-max-accelerators \
+    --repeat "$REPEAT" --steps "$steps" --epochs "$EPOCHS" --find-max-accelerators \
     --max-accelerators "$MAX_N" --prefix "closed-$model" --out "$OUT/train-$model" \
-    "${gpu[@]}" || rc=$?
+    "${gpu[@]}" ${TRAIN_ARGS:-} || rc=$?
   echo "-- train $model: exit $rc after $((SECONDS - t0)) s"
 done
 

@@ -211,3 +211,23 @@ def test_bad_train_arguments_are_named(d, args, needle):
                         d.address, *args], env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stderr
     assert needle in p.stderr, p.stderr
+
+
+def test_ranks_sharing_a_gpu_compute_as_a_host_sleep(monkeypatch):
+    # A short kernel per rank on a time-sliced GPU measures the sharing, not the model: only a
+    # rank with a GPU to itself computes as a kernel.
+    from gdrstore.workload import device
+    for k in ("LOCAL_WORLD_SIZE", "JOB_COMPLETION_INDEX"):
+        monkeypatch.delenv(k, raising=False)
+    assert device.ranks_per_gpu(16, 1) == 16 and device.ranks_per_gpu(8, 8) == 1
+    assert device.ranks_per_gpu(9, 8) == 2
+    t = workload.Target(daemons=["127.0.0.1:1"])
+    cfg = train.TrainConfig(model=train.TRAIN["cosmoflow"], target=t, ranks=16, gpus=("0",))
+    assert train._compute_kind(cfg) == "sleep (ranks share a GPU)"
+    assert train._compute_kind(replace(cfg, ranks=1)) == "gpu-kernel"
+    assert train._compute_kind(replace(cfg, gpus=())) == "sleep"
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")  # torchrun: one rank of 16 on this host
+    assert train._compute_kind(cfg) == "gpu-kernel"
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    monkeypatch.setenv("JOB_COMPLETION_INDEX", "3")  # an Indexed Job's pod: one rank
+    assert device.ranks_per_gpu(16, 1) == 1

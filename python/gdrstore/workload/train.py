@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import Aborted, InvalidArgument
 from . import ranks as rank_runner
 from .cleanup import closing
-from .device import Accelerator
+from .device import rank_accelerator, ranks_per_gpu
 from .dlio_sampler import dlio_rank_samples, dlio_tfrecord_records
 from .loader import Pool, TFRecordLoader, TorchLoader, pool_slots, prefetch_factor, warm
 from .models import TRAIN, TrainModel
@@ -285,7 +285,7 @@ def _barrier(barrier, cfg: TrainConfig, rank: int, what: str) -> None:
 def _rank(rank: int, ranks: int, a: Tuple[TrainConfig, Layout], barrier) -> Dict[str, Any]:
     cfg, layout = a
     m = cfg.model
-    acc = Accelerator(cfg.gpus[rank % len(cfg.gpus)] if cfg.gpus else None)
+    acc = rank_accelerator(cfg.gpus, rank, ranks)
     compute_s = m.compute_s + (cfg.compute_skew[rank] if rank < len(cfg.compute_skew) else 0.0)
     if m.loader == "pytorch":
         plans = [epoch_plan(layout, cfg, rank, e) for e in range(1, cfg.epochs + 1)]
@@ -374,6 +374,16 @@ def deviations(cfg: TrainConfig, layout: Layout) -> List[str]:
     return out
 
 
+def _compute_kind(cfg: TrainConfig) -> str:
+    """What a step's compute was: a GPU kernel, or a host sleep (no GPUs, or ranks sharing one:
+    device.rank_accelerator says why)."""
+    if not cfg.gpus:
+        return "sleep"
+    if ranks_per_gpu(cfg.ranks, len(cfg.gpus)) > 1:
+        return "sleep (ranks share a GPU)"
+    return "gpu-kernel"
+
+
 def run(cfg: TrainConfig) -> Dict[str, Any]:
     """Lays out the dataset, runs the ranks cfg.runs times, takes the volumes away (unless
     cfg.keep); the result as docs/workloads.md describes it."""
@@ -437,7 +447,7 @@ def run(cfg: TrainConfig) -> Dict[str, Any]:
         "dataset_bytes": sum(s.length for s in layout.samples),
         "repeat_bytes": max(layout.repeats) if any(layout.repeats) else None,
         "volumes": [n for n, _ in layout.volumes], "ranks": cfg.ranks,
-        "compute": "gpu-kernel" if cfg.gpus else "sleep", "epochs": cfg.epochs,
+        "compute": _compute_kind(cfg), "epochs": cfg.epochs,
         "steps_per_epoch": steps, "seed": cfg.seed,
         # The run's AU: the mean over ranks and epochs (over runs too), what passes or fails.
         "au": au, "au_mean": au, "au_min_rank": min(s["au_min_rank"] for s in each),
