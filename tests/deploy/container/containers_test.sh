@@ -119,11 +119,17 @@ podman run --rm --entrypoint "${tcp_check[0]}" "$TAG" "${tcp_check[@]:1}" > "$T/
 # Both DaemonSets' pod templates played by podman (a Deployment each: kube_play_form.js), the
 # Secret gdrstore-tokens given as files: the daemon's gRPC health answers SERVING, the agent's
 # probe command (a round trip through it to the daemon) succeeds, and SIGTERM drains both.
-mkdir -p "$T/play/_var_lib_gdrstored" "$T/play/_run_gdragent" "$T/play/secret_gdrstore-tokens"
+mkdir -p "$T/play/_var_lib_gdrstored" "$T/play/_run_gdragent" "$T/play/secret_gdrstore-tokens" \
+  "$T/play/secret_gdrstore-agent-token"
 echo "$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n') name=operator admin=yes" \
   > "$T/play/secret_gdrstore-tokens/tokens"
-chmod 0400 "$T/play/secret_gdrstore-tokens/tokens"
+# The agent's own Secret: here the same token, which the played daemon admits.
+cp "$T/play/secret_gdrstore-tokens/tokens" "$T/play/secret_gdrstore-agent-token/tokens"
+chmod 0400 "$T/play/secret_gdrstore-tokens/tokens" "$T/play/secret_gdrstore-agent-token/tokens"
 chown -R 10001:10001 "$T/play"
+# The socket directory as kubelet makes it (root, 0755): the agent pod's socket-dir step must
+# hand it to the agent, or the agent cannot serve.
+chown 0:0 "$T/play/_run_gdragent" && chmod 0755 "$T/play/_run_gdragent"
 node "$K8S/kube_play_form.js" "$T/tcp.yaml" gdrstored "$T/play" "$TAG" > "$T/play-daemon.yaml"
 podman kube play "$T/play-daemon.yaml" > /dev/null
 PLAYED+=(gdrstored-pod-0)

@@ -32,7 +32,17 @@ for (const v of spec.volumes || []) {
     delete v.secret;
   }
 }
-for (const c of [...(spec.initContainers || []), ...spec.containers]) c.image = image;
+for (const c of [...(spec.initContainers || []), ...spec.containers]) {
+  c.image = image;
+  // podman 4.3 has no status.podIP for the downward API; this pod's namespace is its own, so its
+  // every address is the pod's.
+  for (const e of c.env || []) {
+    if (e.valueFrom && e.valueFrom.fieldRef && e.valueFrom.fieldRef.fieldPath === "status.podIP") {
+      delete e.valueFrom;
+      e.value = "0.0.0.0";
+    }
+  }
+}
 const out = [{
   apiVersion: "apps/v1",
   kind: "Deployment",

@@ -17,6 +17,16 @@ for o in tcp rc dc; do
   node "$HERE/validate.js" "$o" "$T/$o.yaml" || status=1
 done
 node "$HERE/validate.js" examples "$SRC"/deploy/kubernetes/examples/*.yaml || status=1
+# What a cluster needs to admit and run them (node_prerequisites.js: Pod Security levels, the
+# socket directory, priorities, tolerations, service accounts, node terms, metrics, ...); each
+# rule then broken once on a copy, which must be refused naming it.
+for o in tcp rc dc; do
+  node "$HERE/node_prerequisites.js" check "$o" "$T/$o.yaml" \
+    "$SRC/deploy/kubernetes/base/servicemonitor.yaml" || status=1
+done
+node "$HERE/node_prerequisites.js" examples "$SRC"/deploy/kubernetes/examples/*.yaml || status=1
+node "$HERE/node_prerequisites.js" self-test "$T/tcp.yaml" "$SRC/deploy/kubernetes/examples" ||
+  status=1
 # The image tag is the version the tree builds (written once, in python/gdrstore/_version.py):
 # kustomize cannot read it, so a release that moves one without the other fails here.
 version=$(sed -n 's/^__version__ = "\([0-9.]*\)"$/\1/p' "$SRC/python/gdrstore/_version.py")
