@@ -1,16 +1,19 @@
 #include "daemon/ops/supervisor.h"
 
 #include <algorithm>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/base/log.h"
 #include "common/base/units.h"
 #include "common/grpc/in_process_ping.h"
+#include "common/process/file_watcher.h"
 #include "common/process/health_monitor.h"
 #include "common/process/service_loop.h"
 #include "daemon/ops/reload.h"
@@ -75,11 +78,12 @@ void ApplyVolumes(SupervisedDaemon& d, ReloadPlan& plan, std::vector<std::string
   }
 }
 
-// Applies what can change live; logs what needs a restart.
-void Reload(SupervisedDaemon& d) {
+// Applies what can change live; logs what needs a restart. `why` ("SIGHUP", "PATH changed")
+// starts each log line. Callers hold the reload lock (ServeUntilStopped).
+void Reload(SupervisedDaemon& d, const std::string& why) {
   absl::StatusOr<DaemonConfig> next = ParseDaemonConfig(d.argc, d.argv);
   if (!next.ok()) {
-    GDR_LOG(kError) << "SIGHUP: configuration not reloaded, keeping the running one: "
+    GDR_LOG(kError) << why << ": configuration not reloaded, keeping the running one: "
                     << next.status().message();
     return;
   }
@@ -89,7 +93,7 @@ void Reload(SupervisedDaemon& d) {
   // Certificates are read again even when no path changed (the files may have); a set that
   // does not check out is refused with its own log line and the served one stays.
   if (d.tls != nullptr && plan.effective.tls.enabled()) {
-    d.tls->Reload(plan.effective.tls, "SIGHUP").IgnoreError();
+    d.tls->Reload(plan.effective.tls, why).IgnoreError();
   }
   SetLogLevel(plan.effective.log_level);
   if (d.trace != nullptr) d.trace->Reopen();  // log rotation: the old file was moved away
@@ -100,7 +104,7 @@ void Reload(SupervisedDaemon& d) {
   }
   if (d.faults != nullptr) {
     if (absl::Status s = d.faults->ReplaceConfigured(plan.effective.faults.specs); !s.ok()) {
-      GDR_LOG(kError) << "SIGHUP: a fault rule of the configuration was not set: " << s;
+      GDR_LOG(kError) << why << ": a fault rule of the configuration was not set: " << s;
     }
   }
   std::vector<std::string> refused;
@@ -108,17 +112,36 @@ void Reload(SupervisedDaemon& d) {
   d.config = plan.effective;
   if (d.stats != nullptr) d.stats->CountReload();
   if (!refused.empty()) {
-    GDR_LOG(kError) << "SIGHUP: refused: " << absl::StrJoin(refused, "; ");
+    GDR_LOG(kError) << why << ": refused: " << absl::StrJoin(refused, "; ");
   }
   if (plan.applied.empty()) {
-    GDR_LOG(kInfo) << "SIGHUP: configuration re-read; no live setting changed";
+    GDR_LOG(kInfo) << why << ": configuration re-read; no live setting changed";
   } else {
-    GDR_LOG(kInfo) << "SIGHUP: applied " << absl::StrJoin(plan.applied, "; ");
+    GDR_LOG(kInfo) << why << ": applied " << absl::StrJoin(plan.applied, "; ");
   }
   if (!plan.needs_restart.empty()) {
-    GDR_LOG(kWarning) << "SIGHUP: NOT applied (needs a restart): "
+    GDR_LOG(kWarning) << why << ": NOT applied (needs a restart): "
                       << absl::StrJoin(plan.needs_restart, "; ");
   }
+}
+
+// A watcher of the files `d` serves credentials from (the token file, the TLS files), calling
+// `reload` when one changes; null when there are none or inotify is refused (logged: SIGHUP
+// still re-reads them).
+std::unique_ptr<FileWatcher> WatchCredentials(const SupervisedDaemon& d,
+                                              FileWatcher::OnChange reload) {
+  const TlsSettings& tls = d.config.tls;
+  std::vector<std::string> paths = {d.config.token_file, tls.cert, tls.key, tls.client_ca};
+  if (std::all_of(paths.begin(), paths.end(), [](const std::string& p) { return p.empty(); })) {
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<FileWatcher>> w = FileWatcher::Start(paths, std::move(reload));
+  if (!w.ok()) {
+    GDR_LOG(kWarning) << "token and TLS files not watched (re-read on SIGHUP only): "
+                      << w.status().message();
+    return nullptr;
+  }
+  return *std::move(w);
 }
 
 }  // namespace
@@ -160,8 +183,20 @@ int ServeUntilStopped(SupervisedDaemon& d, const sigset_t& signals) {
   ServiceLoop loop;
   loop.notifier = &notifier;
   loop.status_line = [&d] { return StatusLine(d); };
-  loop.reload = [&d] { Reload(d); };
+  // Kubernetes updates a mounted Secret without a signal: a change of the token or TLS files
+  // reloads as SIGHUP does (same checks; a file that does not pass keeps the running set).
+  absl::Mutex reload_mu;
+  loop.reload = [&] {
+    absl::MutexLock lock(&reload_mu);
+    Reload(d, "SIGHUP");
+  };
+  std::unique_ptr<FileWatcher> watcher =
+      WatchCredentials(d, [&](const std::vector<std::string>& changed) {
+        absl::MutexLock lock(&reload_mu);
+        Reload(d, absl::StrCat(absl::StrJoin(changed, ", "), " changed"));
+      });
   const int sig = ServeUntilStopSignal(loop, &monitor, signals);
+  watcher.reset();
   GDR_LOG(kInfo) << SignalName(sig) << ": draining (" << d.service->inflight_ops()
                  << " ops in flight, " << d.service->open_streams() << " streams open, up to "
                  << absl::FormatDuration(d.config.drain_timeout) << ")";

@@ -81,21 +81,10 @@ std::string Rfc3339(absl::Time t) {
 
 }  // namespace
 
-bool TlsReloader::Stamp::operator==(const Stamp& o) const {
-  return dev == o.dev && ino == o.ino && size == o.size && mtime.tv_sec == o.mtime.tv_sec &&
-         mtime.tv_nsec == o.mtime.tv_nsec && ctime.tv_sec == o.ctime.tv_sec &&
-         ctime.tv_nsec == o.ctime.tv_nsec;
-}
-
 std::vector<TlsReloader::Stamp> TlsReloader::StampsOf(const TlsSettings& s) {
   std::vector<Stamp> out;
   for (const std::string* path : {&s.cert, &s.key, &s.client_ca}) {
-    Stamp st;
-    struct stat sb {};
-    if (!path->empty() && ::stat(path->c_str(), &sb) == 0) {
-      st = {sb.st_dev, sb.st_ino, sb.st_size, sb.st_mtim, sb.st_ctim};
-    }
-    out.push_back(st);
+    out.push_back(FileStamp::Of(*path));
   }
   return out;
 }

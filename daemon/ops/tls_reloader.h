@@ -23,6 +23,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/grpc/tls_material.h"
+#include "common/process/file_watcher.h"
 #include "daemon/ops/tls_flags.h"
 #include "gdrstore/v1/gdrstore.pb.h"
 
@@ -61,15 +62,7 @@ class TlsReloader {
   std::string Describe() const;
 
  private:
-  // A file's identity and version, as stat sees it.
-  struct Stamp {
-    dev_t dev = 0;
-    ino_t ino = 0;
-    off_t size = -1;
-    timespec mtime{};
-    timespec ctime{};
-    bool operator==(const Stamp& o) const;
-  };
+  using Stamp = FileStamp;  // a source file's identity and version
   TlsReloader(TlsSettings settings, std::string dir)
       : settings_(std::move(settings)), dir_(std::move(dir)) {}
   static std::vector<Stamp> StampsOf(const TlsSettings& s);

@@ -1,9 +1,11 @@
 // Bearer tokens end to end: a real daemon started with --token-file refuses calls without a
 // token (UNAUTHENTICATED) and with a wrong one (PERMISSION_DENIED), on unary calls and on the
 // Stream, keeps answering the health check, serves gdrctl and libgdrclient presenting a right
-// one, rotates tokens on SIGHUP without a restart, and keeps its systemd watchdog pings going
-// (the in-process Ping behind them presents a token too).
+// one, rotates tokens without a restart on SIGHUP and when a Kubernetes Secret's files are
+// swapped, and keeps its systemd watchdog pings going (the in-process Ping behind them presents
+// a token too).
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <fstream>
@@ -58,6 +60,17 @@ class TokenAuthTest : public ::testing::Test {
     auto r = RunProcess(argv, dir_->path(), absl::StrCat("gdrctl", runs_++), absl::Seconds(60));
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : ProcessResult{};
+  }
+
+  // Waits until the daemon takes the rotated token (a reload is applied on one of its own
+  // threads: observed from outside), then checks the first one is refused.
+  void ExpectRotatedTokenOnly() {
+    ASSERT_TRUE(PollUntil([&] { return Gdrctl("rotated", {"info"}).exit_code == 0; },
+                          absl::Seconds(20)))
+        << daemon_->Stderr();
+    ProcessResult old = Gdrctl("good", {"info"});
+    EXPECT_EQ(old.exit_code, 1) << old.Describe();
+    EXPECT_TRUE(absl::StrContains(old.err, "PERMISSION_DENIED")) << old.err;
   }
 
   std::unique_ptr<TempDir> dir_;
@@ -133,13 +146,7 @@ TEST_F(TokenAuthTest, SighupRotatesTokensWithoutARestart) {
   const pid_t pid = daemon_->pid();
   WriteTokenFile(tokens_, absl::StrCat(kRotated, "\n"));
   ASSERT_TRUE(daemon_->Signal(SIGHUP).ok());
-  // The reload is applied on the daemon's main thread; observe it from outside.
-  ASSERT_TRUE(PollUntil([&] { return Gdrctl("rotated", {"info"}).exit_code == 0; },
-                        absl::Seconds(20)))
-      << daemon_->Stderr();
-  ProcessResult old = Gdrctl("good", {"info"});
-  EXPECT_EQ(old.exit_code, 1) << old.Describe();
-  EXPECT_TRUE(absl::StrContains(old.err, "PERMISSION_DENIED")) << old.err;
+  ExpectRotatedTokenOnly();
   EXPECT_EQ(daemon_->pid(), pid);
   EXPECT_TRUE(daemon_->Running());
   EXPECT_TRUE(absl::StrContains(daemon_->Stderr(), "tokens: 1 token -> 1 token accepted"))
@@ -152,6 +159,56 @@ TEST_F(TokenAuthTest, SighupRotatesTokensWithoutARestart) {
     return absl::StrContains(daemon_->Stderr(), "configuration not reloaded");
   }, absl::Seconds(20))) << daemon_->Stderr();
   EXPECT_EQ(Gdrctl("rotated", {"info"}).exit_code, 0);
+}
+
+// A Kubernetes Secret volume: each file is a symlink through `..data`, which the kubelet
+// points at a new timestamped directory with one rename. No signal follows.
+class SecretVolume {
+ public:
+  explicit SecretVolume(std::string dir) : dir_(std::move(dir)) {}
+  // The Secret's new contents: `tokens` = text, swapped in the kubelet's way.
+  void Publish(const std::string& text) {
+    const std::string gen = absl::StrCat("..2026_11_28_12_00_0", ++gens_);
+    ASSERT_EQ(::mkdir((dir_ + "/" + gen).c_str(), 0755), 0);
+    WriteTokenFile(dir_ + "/" + gen + "/tokens", text);
+    const std::string tmp = dir_ + "/..data_tmp";
+    ASSERT_EQ(::symlink(gen.c_str(), tmp.c_str()), 0);
+    ASSERT_EQ(::rename(tmp.c_str(), (dir_ + "/..data").c_str()), 0);
+    if (gens_ == 1) {
+      ASSERT_EQ(::symlink("..data/tokens", path().c_str()), 0);
+    }
+  }
+  std::string path() const { return dir_ + "/tokens"; }
+
+ private:
+  const std::string dir_;
+  int gens_ = 0;
+};
+
+TEST_F(TokenAuthTest, SecretSwappedTheKubernetesWayIsReadWithoutASignal) {
+  ASSERT_EQ(::mkdir(dir_->File("secret").c_str(), 0755), 0);
+  SecretVolume secret(dir_->File("secret"));
+  secret.Publish(absl::StrCat(kGood, "\n"));
+  daemon_.reset();
+  auto d = DaemonProcess::Start({"--volume", "vol0=16MiB", "--token-file", secret.path()});
+  ASSERT_TRUE(d.ok()) << d.status();
+  daemon_ = std::move(*d);
+  ASSERT_EQ(Gdrctl("good", {"info"}).exit_code, 0) << daemon_->Stderr();
+
+  secret.Publish(absl::StrCat(kRotated, "\n"));
+  ExpectRotatedTokenOnly();
+  EXPECT_TRUE(absl::StrContains(daemon_->Stderr(), secret.path() + " changed: applied tokens"))
+      << daemon_->Stderr();
+
+  // A new Secret that does not pass the checks SIGHUP makes is refused whole, saying why; the
+  // running tokens stay.
+  secret.Publish("short\n");
+  ASSERT_TRUE(PollUntil([&] {
+    return absl::StrContains(daemon_->Stderr(),
+                             secret.path() + " changed: configuration not reloaded");
+  }, absl::Seconds(20))) << daemon_->Stderr();
+  EXPECT_EQ(Gdrctl("rotated", {"info"}).exit_code, 0);
+  EXPECT_TRUE(daemon_->Running());
 }
 
 TEST(TokenAuthStartTest, BadTokenFileStopsTheDaemonNamingTheLine) {
