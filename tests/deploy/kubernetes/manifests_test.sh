@@ -95,5 +95,24 @@ for log in agent daemon; do
   fi
 done
 
+# gdrstored's command as kubelet expands it, the pod's address 127.0.0.1 (its config and ports
+# moved as above): /metrics answers there and nowhere else of the host (127.0.0.2 is refused).
+mapfile -t dcmd < <(node "$HERE/node_prerequisites.js" command "$T/tcp.yaml" gdrstored 127.0.0.1 |
+  sed -e "s#^/usr/sbin/gdrstored\$#$B/daemon/gdrstored#" \
+    -e "s#/etc/gdrstored/gdrstored.conf#$T/gdrstored.conf#" \
+    -e 's#^\(--metrics-listen=127.0.0.1\):9187$#\1:0#')
+"${dcmd[@]}" --port-file "$T/port2" --metrics-port-file "$T/mport" > "$T/metrics.log" 2>&1 &
+DPID=$!
+for _ in $(seq 600); do [[ -s $T/mport ]] && break; sleep 0.05; done
+if ! curl -sf "http://127.0.0.1:$(cat "$T/mport")/metrics" > "$T/metrics" ||
+   ! grep -q '^gdr' "$T/metrics"; then
+  echo "FAIL: no metrics on the pod's address"; cat "$T/metrics.log"; status=1
+fi
+if curl -s -o /dev/null "http://127.0.0.2:$(cat "$T/mport")/metrics"; then
+  echo "FAIL: metrics served beyond the pod's address (127.0.0.2)"; status=1
+fi
+kill -TERM "$DPID"
+wait "$DPID" || { echo "FAIL: gdrstored run by its DaemonSet's command exited non-zero"; status=1; }
+
 ((status == 0)) && echo "kubernetes manifests: every overlay and example valid; broken copies refused; the tcp overlay's configs run"
 exit $status

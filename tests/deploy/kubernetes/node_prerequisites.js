@@ -6,6 +6,7 @@
 // usage: node node_prerequisites.js check OVERLAY RENDERED.yaml SERVICEMONITOR.yaml
 //        node node_prerequisites.js examples FILE...
 //        node node_prerequisites.js self-test RENDERED.yaml EXAMPLES_DIR
+//        node node_prerequisites.js command RENDERED.yaml DAEMONSET POD_IP
 // check/examples print each problem and exit 1 on any; self-test breaks a copy of the objects
 // once per rule and exits 1 when a breakage is not refused with its message.
 "use strict";
@@ -15,6 +16,7 @@ const YAML = require("yaml");
 
 const load = (files) => files.flatMap((f) =>
   YAML.parseAllDocuments(fs.readFileSync(f, "utf8")).map((d) => d.toJSON()).filter((o) => o));
+const MONITOR = "deploy/kubernetes/base/servicemonitor.yaml";
 const find = (objs, kind, name) => objs.find((o) => o.kind === kind && o.metadata.name === name);
 const podSpec = (o) => (["DaemonSet", "Job", "Deployment", "StatefulSet"].includes(o.kind)
   ? o.spec.template.spec : null);
@@ -37,7 +39,7 @@ function podSecurity(spec, level) {
   for (const h of ["hostNetwork", "hostPID", "hostIPC"]) if (spec[h]) out.push(`${h}`);
   for (const v of spec.volumes || []) if (v.hostPath) out.push(`hostPath volume ${v.name}`);
   for (const s of psc.sysctls || []) if (!SAFE_SYSCTLS.has(s.name)) out.push(`sysctl ${s.name}`);
-  if (psc.seccompProfile && psc.seccompProfile.type === "Unconfined") out.push("seccomp Unconfined");
+  if ((psc.seccompProfile || {}).type === "Unconfined") out.push("seccomp Unconfined");
   for (const c of containersOf(spec)) {
     const sc = c.securityContext || {};
     const caps = sc.capabilities || {};
@@ -304,13 +306,13 @@ function selfTest(rendered, examplesDir) {
   let failures = 0;
   const expect = (problems, message, name) => {
     if (!problems.some((p) => p.includes(message))) {
-      console.log(`SELF-TEST FAIL: breaking '${name}' was not refused: ${JSON.stringify(problems)}`);
+      console.log(`SELF-TEST FAIL: breaking '${name}' not refused: ${JSON.stringify(problems)}`);
       failures++;
     }
   };
   for (const [message, breakIt, overlay] of overlayCases) {
     const objs = load([rendered]);
-    const monitor = load([path.join(__dirname, "../../../deploy/kubernetes/base/servicemonitor.yaml")]);
+    const monitor = load([path.join(__dirname, "../../..", MONITOR)]);
     breakIt(objs, monitor);
     expect(checkOverlay(overlay || "tcp", objs, monitor), message, message);
   }
@@ -330,6 +332,12 @@ if (mode === "check") {
   problems = checkOverlay(args[0], load([args[1]]), load([args[2]]));
 } else if (mode === "examples") {
   problems = checkExamples(load(args));
+} else if (mode === "command") {
+  // The DaemonSet's container command as kubelet expands it, $(POD_IP) given: one arg a line.
+  const [file, name, podIp] = args;
+  const main = podSpec(find(load([file]), "DaemonSet", name)).containers[0];
+  process.stdout.write(main.command.map((a) => a.split("$(POD_IP)").join(podIp)).join("\n") + "\n");
+  process.exit(0);
 } else if (mode === "self-test") {
   process.exit(selfTest(args[0], args[1]) ? 1 : 0);
 } else {
