@@ -28,8 +28,12 @@ namespace gdr::agent {
 
 namespace {
 
-// The daemons as configured: named one by one, or a cluster.
+// The daemons as configured: named one by one, behind a DNS name, or a cluster.
 absl::StatusOr<std::unique_ptr<Upstreams>> ConnectUpstreams(const AgentConfig& config) {
+  if (!config.daemon_service.empty()) {
+    return DaemonSet::Discover(config.upstream, config.daemon_service, config.resolve_interval,
+                               config.upstream_streams);
+  }
   if (config.cluster_url.empty() && config.cluster_file.empty()) {
     return DaemonSet::Connect(config.upstream, config.daemons, config.upstream_streams);
   }

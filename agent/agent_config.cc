@@ -52,6 +52,8 @@ absl::StatusOr<uint32_t> ParseAutoCount(const char* flag, const std::string& tex
 // daemons are.
 struct UpstreamFlags : gdrstore::ConnectionFlags {
   std::vector<std::string> daemons;
+  std::string daemon_service;
+  int64_t resolve_interval_ms = 10000;
   std::string cluster_url, cluster_file;
   std::string slice_size = "1MiB";  // --slice-size, as a size; ParseSize makes it slice_bytes
 };
@@ -60,6 +62,13 @@ void AddUpstreamFlags(CLI::App& app, UpstreamFlags* f) {
   app.add_option("--daemon", f->daemons,
                  "a storage daemon (gdrstored) HOST:PORT, repeatable: each op goes to the daemon "
                  "that serves its volume");
+  app.add_option("--daemon-service", f->daemon_service,
+                 "instead of --daemon: NAME:PORT, the daemons at every address NAME resolves to "
+                 "(a headless Service), resolved again every --resolve-interval-ms");
+  app.add_option("--resolve-interval-ms", f->resolve_interval_ms,
+                 "with --daemon-service: how often its name is resolved again")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{100}, int64_t{3600} * 1000));
   app.add_option("--cluster", f->cluster_url,
                  "instead of --daemon: a cluster of daemons, etcd://HOST:PORT[,HOST:PORT]/PREFIX");
   app.add_option("--cluster-file", f->cluster_file,
@@ -108,16 +117,29 @@ void AddUpstreamFlags(CLI::App& app, UpstreamFlags* f) {
 }
 
 absl::Status FinishTargets(const UpstreamFlags& f, AgentConfig* cfg) {
-  const int ways = (f.daemons.empty() ? 0 : 1) + (f.cluster_url.empty() ? 0 : 1) +
-                   (f.cluster_file.empty() ? 0 : 1);
+  const int ways = (f.daemons.empty() ? 0 : 1) + (f.daemon_service.empty() ? 0 : 1) +
+                   (f.cluster_url.empty() ? 0 : 1) + (f.cluster_file.empty() ? 0 : 1);
   if (ways == 0) {
     return absl::InvalidArgumentError(
-        "--daemon HOST:PORT (or --cluster URL, or --cluster-file PATH) is required: the agent "
-        "serves ops through storage daemons");
+        "--daemon HOST:PORT (or --daemon-service NAME:PORT, --cluster URL, or --cluster-file "
+        "PATH) is required: the agent serves ops through storage daemons");
   }
   if (ways > 1) {
     return absl::InvalidArgumentError(
-        "--daemon, --cluster and --cluster-file are three ways to name the daemons: give one");
+        "--daemon, --daemon-service, --cluster and --cluster-file are four ways to name the "
+        "daemons: give one");
+  }
+  if (!f.daemon_service.empty()) {
+    absl::StatusOr<HostPort> hp = SplitHostPort(f.daemon_service);
+    if (!hp.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--daemon-service '", f.daemon_service, "': ", hp.status().message()));
+    }
+    if (f.transport == "local") {
+      return absl::InvalidArgumentError(
+          "--transport local serves one daemon on this host; --daemon-service names daemons "
+          "reached over tcp, rc or dc");
+    }
   }
   for (const std::string& d : f.daemons) {
     if (absl::StatusOr<HostPort> hp = SplitHostPort(d); !hp.ok()) {
@@ -138,6 +160,8 @@ absl::Status FinishTargets(const UpstreamFlags& f, AgentConfig* cfg) {
         "or dc");
   }
   cfg->daemons = f.daemons;
+  cfg->daemon_service = f.daemon_service;
+  cfg->resolve_interval = absl::Milliseconds(f.resolve_interval_ms);
   cfg->cluster_url = f.cluster_url;
   cfg->cluster_file = f.cluster_file;
   return absl::OkStatus();

@@ -36,9 +36,12 @@ struct AgentConfig {
   // Descriptors no client may take (0: an eighth of RLIMIT_NOFILE, 16..1024).
   uint32_t fd_reserve = 0;
   absl::Duration hello_timeout = absl::Seconds(5);
-  // Where ops go: the storage daemons (HOST:PORT, each volume to the one serving it), or a
-  // cluster (an etcd URL or a members file); exactly one of the three is set.
+  // Where ops go: the storage daemons (HOST:PORT, each volume to the one serving it), every
+  // address a DNS name resolves to (a headless Service's, resolved again every
+  // resolve_interval), or a cluster (an etcd URL or a members file); exactly one is set.
   std::vector<std::string> daemons;
+  std::string daemon_service;
+  absl::Duration resolve_interval = absl::Seconds(10);
   std::string cluster_url;
   std::string cluster_file;
   // How the agent reaches them (transport, TLS, token, RDMA devices, rpc_timeout: each op's

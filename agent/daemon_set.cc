@@ -7,6 +7,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "agent/volume_page.h"
+#include "common/base/host_port.h"
+#include "common/base/ip_address.h"
+#include "common/base/log.h"
+#include "common/base/socket.h"
+#include "common/base/thread_name.h"
 
 namespace gdr::agent {
 
@@ -24,7 +29,11 @@ std::string DaemonPrefix(const Upstream& u) { return absl::StrCat("daemon ", u.a
 }  // namespace
 
 struct DaemonSet::Memory final : UpstreamMemory {
-  std::vector<std::unique_ptr<gdrstore::Buffer>> buffers;  // one per daemon, in their order
+  // Outlives this: MappedRegion drops the registration before the region.
+  const handoff::ImportedRegion* region = nullptr;
+  // By daemon index; null until registered there (a daemon found after the region came).
+  mutable absl::Mutex mu;
+  mutable std::vector<std::unique_ptr<gdrstore::Buffer>> buffers ABSL_GUARDED_BY(mu);
 };
 
 struct DaemonSet::Gathered {
@@ -34,45 +43,159 @@ struct DaemonSet::Gathered {
   std::function<void(Answers)> then;
 };
 
-DaemonSet::DaemonSet(std::vector<std::unique_ptr<Upstream>> daemons)
-    : daemons_(std::move(daemons)) {
+DaemonSet::DaemonSet(const gdrstore::ClientOptions& options, uint32_t streams,
+                     std::optional<Service> service)
+    : options_(options), streams_(streams), service_(std::move(service)) {
+  slots_.resize(kMaxDaemons);
   absl::MutexLock lock(&mu_);
-  serves_.resize(daemons_.size());
-  last_error_.resize(daemons_.size());
+  serves_.resize(kMaxDaemons);
+  last_error_.resize(kMaxDaemons);
+  retired_.resize(kMaxDaemons, false);
 }
 
-DaemonSet::~DaemonSet() = default;
+DaemonSet::~DaemonSet() {
+  if (resolver_.joinable()) {
+    stop_.Notify();
+    resolver_.join();
+  }
+}
 
 absl::StatusOr<std::unique_ptr<DaemonSet>> DaemonSet::Connect(
     const gdrstore::ClientOptions& options, const std::vector<std::string>& daemons,
     uint32_t streams) {
   if (daemons.empty()) return absl::InvalidArgumentError("no daemon to connect to");
-  std::vector<std::unique_ptr<Upstream>> ups;
-  for (const std::string& address : daemons) {
-    gdrstore::ClientOptions o = options;
-    o.daemon_address = address;
-    absl::StatusOr<std::unique_ptr<Upstream>> u = Upstream::Connect(o, streams);
-    if (!u.ok()) return u.status();
-    ups.push_back(*std::move(u));
+  if (daemons.size() > kMaxDaemons) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(daemons.size(), " daemons named; an agent serves at most ", kMaxDaemons));
   }
-  return std::unique_ptr<DaemonSet>(new DaemonSet(std::move(ups)));
+  std::unique_ptr<DaemonSet> set(new DaemonSet(options, streams, std::nullopt));
+  for (const std::string& address : daemons) {
+    if (absl::Status st = set->Add(address); !st.ok()) return st;
+  }
+  return set;
+}
+
+absl::StatusOr<std::unique_ptr<DaemonSet>> DaemonSet::Discover(
+    const gdrstore::ClientOptions& options, const std::string& service, absl::Duration every,
+    uint32_t streams) {
+  absl::StatusOr<HostPort> hp = SplitHostPort(service);
+  if (!hp.ok()) return hp.status();
+  std::unique_ptr<DaemonSet> set(
+      new DaemonSet(options, streams, Service{service, hp->host, hp->port, every}));
+  set->Resolve();
+  {
+    // An address that resolves but cannot be connected to (a bad RDMA device, TLS file) is
+    // the configuration's fault: refused at start as a named --daemon is.
+    absl::MutexLock lock(&set->mu_);
+    if (set->Count() == 0 && set->resolve_error_.rfind("connect ", 0) == 0) {
+      return absl::UnavailableError(set->resolve_error_);
+    }
+  }
+  set->resolver_ = std::thread([p = set.get()] { p->ResolveLoop(); });
+  return set;
+}
+
+absl::Status DaemonSet::Add(const std::string& address) {
+  const size_t n = Count();
+  if (n == kMaxDaemons) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "daemon ", address, " left out: an agent serves at most ", kMaxDaemons, " daemons"));
+  }
+  gdrstore::ClientOptions o = options_;
+  o.daemon_address = address;
+  absl::StatusOr<std::unique_ptr<Upstream>> u = Upstream::Connect(o, streams_);
+  if (!u.ok()) return u.status();
+  slots_[n] = *std::move(u);
+  count_.store(n + 1, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+void DaemonSet::ResolveLoop() {
+  SetThreadName("gdragent-dns");
+  while (!stop_.WaitForNotificationWithTimeout(service_->every)) Resolve();
+}
+
+void DaemonSet::Resolve() {
+  absl::StatusOr<std::vector<SocketAddress>> found = ResolveTcp(service_->host, service_->port);
+  if (!found.ok()) {
+    // The daemons it had are kept: a name that stops resolving for a while (no pod ready, a
+    // DNS hiccup) is no reason to drop what was reachable.
+    GDR_LOG_EVERY_N_SEC(kWarning, 60)
+        << "gdragent: --daemon-service " << service_->name << ": " << found.status().message();
+    absl::MutexLock lock(&mu_);
+    resolve_error_ = std::string(found.status().message());
+    return;
+  }
+  std::set<std::string> now;
+  for (const SocketAddress& a : *found) {
+    absl::StatusOr<IpAddress> ip = IpAddress::FromSockaddr(a.get(), a.length);
+    if (ip.ok()) now.insert(JoinHostPort(ip->ToString(), service_->port));
+  }
+  std::string failed;
+  bool added = false;
+  for (const std::string& address : now) {
+    bool known = false;
+    for (size_t i = 0; i < Count(); ++i) known = known || slots_[i]->address() == address;
+    if (known) continue;
+    if (absl::Status st = Add(address); !st.ok()) {
+      GDR_LOG_EVERY_N_SEC(kWarning, 60) << "gdragent: --daemon-service " << service_->name
+                                        << ": " << st.message();
+      failed = absl::StrCat("connect ", address, ": ", st.message());
+      continue;
+    }
+    added = true;
+    GDR_LOG(kInfo) << "gdragent: --daemon-service " << service_->name << ": daemon " << address
+                   << " found";
+  }
+  absl::MutexLock lock(&mu_);
+  resolve_error_ = failed;
+  for (size_t i = 0; i < Count(); ++i) {
+    const bool gone = now.count(slots_[i]->address()) == 0;
+    if (gone != retired_[i]) {
+      GDR_LOG(kInfo) << "gdragent: --daemon-service " << service_->name << ": daemon "
+                     << slots_[i]->address() << (gone ? " retired (no longer resolved)"
+                                                      : " resolved again");
+      retired_[i] = gone;
+      serves_[i].clear();
+      learned_ = absl::InfinitePast();  // the next op on an unknown volume asks at once
+    }
+  }
+  if (added) learned_ = absl::InfinitePast();
+}
+
+std::string DaemonSet::NoAddressLocked() const {
+  if (!service_) return "";
+  for (size_t i = 0; i < Count(); ++i) {
+    if (!retired_[i]) return "";
+  }
+  return absl::StrCat("--daemon-service ", service_->name, " resolves to no daemon yet",
+                      resolve_error_.empty() ? "" : absl::StrCat(" (", resolve_error_, ")"));
 }
 
 absl::StatusOr<std::unique_ptr<UpstreamMemory>> DaemonSet::Register(
     const handoff::ImportedRegion& region) {
   auto memory = std::make_unique<Memory>();
-  for (const std::unique_ptr<Upstream>& u : daemons_) {
-    absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> b = u->Register(region);
-    if (!b.ok()) return Prefixed(DaemonPrefix(*u), b.status());
-    memory->buffers.push_back(*std::move(b));
+  memory->region = &region;
+  std::vector<bool> retired;
+  {
+    absl::MutexLock lock(&mu_);
+    retired = retired_;
+  }
+  absl::MutexLock lock(&memory->mu);
+  memory->buffers.resize(kMaxDaemons);
+  for (size_t i = 0; i < Count(); ++i) {
+    if (retired[i]) continue;  // registered at its first op should it come back
+    absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> b = slots_[i]->Register(region);
+    if (!b.ok()) return Prefixed(DaemonPrefix(*slots_[i]), b.status());
+    memory->buffers[i] = *std::move(b);
   }
   return memory;
 }
 
-uint32_t DaemonSet::PickLane() { return daemons_.front()->PickLane(); }
+uint32_t DaemonSet::PickLane() { return Count() == 0 ? 0 : slots_[0]->PickLane(); }
 
 void DaemonSet::Submit(const ForwardedOp& op, uint32_t lane, Done done) {
-  if (daemons_.size() == 1) {
+  if (!service_ && Count() == 1) {
     Forward(0, op, lane, std::move(done));  // it answers for every volume itself
     return;
   }
@@ -85,10 +208,12 @@ void DaemonSet::Route(const ForwardedOp& op, uint32_t lane, Done done, bool may_
   bool ask = false, parked = false;
   {
     absl::MutexLock lock(&mu_);
-    for (size_t i = 0; i < serves_.size(); ++i) {
-      if (serves_[i].count(op.extent.volume) != 0) hits.push_back(i);
+    for (size_t i = 0; i < Count(); ++i) {
+      if (!retired_[i] && serves_[i].count(op.extent.volume) != 0) hits.push_back(i);
     }
-    if (hits.empty()) {
+    if (const std::string none = NoAddressLocked(); !none.empty()) {
+      known = none;
+    } else if (hits.empty()) {
       if (may_refresh && (asking_ || absl::Now() - learned_ >= kRelearnEvery)) {
         waiting_.push_back(Waiting{op, lane, std::move(done)});
         parked = true;
@@ -117,13 +242,17 @@ void DaemonSet::Route(const ForwardedOp& op, uint32_t lane, Done done, bool may_
     Forward(hits.front(), op, lane, std::move(done));
     return;
   }
+  if (hits.empty() && service_ && known.rfind("--daemon-service", 0) == 0) {
+    done(absl::UnavailableError(known));
+    return;
+  }
   if (hits.empty()) {
     done(absl::NotFoundError(absl::StrCat("no daemon of this agent serves volume '",
                                           op.extent.volume, "' (", known, ")")));
     return;
   }
   std::vector<std::string> names;
-  for (size_t i : hits) names.push_back(daemons_[i]->address());
+  for (size_t i : hits) names.push_back(slots_[i]->address());
   done(absl::FailedPreconditionError(absl::StrCat(
       "volume '", op.extent.volume, "' is served by daemons ", absl::StrJoin(names, " and "),
       ": an agent sends a volume to one daemon (name them apart, or join the daemons as a "
@@ -131,11 +260,24 @@ void DaemonSet::Route(const ForwardedOp& op, uint32_t lane, Done done, bool may_
 }
 
 void DaemonSet::Forward(size_t index, const ForwardedOp& op, uint32_t lane, Done done) {
-  Upstream& u = *daemons_[index];
+  Upstream& u = *slots_[index];
   UpstreamOp up;
   up.kind = op.kind;
   up.extent = op.extent;
-  up.buffer = static_cast<const Memory*>(op.memory)->buffers[index].get();
+  {
+    const Memory& m = *static_cast<const Memory*>(op.memory);
+    absl::MutexLock lock(&m.mu);
+    if (m.buffers[index] == nullptr) {
+      // A daemon found after the region was registered: registered with it now, once.
+      absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> b = u.Register(*m.region);
+      if (!b.ok()) {
+        done(Prefixed(DaemonPrefix(u), b.status()));
+        return;
+      }
+      m.buffers[index] = *std::move(b);
+    }
+    up.buffer = m.buffers[index].get();
+  }
   up.offset = op.offset;
   up.crc32c = op.crc32c;
   up.deadline = op.deadline;
@@ -147,12 +289,25 @@ void DaemonSet::Forward(size_t index, const ForwardedOp& op, uint32_t lane, Done
 
 void DaemonSet::Gather(std::function<void(Upstream&, Upstream::InfoDone)> ask,
                        std::function<void(Answers)> then) {
+  std::vector<size_t> asked;
+  size_t n = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    n = Count();
+    for (size_t i = 0; i < n; ++i) {
+      if (!retired_[i]) asked.push_back(i);
+    }
+  }
   auto g = std::make_shared<Gathered>();
-  g->answers.resize(daemons_.size(), absl::UnknownError("not asked"));
-  g->left = daemons_.size();
+  g->answers.resize(n);
+  g->left = asked.size();
   g->then = std::move(then);
-  for (size_t i = 0; i < daemons_.size(); ++i) {
-    ask(*daemons_[i], [g, i](absl::StatusOr<v1::GetInfoResponse> r) {
+  if (asked.empty()) {
+    g->then(std::move(g->answers));
+    return;
+  }
+  for (size_t i : asked) {
+    ask(*slots_[i], [g, i](absl::StatusOr<v1::GetInfoResponse> r) {
       {
         absl::MutexLock lock(&g->mu);
         g->answers[i] = std::move(r);
@@ -178,21 +333,24 @@ void DaemonSet::Ask(std::chrono::system_clock::time_point deadline,
 void DaemonSet::Learn(const Answers& answers) {
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < answers.size(); ++i) {
-    if (!answers[i].ok()) {
-      last_error_[i] = std::string(answers[i].status().message());
+    if (!answers[i].has_value() || retired_[i]) continue;
+    const absl::StatusOr<v1::GetInfoResponse>& a = *answers[i];
+    if (!a.ok()) {
+      last_error_[i] = std::string(a.status().message());
       continue;  // what it served before is still its
     }
     last_error_[i].clear();
     serves_[i].clear();
-    for (const v1::VolumeInfo& v : answers[i]->volumes()) serves_[i].insert(v.name());
+    for (const v1::VolumeInfo& v : a->volumes()) serves_[i].insert(v.name());
   }
   learned_ = absl::Now();
 }
 
 std::string DaemonSet::KnownLocked() const {
   std::vector<std::string> parts;
-  for (size_t i = 0; i < daemons_.size(); ++i) {
-    std::string line = absl::StrCat(daemons_[i]->address(), " serves ");
+  for (size_t i = 0; i < Count(); ++i) {
+    if (retired_[i]) continue;
+    std::string line = absl::StrCat(slots_[i]->address(), " serves ");
     absl::StrAppend(&line, serves_[i].empty() ? "nothing known" : NamesInBrief(serves_[i]));
     if (!last_error_[i].empty()) absl::StrAppend(&line, " (unreachable: ", last_error_[i], ")");
     parts.push_back(std::move(line));
@@ -221,18 +379,24 @@ void DaemonSet::JoinPages(const v1::GetInfoRequest& request, Answers answers,
   // Past the smallest cursor of a daemon with more, not every daemon's names are known yet.
   std::string known_through;
   bool any = false;
+  size_t asked = 0;
+  const absl::Status* only = nullptr;  // the error of the one daemon asked
   for (size_t i = 0; i < answers.size(); ++i) {
-    const Upstream& u = *daemons_[i];
-    if (!answers[i].ok()) {
-      paths.push_back(absl::StrCat(u.Path(), " [unreachable: ", answers[i].status().message(),
+    if (!answers[i].has_value()) continue;  // retired
+    ++asked;
+    const Upstream& u = *slots_[i];
+    absl::StatusOr<v1::GetInfoResponse>& answer = *answers[i];
+    if (!answer.ok()) {
+      only = &answer.status();
+      paths.push_back(absl::StrCat(u.Path(), " [unreachable: ", answer.status().message(),
                                    "]"));
-      failures.push_back(absl::StrCat(DaemonPrefix(u), answers[i].status().message()));
+      failures.push_back(absl::StrCat(DaemonPrefix(u), answer.status().message()));
       continue;
     }
-    const std::string& next = answers[i]->next_volumes_after();
+    const std::string& next = answer->next_volumes_after();
     if (!next.empty() && (known_through.empty() || next < known_through)) known_through = next;
     std::vector<std::string> names;
-    for (v1::VolumeInfo& v : *answers[i]->mutable_volumes()) {
+    for (v1::VolumeInfo& v : *answer->mutable_volumes()) {
       names.push_back(v.name());
       volumes.push_back(std::move(v));
     }
@@ -243,7 +407,7 @@ void DaemonSet::JoinPages(const v1::GetInfoRequest& request, Answers answers,
                                    next.empty() ? "" : " and more", "]"));
     }
     // The strictest of the daemons' limits: an op may go to any of them.
-    const v1::Limits& l = answers[i]->limits();
+    const v1::Limits& l = answer->limits();
     v1::Limits* m = out.info.mutable_limits();
     if (!any) {
       *m = l;
@@ -261,27 +425,38 @@ void DaemonSet::JoinPages(const v1::GetInfoRequest& request, Answers answers,
     any = true;
   }
   if (!any) {
+    if (asked == 0) {
+      absl::MutexLock lock(&mu_);
+      done(absl::UnavailableError(NoAddressLocked()));
+      return;
+    }
     // One daemon: its own error, as it said it; several: each one's.
-    done(daemons_.size() == 1
-             ? Prefixed(DaemonPrefix(*daemons_.front()), answers.front().status())
+    done(asked == 1 && !service_
+             ? Prefixed(DaemonPrefix(*slots_[0]), *only)
              : absl::UnavailableError(absl::StrCat("no daemon answered: ",
                                                    absl::StrJoin(failures, "; "))));
     return;
   }
   FillVolumePage(std::move(volumes), request, known_through, &out.info);
   out.paths = absl::StrJoin(paths, "; ");
+  if (service_) out.paths = absl::StrCat("--daemon-service ", service_->name, ": ", out.paths);
   done(std::move(out));
 }
 
 std::string DaemonSet::Path() const {
   std::vector<std::string> paths;
-  for (const std::unique_ptr<Upstream>& u : daemons_) paths.push_back(u->Path());
-  return absl::StrJoin(paths, "; ");
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < Count(); ++i) {
+    if (!retired_[i]) paths.push_back(slots_[i]->Path());
+  }
+  if (!service_) return absl::StrJoin(paths, "; ");
+  if (paths.empty()) return NoAddressLocked();
+  return absl::StrCat("--daemon-service ", service_->name, ": ", absl::StrJoin(paths, "; "));
 }
 
 uint64_t DaemonSet::live_registrations() const {
   uint64_t n = 0;
-  for (const std::unique_ptr<Upstream>& u : daemons_) n += u->live_registrations();
+  for (size_t i = 0; i < Count(); ++i) n += slots_[i]->live_registrations();
   return n;
 }
 

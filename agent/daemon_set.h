@@ -3,18 +3,25 @@
 // volume. Which daemon serves what comes from their GetInfo (every page), asked again (at most
 // once a second) when an op names a volume none is known to serve, so a daemon that was down
 // when the agent started is found once it is up. A volume two daemons serve is refused, not
-// guessed.
+// guessed. Given a DNS name instead (--daemon-service: a headless Service's), the daemons are
+// every address it resolves to, resolved again every interval on a thread of its own: a new
+// address is connected and a region registered with it at its first op there; an address
+// gone from the answer is retired (no op or GetInfo goes to it) until it comes back.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "agent/upstream.h"
 #include "agent/upstreams.h"
@@ -28,6 +35,14 @@ class DaemonSet final : public Upstreams {
   static absl::StatusOr<std::unique_ptr<DaemonSet>> Connect(
       const gdrstore::ClientOptions& options, const std::vector<std::string>& daemons,
       uint32_t streams);
+  // The daemons behind `service` (HOST:PORT, HOST a DNS name): every address it resolves to,
+  // resolved again every `every`. A name that does not resolve yet is no error (the storage
+  // may start after the agent): ops are refused UNAVAILABLE until it does. The first
+  // connection failure of an address found at start, naming it.
+  static absl::StatusOr<std::unique_ptr<DaemonSet>> Discover(
+      const gdrstore::ClientOptions& options, const std::string& service, absl::Duration every,
+      uint32_t streams);
+  // Stops the resolving thread, then closes every daemon's client.
   ~DaemonSet() override;
 
   absl::StatusOr<std::unique_ptr<UpstreamMemory>> Register(
@@ -47,15 +62,31 @@ class DaemonSet final : public Upstreams {
     Done done;
   };
   struct Gathered;  // one GetInfo round over every daemon
+  struct Service {
+    std::string name;  // as given, HOST:PORT
+    std::string host;
+    uint16_t port = 0;
+    absl::Duration every;
+  };
 
-  explicit DaemonSet(std::vector<std::unique_ptr<Upstream>> daemons);
+  DaemonSet(const gdrstore::ClientOptions& options, uint32_t streams,
+            std::optional<Service> service);
+  // Connects to `address` and appends it (the resolving thread, or Connect, only).
+  absl::Status Add(const std::string& address);
+  // One resolution of the service: new addresses added, those gone retired.
+  void Resolve();
+  void ResolveLoop();
+  // Daemons added so far; slots_[i] for i below it are set and never change.
+  size_t Count() const { return count_.load(std::memory_order_acquire); }
   // Sends `op` to daemon `index`.
   void Forward(size_t index, const ForwardedOp& op, uint32_t lane, Done done);
   // Routes `op` by its volume: forwards it, refuses it, or (when `may_refresh` and the volume
   // is unknown) parks it until the next GetInfo round has answered.
   void Route(const ForwardedOp& op, uint32_t lane, Done done, bool may_refresh);
-  using Answers = std::vector<absl::StatusOr<gdrstore::v1::GetInfoResponse>>;
-  // Asks every daemon with `ask`; `then` runs with each one's answer, in the daemons' order.
+  // By daemon index; nullopt for a retired daemon, which was not asked.
+  using Answers = std::vector<std::optional<absl::StatusOr<gdrstore::v1::GetInfoResponse>>>;
+  // Asks every daemon not retired with `ask`; `then` runs with each one's answer, in the
+  // daemons' order (at once when there is none).
   void Gather(std::function<void(Upstream&, Upstream::InfoDone)> ask,
               std::function<void(Answers)> then);
   // Asks every daemon for all its volumes (every page, within `deadline`); `then` runs with
@@ -67,9 +98,22 @@ class DaemonSet final : public Upstreams {
                  const InfoDone& done) const;
   // "vol0 on 127.0.0.1:1, 127.0.0.1:2 (unreachable)": what each daemon is known to serve.
   std::string KnownLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "service NAME resolves to no address yet (why)", or "" when it is not one that has none.
+  std::string NoAddressLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const std::vector<std::unique_ptr<Upstream>> daemons_;
+  // More addresses than this behind one name are left out (and logged).
+  static constexpr size_t kMaxDaemons = 256;
+  const gdrstore::ClientOptions options_;
+  const uint32_t streams_;
+  const std::optional<Service> service_;
+  // kMaxDaemons slots filled in order, published by count_: readers take no lock.
+  std::vector<std::unique_ptr<Upstream>> slots_;
+  std::atomic<size_t> count_{0};
+  absl::Notification stop_;
+  std::thread resolver_;
   mutable absl::Mutex mu_;
+  std::vector<bool> retired_ ABSL_GUARDED_BY(mu_);  // by index: gone from the service's answer
+  std::string resolve_error_ ABSL_GUARDED_BY(mu_);  // the last resolution's, "" when it worked
   // Per daemon, the volumes it said it serves (kept when it later does not answer); a set, as
   // every op looks its volume up here and a daemon may serve many thousands.
   std::vector<std::set<std::string, std::less<>>> serves_ ABSL_GUARDED_BY(mu_);

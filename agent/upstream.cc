@@ -82,6 +82,16 @@ absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> Upstream::Register(
   // memory (the agent could not export imported GPU memory again); tcp, rc and dc register the
   // agent's mapping.
   const handoff::Register& s = region.source();
+  const bool released =
+      s.kind != handoff::MemoryKind::kGpuIpc && region.source_fd() < 0 &&
+      std::all_of(region.source_chunks().begin(), region.source_chunks().end(),
+                  [](const handoff::StagedChunk& c) { return !c.fd.valid(); });
+  if (released) {
+    // Registered again after the handoff closed its descriptors (a daemon found after the
+    // region came, --daemon-service): tcp, rc and dc need only the agent's mapping.
+    return region.gpu() ? client_->RegisterGpuMemory(region.device_ptr(), region.size())
+                        : client_->RegisterHostMemory(region.host(), region.size());
+  }
   gdrstore::HandedOver h;
   switch (s.kind) {
     case handoff::MemoryKind::kHostMemfd:

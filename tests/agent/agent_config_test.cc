@@ -151,6 +151,24 @@ TEST(AgentConfigTest, DaemonsAreNamedOneByOneOrAsACluster) {
               HasSubstr("--cluster-workers"));
 }
 
+TEST(AgentConfigTest, ADaemonServiceIsANameAndAPort) {
+  auto cfg = Parse({"--daemon-service", "gdrstored.storage.svc:50051",
+                    "--resolve-interval-ms", "2500"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->daemon_service, "gdrstored.storage.svc:50051");
+  EXPECT_EQ(cfg->resolve_interval, absl::Milliseconds(2500));
+  EXPECT_TRUE(cfg->daemons.empty());
+  EXPECT_EQ(Parse({"--daemon-service", "s:1"})->resolve_interval, absl::Seconds(10));
+
+  EXPECT_THAT(Why({"--daemon-service", "gdrstored.storage.svc"}),
+              HasSubstr("--daemon-service 'gdrstored.storage.svc'"));
+  EXPECT_THAT(Why({"--daemon-service", "s:1", "--daemon", "10.0.0.7:1"}), HasSubstr("give one"));
+  EXPECT_THAT(Why({"--daemon-service", "s:1", "--transport", "local"}),
+              HasSubstr("--transport local"));
+  EXPECT_THAT(Why({"--daemon-service", "s:1", "--resolve-interval-ms", "0"}),
+              HasSubstr("--resolve-interval-ms"));
+}
+
 TEST(AgentConfigTest, ThePackagedConfigParses) {
   auto cfg = Parse({"--config", GDR_SOURCE_DIR "/deploy/systemd/gdragent.conf"});
   ASSERT_TRUE(cfg.ok()) << cfg.status();

@@ -1,13 +1,19 @@
 // gdragent in front of more than one daemon: several named with --daemon (each op goes to the
 // daemon serving its volume, one that comes up late is found, a volume two serve is refused),
-// and a cluster, from a members file and from a real etcd, whose ops are striped over its
+// every address of a --daemon-service name (its own hosts file in a mount namespace), and a
+// cluster, from a members file and from a real etcd, whose ops are striped over its
 // members. Every byte is checked; real daemons, agent and etcd processes.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <span>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/pattern.h"
@@ -22,6 +28,7 @@ namespace {
 
 namespace v1 = gdrstore::v1;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr uint64_t kMiB = 1 << 20;
 
@@ -67,6 +74,21 @@ absl::Status RoundTrip(AgentClient& c, SharedMemory& mem, uint32_t rkey,
     return absl::DataLossError(absl::StrCat("byte ", *bad, " differs after the round trip"));
   }
   return absl::OkStatus();
+}
+
+// Gets [offset, +n) of `volume` into `mem` until the answer's code is `want` (the agent has
+// learnt of a daemon, or of one gone), within 20 s; the last answer.
+absl::Status GetUntil(AgentClient& c, const SharedMemory& mem, uint32_t rkey,
+                      const std::string& volume, uint64_t offset, size_t n,
+                      absl::StatusCode want) {
+  absl::Status last;
+  integ::PollUntil(
+      [&] {
+        last = c.Get(volume, offset, c.Describe(mem, rkey, 0, n)).status();
+        return last.code() == want;
+      },
+      absl::Seconds(20), absl::Milliseconds(100));
+  return last;
 }
 
 TEST(AgentUpstreamsTest, SeveralDaemonsEachServeTheirVolumesThroughOneAgent) {
@@ -149,15 +171,112 @@ TEST(AgentUpstreamsTest, ADaemonThatComesUpLaterIsFoundByTheFirstOpOnItsVolume) 
   // Stopped while the agent still holds Streams to it: a short drain.
   auto b = StartDaemon({"--volume", "beta=4MiB", "--drain-timeout-ms", "200"}, how);
   ASSERT_NE(b, nullptr);
-  absl::Status last;
-  EXPECT_TRUE(integ::PollUntil(
-      [&] {
-        last = c->Get("beta", 12345, c->Describe(**mem, *rkey, 0, kMiB)).status();
-        return last.ok();
-      },
-      absl::Seconds(20), absl::Milliseconds(200)))
-      << last;
+  absl::Status last = GetUntil(*c, **mem, *rkey, "beta", 12345, kMiB, absl::StatusCode::kOk);
+  EXPECT_TRUE(last.ok()) << last;
   EXPECT_TRUE(DaemonPattern(**mem, "beta", 12345, kMiB));
+}
+
+// The agent's command line run in a mount namespace of its own whose /etc/hosts is `hosts`
+// (bind-mounted): a name resolving to the addresses the test writes there, changed under it.
+std::vector<std::string> InOwnHosts(const std::string& hosts, std::vector<std::string> argv) {
+  std::vector<std::string> out = {"/usr/bin/unshare"};
+  if (::geteuid() != 0) out.insert(out.end(), {"--user", "--map-root-user"});
+  out.insert(out.end(), {"--mount", "--", "/bin/sh", "-c",
+                         "mount --bind \"$0\" /etc/hosts && exec \"$@\"", hosts});
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+// Rewritten in place: the bind mount holds the file, not its name.
+void WriteHosts(const std::string& path, const std::string& base,
+                const std::vector<std::string>& addresses) {
+  std::ofstream f(path, std::ios::trunc);
+  f << base;
+  for (const std::string& a : addresses) f << a << " gdr-storage.k4.test\n";
+}
+
+TEST(AgentUpstreamsTest, EveryAddressOfADaemonServiceIsReachedAndResolvedAgain) {
+  auto dir = integ::TempDir::Create("agent-dns");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string hosts = (*dir)->File("hosts");
+  std::stringstream base;
+  base << std::ifstream("/etc/hosts").rdbuf();
+  WriteHosts(hosts, base.str() + "\n", {});
+  auto probe = integ::ChildProcess::Spawn(InOwnHosts(hosts, {"/bin/true"}), (*dir)->File("p.out"),
+                                          (*dir)->File("p.err"));
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  auto probed = (*probe)->Wait(absl::Seconds(30));
+  ASSERT_TRUE(probed.ok()) << probed.status();
+  if (!WIFEXITED(*probed) || WEXITSTATUS(*probed) != 0) {
+    GTEST_SKIP() << "no mount namespace with its own /etc/hosts here (unshare --mount: "
+                 << integ::DescribeWaitStatus(*probed) << ")";
+  }
+
+  // A headless Service's daemons: one port, an address each.
+  auto port = integ::BoundPort::Reserve();
+  ASSERT_TRUE(port.ok()) << port.status();
+  const uint16_t p = port->port();
+  port->Release();
+  integ::DaemonStart how_a, how_b;
+  how_a.listen = absl::StrCat("127.0.0.1:", p);
+  how_b.listen = absl::StrCat("127.0.0.2:", p);
+  how_b.health_check = false;  // the check asks 127.0.0.1
+  auto a = StartDaemon({"--volume", "alpha=4MiB", "--drain-timeout-ms", "200"}, how_a);
+  ASSERT_NE(a, nullptr);
+  WriteHosts(hosts, base.str() + "\n", {"127.0.0.1"});
+
+  const std::string sock = (*dir)->File("agent.sock");
+  auto agent = integ::ChildProcess::Spawn(
+      InOwnHosts(hosts, {GDR_GDRAGENT_BIN, "--socket", sock, "--daemon-service",
+                         absl::StrCat("gdr-storage.k4.test:", p), "--resolve-interval-ms",
+                         "100"}),
+      (*dir)->File("agent.out"), (*dir)->File("agent.err"));
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  auto agent_log = [&] {
+    std::stringstream e;
+    e << std::ifstream((*dir)->File("agent.err")).rdbuf();
+    return e.str();
+  };
+  absl::StatusOr<AgentClient> c = absl::UnavailableError("not tried");
+  ASSERT_TRUE(integ::PollUntil(
+      [&] {
+        c = AgentClient::Connect(sock, "dns");
+        return c.ok() || !(*agent)->Running();
+      },
+      absl::Seconds(30)));
+  ASSERT_TRUE(c.ok()) << c.status() << "; gdragent: " << agent_log();
+  auto mem = SharedMemory::Create(kMiB);
+  ASSERT_TRUE(mem.ok());
+  auto rkey = c->Register(**mem);  // while the name has one address
+  ASSERT_TRUE(rkey.ok()) << rkey.status();
+  ASSERT_TRUE(c->Get("alpha", 4096, c->Describe(**mem, *rkey, 0, kMiB)).ok());
+  EXPECT_TRUE(DaemonPattern(**mem, "alpha", 4096, kMiB));
+
+  // A second address appears under the name: its daemon is found, the region registered there.
+  auto b = StartDaemon({"--volume", "beta=4MiB", "--drain-timeout-ms", "200"}, how_b);
+  ASSERT_NE(b, nullptr);
+  WriteHosts(hosts, base.str() + "\n", {"127.0.0.1", "127.0.0.2"});
+  absl::Status last = GetUntil(*c, **mem, *rkey, "beta", 8192, kMiB, absl::StatusCode::kOk);
+  EXPECT_TRUE(last.ok()) << last << "; gdragent: " << agent_log();
+  EXPECT_TRUE(DaemonPattern(**mem, "beta", 8192, kMiB));
+  ASSERT_TRUE(c->Get("alpha", 0, c->Describe(**mem, *rkey, 0, 4096)).ok());
+  auto info = c->Info();
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_THAT(info->transports(0).detail(),
+              AllOf(HasSubstr(absl::StrCat("agent -> 127.0.0.1:", p)),
+                    HasSubstr(absl::StrCat("agent -> 127.0.0.2:", p))));
+
+  // The first address leaves the name: its daemon is retired, its volume no longer routed.
+  WriteHosts(hosts, base.str() + "\n", {"127.0.0.2"});
+  last = GetUntil(*c, **mem, *rkey, "alpha", 0, 4096, absl::StatusCode::kNotFound);
+  EXPECT_EQ(last.code(), absl::StatusCode::kNotFound) << last;
+  EXPECT_THAT(std::string(last.message()),
+              AllOf(HasSubstr(absl::StrCat("127.0.0.2:", p, " serves beta")),
+                    Not(HasSubstr(absl::StrCat("127.0.0.1:", p)))));
+  EXPECT_TRUE(c->Get("beta", 0, c->Describe(**mem, *rkey, 0, 4096)).ok());
+  c = absl::UnavailableError("closed");
+  ASSERT_TRUE((*agent)->Signal(SIGTERM).ok());
+  EXPECT_TRUE((*agent)->Wait(absl::Seconds(30)).ok());
 }
 
 TEST(AgentUpstreamsTest, AMembersFileClusterIsStripedOverItsDaemons) {
