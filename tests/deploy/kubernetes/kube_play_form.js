@@ -1,12 +1,15 @@
 // A DaemonSet's pod template, from a rendered overlay, in a form `podman kube play` runs: a
 // Deployment of one replica (podman 4.3 plays Pods and Deployments, not DaemonSets), on the pod
 // network instead of the host's, its hostPath volumes moved under a scratch directory, and the
-// ConfigMaps it mounts beside it (FROM=TO replacing text in their data), every image IMAGE.
+// ConfigMaps it mounts or takes its environment from beside it (FROM=TO replacing text in their
+// data), every image IMAGE, and $(VAR) in the containers' arguments expanded as kubelet does
+// (pod_env.js; podman 4.3 expands none).
 // usage: node kube_play_form.js FILE DAEMONSET SCRATCH_DIR IMAGE [FROM=TO ...]
 "use strict";
 const fs = require("fs");
 const path = require("path");
 const YAML = require("yaml");
+const { expand, envOf } = require("./pod_env");
 
 const [file, name, scratch, image, ...edits] = process.argv.slice(2);
 const docs = YAML.parseAllDocuments(fs.readFileSync(file, "utf8")).map((d) => d.toJSON());
@@ -42,6 +45,10 @@ for (const c of [...(spec.initContainers || []), ...spec.containers]) {
       e.value = "0.0.0.0";
     }
   }
+  const env = envOf(c, docs);
+  for (const field of ["command", "args"]) {
+    if (c[field]) c[field] = c[field].map((a) => expand(a, env));
+  }
 }
 const out = [{
   apiVersion: "apps/v1",
@@ -50,6 +57,12 @@ const out = [{
   spec: { replicas: 1, selector: ds.spec.selector, template: ds.spec.template },
 }];
 const wanted = new Set((spec.volumes || []).filter((v) => v.configMap).map((v) => v.configMap.name));
+for (const c of [...(spec.initContainers || []), ...spec.containers]) {
+  for (const from of c.envFrom || []) if (from.configMapRef) wanted.add(from.configMapRef.name);
+  for (const e of c.env || []) {
+    if (e.valueFrom && e.valueFrom.configMapKeyRef) wanted.add(e.valueFrom.configMapKeyRef.name);
+  }
+}
 for (const o of docs) {
   if (o && o.kind === "ConfigMap" && wanted.has(o.metadata.name)) {
     for (const key of Object.keys(o.data || {})) {

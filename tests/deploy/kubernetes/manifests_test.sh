@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # deploy/kubernetes rendered by kustomize (each overlay) and every object validated against the
-# Kubernetes API schemas with kubernetes-models (validate.js), plus the promises
-# docs/kubernetes.md makes of them; then two broken copies that must be refused, so the check
-# is known to fail when it should. The tools come from npm (package-lock.json), installed once
-# into BUILD_DIR/k8s-tools. usage: manifests_test.sh BUILD_DIR
+# Kubernetes API schemas with kubernetes-models, unknown fields refused (validate.js), plus the
+# promises docs/kubernetes.md makes of them; then broken copies that must be refused, so the
+# check is known to fail when it should. The tools come from npm (package-lock.json), installed
+# once into BUILD_DIR/k8s-tools. usage: manifests_test.sh BUILD_DIR
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../../.." && pwd)
@@ -36,15 +36,21 @@ if stale=$(grep -ho 'localhost/gdrstore:[^" ]*' "$T"/{tcp,rc,dc}.yaml \
   echo "FAIL: images not tagged $version (python/gdrstore/_version.py): $stale"; status=1
 fi
 
-# Broken on purpose: a port that is not a number (schema), and a tcp readiness check asking for
-# RDMA (policy). Each must be refused, naming what is wrong.
+# Broken on purpose: a port that is not a number (schema), a misspelled field (which a cluster
+# would drop silently, leaving the root filesystem writable), and a tcp readiness check asking
+# for RDMA (policy). Each must be refused, naming what is wrong.
 sed 's/containerPort: 50051/containerPort: grpc-port/' "$T/tcp.yaml" > "$T/bad-schema.yaml"
 if node "$HERE/validate.js" tcp "$T/bad-schema.yaml" > "$T/out" 2>&1 ||
    ! grep -q "containerPort must be integer" "$T/out"; then
   echo "FAIL: a string containerPort was not refused"; cat "$T/out"; status=1
 fi
-awk '{ if ($0 ~ /^        - tcp$/ && !done) { print "        - rdma"; done=1 } else print }' \
-  "$T/tcp.yaml" > "$T/bad-policy.yaml"
+sed '0,/readOnlyRootFilesystem:/s//readOnlyRootFileSystem:/' "$T/tcp.yaml" > "$T/bad-field.yaml"
+if node "$HERE/validate.js" tcp "$T/bad-field.yaml" > "$T/out" 2>&1 ||
+   ! grep -q 'securityContext.readOnlyRootFileSystem" (did you mean "readOnlyRootFilesystem"?)' \
+     "$T/out"; then
+  echo "FAIL: a misspelled field was not refused"; cat "$T/out"; status=1
+fi
+sed 's/^  GDRSTORE_NEEDS: tcp$/  GDRSTORE_NEEDS: rdma/' "$T/tcp.yaml" > "$T/bad-policy.yaml"
 if node "$HERE/validate.js" tcp "$T/bad-policy.yaml" > "$T/out" 2>&1 ||
    ! grep -q "readiness check is not 'gdrctl doctor --needs tcp'" "$T/out"; then
   echo "FAIL: a tcp pod asking for RDMA readiness was not refused"; cat "$T/out"; status=1
@@ -80,7 +86,9 @@ for _ in $(seq 600); do [[ -s $T/port ]] && break; sleep 0.05; done
 node "$HERE/config_of.js" "$T/tcp.yaml" gdragent-config gdragent.conf |
   sed -e "s#/run/gdragent#$T#" -e "s#gdrstored.gdrstore.svc.cluster.local:50051#127.0.0.1:$(cat "$T/port")#" \
     -e "s#/etc/gdrstore-tokens/tokens#$T/tokens#" > "$T/gdragent.conf"
-"$B/agent/gdragent" --config "$T/gdragent.conf" > "$T/agent.log" 2>&1 &
+"$B/agent/gdragent" --config "$T/gdragent.conf" \
+  --transport="$(node "$HERE/config_of.js" "$T/tcp.yaml" gdrstore-transport GDRSTORE_TRANSPORT)" \
+  > "$T/agent.log" 2>&1 &
 APID=$!
 for _ in $(seq 600); do [[ -S $T/agent.sock ]] && break; sleep 0.05; done
 if ! "$B/client/gdrctl" --agent "$T/agent.sock" info > "$T/info" 2>&1 || ! grep -q "vol0" "$T/info"; then

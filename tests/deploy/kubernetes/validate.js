@@ -1,10 +1,13 @@
 // Validates rendered Kubernetes manifests (multi-document YAML files) against the Kubernetes API
-// schemas, through kubernetes-models' validators, and checks what docs/kubernetes.md promises of
-// them. usage: node validate.js OVERLAY FILE... (OVERLAY: tcp, rc, dc or examples). Prints one
-// line per object and each problem; exits 1 on any.
+// schemas, through kubernetes-models' validators, refuses unknown fields (strict_fields.js: a
+// misspelled field is an error, as with `kubectl apply --validate=strict`), and checks what
+// docs/kubernetes.md promises of them. usage: node validate.js OVERLAY FILE... (OVERLAY: tcp,
+// rc, dc or examples). Prints one line per object and each problem; exits 1 on any.
 "use strict";
 const fs = require("fs");
 const YAML = require("yaml");
+const { argvOf } = require("./pod_env");
+const { unknownFields } = require("./strict_fields");
 
 const problems = [];
 const bad = (where, what) => problems.push(`${where}: ${what}`);
@@ -28,7 +31,7 @@ function podSpec(doc) {
   return null;
 }
 
-function checkPolicy(overlay, doc, where) {
+function checkPolicy(overlay, doc, where, all) {
   const spec = podSpec(doc);
   if (!spec) return;
   // Host PID only where docs/agent.md's table says it is needed: the agent opening workloads'
@@ -56,7 +59,7 @@ function checkPolicy(overlay, doc, where) {
   if (doc.kind === "DaemonSet") {
     const init = spec.initContainers || [];
     const needs = overlay === "tcp" ? "tcp" : "rdma";
-    const cmd = init.length ? init[0].command : [];
+    const cmd = init.length ? argvOf(init[0], all) : [];  // $(GDRSTORE_NEEDS) resolved
     if (!(cmd.includes("doctor") && cmd[cmd.indexOf("--needs") + 1] === needs)) {
       bad(where, `readiness check is not 'gdrctl doctor --needs ${needs}': ${JSON.stringify(cmd)}`);
     }
@@ -64,6 +67,11 @@ function checkPolicy(overlay, doc, where) {
       bad(where, "the readiness check's report does not reach the pod status");
     }
     const main = spec.containers[0];
+    // The overlay's transport reaches the agent's argv (ConfigMap gdrstore-transport).
+    const argv = argvOf(main, all);
+    if (name === "gdragent" && !argv.includes(`--transport=${overlay}`)) {
+      bad(where, `agent not started with --transport=${overlay}: ${JSON.stringify(argv)}`);
+    }
     if (!main.lifecycle || !main.lifecycle.preStop) bad(where, "no preStop");
     const limits = (main.resources && main.resources.limits) || {};
     const annotations = doc.spec.template.metadata.annotations || {};
@@ -97,17 +105,24 @@ function checkPolicy(overlay, doc, where) {
   }
 }
 
-const [overlay, ...files] = process.argv.slice(2);
-let objects = 0;
-for (const file of files) {
-  const docs = YAML.parseAllDocuments(fs.readFileSync(file, "utf8"));
-  for (const d of docs) {
-    if (d.errors.length) {
-      bad(file, `YAML: ${d.errors[0].message}`);
-      continue;
+async function main() {
+  const [overlay, ...files] = process.argv.slice(2);
+  const all = [];  // every object of every file: ConfigMaps that the pods' env refers to
+  const parsed = [];
+  for (const file of files) {
+    for (const d of YAML.parseAllDocuments(fs.readFileSync(file, "utf8"))) {
+      if (d.errors.length) {
+        bad(file, `YAML: ${d.errors[0].message}`);
+        continue;
+      }
+      const doc = d.toJSON();
+      if (!doc) continue;
+      all.push(doc);
+      parsed.push({ file, doc });
     }
-    const doc = d.toJSON();
-    if (!doc) continue;
+  }
+  let objects = 0;
+  for (const { file, doc } of parsed) {
     const where = `${file}: ${doc.kind}/${doc.metadata && doc.metadata.name}`;
     const Model = modelOf(doc);
     if (!Model) {
@@ -119,11 +134,17 @@ for (const file of files) {
     } catch (e) {
       bad(where, `schema: ${e.message}`);
     }
-    checkPolicy(overlay, doc, where);
+    for (const p of await unknownFields(doc)) bad(where, `schema: ${p}`);
+    checkPolicy(overlay, doc, where, all);
     objects++;
     console.log(`checked ${where}`);
   }
+  for (const p of problems) console.log(`PROBLEM ${p}`);
+  console.log(`${overlay}: ${objects} objects, ${problems.length} problems`);
+  process.exit(problems.length || objects === 0 ? 1 : 0);
 }
-for (const p of problems) console.log(`PROBLEM ${p}`);
-console.log(`${overlay}: ${objects} objects, ${problems.length} problems`);
-process.exit(problems.length || objects === 0 ? 1 : 0);
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
