@@ -20,6 +20,8 @@ namespace gdr::agent::test {
 
 namespace v1 = gdrstore::v1;
 
+std::string AgentBinary() { return GDR_GDRAGENT_BIN; }
+
 absl::StatusOr<std::unique_ptr<AgentProcess>> AgentProcess::Start(
     const std::string& daemon, const std::vector<std::string>& args,
     std::shared_ptr<integ::TempDir> dir, absl::Duration timeout,

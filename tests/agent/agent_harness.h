@@ -19,6 +19,9 @@
 
 namespace gdr::agent::test {
 
+// The gdragent binary the harness starts, for tests that run it themselves (`gdragent health`).
+std::string AgentBinary();
+
 // A running gdragent, its socket in a scratch directory open to every uid (mode 0755, socket
 // 0666), so that a child running as another uid reaches it and is judged by the allowlist.
 class AgentProcess {

@@ -2,7 +2,8 @@
 // refused by name; the per-client limits of registered bytes and ops in flight hold; a client
 // SIGKILLed in the middle of its ops loses its registrations while the agent and another client
 // go on; an agent killed and started again serves a new connection (a library client of the
-// killed one gets UNAVAILABLE, a new one is served); SIGTERM ends it with 0.
+// killed one gets UNAVAILABLE, a new one is served); SIGTERM ends it with 0; `gdragent health`
+// answers while its daemon is down (liveness), `gdrctl --agent info` does not (readiness).
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -356,6 +357,43 @@ TEST(AgentLifecycleTest, StartsWithoutItsDaemonAndServesOnceItIsUp) {
       absl::Seconds(30), absl::Milliseconds(100)))
       << last;
   EXPECT_TRUE(Verified(**mem, 0, "vol0", 555, 1 << 20));
+}
+
+TEST(AgentLifecycleTest, HealthAsksTheAgentAloneReadinessFollowsItsDaemon) {
+  // Kubernetes' probes: liveness (`gdragent health`) asks the agent itself, so storage that is
+  // down never gets the agent restarted under running jobs; readiness (`gdrctl --agent SOCK
+  // info`) asks its daemons.
+  auto daemon = StartDaemon({"--volume", "vol0=64MiB", "--drain-timeout-ms", "200"});
+  ASSERT_NE(daemon, nullptr);
+  auto agent = AgentProcess::Start(daemon->address(), {});
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  const std::string socket = (*agent)->socket_path();
+  int runs = 0;
+  auto probe = [&](std::vector<std::string> argv) {
+    auto r = integ::RunProcess(argv, (*agent)->dir()->path(), absl::StrCat("probe", runs++),
+                               absl::Seconds(60));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : integ::ProcessResult{};
+  };
+  const std::vector<std::string> health = {AgentBinary(), "health", "--socket", socket};
+  const std::vector<std::string> ready = {GDR_GDRCTL_BIN, "--agent", socket, "info"};
+  integ::ProcessResult h = probe(health);
+  EXPECT_EQ(h.exit_code, 0) << h.Describe();
+  EXPECT_THAT(h.out, HasSubstr(absl::StrCat(" at ", socket, " answers")));
+  EXPECT_EQ(probe(ready).exit_code, 0);
+
+  daemon.reset();  // storage gone: not ready, still alive
+  integ::ProcessResult r = probe(ready);
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  h = probe(health);
+  EXPECT_EQ(h.exit_code, 0) << h.Describe();
+
+  // The agent gone: the probe fails, naming the socket.
+  ASSERT_TRUE((*agent)->Signal(SIGTERM).ok());
+  ASSERT_TRUE((*agent)->Wait(absl::Seconds(30)).ok());
+  h = probe(health);
+  EXPECT_EQ(h.exit_code, 1) << h.Describe();
+  EXPECT_THAT(h.err, HasSubstr(absl::StrCat("gdragent health: ", socket, ": ")));
 }
 
 TEST(AgentLifecycleTest, TellsSystemdReadyWatchdogAndStopping) {

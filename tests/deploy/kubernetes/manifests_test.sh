@@ -95,8 +95,24 @@ if ! "$B/client/gdrctl" --agent "$T/agent.sock" info > "$T/info" 2>&1 || ! grep 
   echo "FAIL: the agent's readiness probe command did not answer"; cat "$T/info" "$T/agent.log"
   status=1
 fi
-kill -TERM "$APID" "$DPID"
-wait "$APID" "$DPID" || { echo "FAIL: daemon or agent exited non-zero on SIGTERM"; status=1; }
+# The agent's probes as its DaemonSet runs them, with the daemon stopped: liveness asks the agent
+# alone and passes (a storage outage restarts no agent), readiness asks the daemons and fails.
+probe() {
+  mapfile -t cmd < <(node "$HERE/probe_of.js" "$T/tcp.yaml" gdragent "$1" |
+    sed -e "s#^/usr/sbin/gdragent\$#$B/agent/gdragent#" \
+      -e "s#^/usr/bin/gdrctl\$#$B/client/gdrctl#" -e "s#/run/gdragent#$T#")
+  "${cmd[@]}" > "$T/$1" 2>&1
+}
+kill -TERM "$DPID"
+wait "$DPID" || { echo "FAIL: daemon exited non-zero on SIGTERM"; status=1; }
+probe livenessProbe || { echo "FAIL: the agent's liveness probe failed with its daemon down";
+  cat "$T/livenessProbe"; status=1; }
+probe readinessProbe && { echo "FAIL: the agent's readiness probe passed with its daemon down";
+  status=1; }
+kill -TERM "$APID"
+wait "$APID" || { echo "FAIL: agent exited non-zero on SIGTERM"; status=1; }
+probe livenessProbe && { echo "FAIL: the agent's liveness probe passed with the agent gone";
+  status=1; }
 for log in agent daemon; do
   if ! grep -q "SIGTERM: draining" "$T/$log.log" || ! grep -q "stopped cleanly" "$T/$log.log"; then
     echo "FAIL: $log: no drain and clean stop logged"; cat "$T/$log.log"; status=1
