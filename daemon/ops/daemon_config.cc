@@ -241,7 +241,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
                  "callers must send 'authorization: Bearer <token>' with a token of this file, or "
                  "a client certificate a san: line names; each line grants volumes: "
                  "'<token>|san:<SAN> [name=L] [get=V1,V2|*] [put=...]', a bare token may do "
-                 "all (re-read on SIGHUP). Default: no token needed");
+                 "all (re-read on SIGHUP and when the file changes). Default: no token needed");
   std::string trace_max = "256MiB";
   app.add_option("--trace", cfg.trace,
                  "record every op (time, client, get/put, volume, offset, length, status, "

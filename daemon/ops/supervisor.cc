@@ -193,7 +193,13 @@ int ServeUntilStopped(SupervisedDaemon& d, const sigset_t& signals) {
   std::unique_ptr<FileWatcher> watcher =
       WatchCredentials(d, [&](const std::vector<std::string>& changed) {
         absl::MutexLock lock(&reload_mu);
-        Reload(d, absl::StrCat(absl::StrJoin(changed, ", "), " changed"));
+        const std::string& tokens = d.config.token_file;
+        if (std::find(changed.begin(), changed.end(), tokens) != changed.end()) {
+          Reload(d, absl::StrCat(tokens, " changed"));
+        } else if (d.tls != nullptr && d.config.tls.enabled()) {
+          // TLS files alone: the certificates only, as the reloader's own check of them does.
+          d.tls->Reload(d.config.tls, "file change").IgnoreError();
+        }
       });
   const int sig = ServeUntilStopSignal(loop, &monitor, signals);
   watcher.reset();
