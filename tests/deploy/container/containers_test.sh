@@ -5,7 +5,8 @@
 #   device and no host IPC, sharing only the agent's socket volume: its bytes go through the
 #   agent and are verified, and the daemon container drains on SIGTERM;
 # - the overlays' readiness checks: rc's fails naming the absent RDMA device, tcp's passes;
-# - both DaemonSets' pod templates played by `podman kube play`, their probes answering.
+# - both DaemonSets' pod templates played by `podman kube play`, their probes answering;
+# - the image built again a day later (reproducible_image.sh): the same ID.
 # usage: containers_test.sh BUILD_DIR        (root; exit 77 = skipped, saying why)
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -13,6 +14,7 @@ B=$(cd "$1" && pwd)
 if [[ $(id -u) -ne 0 ]]; then echo "SKIP: needs root (debootstrap, podman's storage)"; exit 77; fi
 source "$SRC/scripts/podman-env.sh" || { echo "SKIP: no podman/runc"; exit 77; }
 command -v debootstrap > /dev/null || { echo "SKIP: no debootstrap"; exit 77; }
+command -v faketime > /dev/null || { echo "SKIP: no faketime (a build a day later)"; exit 77; }
 
 TAG=localhost/gdrstore:ctest-$$
 RUN=gdrstore-ctest-$$
@@ -46,7 +48,8 @@ wait_log() {
   return 1
 }
 
-bash "$SRC/scripts/build-image.sh" "$B" "$TAG" | tee "$T/build.log"
+# The .debs are kept for the second build: a rebuild of the tree meanwhile must not change them.
+GDR_IMAGE_DEBS=$T/debs bash "$SRC/scripts/build-image.sh" "$B" "$TAG" | tee "$T/build.log"
 grep -q "^image id: sha256:[0-9a-f]\{64\}$" "$T/build.log"
 
 cat > "$T/gdrstored.conf" <<'CONF'
@@ -160,5 +163,9 @@ for p in gdragent gdrstored; do
   fi
 done
 
-((status == 0)) && echo "containers: verified bytes through the agent's socket volume; the daemon drained on SIGTERM; readiness checks named; both DaemonSets' pods played, probes answering"
+bash "$SRC/tests/deploy/container/reproducible_image.sh" "$B" "$TAG" "$T/debs" "$T/build.log" ||
+  status=1
+
+((status == 0)) && echo "containers: verified bytes through the agent's socket volume; the daemon drained on SIGTERM; readiness checks named; both DaemonSets' pods played, probes answering;" \
+  "rebuilt a day later, the same image"
 exit $status
