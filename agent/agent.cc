@@ -40,6 +40,9 @@ absl::StatusOr<std::unique_ptr<Upstreams>> ConnectUpstreams(const AgentConfig& c
   gdrstore::ClusterOptions o;
   o.etcd_url = config.cluster_url;
   o.members_file = config.cluster_file;
+  o.etcd_tls_ca = config.cluster_tls_ca;
+  o.etcd_tls_cert = config.cluster_tls_cert;
+  o.etcd_tls_key = config.cluster_tls_key;
   o.client = config.upstream;
   return ClusterUpstream::Open(o, config.cluster_workers);
 }

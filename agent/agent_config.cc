@@ -55,6 +55,7 @@ struct UpstreamFlags : gdrstore::ConnectionFlags {
   std::string daemon_service;
   int64_t resolve_interval_ms = 10000;
   std::string cluster_url, cluster_file;
+  std::string cluster_tls_ca, cluster_tls_cert, cluster_tls_key;
   std::string slice_size = "1MiB";  // --slice-size, as a size; ParseSize makes it slice_bytes
 };
 
@@ -71,6 +72,11 @@ void AddUpstreamFlags(CLI::App& app, UpstreamFlags* f) {
       ->check(CLI::Range(int64_t{100}, int64_t{3600} * 1000));
   app.add_option("--cluster", f->cluster_url,
                  "instead of --daemon: a cluster of daemons, etcd://HOST:PORT[,HOST:PORT]/PREFIX");
+  app.add_option("--cluster-tls-ca", f->cluster_tls_ca,
+                 "with --cluster: TLS to etcd, trusting the CA(s) of this PEM");
+  app.add_option("--cluster-tls-cert", f->cluster_tls_cert,
+                 "with --cluster: the client certificate (PEM) etcd's --client-cert-auth asks for");
+  app.add_option("--cluster-tls-key", f->cluster_tls_key, "private key of --cluster-tls-cert");
   app.add_option("--cluster-file", f->cluster_file,
                  "instead of --daemon: a cluster of daemons listed in this members file (JSON)");
   app.add_option("--transport", f->transport,
@@ -154,6 +160,15 @@ absl::Status FinishTargets(const UpstreamFlags& f, AgentConfig* cfg) {
         "--cluster '", f.cluster_url, "' is not an etcd://HOST:PORT/PREFIX URL (a members file "
         "is --cluster-file)"));
   }
+  if ((!f.cluster_tls_ca.empty() || !f.cluster_tls_cert.empty() || !f.cluster_tls_key.empty()) &&
+      f.cluster_url.empty()) {
+    return absl::InvalidArgumentError(
+        "--cluster-tls-ca/cert/key are for etcd: they need --cluster etcd://...");
+  }
+  if (f.cluster_tls_cert.empty() != f.cluster_tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        "--cluster-tls-cert and --cluster-tls-key go together: give both or neither");
+  }
   if ((!f.cluster_url.empty() || !f.cluster_file.empty()) && f.transport == "local") {
     return absl::InvalidArgumentError(
         "--transport local serves one daemon on this host; a cluster is reached over tcp, rc "
@@ -164,6 +179,9 @@ absl::Status FinishTargets(const UpstreamFlags& f, AgentConfig* cfg) {
   cfg->resolve_interval = absl::Milliseconds(f.resolve_interval_ms);
   cfg->cluster_url = f.cluster_url;
   cfg->cluster_file = f.cluster_file;
+  cfg->cluster_tls_ca = f.cluster_tls_ca;
+  cfg->cluster_tls_cert = f.cluster_tls_cert;
+  cfg->cluster_tls_key = f.cluster_tls_key;
   return absl::OkStatus();
 }
 

@@ -44,6 +44,8 @@ struct AgentConfig {
   absl::Duration resolve_interval = absl::Seconds(10);
   std::string cluster_url;
   std::string cluster_file;
+  // TLS to the cluster's etcd (PEM files; all empty: plaintext).
+  std::string cluster_tls_ca, cluster_tls_cert, cluster_tls_key;
   // How the agent reaches them (transport, TLS, token, RDMA devices, rpc_timeout: each op's
   // deadline when its caller gave none); daemon_address is set per daemon.
   gdrstore::ClientOptions upstream;

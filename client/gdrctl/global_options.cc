@@ -111,6 +111,11 @@ void AddGlobalOptions(CLI::App& app, GlobalOptions* g) {
                  "and security flags given here)");
   app.add_option("--cluster-file", c.cluster_file,
                  "the same with a static members file (JSON: members and volumes)");
+  app.add_option("--cluster-tls-ca", c.cluster_tls_ca,
+                 "with --cluster: TLS to etcd, trusting the CA(s) of this PEM");
+  app.add_option("--cluster-tls-cert", c.cluster_tls_cert,
+                 "with --cluster: the client certificate (PEM) etcd's --client-cert-auth asks for");
+  app.add_option("--cluster-tls-key", c.cluster_tls_key, "private key of --cluster-tls-cert");
   app.set_version_flag("--version", GDR_VERSION);
 }
 

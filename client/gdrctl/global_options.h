@@ -23,6 +23,7 @@ struct GlobalOptions : gdrstore::ConnectionFlags {
   std::string daemon;
   bool json = false;  // --json, before the command or after it (main wires it once)
   std::string cluster_url, cluster_file;  // --cluster / --cluster-file: the target is a cluster
+  std::string cluster_tls_ca, cluster_tls_cert, cluster_tls_key;  // TLS to --cluster's etcd
 
   // Set by Finish from what the command line named.
   bool port_given = false;       // -p

@@ -29,6 +29,9 @@ int Target::WithCluster(const std::function<int(gdrstore::ClusterClient&)>& run)
   gdrstore::ClusterOptions co;
   co.etcd_url = g_.cluster_url;
   co.members_file = g_.cluster_file;
+  co.etcd_tls_ca = g_.cluster_tls_ca;
+  co.etcd_tls_cert = g_.cluster_tls_cert;
+  co.etcd_tls_key = g_.cluster_tls_key;
   co.client = *std::move(o);
   co.etcd_timeout = std::chrono::milliseconds(std::min<int64_t>(g_.timeout_ms, 10000));
   absl::StatusOr<std::unique_ptr<gdrstore::ClusterClient>> cl = gdrstore::ClusterClient::Open(co);

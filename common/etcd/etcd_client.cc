@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc/grpc_status.h"
+#include "common/grpc/tls_material.h"
 #include "common/base/host_port.h"
 #include "common/base/thread_name.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
@@ -176,6 +177,19 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(Options options) 
                                                    absl::FormatDuration(options.call_timeout),
                                                    " is not positive"));
   }
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options.tls.enabled()) {
+    absl::StatusOr<TlsMaterial> m =
+        TlsMaterial::Load({options.tls.cert, options.tls.key, options.tls.ca},
+                          "etcd --cluster-tls-cert", "etcd --cluster-tls-key",
+                          "etcd --cluster-tls-ca");
+    if (!m.ok()) return m.status();
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = m->ca_pem;
+    ssl.pem_private_key = m->key_pem;
+    ssl.pem_cert_chain = m->cert_pem;
+    credentials = grpc::SslCredentials(ssl);
+  }
   auto channels = std::make_shared<Channels>();
   channels->call_timeout = options.call_timeout;
   for (const std::string& address : options.endpoints) {
@@ -198,7 +212,7 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(Options options) 
     Channels::Endpoint endpoint;
     endpoint.address = JoinHostPort(hp->host, hp->port);
     endpoint.channel =
-        grpc::CreateCustomChannel(endpoint.address, grpc::InsecureChannelCredentials(), args);
+        grpc::CreateCustomChannel(endpoint.address, credentials, args);
     endpoint.kv = pb::KV::NewStub(endpoint.channel);
     endpoint.lease = pb::Lease::NewStub(endpoint.channel);
     endpoint.watch = pb::Watch::NewStub(endpoint.channel);

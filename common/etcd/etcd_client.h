@@ -21,6 +21,13 @@ struct KeyValue {
   int64_t create_revision = 0, mod_revision = 0, version = 0, lease = 0;
 };
 
+// TLS to etcd's client port, as PEM files; all empty: plaintext. `cert` and `key` go together
+// (etcd's --client-cert-auth asks for them); an empty `ca`: gRPC's default roots.
+struct EtcdTls {
+  std::string ca, cert, key;
+  bool enabled() const { return !ca.empty() || !cert.empty() || !key.empty(); }
+};
+
 struct WatchEvent {
   enum Kind { kPut, kDelete } kind;
   KeyValue kv;  // a delete carries the key and its revision, no value
@@ -39,10 +46,12 @@ class EtcdClient {
   struct Options {
     std::vector<std::string> endpoints;  // "host:port", tried in this order
     absl::Duration call_timeout = absl::Seconds(2);
+    EtcdTls tls;
   };
 
   // Creating never needs etcd up. INVALID_ARGUMENT for no endpoint, one that is not
-  // HOST:PORT, or a call_timeout that is not positive.
+  // HOST:PORT, or a call_timeout that is not positive; a TLS file that cannot be read or holds
+  // no PEM (TlsMaterial::Load's errors, naming it as --cluster-tls-ca/cert/key).
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Create(Options options);
   ~EtcdClient();
   EtcdClient(const EtcdClient&) = delete;

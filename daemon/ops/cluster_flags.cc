@@ -20,12 +20,20 @@ void AddClusterFlags(CLI::App& app, ClusterSettings* v) {
   app.add_option("--cluster-advertise", v->advertise,
                  "HOST:PORT clients of the cluster reach this daemon at (default: the listen "
                  "address, a wildcard host replaced by the hostname)");
+  app.add_option("--cluster-tls-ca", v->tls_ca,
+                 "TLS to etcd: trust the CA(s) of this PEM (etcd's --trusted-ca-file)");
+  app.add_option("--cluster-tls-cert", v->tls_cert,
+                 "TLS to etcd: the client certificate (PEM) etcd's --client-cert-auth asks for");
+  app.add_option("--cluster-tls-key", v->tls_key, "private key of --cluster-tls-cert");
 }
 
 absl::Status CheckClusterFlags(const ClusterSettings& c) {
   if (!c.enabled()) {
     if (!c.id.empty() || !c.advertise.empty()) {
       return absl::InvalidArgumentError("--cluster-id/--cluster-advertise need --cluster");
+    }
+    if (!c.tls_ca.empty() || !c.tls_cert.empty() || !c.tls_key.empty()) {
+      return absl::InvalidArgumentError("--cluster-tls-ca/cert/key need --cluster");
     }
     return absl::OkStatus();
   }
@@ -35,6 +43,10 @@ absl::Status CheckClusterFlags(const ClusterSettings& c) {
   if (!c.id.empty() && (c.id.size() > 128 || c.id.find_first_of("/ \t\n") != std::string::npos)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--cluster-id '", c.id, "' must be 1..128 bytes without '/' or spaces"));
+  }
+  if (c.tls_cert.empty() != c.tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        "--cluster-tls-cert and --cluster-tls-key go together: give both or neither");
   }
   if (!c.advertise.empty()) {
     if (absl::Status st = SplitHostPort(c.advertise).status(); !st.ok()) {

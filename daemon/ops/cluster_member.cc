@@ -54,13 +54,15 @@ absl::StatusOr<std::string> AdvertiseAddress(const std::string& advertise,
 }
 
 absl::StatusOr<std::unique_ptr<ClusterMember>> ClusterMember::Start(
-    const std::string& url, absl::Duration ttl, gdrstore::v1::ClusterMember entry) {
+    const std::string& url, const etcd::EtcdTls& tls, absl::Duration ttl,
+    gdrstore::v1::ClusterMember entry) {
   absl::StatusOr<etcd::EtcdUrl> parsed = etcd::ParseEtcdUrl(url);
   if (!parsed.ok()) return parsed.status();
   etcd::EtcdClient::Options o;
   o.endpoints = parsed->endpoints;
   // Short calls: a keepalive must not take a whole TTL to find etcd away.
   o.call_timeout = std::min(absl::Seconds(2), ttl / 4);
+  o.tls = tls;
   absl::StatusOr<std::unique_ptr<etcd::EtcdClient>> client = etcd::EtcdClient::Create(o);
   if (!client.ok()) return client.status();
   std::unique_ptr<ClusterMember> m(new ClusterMember());

@@ -24,8 +24,10 @@ class ClusterMember {
     int64_t lease = 0;
     std::string last_error;  // of the last failed etcd call; empty after success
   };
-  // `url` checked already (CheckClusterFlags). Starts the thread; never waits for etcd.
+  // `url` checked already (CheckClusterFlags). Starts the thread; never waits for etcd. A TLS
+  // file that cannot be read or holds no PEM: the etcd client's error, naming it.
   static absl::StatusOr<std::unique_ptr<ClusterMember>> Start(const std::string& url,
+                                                              const etcd::EtcdTls& tls,
                                                               absl::Duration ttl,
                                                               gdrstore::v1::ClusterMember entry);
   ~ClusterMember();  // Stop()

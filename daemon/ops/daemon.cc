@@ -217,7 +217,9 @@ absl::Status Daemon::JoinCluster() {
   absl::MutexLock lock(&member_mu_);
   member_address_ = *address;
   absl::StatusOr<std::unique_ptr<ClusterMember>> started = ClusterMember::Start(
-      config_.cluster.url, absl::Seconds(config_.cluster.ttl_s), MemberEntry());
+      config_.cluster.url,
+      {config_.cluster.tls_ca, config_.cluster.tls_cert, config_.cluster.tls_key},
+      absl::Seconds(config_.cluster.ttl_s), MemberEntry());
   if (!started.ok()) return started.status();
   member_ = std::move(*started);
   return absl::OkStatus();

@@ -169,6 +169,19 @@ TEST(AgentConfigTest, ADaemonServiceIsANameAndAPort) {
               HasSubstr("--resolve-interval-ms"));
 }
 
+TEST(AgentConfigTest, AClusterInEtcdMayBeReachedOverTls) {
+  auto cfg = Parse({"--cluster", "etcd://etcd:2379/gdr", "--cluster-tls-ca", "/t/ca.crt",
+                    "--cluster-tls-cert", "/t/tls.crt", "--cluster-tls-key", "/t/tls.key"});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->cluster_tls_ca, "/t/ca.crt");
+  EXPECT_EQ(cfg->cluster_tls_cert, "/t/tls.crt");
+  EXPECT_EQ(cfg->cluster_tls_key, "/t/tls.key");
+  EXPECT_THAT(Why({"--daemon", "10.0.0.7:1", "--cluster-tls-ca", "/t/ca.crt"}),
+              HasSubstr("need --cluster etcd://"));
+  EXPECT_THAT(Why({"--cluster", "etcd://etcd:2379/gdr", "--cluster-tls-key", "/t/tls.key"}),
+              HasSubstr("go together"));
+}
+
 TEST(AgentConfigTest, ThePackagedConfigParses) {
   auto cfg = Parse({"--config", GDR_SOURCE_DIR "/deploy/systemd/gdragent.conf"});
   ASSERT_TRUE(cfg.ok()) << cfg.status();

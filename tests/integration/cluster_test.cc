@@ -1,6 +1,7 @@
 // A cluster of real daemons on loopback registered in a real etcd (Debian's etcd-server):
 // striped and replicated ops through ClusterClient, members killed and restarted, etcd taken
-// away, volumes made and deleted at run time following into the member entry, and bad input.
+// away, volumes made and deleted at run time following into the member entry, bad input, and
+// an etcd that takes only mutual TLS.
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include "tests/common/etcd_server.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/stats_rpc.h"
+#include "tests/integration/test_pki.h"
 
 namespace gdr::integ {
 namespace {
@@ -395,6 +397,80 @@ bool SeesVolume(gdrstore::ClusterClient& c, const std::string& id, const std::st
     return found == listed;
   }
   return false;
+}
+
+// etcd's client port as examples/etcd.yaml runs it: TLS, client certificates required. The
+// daemon registers through it and a cluster client reads it with the CA and a certificate of
+// their own; a client without them never gets the layout.
+TEST(ClusterTlsTest, MembersAndClientsReachAnEtcdThatTakesOnlyMutualTls) {
+  if (absl::Status st = EtcdServer::Available(); !st.ok()) GTEST_SKIP() << st.message();
+  auto dir = TempDir::Create("cluster-tls");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  TestPki pki((*dir)->path());
+  auto ca = pki.MakeCa("etcd");
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  auto server = pki.Issue(*ca, "etcd-server", TestPki::Use::kServer);
+  auto member = pki.Issue(*ca, "member", TestPki::Use::kClient, "DNS:gdrstored");
+  ASSERT_TRUE(server.ok() && member.ok()) << server.status() << member.status();
+  auto client_port = BoundPort::Reserve();
+  auto peer_port = BoundPort::Reserve();
+  ASSERT_TRUE(client_port.ok() && peer_port.ok());
+  const std::string endpoint = client_port->address();
+  const std::string peer = absl::StrCat("http://", peer_port->address());
+  client_port->Release();
+  peer_port->Release();
+  std::vector<std::string> argv = {EtcdServer::kBinary, "--name=tls",
+                                   "--data-dir=" + (*dir)->File("data"),
+                                   "--listen-client-urls=https://" + endpoint,
+                                   "--advertise-client-urls=https://" + endpoint,
+                                   "--listen-peer-urls=" + peer,
+                                   "--initial-advertise-peer-urls=" + peer,
+                                   "--initial-cluster=tls=" + peer,
+                                   "--cert-file=" + server->cert, "--key-file=" + server->key,
+                                   "--trusted-ca-file=" + ca->cert, "--client-cert-auth"};
+  auto etcd = ChildProcess::Spawn(argv, (*dir)->File("etcd.out"), (*dir)->File("etcd.err"));
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+
+  const std::string url = absl::StrCat("etcd://", endpoint, "/gdr-tls");
+  auto d = DaemonProcess::Start({"--cluster", url, "--cluster-id", "m0", "--cluster-ttl", "3",
+                                 "--cluster-tls-ca", ca->cert, "--cluster-tls-cert",
+                                 member->cert, "--cluster-tls-key", member->key, "--volume",
+                                 "vol0=4MiB"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  gdrstore::ClusterOptions o;
+  o.etcd_url = url;
+  o.etcd_tls_ca = ca->cert;
+  o.etcd_tls_cert = member->cert;
+  o.etcd_tls_key = member->key;
+  absl::Status last;
+  bool seen = PollUntil(
+      [&] {
+        auto c = gdrstore::ClusterClient::Open(o);
+        last = c.status();
+        if (!c.ok()) return false;
+        for (const auto& m : (*c)->Members()) {
+          if (m.present && m.entry.id() == "m0") return true;
+        }
+        return false;
+      },
+      absl::Seconds(20), absl::Milliseconds(200));
+  EXPECT_TRUE(seen) << last << "; daemon: " << (*d)->Stderr();
+
+  // Without a certificate etcd closes the handshake; in plaintext it is no etcd at all.
+  gdrstore::ClusterOptions no_cert = o;
+  no_cert.etcd_tls_cert.clear();
+  no_cert.etcd_tls_key.clear();
+  no_cert.etcd_timeout = std::chrono::milliseconds(500);
+  EXPECT_FALSE(gdrstore::ClusterClient::Open(no_cert).ok());
+  gdrstore::ClusterOptions plain;
+  plain.etcd_url = url;
+  plain.etcd_timeout = std::chrono::milliseconds(500);
+  EXPECT_FALSE(gdrstore::ClusterClient::Open(plain).ok());
+  // A key without its certificate is refused before any connection, naming the flag.
+  gdrstore::ClusterOptions key_only = o;
+  key_only.etcd_tls_cert.clear();
+  auto refused = gdrstore::ClusterClient::Open(key_only);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "--cluster-tls")) << refused.status();
 }
 
 TEST(ClusterRunTimeVolumeTest, AVolumeMadeAtRunTimeJoinsTheMemberEntryAndLeavesItWhenDeleted) {

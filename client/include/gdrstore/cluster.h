@@ -35,6 +35,9 @@ struct ClusterOptions {
   // gdrstore.v1.ClusterFile.
   std::string etcd_url;
   std::string members_file;
+  // TLS to etcd (PEM files; all empty: plaintext): its CA, and the client certificate and key
+  // etcd's --client-cert-auth asks for.
+  std::string etcd_tls_ca, etcd_tls_cert, etcd_tls_key;
   // How each member is reached: transport, token, TLS, rails... (daemon_address is set per
   // member from its entry).
   ClientOptions client;

@@ -204,7 +204,8 @@ absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Open(const Cluster
     return absl::InvalidArgumentError("a cluster is opened by etcd URL or members file, not both");
   }
   if (!o.etcd_url.empty()) {
-    m = cl::Membership::OpenEtcd(o.etcd_url, absl::FromChrono(o.etcd_timeout));
+    m = cl::Membership::OpenEtcd(o.etcd_url, {o.etcd_tls_ca, o.etcd_tls_cert, o.etcd_tls_key},
+                                 absl::FromChrono(o.etcd_timeout));
   } else if (!o.members_file.empty()) {
     m = cl::Membership::OpenFile(o.members_file);
   } else {

@@ -16,12 +16,14 @@ namespace gdr::cluster {
 namespace v1 = gdrstore::v1;
 
 absl::StatusOr<std::unique_ptr<Membership>> Membership::OpenEtcd(const std::string& url,
+                                                                 const etcd::EtcdTls& tls,
                                                                  absl::Duration call_timeout) {
   absl::StatusOr<etcd::EtcdUrl> parsed = etcd::ParseEtcdUrl(url);
   if (!parsed.ok()) return parsed.status();
   etcd::EtcdClient::Options o;
   o.endpoints = parsed->endpoints;
   o.call_timeout = call_timeout;
+  o.tls = tls;
   absl::StatusOr<std::unique_ptr<etcd::EtcdClient>> client = etcd::EtcdClient::Create(o);
   if (!client.ok()) return client.status();
   std::unique_ptr<Membership> m(new Membership());

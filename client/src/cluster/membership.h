@@ -25,6 +25,7 @@ class Membership {
 
   // etcd://HOST:PORT[,...]/PREFIX: reads members/ and volumes/ under PREFIX and watches them.
   static absl::StatusOr<std::unique_ptr<Membership>> OpenEtcd(const std::string& url,
+                                                              const etcd::EtcdTls& tls,
                                                               absl::Duration call_timeout);
   // A JSON ClusterFile: members all present, volumes as listed (each checked).
   static absl::StatusOr<std::unique_ptr<Membership>> OpenFile(const std::string& path);
