@@ -31,7 +31,30 @@ EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$SRC" log -1 --format=%ct)}
 if [[ ! $EPOCH =~ ^[0-9]+$ ]]; then
   echo "build-image: SOURCE_DATE_EPOCH '$EPOCH' is not a count of seconds" >&2; exit 1
 fi
-PACKAGES=$HERE/image-packages.txt
+# What the image holds: gdrstore, the project's .debs; etcd (scripts/build-etcd-image.sh),
+# Debian's etcd-server alone, for deploy/kubernetes/examples/etcd.yaml. Each pins its own list.
+KIND=${GDR_IMAGE_KIND:-gdrstore}
+case $KIND in
+  gdrstore)
+    PACKAGES=$HERE/image-packages.txt
+    # libibverbs1 only recommends its providers (rxe, mlx5, ...), without which it finds no
+    # device.
+    APT_INSTALL=(ibverbs-providers)
+    WORKDIR=/var/lib/gdrstored
+    ENTRYPOINT='["/usr/sbin/gdrstored"]'
+    CMD='["--config", "/etc/gdrstored/gdrstored.conf"]'
+    TITLE=gdrstore
+    DESCRIPTION="gdrstored, gdragent, gdrctl and the gdrstore Python package on Debian 12" ;;
+  etcd)
+    PACKAGES=$HERE/etcd-image-packages.txt
+    APT_INSTALL=(etcd-server)
+    WORKDIR=/var/lib/etcd
+    ENTRYPOINT='["/usr/bin/etcd"]'
+    CMD='[]'
+    TITLE=gdrstore-etcd
+    DESCRIPTION="Debian 12's etcd-server, for the gdrstore cluster's membership" ;;
+  *) echo "build-image: GDR_IMAGE_KIND '$KIND' is neither gdrstore nor etcd" >&2; exit 1 ;;
+esac
 CACHE=${GDR_IMAGE_CACHE:-/var/cache/gdrstore-image}
 FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 if [[ -n ${GDR_IMAGE_FAKETIME:-} && ! -f $FAKETIME_LIB ]]; then
@@ -59,22 +82,28 @@ in_root() {
     DEBIAN_FRONTEND=noninteractive "SOURCE_DATE_EPOCH=$EPOCH" "${fake[@]}" "$@"
 }
 
-# The cached base depends on the archive and on the versions pinned: a new list, a new base.
+BOOTSTRAP=(--variant=minbase --include=python3 bookworm)
+# The cached base depends on how it is made and on the versions pinned: a new list, a new base.
 cache_base() {
   local key
-  key=$({ echo "$MIRROR"; grep -v '^#' "$PACKAGES" 2>/dev/null || true; } | sha256sum)
+  key=$({ echo "$MIRROR ${BOOTSTRAP[*]}"; grep -v '^#' "$PACKAGES" 2>/dev/null || true; } |
+    sha256sum)
   echo "$CACHE/base-${key:0:16}.tar"
 }
 
 PKG=${GDR_IMAGE_DEBS:-$WORK/pkg}
-if compgen -G "$PKG/gdrstored_*.deb" > /dev/null; then
+debs=()
+if [[ $KIND == etcd ]]; then
+  echo "build-image: Debian's etcd-server, no .debs of the project"
+elif compgen -G "$PKG/gdrstored_*.deb" > /dev/null; then
   echo "build-image: packages from $PKG"
 else
   echo "build-image: packages from $B"
   mkdir -p "$PKG"
   (cd "$B" && cpack -G DEB -B "$PKG" > "$WORK/cpack.log" 2>&1) || { cat "$WORK/cpack.log"; exit 1; }
 fi
-debs=("$PKG"/gdrstored_*.deb "$PKG"/libgdrclient1_*.deb "$PKG"/python3-gdrstore_*.deb)
+[[ $KIND == etcd ]] ||
+  debs=("$PKG"/gdrstored_*.deb "$PKG"/libgdrclient1_*.deb "$PKG"/python3-gdrstore_*.deb)
 
 ROOTFS_TAR=${GDR_IMAGE_ROOTFS:-}
 if [[ -z $ROOTFS_TAR ]]; then
@@ -88,20 +117,19 @@ if [[ -z $ROOTFS_TAR ]]; then
     tar -C "$R" --numeric-owner -xpf "$base"
   else
     echo "build-image: Debian 12 root file system from $MIRROR"
-    SOURCE_DATE_EPOCH=$EPOCH debootstrap --variant=minbase --include=python3 bookworm "$R" \
-      "$MIRROR" > "$WORK/debootstrap.log" 2>&1 || { tail -20 "$WORK/debootstrap.log"; exit 1; }
+    SOURCE_DATE_EPOCH=$EPOCH debootstrap "${BOOTSTRAP[@]}" "$R" "$MIRROR" \
+      > "$WORK/debootstrap.log" 2>&1 || { tail -20 "$WORK/debootstrap.log"; exit 1; }
     rm -f "$CACHE"/base-*.tar
     tar -C "$R" --numeric-owner -cf "$base.part" . && mv "$base.part" "$base"
   fi
   mkdir -p "$R/tmp/debs"
-  cp "${debs[@]}" "$R/tmp/debs/"
+  (( ${#debs[@]} == 0 )) || cp "${debs[@]}" "$R/tmp/debs/"
   [[ -n ${GDR_IMAGE_FAKETIME:-} ]] && cp "$FAKETIME_LIB" "$R/tmp/libfaketime.so.1"
   mount -t proc proc "$R/proc"
   mount --bind "$CACHE/archives" "$R/var/cache/apt/archives"
   in_debs=()
   for d in "${debs[@]}"; do in_debs+=("/tmp/debs/$(basename "$d")"); done
-  # libibverbs1 only recommends its providers (rxe, mlx5, ...), without which it finds no device.
-  in_root apt-get install -y -qq --no-install-recommends ibverbs-providers "${in_debs[@]}" \
+  in_root apt-get install -y -qq --no-install-recommends "${APT_INSTALL[@]}" "${in_debs[@]}" \
     > "$WORK/apt.log" 2>&1 || { tail -20 "$WORK/apt.log"; exit 1; }
   in_root dpkg-query -W -f '${Package}=${Version}\n' |
     grep -v -E '^(gdrstored|libgdrclient1|python3-gdrstore)=' | LC_ALL=C sort > "$WORK/packages"
@@ -151,11 +179,12 @@ cat > "$WORK/Containerfile" <<CONTAINERFILE
 FROM scratch
 ADD context-rootfs.tar /
 USER 10001:10001
-WORKDIR /var/lib/gdrstored
-ENTRYPOINT ["/usr/sbin/gdrstored"]
-CMD ["--config", "/etc/gdrstored/gdrstored.conf"]
-LABEL org.opencontainers.image.title="gdrstore" org.opencontainers.image.version="$VERSION" \\
-      org.opencontainers.image.description="gdrstored, gdragent, gdrctl and the gdrstore Python package on Debian 12"
+WORKDIR $WORKDIR
+ENTRYPOINT $ENTRYPOINT
+CMD $CMD
+LABEL org.opencontainers.image.title="$TITLE" \\
+      org.opencontainers.image.version="$VERSION" \\
+      org.opencontainers.image.description="$DESCRIPTION"
 CONTAINERFILE
 podman build -q --no-cache --timestamp "$EPOCH" -f "$WORK/Containerfile" -t "$TAG" "$WORK" > "$WORK/id"
 rm -f "$WORK/context-rootfs.tar"
