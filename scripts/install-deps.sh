@@ -24,7 +24,7 @@ PKGS=(
   clang-14 libclang-rt-14-dev libfuzzer-14-dev lld
   procps iproute2 patchelf
   systemd file dpkg-dev
-  python3 python3-numpy python3-pytest python3-setuptools python3-pip python3-venv
+  python3 python3-numpy python3-pytest python3-pytest-xdist python3-setuptools python3-pip python3-venv
   python3-matplotlib python3-torch
   etcd-server etcd-client golang-etcd-server-dev
   libisal-dev

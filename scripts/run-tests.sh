@@ -41,9 +41,21 @@ stage "plain tree: packaging (label deploy) and timing tests (label timing)" \
   ctest --test-dir "$B" --output-on-failure --timeout 600 -L 'deploy|timing'
 # The Python package against the shared library just built (Debian's python3 has its numpy and
 # pytest; a python3 earlier on the PATH may not).
-stage "Python package (pytest)" env GDRSTORE_LIBRARY="$B/client/libgdrclient.so.1" \
-  GDRSTORED_BIN="$B/daemon/gdrstored" \
-  /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider tests/python
+# The tests marked serial (a measured rate against a model) run alone, then the rest on three
+# workers (pytest-xdist: most of them wait on daemons and child processes, not the CPU).
+pytests() {
+  local py=(env GDRSTORE_LIBRARY="$B/client/libgdrclient.so.1" GDRSTORED_BIN="$B/daemon/gdrstored"
+            /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider)
+  if /usr/bin/python3 -c 'import xdist' 2>/dev/null; then
+    local rc=0
+    "${py[@]}" -m serial tests/python || rc=$?
+    "${py[@]}" -m 'not serial' -n 3 tests/python || rc=$?
+    return "$rc"
+  else
+    "${py[@]}" tests/python
+  fi
+}
+stage "Python package (pytest)" pytests
 if [[ ${GDR_SKIP_SANITIZE:-0} != 1 ]]; then
   stage "sanitizers: the host suite (clang ASan+UBSan, build-asan)" \
     bash scripts/sanitize-tests.sh -DGDR_WERROR=ON

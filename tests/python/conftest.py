@@ -44,3 +44,10 @@ def daemon():
     d = Daemon("--volume", "vol0=64MiB", "--volume", "rw=64MiB")
     yield d
     d.stop()
+
+
+def pytest_configure(config):
+    # scripts/run-tests.sh runs these alone first, then the rest on parallel workers (xdist):
+    # a test comparing a measured rate with a model needs the machine to itself.
+    config.addinivalue_line("markers", "serial: measures against a model; run without "
+                                       "other tests beside it")

@@ -42,6 +42,7 @@ def _model() -> train.TrainModel:
                             batch=4, compute_s=0.1, read_threads=1)
 
 
+@pytest.mark.serial  # AU against a model: run alone, not beside the parallel workers
 def test_the_search_stops_where_the_media_model_says(d):
     m = _model()
     # 2.4 accelerators' worth of read bandwidth: predicted AU 1.0 at N=1 and N=2 (with a fifth

@@ -66,6 +66,7 @@ def test_train_reads_every_sample_of_its_steps(d):
     assert _no_workload_volumes(d.address) == []
 
 
+@pytest.mark.serial  # AU against a model: run alone, not beside the parallel workers
 @pytest.mark.parametrize("bandwidth,slow", [(80 << 20, True), (1600 << 20, False)])
 def test_au_follows_the_media_bandwidth(d, bandwidth, slow):
     # 2 accelerators, each needing 4 x 1 MiB every 50 ms (80 MiB/s): a volume reading 80 MiB/s
