@@ -46,7 +46,7 @@ class EtcdClient {
   struct Options {
     std::vector<std::string> endpoints;  // "host:port", tried in this order
     absl::Duration call_timeout = absl::Seconds(2);
-    EtcdTls tls;
+    EtcdTls tls = {};
   };
 
   // Creating never needs etcd up. INVALID_ARGUMENT for no endpoint, one that is not
