@@ -15,7 +15,9 @@
 #   the debootstrapped base and apt's downloads for the next build. GDR_IMAGE_ROOTFS=FILE reuses
 #   a root file system tar made by an earlier run (its path is printed), skipping debootstrap.
 #   GDR_IMAGE_DEBS=DIR takes the .debs from DIR, making them there (cpack) when it has none.
-#   GDR_IMAGE_WORK=DIR holds the working directory (default /var/tmp).
+#   GDR_IMAGE_WORK=DIR holds the working directory (default /var/tmp). GDR_IMAGE_KIND=etcd
+#   makes the etcd image of deploy/kubernetes/examples/etcd.yaml instead (Debian's etcd-server
+#   alone, pinned in scripts/etcd-image-packages.txt): scripts/build-etcd-image.sh sets it.
 #   GDR_IMAGE_RECORD=1 writes the versions found to scripts/image-packages.txt instead of
 #   checking them (after reviewing an archive update). GDR_IMAGE_FAKETIME=+1d runs the steps in
 #   the root file system under libfaketime with that offset: a later day, for the tests.
