@@ -35,6 +35,13 @@ if stale=$(grep -ho 'localhost/gdrstore:[^" ]*' "$T"/{tcp,rc,dc}.yaml \
            grep -vx "localhost/gdrstore:$version"); then
   echo "FAIL: images not tagged $version (python/gdrstore/_version.py): $stale"; status=1
 fi
+# The etcd example's image is what scripts/build-etcd-image.sh tags: the pinned etcd-server.
+etcd=$(sed -n 's/^etcd-server=\([0-9.]*\).*/\1/p' "$SRC/scripts/etcd-image-packages.txt")
+if ! grep -q "image: localhost/gdrstore-etcd:$etcd\$" "$SRC/deploy/kubernetes/examples/etcd.yaml"
+then
+  echo "FAIL: examples/etcd.yaml does not run localhost/gdrstore-etcd:$etcd" \
+    "(scripts/etcd-image-packages.txt)"; status=1
+fi
 
 # Broken on purpose: a port that is not a number (schema), a misspelled field (which a cluster
 # would drop silently, leaving the root filesystem writable), and a tcp readiness check asking
