@@ -471,6 +471,13 @@ TEST(ClusterTlsTest, MembersAndClientsReachAnEtcdThatTakesOnlyMutualTls) {
   key_only.etcd_tls_cert.clear();
   auto refused = gdrstore::ClusterClient::Open(key_only);
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "--cluster-tls")) << refused.status();
+  // The daemon likewise, before it serves.
+  auto half = RunProcess({GDR_GDRSTORED_BIN, "--listen", "127.0.0.1:0", "--cluster", url,
+                          "--cluster-tls-cert", member->cert},
+                         (*dir)->path(), "half-tls", absl::Seconds(30));
+  ASSERT_TRUE(half.ok()) << half.status();
+  EXPECT_NE(half->exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(half->err, "--cluster-tls-key go together")) << half->Describe();
 }
 
 TEST(ClusterRunTimeVolumeTest, AVolumeMadeAtRunTimeJoinsTheMemberEntryAndLeavesItWhenDeleted) {
