@@ -14,13 +14,7 @@ find_bin() { for p in "$BIN/$1" "$BIN/$2"; do [[ -x $p ]] && { echo "$p"; return
 GDRSTORED=$(find_bin daemon/gdrstored gdrstored)
 GDRCTL=$(find_bin client/gdrctl gdrctl)
 
-work=$(mktemp -d)
-pid=
-cleanup() {
-  if [[ -n $pid ]]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/daemon_lib.sh"
 
 presets=(none nvme-gen4 nvme-gen5 sata-ssd hdd object-store)
 args=()
@@ -28,10 +22,8 @@ for p in "${presets[@]}"; do
   if [[ $p == none ]]; then args+=(--volume "none=256MiB")
   else args+=(--volume "$p=256MiB,media=$p"); fi
 done
-"$GDRSTORED" --listen 127.0.0.1:0 --port-file "$work/port" "${args[@]}" 2>"$work/daemon.log" &
-pid=$!
-for _ in $(seq 100); do [[ -s $work/port ]] && break; sleep 0.1; done
-port=$(cat "$work/port")
+bench_daemon "$GDRSTORED" "$bench_work/daemon.log" "${args[@]}"
+port=$bench_port
 
 # Op counts per preset and run (4 KiB qd1, 4 KiB qd32, 1 MiB qd8): about 1-3 s each here.
 declare -A counts=(

@@ -28,20 +28,9 @@ CKPT_READS=${CKPT_READS:-2}
 MAX_N=${MAX_N:-32}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
-work=$(mktemp -d)
-pid=
-cleanup() {
-  if [[ -n $pid ]]; then kill -TERM "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-"$BIN/gdrstored" --listen 127.0.0.1:0 --port-file "$work/port" --max-op-size 256MiB \
-  --log-level warning 2>"$OUT/daemon.log" &
-pid=$!
-for _ in $(seq 300); do [[ -s $work/port ]] && break; sleep 0.1; done  # start-up poll, 30 s
-[[ -s $work/port ]] || { echo "workload_closed: gdrstored did not start" >&2; exit 1; }
-daemon=127.0.0.1:$(cat "$work/port")
+source "$(dirname "$0")/daemon_lib.sh"
+bench_daemon "$BIN/gdrstored" "$OUT/daemon.log" --max-op-size 256MiB --log-level warning
+daemon=127.0.0.1:$bench_port
 gpu=()
 [[ -n $GPU ]] && gpu=(--gpu "$GPU")
 
