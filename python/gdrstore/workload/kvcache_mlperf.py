@@ -18,9 +18,9 @@ from ..errors import InvalidArgument
 from . import ranks as rank_runner
 from .cleanup import closing
 from .device import Accelerator
-from .kvcache_serving import (DECODE_BATCH, MAX_TURNS, MAX_WORKERS, USER_TYPES, Client,
-                              percentile)
+from .kvcache_serving import DECODE_BATCH, MAX_TURNS, MAX_WORKERS, USER_TYPES, Client
 from .models import KV, KvModel
+from .stats import percentile
 from .target import Target, Volumes
 
 _GIB = 1 << 30

@@ -19,6 +19,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..errors import DataLoss, ResourceExhausted
 from .cleanup import closing
+from .stats import percentile
 
 # The benchmark's user templates: context tokens, tokens generated, think time in seconds.
 USER_TYPES = {
@@ -415,13 +416,3 @@ def _copy(dst, dst_at: int, src, src_at: int, n: int) -> None:
         d[dst_at:dst_at + n].copy_(s[src_at:src_at + n])
     else:
         dst[dst_at:dst_at + n] = src[src_at:src_at + n]
-
-
-def percentile(values: List[float], q: float) -> float:
-    """The q-th percentile with linear interpolation between ranks (numpy's default, which
-    the benchmark uses)."""
-    v = sorted(values)
-    x = (len(v) - 1) * q / 100.0
-    lo = math.floor(x)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (x - lo)

@@ -374,6 +374,15 @@ def deviations(cfg: TrainConfig, layout: Layout) -> List[str]:
     return out
 
 
+def _over_runs(each: List[Dict[str, Any]], key: str) -> Tuple[float, float]:
+    """`key`'s mean over the runs and its stdev: over the runs (sample) when there are several,
+    else the one run's own (over its epochs)."""
+    mean = statistics.fmean(s[key] for s in each)
+    if len(each) == 1:
+        return mean, each[0][f"{key}_stdev"]
+    return mean, statistics.stdev(s[key] for s in each)
+
+
 def _compute_kind(cfg: TrainConfig) -> str:
     """What a step's compute was: a GPU kernel, or a host sleep (no GPUs, or ranks sharing one:
     device.rank_accelerator says why)."""
@@ -425,7 +434,8 @@ def run(cfg: TrainConfig) -> Dict[str, Any]:
     m = cfg.model
     per_rank, _ = runs[-1]
     each = [s for _, s in runs]
-    au = statistics.fmean(s["au"] for s in each)
+    au = _over_runs(each, "au")[0]
+    rate, mib = _over_runs(each, "samples_per_s"), _over_runs(each, "mib_per_s")
     devs = deviations(cfg, layout)
     result = {
         "workload": "train", "model": m.name,
@@ -451,16 +461,11 @@ def run(cfg: TrainConfig) -> Dict[str, Any]:
         "steps_per_epoch": steps, "seed": cfg.seed,
         # The run's AU: the mean over ranks and epochs (over runs too), what passes or fails.
         "au": au, "au_mean": au, "au_min_rank": min(s["au_min_rank"] for s in each),
-        "au_stdev": each[0]["au_stdev"] if len(each) == 1 else statistics.stdev(
-            s["au"] for s in each),
+        "au_stdev": _over_runs(each, "au")[1],
         "au_per_epoch": each[-1]["au_per_epoch"],
         "passed": au >= m.au_threshold,
-        "samples_per_s": statistics.fmean(s["samples_per_s"] for s in each),
-        "samples_per_s_stdev": each[0]["samples_per_s_stdev"] if len(each) == 1 else
-        statistics.stdev(s["samples_per_s"] for s in each),
-        "mib_per_s": statistics.fmean(s["mib_per_s"] for s in each),
-        "mib_per_s_stdev": each[0]["mib_per_s_stdev"] if len(each) == 1 else
-        statistics.stdev(s["mib_per_s"] for s in each),
+        "samples_per_s": rate[0], "samples_per_s_stdev": rate[1],
+        "mib_per_s": mib[0], "mib_per_s_stdev": mib[1],
         "runs": [dict(s, run=i + 1, passed=s["au"] >= m.au_threshold)
                  for i, s in enumerate(each)],
         "read_gb_per_s": sum(r["bytes_read"] for r in per_rank) /
