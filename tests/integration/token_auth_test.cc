@@ -20,6 +20,7 @@
 #include "gdrstore/client.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/notify_listener.h"
+#include "tests/integration/secret_volume.h"
 
 namespace gdr::integ {
 namespace {
@@ -160,30 +161,6 @@ TEST_F(TokenAuthTest, SighupRotatesTokensWithoutARestart) {
   }, absl::Seconds(20))) << daemon_->Stderr();
   EXPECT_EQ(Gdrctl("rotated", {"info"}).exit_code, 0);
 }
-
-// A Kubernetes Secret volume: each file is a symlink through `..data`, which the kubelet
-// points at a new timestamped directory with one rename. No signal follows.
-class SecretVolume {
- public:
-  explicit SecretVolume(std::string dir) : dir_(std::move(dir)) {}
-  // The Secret's new contents: `tokens` = text, swapped in the kubelet's way.
-  void Publish(const std::string& text) {
-    const std::string gen = absl::StrCat("..2026_11_28_12_00_0", ++gens_);
-    ASSERT_EQ(::mkdir((dir_ + "/" + gen).c_str(), 0755), 0);
-    WriteTokenFile(dir_ + "/" + gen + "/tokens", text);
-    const std::string tmp = dir_ + "/..data_tmp";
-    ASSERT_EQ(::symlink(gen.c_str(), tmp.c_str()), 0);
-    ASSERT_EQ(::rename(tmp.c_str(), (dir_ + "/..data").c_str()), 0);
-    if (gens_ == 1) {
-      ASSERT_EQ(::symlink("..data/tokens", path().c_str()), 0);
-    }
-  }
-  std::string path() const { return dir_ + "/tokens"; }
-
- private:
-  const std::string dir_;
-  int gens_ = 0;
-};
 
 TEST_F(TokenAuthTest, SecretSwappedTheKubernetesWayIsReadWithoutASignal) {
   ASSERT_EQ(::mkdir(dir_->File("secret").c_str(), 0755), 0);
