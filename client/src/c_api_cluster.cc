@@ -125,6 +125,13 @@ gdrstore_status gdrstore_cluster_open(const gdrstore_cluster_options* o, gdrstor
     if (o->etcd_timeout_ms != 0) {
       opts.etcd_timeout = std::chrono::milliseconds(o->etcd_timeout_ms);
     }
+    // Fields a caller's header may predate: read only where its struct_size reaches.
+    auto covers = [&](size_t offset) { return o->struct_size >= offset + sizeof(const char*); };
+    auto text = [](const char* p) { return p != nullptr ? std::string(p) : std::string(); };
+    using Options = gdrstore_cluster_options;
+    if (covers(offsetof(Options, etcd_tls_ca))) opts.etcd_tls_ca = text(o->etcd_tls_ca);
+    if (covers(offsetof(Options, etcd_tls_cert))) opts.etcd_tls_cert = text(o->etcd_tls_cert);
+    if (covers(offsetof(Options, etcd_tls_key))) opts.etcd_tls_key = text(o->etcd_tls_key);
     absl::StatusOr<std::unique_ptr<gdrstore::ClusterClient>> c =
         gdrstore::ClusterClient::Open(opts);
     if (!c.ok()) return fail(c.status());

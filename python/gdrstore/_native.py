@@ -48,6 +48,10 @@ class ClusterOptions(ctypes.Structure):
         ("client", ctypes.POINTER(ClientOptions)),
         ("member_retry_ms", ctypes.c_uint32),
         ("etcd_timeout_ms", ctypes.c_uint32),
+        # Appended later; the library reads them only when struct_size covers them.
+        ("etcd_tls_ca", ctypes.c_char_p),
+        ("etcd_tls_cert", ctypes.c_char_p),
+        ("etcd_tls_key", ctypes.c_char_p),
     ]
 
 

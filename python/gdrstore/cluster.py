@@ -33,8 +33,11 @@ class Cluster(Store):
     token / token_file, rdma_device, timeout (seconds per op, None: none), tls_ca / tls_cert /
     tls_key / tls_server_name. member_retry: seconds a member that failed is passed over.
     etcd_timeout: seconds per etcd call. crc32c, fail_when_full and require as for Client, for
-    each member. A URL or file that does not parse raises gdrstore.InvalidArgument naming it;
-    etcd not answering, gdrstore.Unavailable. Integers are checked as Client checks them.
+    each member. etcd_tls_ca / etcd_tls_cert / etcd_tls_key: TLS to etcd (PEM files, gdrctl's
+    --cluster-tls-ca/cert/key), the client certificate and key both or neither. A URL or file
+    that does not parse, or an etcd TLS file that cannot be read or holds no PEM, raises
+    gdrstore.InvalidArgument naming it; etcd not answering or refusing the handshake,
+    gdrstore.Unavailable naming the endpoint. Integers are checked as Client checks them.
 
     Ops, put's sync, the path an op took (Moved.path) and stream() are a Client's: the C ABI's
     calls on the cluster handle."""
@@ -52,7 +55,10 @@ class Cluster(Store):
                  tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
                  tls_server_name: Optional[str] = None, member_retry: float = 1.0,
                  etcd_timeout: float = 2.0, crc32c: bool = False,
-                 fail_when_full: bool = False, require: Optional[str] = None):
+                 fail_when_full: bool = False, require: Optional[str] = None,
+                 etcd_tls_ca: Optional[Union[str, os.PathLike]] = None,
+                 etcd_tls_cert: Optional[Union[str, os.PathLike]] = None,
+                 etcd_tls_key: Optional[Union[str, os.PathLike]] = None):
         if not has_cluster():
             raise errors.Unimplemented("this libgdrclient has no cluster functions "
                                        "(gdrstore_cluster_open); install a newer one")
@@ -73,6 +79,18 @@ class Cluster(Store):
         opts.client = ctypes.pointer(client)
         set_field(opts, "member_retry_ms", millis("member_retry", member_retry), "member_retry")
         set_field(opts, "etcd_timeout_ms", millis("etcd_timeout", etcd_timeout), "etcd_timeout")
+        tls = {"etcd_tls_ca": etcd_tls_ca, "etcd_tls_cert": etcd_tls_cert,
+               "etcd_tls_key": etcd_tls_key}
+        if any(v is not None for v in tls.values()) and \
+                opts.struct_size < ClusterOptions.etcd_tls_key.offset + ctypes.sizeof(
+                    ctypes.c_char_p):
+            # An older library would not read them and would talk to etcd in plaintext.
+            raise errors.Unimplemented("this libgdrclient takes no etcd TLS "
+                                       "(gdrstore_cluster_options.etcd_tls_*); install a newer one")
+        for field, path in tls.items():
+            value = checked_str(field, os.fsencode(path) if path is not None else None)
+            self._keep.append(value)
+            setattr(opts, field, value)
         self._start(open_handle(lib.gdrstore_cluster_open, opts))
 
     # ---- lifetime ----

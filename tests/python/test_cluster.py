@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -39,34 +40,44 @@ def free_ports(n):
 
 
 class Etcd:
-    """One etcd member on two free loopback ports with a scratch data dir."""
+    """One etcd member on two free loopback ports with a scratch data dir. With `tls` (a dict of
+    PEM paths: ca, server_cert, server_key, client_cert, client_key) its client port takes TLS
+    only, with client certificates of `ca` (etcd's --client-cert-auth)."""
 
-    def __init__(self):
+    def __init__(self, tls=None):
         self.tmp = tempfile.TemporaryDirectory(prefix="gdrstore-py-etcd-")
         client_port, peer_port = free_ports(2)
         self.endpoint = f"127.0.0.1:{client_port}"
-        client_url, peer_url = f"http://{self.endpoint}", f"http://127.0.0.1:{peer_port}"
+        scheme = "https" if tls else "http"
+        client_url, peer_url = f"{scheme}://{self.endpoint}", f"http://127.0.0.1:{peer_port}"
+        tls_flags, context = [], None
+        if tls:
+            tls_flags = ["--cert-file", tls["server_cert"], "--key-file", tls["server_key"],
+                         "--trusted-ca-file", tls["ca"], "--client-cert-auth"]
+            context = ssl.create_default_context(cafile=tls["ca"])
+            context.load_cert_chain(tls["client_cert"], tls["client_key"])
         self.log = open(os.path.join(self.tmp.name, "etcd.log"), "wb")
         self.proc = subprocess.Popen(
             [ETCD, "--name", "gdr-py", "--data-dir", os.path.join(self.tmp.name, "data"),
              "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
              "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
              "--initial-cluster", f"gdr-py={peer_url}", "--initial-cluster-state", "new",
-             "--logger", "zap", "--log-outputs", "stderr"],
+             "--logger", "zap", "--log-outputs", "stderr", *tls_flags],
             stdout=self.log, stderr=subprocess.STDOUT)
         try:
-            self._wait_healthy(client_url)
+            self._wait_healthy(client_url, context)
         except BaseException:
             self.stop()
             raise
 
-    def _wait_healthy(self, client_url):
+    def _wait_healthy(self, client_url, context):
         deadline = time.monotonic() + 30
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"etcd exited {self.proc.returncode}: see {self.log.name}")
             try:
-                with urllib.request.urlopen(f"{client_url}/health", timeout=1) as r:
+                with urllib.request.urlopen(f"{client_url}/health", timeout=1,
+                                            context=context) as r:
                     if json.loads(r.read()).get("health") == "true":
                         return
             except OSError:

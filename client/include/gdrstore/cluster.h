@@ -35,8 +35,9 @@ struct ClusterOptions {
   // gdrstore.v1.ClusterFile.
   std::string etcd_url;
   std::string members_file;
-  // TLS to etcd (PEM files; all empty: plaintext): its CA, and the client certificate and key
-  // etcd's --client-cert-auth asks for.
+  // TLS to etcd (PEM files; all empty: plaintext): its CA (empty: the system's roots), and the
+  // client certificate and key etcd's --client-cert-auth asks for (both or neither). etcd_url
+  // only. Checked by Open before any connection.
   std::string etcd_tls_ca, etcd_tls_cert, etcd_tls_key;
   // How each member is reached: transport, token, TLS, rails... (daemon_address is set per
   // member from its entry).
@@ -66,7 +67,9 @@ using ClusterBuffer = Buffer;
 class ClusterClient : public Store {
  public:
   // Reads the members (etcd or file) and connects to them lazily. INVALID_ARGUMENT for a URL
-  // or file that does not parse (naming what is wrong); UNAVAILABLE when etcd does not answer.
+  // or file that does not parse (naming what is wrong), and for etcd TLS files that cannot be
+  // read, hold no PEM, are half a pair or a key not the certificate's (naming the option and the
+  // file); UNAVAILABLE when etcd does not answer or refuses the handshake (naming each endpoint).
   static absl::StatusOr<std::unique_ptr<ClusterClient>> Open(const ClusterOptions& options);
   // Closes every member link; async ops still running fail (CANCELLED) and their callbacks
   // have returned before it does. Not from one of its ops' callbacks.

@@ -267,6 +267,14 @@ typedef struct gdrstore_cluster_options {
   const gdrstore_client_options* client;
   uint32_t member_retry_ms; /* a member that failed is passed over this long; 0: 1000 */
   uint32_t etcd_timeout_ms; /* deadline of each etcd call; 0: 2000 */
+  /* TLS to etcd (etcd_url only), as PEM files; all NULL: plaintext. etcd_tls_ca: the CA etcd's
+   * certificate is checked against (NULL: the system's roots); etcd_tls_cert and etcd_tls_key:
+   * the client certificate etcd's --client-cert-auth asks for, both or neither. A file that
+   * cannot be read or holds no PEM is INVALID_ARGUMENT naming it. Read only when struct_size
+   * covers them, so a caller built against the header without them is unaffected. */
+  const char* etcd_tls_ca;
+  const char* etcd_tls_cert;
+  const char* etcd_tls_key;
 } gdrstore_cluster_options;
 
 GDRSTORE_EXPORT void gdrstore_cluster_options_init(gdrstore_cluster_options* options);

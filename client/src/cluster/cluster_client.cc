@@ -17,6 +17,7 @@
 #include "client/src/deadline_timer.h"
 #include "common/base/log.h"
 #include "common/base/status_macros.h"
+#include "common/grpc/tls_material.h"
 
 namespace gdrstore {
 
@@ -39,6 +40,24 @@ bool MemberFault(const absl::Status& st) {
   }
 }
 
+// The etcd TLS files checked before any connection, named as this library's callers give them
+// (the etcd client's own errors speak of the daemon's flags). A file that cannot be read is
+// as much a bad option as one holding no PEM: INVALID_ARGUMENT either way.
+absl::Status CheckEtcdTls(const ClusterOptions& o) {
+  if (o.etcd_tls_ca.empty() && o.etcd_tls_cert.empty() && o.etcd_tls_key.empty()) {
+    return absl::OkStatus();
+  }
+  if (o.etcd_url.empty()) {
+    return absl::InvalidArgumentError(
+        "etcd_tls_ca/etcd_tls_cert/etcd_tls_key (--cluster-tls-*) are for etcd: a members file "
+        "has no etcd to take them");
+  }
+  absl::StatusOr<gdr::TlsMaterial> m = gdr::TlsMaterial::Load(
+      {o.etcd_tls_cert, o.etcd_tls_key, o.etcd_tls_ca}, "etcd_tls_cert (--cluster-tls-cert)",
+      "etcd_tls_key (--cluster-tls-key)", "etcd_tls_ca (--cluster-tls-ca)");
+  if (!m.ok()) return absl::InvalidArgumentError(m.status().message());
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -203,6 +222,7 @@ absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Open(const Cluster
   if (!o.etcd_url.empty() && !o.members_file.empty()) {
     return absl::InvalidArgumentError("a cluster is opened by etcd URL or members file, not both");
   }
+  GDR_RETURN_IF_ERROR(CheckEtcdTls(o));
   if (!o.etcd_url.empty()) {
     m = cl::Membership::OpenEtcd(o.etcd_url, {o.etcd_tls_ca, o.etcd_tls_cert, o.etcd_tls_key},
                                  absl::FromChrono(o.etcd_timeout));
