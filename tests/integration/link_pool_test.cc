@@ -196,5 +196,33 @@ TEST(LinkPoolTest, ALoneClientGetsLinksPastItsShareAndGivesThemBackToASecond) {
   EXPECT_EQ(DescribeWaitStatus(*st), "exited 0") << (*d)->Stderr();
 }
 
+// The client counts the daemon's links to its target (TransportInfo::target.links), which
+// gdr_bench sizes its raw-TCP baselines by: after a lone client's bulk Write it holds at least
+// one link, and its count is the daemon's (the only destination) once both have settled.
+TEST(LinkPoolTest, TheClientCountsTheLinksTheDaemonHoldsToIt) {
+  constexpr uint64_t kOp = 32 * kMiB;
+  auto d = DaemonProcess::Start({"--volume", absl::StrCat("vol0=", kOp)});
+  ASSERT_TRUE(d.ok()) << d.status();
+  gdrstore::ClientOptions o;
+  o.daemon_address = (*d)->address();
+  auto client = gdrstore::Client::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto buf = (*client)->AllocateBuffer(kOp);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  absl::StatusOr<gdrstore::OpResult> r = (*client)->Write({"vol0", 0, kOp}, **buf);
+  ASSERT_TRUE(r.ok()) << r.status();
+  uint32_t links = 0, in_use = 0;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        links = (*client)->transport_info().target.links;
+        absl::StatusOr<v1::TransportStats> t = Tcp(**client);
+        if (t.ok()) in_use = t->pool().in_use();
+        return t.ok() && links >= 1 && links == in_use &&
+               links == (*client)->transport_info().target.links;
+      },
+      absl::Seconds(30), absl::Milliseconds(5)))
+      << "client counts " << links << " links, the daemon " << in_use;
+}
+
 }  // namespace
 }  // namespace gdr::integ

@@ -125,6 +125,10 @@ struct TargetStats {
   uint64_t gpu_bytes_from_device = 0;   // staged out of GPU buffers
   uint64_t gpu_copy_ns = 0;             // GPU time of those copies
   uint64_t gpu_wait_ns = 0;             // link threads' time blocked on them
+  // Daemon links connected to this target now: a busy lone client grows past its share up
+  // to the daemon's --tcp-max-links-per-target, and the links past the share close a few
+  // seconds after they go idle (what a like-for-like baseline has to match).
+  uint32_t links = 0;
 };
 
 // The rc connection of a Client, for display.

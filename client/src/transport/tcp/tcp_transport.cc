@@ -72,6 +72,7 @@ void TcpTransport::FillInfo(gdrstore::TransportInfo* info) const {
   s.gpu_bytes_from_device = t.gpu.bytes_from_device;
   s.gpu_copy_ns = t.gpu.copy_ns;
   s.gpu_wait_ns = t.gpu.wait_ns;
+  s.links = t.connections;
 }
 
 }  // namespace gdr
