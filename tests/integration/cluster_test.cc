@@ -1,7 +1,8 @@
 // A cluster of real daemons on loopback registered in a real etcd (Debian's etcd-server):
 // striped and replicated ops through ClusterClient, members killed and restarted, etcd taken
-// away, volumes made and deleted at run time following into the member entry, bad input, and
-// an etcd that takes only mutual TLS.
+// away, volumes made and deleted at run time following into the member entry, bad input, an
+// etcd that takes only mutual TLS (the C++ and C options, bad TLS files), and three members
+// with the TLS flags of deploy/kubernetes/examples/etcd.yaml.
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,11 +13,17 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "common/etcd/etcd_client.h"
 #include "common/base/pattern.h"
 #include "gdrstore/cluster.h"
@@ -656,6 +663,125 @@ TEST(ClusterTlsFilesTest, AnOptionsStructOfTheLayoutBeforeEtcdTlsStillOpens) {
   o.struct_size = sizeof(o);
   EXPECT_EQ(gdrstore_cluster_open(&o, &c, error, sizeof(error)), GDRSTORE_INVALID_ARGUMENT);
   EXPECT_TRUE(absl::StrContains(error, "/nonexistent/etcd-tls.pem")) << error;
+}
+
+// deploy/kubernetes/examples/etcd.yaml's etcd, as three members on loopback: its TLS flags read
+// from the example (the Secret's files swapped for the test's, the URLs' schemes its own), so
+// peers and clients both show certificates of one CA. A daemon registers through the three
+// with a client certificate, and a cluster client reading through each member alone sees it:
+// each member serves, and what one was told reached the others over peer TLS.
+TEST(EtcdExampleTest, ThreeMembersWithTheExamplesTlsFlagsServeDaemonsAndClients) {
+  if (absl::Status st = EtcdServer::Available(); !st.ok()) GTEST_SKIP() << st.message();
+  std::ifstream in(GDR_SOURCE_DIR "/deploy/kubernetes/examples/etcd.yaml");
+  ASSERT_TRUE(in) << "cannot read examples/etcd.yaml";
+  auto dir = TempDir::Create("etcd-example");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  TestPki pki((*dir)->path());
+  auto ca = pki.MakeCa("etcd-example");
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  auto peer = pki.Issue(*ca, "etcd-peer", TestPki::Use::kPeer);
+  auto client = pki.Issue(*ca, "gdrstore", TestPki::Use::kClient, "DNS:gdrstore");
+  ASSERT_TRUE(peer.ok() && client.ok()) << peer.status() << client.status();
+  // The Secret etcd-tls's keys, mounted at /etc/etcd/tls in the example.
+  const std::vector<std::pair<std::string, std::string>> secret = {
+      {"/etc/etcd/tls/ca.crt", ca->cert},
+      {"/etc/etcd/tls/tls.crt", peer->cert},
+      {"/etc/etcd/tls/tls.key", peer->key}};
+  std::vector<std::string> tls_flags;
+  std::set<std::string> names;
+  std::string client_scheme, peer_scheme;
+  for (std::string line; std::getline(in, line);) {
+    absl::string_view flag = absl::StripAsciiWhitespace(line);
+    if (!absl::ConsumePrefix(&flag, "- --")) continue;
+    const std::string f = absl::StrCat("--", flag);
+    const std::string name = f.substr(0, f.find('='));
+    const std::string value = f.find('=') == std::string::npos ? "" : f.substr(f.find('=') + 1);
+    if (name == "--listen-client-urls") client_scheme = value.substr(0, value.find("://"));
+    if (name == "--listen-peer-urls") peer_scheme = value.substr(0, value.find("://"));
+    if (absl::StrContains(value, "/etc/etcd/tls/") || absl::EndsWith(name, "client-cert-auth")) {
+      tls_flags.push_back(absl::StrReplaceAll(f, secret));
+      names.insert(name);
+    }
+  }
+  // TLS both ways: what the example must keep saying for this test to mean anything.
+  EXPECT_EQ(client_scheme, "https");
+  EXPECT_EQ(peer_scheme, "https");
+  const std::set<std::string> both_ways = {
+      "--client-cert-auth",      "--trusted-ca-file",      "--cert-file",      "--key-file",
+      "--peer-client-cert-auth", "--peer-trusted-ca-file", "--peer-cert-file", "--peer-key-file"};
+  EXPECT_EQ(names, both_ways);
+  for (const std::string& f : tls_flags) {
+    EXPECT_FALSE(absl::StrContains(f, "/etc/etcd/")) << f << ": a file the Secret does not hold";
+  }
+
+  std::vector<BoundPort> ports;
+  for (int i = 0; i < 6; ++i) {
+    auto p = BoundPort::Reserve();
+    ASSERT_TRUE(p.ok()) << p.status();
+    ports.push_back(std::move(*p));
+  }
+  std::vector<std::string> endpoints, peers, initial;
+  for (int i = 0; i < 3; ++i) {
+    endpoints.push_back(ports[2 * i].address());
+    peers.push_back(absl::StrCat(peer_scheme, "://", ports[2 * i + 1].address()));
+    initial.push_back(absl::StrCat("e", i, "=", peers.back()));
+  }
+  for (BoundPort& p : ports) p.Release();
+  std::vector<std::unique_ptr<ChildProcess>> members;
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = absl::StrCat("e", i);
+    const std::string url = absl::StrCat(client_scheme, "://", endpoints[i]);
+    std::vector<std::string> argv = {EtcdServer::kBinary,
+                                     "--name=" + name,
+                                     "--data-dir=" + (*dir)->File(name),
+                                     "--listen-client-urls=" + url,
+                                     "--advertise-client-urls=" + url,
+                                     "--listen-peer-urls=" + peers[i],
+                                     "--initial-advertise-peer-urls=" + peers[i],
+                                     "--initial-cluster=" + absl::StrJoin(initial, ","),
+                                     "--initial-cluster-state=new",
+                                     "--initial-cluster-token=gdrstore-etcd"};
+    argv.insert(argv.end(), tls_flags.begin(), tls_flags.end());
+    auto e = ChildProcess::Spawn(argv, (*dir)->File(name + ".out"), (*dir)->File(name + ".err"));
+    ASSERT_TRUE(e.ok()) << e.status();
+    members.push_back(std::move(*e));
+  }
+  auto logs = [&] {
+    std::string all;
+    for (int i = 0; i < 3; ++i) {
+      std::ifstream err((*dir)->File(absl::StrCat("e", i, ".err")));
+      std::stringstream text;
+      text << err.rdbuf();
+      absl::StrAppend(&all, "\n---- e", i, " ----\n", text.str());
+    }
+    return all;
+  };
+
+  const std::string url = absl::StrCat("etcd://", absl::StrJoin(endpoints, ","), "/gdr-example");
+  auto d = DaemonProcess::Start({"--cluster", url, "--cluster-id", "m0", "--cluster-tls-ca",
+                                 ca->cert, "--cluster-tls-cert", client->cert,
+                                 "--cluster-tls-key", client->key, "--volume", "vol0=4MiB"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  for (const std::string& endpoint : endpoints) {
+    gdrstore::ClusterOptions o;
+    o.etcd_url = absl::StrCat("etcd://", endpoint, "/gdr-example");
+    o.etcd_tls_ca = ca->cert;
+    o.etcd_tls_cert = client->cert;
+    o.etcd_tls_key = client->key;
+    absl::Status last;
+    const bool seen = PollUntil(
+        [&] {
+          auto c = gdrstore::ClusterClient::Open(o);
+          last = c.status();
+          if (!c.ok()) return false;
+          for (const auto& m : (*c)->Members()) {
+            if (m.present && m.entry.id() == "m0") return true;
+          }
+          return false;
+        },
+        absl::Seconds(30), absl::Milliseconds(200));
+    EXPECT_TRUE(seen) << endpoint << ": " << last << "\ndaemon: " << (*d)->Stderr() << logs();
+  }
 }
 
 TEST(ClusterRunTimeVolumeTest, AVolumeMadeAtRunTimeJoinsTheMemberEntryAndLeavesItWhenDeleted) {

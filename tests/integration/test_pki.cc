@@ -54,11 +54,15 @@ absl::StatusOr<CertFiles> TestPki::Issue(const CertFiles& ca, const std::string&
       !s.ok()) {
     return s;
   }
+  const bool serves = use != Use::kClient;
+  const char* usage = use == Use::kServer   ? "serverAuth"
+                      : use == Use::kClient ? "clientAuth"
+                                            : "serverAuth,clientAuth";
   const std::string ext =
       absl::StrCat("basicConstraints=CA:FALSE\n",
-                   use == Use::kServer ? "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
-                                       : absl::StrCat("subjectAltName=", san, "\n"),
-                   "extendedKeyUsage=", use == Use::kServer ? "serverAuth" : "clientAuth", "\n");
+                   serves ? "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+                          : absl::StrCat("subjectAltName=", san, "\n"),
+                   "extendedKeyUsage=", usage, "\n");
   if (!WriteText(base + ".ext", ext)) return absl::InternalError("cannot write " + base + ".ext");
   // `openssl ca` is the tool that takes explicit start and end dates (x509 -req only -days), so
   // every certificate goes through a minimal CA configuration of its own.

@@ -23,10 +23,11 @@ class TestPki {
   // A self-signed CA: NAME.ca.pem / NAME.ca.key. `name` is a file-name-safe word.
   absl::StatusOr<CertFiles> MakeCa(const std::string& name);
 
-  enum class Use { kServer, kClient };
+  enum class Use { kServer, kClient, kPeer };
   // A certificate NAME.pem / NAME.key signed by `ca`. kServer: SAN DNS:localhost, IP:127.0.0.1,
   // extendedKeyUsage serverAuth; kClient: SAN `san` (e.g. "URI:spiffe://t/a" or "DNS:client-a"),
-  // clientAuth. `expired`: valid from 2020-01-01 to 2020-01-02 only.
+  // clientAuth; kPeer: kServer's SAN, serverAuth and clientAuth (a server that also calls its
+  // peers, as etcd members do). `expired`: valid from 2020-01-01 to 2020-01-02 only.
   absl::StatusOr<CertFiles> Issue(const CertFiles& ca, const std::string& name, Use use,
                                   const std::string& san = "", bool expired = false);
 
