@@ -295,7 +295,9 @@ class Bench {
     return gdrctl::RunBench(client_, o);
   }
 
-  // (a) 64 MiB Write/Read over the Stream RPC at each qd vs raw loopback TCP of the same bytes.
+  // (a) 64 MiB Write/Read over the Stream RPC at each qd vs raw loopback TCP of the same bytes
+  // over as many connections as the client had links at the end of that measurement (a lone
+  // client grows up to --tcp-max-links-per-target), and, for reference, over one connection.
   absl::Status Bandwidth(std::vector<Row>* rows) {
     const uint32_t max_qd = *std::max_element(s_.bw_qds.begin(), s_.bw_qds.end());
     GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdrstore::Buffer> buffer,
@@ -305,29 +307,54 @@ class Bench {
     if (src.data() == nullptr || dst.data() == nullptr) {
       return absl::ResourceExhaustedError("cannot allocate the raw TCP baseline buffers");
     }
+    gdrbench::StreamBuffers streams;
     const std::string size = gdr::FormatSize(s_.bw_size);
     for (gdrstore::OpKind kind : {gdrstore::OpKind::kWrite, gdrstore::OpKind::kRead}) {
       const char* verb = kind == gdrstore::OpKind::kWrite ? "Write" : "Read";
       for (uint32_t qd : s_.bw_qds) {
-        Row row;
+        Row row, one;
         row.name = absl::StrCat("tcp ", verb, " ", size, " stream qd", qd);
         row.unit = "GB/s";
-        row.baseline = absl::StrCat("raw loopback TCP, ", size, " writes");
         row.aim = ">= 0.85";
         row.aim_ratio = 0.85;
+        one.name = row.name;
+        one.unit = "GB/s";
+        one.baseline = "raw loopback TCP, 1 stream only";
+        one.aim = "info";
+        one.informational = true;
+        std::vector<uint32_t> links;  // the client's, after each measured repeat
         Progress(row.name);
         for (int r = -s_.warmup; r < s_.repeats; ++r) {
-          GDR_ASSIGN_OR_RETURN(double raw, gdrbench::RawTcpStream(s_.bw_size, s_.bw_ops, src, dst));
           GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult res,
                                Ops(kind, s_.bw_size, 0, s_.bw_ops, qd, false, buffer.get()));
+          const uint32_t l = gdrbench::BaselineStreams({client_.transport_info().target.links});
+          GDR_ASSIGN_OR_RETURN(gdrbench::StreamsResult raw,
+                               gdrbench::RawTcpStreams(
+                                   gdrbench::PlanStreams(s_.bw_size * s_.bw_ops, l, s_.bw_size),
+                                   &streams));
+          GDR_ASSIGN_OR_RETURN(double raw1,
+                               gdrbench::RawTcpStream(s_.bw_size, s_.bw_ops, src, dst));
           if (r < 0) continue;
-          row.base.push_back(raw);
+          links.push_back(l);
+          row.base.push_back(raw.gbps);
           row.product.push_back(res.gbps);
+          one.base.push_back(raw1);
+          one.product.push_back(res.gbps);
         }
+        row.baseline = absl::StrCat("raw loopback TCP, ", StreamsText(links));
         rows->push_back(std::move(row));
+        rows->push_back(std::move(one));
       }
     }
     return absl::OkStatus();
+  }
+
+  // "16 streams", or "4-16 streams" when the client's links differed between repeats.
+  static std::string StreamsText(const std::vector<uint32_t>& links) {
+    const auto [lo, hi] = std::minmax_element(links.begin(), links.end());
+    if (lo == links.end()) return "no streams";
+    if (*lo == *hi) return absl::StrCat(*lo, *lo == 1 ? " stream" : " streams");
+    return absl::StrCat(*lo, "-", *hi, " streams");
   }
 
   // (b) 4 KiB unary Write at qd 1, p50, vs an empty Ping RPC p50 on the same daemon.

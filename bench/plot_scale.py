@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Plots gdr_bench's scale group: aggregate GB/s against client processes, the product beside
-N raw loopback TCP streams, one panel per direction (Write: store -> clients, Read: clients ->
-store).
+raw loopback TCP with a stream per tcp link the clients had, one panel per direction (Write:
+store -> clients, Read: clients -> store).
 
 usage: plot_scale.py DATA.json OUT.png
 
@@ -43,7 +43,7 @@ def main(argv):
         clients = [r["clients"] for r in rows]
         ax.plot(clients, [r["gbps"] for r in rows], "o-", label="gdrstored tcp")
         ax.plot(clients, [r["baseline_gbps"] for r in rows], "s--",
-                label="raw loopback TCP, N streams")
+                label="raw loopback TCP, a stream per client link")
         if clients:
             ax.set_xscale("log", base=2)
             ax.set_xticks(clients)

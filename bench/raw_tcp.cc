@@ -81,17 +81,44 @@ absl::StatusOr<double> RawTcpStream(uint64_t size, uint64_t ops, const TouchedMe
   return static_cast<double>(size * ops) / seconds / 1e9;
 }
 
+uint32_t BaselineStreams(const std::vector<uint32_t>& links) {
+  uint64_t sum = 0;
+  for (uint32_t l : links) sum += std::max<uint32_t>(l, 1);
+  return static_cast<uint32_t>(std::clamp<uint64_t>(sum, 1, UINT32_MAX));
+}
+
+StreamPlan PlanStreams(uint64_t total_bytes, uint32_t streams, uint64_t op_size) {
+  StreamPlan p;
+  p.streams = std::max<uint32_t>(streams, 1);
+  p.write_bytes = std::clamp<uint64_t>(op_size, 1, kProductChunk);
+  const uint64_t share = (std::max<uint64_t>(total_bytes, 1) + p.streams - 1) / p.streams;
+  p.writes = (share + p.write_bytes - 1) / p.write_bytes;
+  return p;
+}
+
 absl::StatusOr<StreamBuffers> StreamBuffers::Create(size_t pairs, uint64_t size) {
   StreamBuffers b;
-  for (size_t i = 0; i < pairs; ++i) {
-    b.src.push_back(std::make_unique<TouchedMemory>(size));
-    b.dst.push_back(std::make_unique<TouchedMemory>(size));
-    if (b.src.back()->data() == nullptr || b.dst.back()->data() == nullptr) {
+  GDR_RETURN_IF_ERROR(b.Reserve(pairs, size));
+  return b;
+}
+
+absl::Status StreamBuffers::Reserve(size_t pairs, uint64_t size) {
+  if (!src.empty() && src[0]->size() < size) {
+    src.clear();
+    dst.clear();
+  }
+  while (src.size() < pairs) {
+    src.push_back(std::make_unique<TouchedMemory>(size));
+    dst.push_back(std::make_unique<TouchedMemory>(size));
+    if (src.back()->data() == nullptr || dst.back()->data() == nullptr) {
+      const size_t i = src.size() - 1;
+      src.pop_back();
+      dst.pop_back();
       return absl::ResourceExhaustedError(
           absl::StrCat("cannot map 2 x ", size, " bytes for raw TCP stream ", i));
     }
   }
-  return b;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<StreamsResult> RawTcpStreams(size_t pairs, uint64_t size, uint64_t ops,
@@ -152,6 +179,11 @@ absl::StatusOr<StreamsResult> RawTcpStreams(size_t pairs, uint64_t size, uint64_
   r.seconds = static_cast<double>(last - first) / 1e9;
   r.gbps = r.seconds > 0 ? static_cast<double>(r.bytes) / r.seconds / 1e9 : 0;
   return r;
+}
+
+absl::StatusOr<StreamsResult> RawTcpStreams(const StreamPlan& plan, StreamBuffers* buffers) {
+  GDR_RETURN_IF_ERROR(buffers->Reserve(plan.streams, plan.write_bytes));
+  return RawTcpStreams(plan.streams, plan.write_bytes, plan.writes, *buffers);
 }
 
 }  // namespace gdrbench

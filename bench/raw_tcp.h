@@ -14,6 +14,9 @@ namespace gdrbench {
 
 // The product's socket buffer size on both ends of a tcp link (TcpLinkOptions, TcpTarget).
 inline constexpr int kProductSocketBuffer = 4 << 20;
+// The largest frame a tcp link sends: the daemon cuts ops into chunks of this (its default
+// TcpInitiatorOptions::chunk_bytes), each on one link.
+inline constexpr uint64_t kProductChunk = 1 << 20;
 
 // Page-aligned anonymous memory with every page touched, so no measurement pays first faults.
 // data() is null when the mapping failed.
@@ -42,8 +45,29 @@ absl::StatusOr<double> RawTcpStream(uint64_t size, uint64_t ops, const TouchedMe
 struct StreamBuffers {
   // Fails with RESOURCE_EXHAUSTED when memory cannot be had.
   static absl::StatusOr<StreamBuffers> Create(size_t pairs, uint64_t size);
+  // At least `pairs` pairs of at least `size` bytes: adds the missing pairs (replacing all of
+  // them when `size` outgrows them). RESOURCE_EXHAUSTED when memory cannot be had.
+  absl::Status Reserve(size_t pairs, uint64_t size);
   std::vector<std::unique_ptr<TouchedMemory>> src, dst;
 };
+
+// A raw-TCP baseline at the product's parallelism: the product's bytes spread over as many
+// connections as the product had links, each sending `writes` buffers of `write_bytes`.
+struct StreamPlan {
+  uint32_t streams = 1;
+  uint64_t write_bytes = 0;  // a link's frame: the op size, at most kProductChunk
+  uint64_t writes = 0;       // per stream; streams x writes x write_bytes >= the product's bytes
+  uint64_t bytes() const { return uint64_t{streams} * writes * write_bytes; }
+};
+
+// The streams a baseline runs for clients that ended a measurement with `links` tcp links
+// each (TransportInfo::target.links): their sum, a client with none counted as one (it moved
+// its bytes over some link), so there is always at least one stream per client and one in all.
+uint32_t BaselineStreams(const std::vector<uint32_t>& links);
+
+// `total_bytes` (> 0) over `streams` (> 0) connections in writes of min(op_size, kProductChunk)
+// (op_size > 0), each connection carrying an equal share rounded up to whole writes.
+StreamPlan PlanStreams(uint64_t total_bytes, uint32_t streams, uint64_t op_size);
 
 struct StreamsResult {
   uint64_t bytes = 0;
@@ -56,5 +80,8 @@ struct StreamsResult {
 // not timed). Aggregated the way the scale group aggregates client processes.
 absl::StatusOr<StreamsResult> RawTcpStreams(size_t pairs, uint64_t size, uint64_t ops,
                                             const StreamBuffers& buffers);
+
+// RawTcpStreams as `plan` says, reserving the buffers it needs in `buffers` first (not timed).
+absl::StatusOr<StreamsResult> RawTcpStreams(const StreamPlan& plan, StreamBuffers* buffers);
 
 }  // namespace gdrbench

@@ -1,7 +1,8 @@
 // gdr_bench's scale group (`--only scale`): N client processes against one daemon, each with
-// its own store extents, for N = 1, 2, 4, ... up to nproc; Write and Read aggregates beside N
-// raw loopback TCP stream pairs measured in the same run, scaling efficiency, small ops, many
-// clients against the default link pool, and (with --gpu) clients writing into GPU memory.
+// its own store extents, for N = 1, 2, 4, ... up to nproc; Write and Read aggregates beside raw
+// loopback TCP with as many streams as the N clients had links, measured in the same run, each
+// N's share of it against one client's, small ops, many clients against the default link pool,
+// and (with --gpu) clients writing into GPU memory.
 #pragma once
 
 #include <chrono>

@@ -100,7 +100,7 @@ std::string FormatReport(const ClientReport& r) {
       return absl::StrCat("ready ", r.index, " ", r.pid, "\n");
     case ClientReport::Kind::kDone:
       return absl::StrCat("done ", r.index, " ", r.pid, " ", r.bytes, " ", r.ops, " ", r.start_ns,
-                          " ", r.end_ns, "\n");
+                          " ", r.end_ns, " ", r.links, "\n");
     case ClientReport::Kind::kFailed: {
       std::string msg = r.message.substr(0, kMaxMessage);
       for (char& c : msg)
@@ -132,9 +132,10 @@ absl::StatusOr<ClientReport> ParseReport(absl::string_view line) {
     return r;
   }
   std::vector<absl::string_view> n = absl::StrSplit(line, ' ');
-  if (f[0] == "done" && n.size() == 7) {
+  if (f[0] == "done" && n.size() == 8) {
     if (!absl::SimpleAtoi(n[3], &r.bytes) || !absl::SimpleAtoi(n[4], &r.ops) ||
-        !absl::SimpleAtoi(n[5], &r.start_ns) || !absl::SimpleAtoi(n[6], &r.end_ns)) {
+        !absl::SimpleAtoi(n[5], &r.start_ns) || !absl::SimpleAtoi(n[6], &r.end_ns) ||
+        !absl::SimpleAtoi(n[7], &r.links)) {
       return bad();
     }
     r.kind = ClientReport::Kind::kDone;
@@ -202,6 +203,8 @@ int RunScaleClient(int argc, char** argv) {
   absl::StatusOr<gdrctl::BenchResult> r = gdrctl::RunBench(**client, b);
   const int64_t end = MonotonicNs();
   if (!r.ok()) return ReportFailure(a.index, r.status());
+  // Read at once: links past the client's share close a few seconds after they go idle.
+  const uint32_t links = (*client)->transport_info().target.links;
   ClientReport done;
   done.kind = ClientReport::Kind::kDone;
   done.index = a.index;
@@ -210,6 +213,7 @@ int RunScaleClient(int argc, char** argv) {
   done.ops = r->ops;
   done.start_ns = start;
   done.end_ns = end;
+  done.links = links;
   Report(done);
   return 0;
 }

@@ -1,8 +1,9 @@
 // One client process of gdr_bench's scale group: gdr_bench re-executed in a hidden mode
 // (`gdr_bench --scale-client --key=value...`). It connects to the daemon over tcp, allocates
 // and pre-faults its buffer, says "ready" on the report pipe, waits for the parent's start byte
-// (so start-up is never timed), runs gdrctl::RunBench and reports one line: bytes, ops and its
-// CLOCK_MONOTONIC start and end. Also the line format both sides of that pipe speak.
+// (so start-up is never timed), runs gdrctl::RunBench and reports one line: bytes, ops, its
+// CLOCK_MONOTONIC start and end and the tcp links it had by then. Also the line format both
+// sides of that pipe speak.
 #pragma once
 
 #include <sys/types.h>
@@ -51,11 +52,12 @@ struct ClientReport {
   // kDone
   uint64_t bytes = 0, ops = 0;
   int64_t start_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC around the op loop
+  uint32_t links = 0;  // the daemon's tcp links to this client when its ops had finished
   // kFailed: the status code's name (e.g. RESOURCE_EXHAUSTED) and its message
   std::string code, message;
 };
 
-// "ready I PID\n", "done I PID BYTES OPS START END\n", "failed I PID CODE MESSAGE\n".
+// "ready I PID\n", "done I PID BYTES OPS START END LINKS\n", "failed I PID CODE MESSAGE\n".
 std::string FormatReport(const ClientReport& r);
 // One line without its newline. INVALID_ARGUMENT when it is none of the three forms.
 absl::StatusOr<ClientReport> ParseReport(absl::string_view line);

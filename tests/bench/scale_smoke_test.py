@@ -1,8 +1,10 @@
 """A short `gdr_bench --only scale` run against the real gdrstored (tiny sizes, 1 and 2 client
 processes, no many-client lines, 1 repeat): the JSON has a bulk line per direction and client
-count and a small-op line per client count, with numbers in them; the plot is made where
-matplotlib is installed, and otherwise the run says so and leaves the data beside it. Then a
-run whose clients fail (a one-link pool cannot serve two clients): exit 1 naming the failure.
+count and a small-op line per client count, with numbers in them, each bulk line beside raw TCP
+with a stream per tcp link its clients had and its share of that against one client's; the plot
+is made where matplotlib is installed, and otherwise the run says so and leaves the data beside
+it. Then a run whose clients fail (a one-link pool cannot serve two clients): exit 1 naming the
+failure.
 
 After each run no process gdr_bench started may be left: this test makes itself the child
 subreaper, so anything gdr_bench left behind would be re-parented here and show up.
@@ -88,9 +90,14 @@ with tempfile.TemporaryDirectory(prefix="gdr-scale.") as tmp:
         check(len(r["gbps_samples"]) == 1 and len(r["baseline_samples"]) == 1,
               f"{key}: one sample each")
         check(abs(r["ratio"] - r["gbps"] / r["baseline_gbps"]) < 1e-3, f"{key}: ratio")
+        # The baseline runs a stream per tcp link the clients had: at least one per client.
+        check(r.get("baseline_streams", 0) >= key[1]
+              and len(r.get("baseline_streams_samples", [])) == 1,
+              f"{key}: baseline streams {r.get('baseline_streams')} for {key[1]} clients")
         if key[1] == 1:
             check(r["efficiency"] == 1 and r["baseline_efficiency"] == 1,
                   f"{key}: efficiency of 1 client is 1")
+            check(r.get("scaling") == 1, f"{key}: scaling of 1 client is 1")
         else:
             one = bulk[(key[0], 1)]
             want = r["gbps"] / (2 * one["gbps"])
@@ -99,6 +106,11 @@ with tempfile.TemporaryDirectory(prefix="gdr-scale.") as tmp:
             # 0.05 GB/s make that rounding alone move `want` by ~1e-3.
             slack = 1e-3 + want * (0.00006 / r["gbps"] + 0.00006 / one["gbps"])
             check(abs(r["efficiency"] - want) < slack, f"{key}: efficiency = agg(2) / 2 agg(1)")
+            # Rounded ratios as above: a stalled sample can make a ratio small.
+            want = r["ratio"] / one["ratio"]
+            slack = 1e-3 + want * (0.00006 / r["ratio"] + 0.00006 / one["ratio"])
+            check(abs(r.get("scaling", -1) - want) < slack,
+                  f"{key}: scaling {r.get('scaling')} = ratio(2) / ratio(1) = {want}")
     small = {r["clients"]: r for r in scale.get("small", [])}
     check(sorted(small) == [1, 2], f"small-op lines: {sorted(small)}")
     check(all(r["ops_per_sec"] > 0 for r in small.values()), "small-op ops/s")
@@ -106,7 +118,10 @@ with tempfile.TemporaryDirectory(prefix="gdr-scale.") as tmp:
     check(scale.get("gpu") is None, "no GPU line without --gpu")
     aims = [a["name"] for a in scale.get("aims", [])]
     check(any(a.startswith("Write / Read") for a in aims), f"aims: {aims}")
-    check(any(a.startswith("scaling 1 -> 2 clients") for a in aims), f"aims: {aims}")
+    check(any(a.startswith("scaling 1 -> 2 clients") and a.endswith("vs raw TCP")
+              for a in aims), f"aims: {aims}")
+    write2 = bulk.get(("write", 2), {}).get("baseline_streams", -1)
+    check(f"Write 2 clients / raw TCP, {write2:.0f} streams" in aims, f"aims: {aims}")
 
     data = f"{tmp}/plot.json"
     check(os.path.exists(data), "the plot's data is written beside it")
