@@ -176,7 +176,46 @@ std::string Agent::StatusLine() const {
 
 void Agent::Housekeeping() {
   SetThreadName("gdragent-house");
-  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) sessions_->Sweep();
+  while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    sessions_->Sweep();
+    upstream_->Sweep();
+  }
+}
+
+void Agent::ReloadCredentials(const std::string& why) {
+  absl::MutexLock lock(&reload_mu_);
+  // The flags as at start: the token file read and checked by the same function.
+  absl::StatusOr<gdrstore::ClientOptions> options = gdrstore::ClientOptionsFromFlags(
+      config_.upstream_flags, "", gdrstore::FlagEnvironment::kIgnore);
+  absl::Status st = options.status();
+  if (st.ok()) st = upstream_->Reconnect(*options);
+  if (!st.ok()) {
+    GDR_LOG(kError) << why << ": credentials not reloaded, the running ones kept: "
+                    << st.message();
+    return;
+  }
+  GDR_LOG(kInfo) << why << ": credentials reloaded; new ops go over new connections ("
+                 << upstream_->Path() << ")";
+}
+
+std::unique_ptr<FileWatcher> Agent::WatchCredentials() {
+  const gdrstore::ConnectionFlags& f = config_.upstream_flags;
+  std::vector<std::string> paths = {f.token_file, f.tls_ca, f.tls_cert, f.tls_key,
+                                    config_.cluster_tls_ca, config_.cluster_tls_cert,
+                                    config_.cluster_tls_key};
+  if (std::all_of(paths.begin(), paths.end(), [](const std::string& p) { return p.empty(); })) {
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<FileWatcher>> w =
+      FileWatcher::Start(paths, [this](const std::vector<std::string>& changed) {
+        ReloadCredentials(absl::StrCat(absl::StrJoin(changed, ", "), " changed"));
+      });
+  if (!w.ok()) {
+    GDR_LOG(kWarning) << "token and TLS files not watched (re-read on SIGHUP only): "
+                      << w.status().message();
+    return nullptr;
+  }
+  return *std::move(w);
 }
 
 int Agent::ServeUntilSignalled(const sigset_t& signals) {
@@ -188,8 +227,12 @@ int Agent::ServeUntilSignalled(const sigset_t& signals) {
   ServiceLoop loop;
   loop.notifier = notifier_.get();
   loop.status_line = [this] { return StatusLine(); };
-  loop.no_reload = "SIGHUP: nothing to reload (restart the agent to change its settings)";
+  // Kubernetes updates a mounted Secret without a signal: a change of the token or TLS files
+  // reloads them as SIGHUP does. The other settings need a restart.
+  loop.reload = [this] { ReloadCredentials("SIGHUP"); };
+  std::unique_ptr<FileWatcher> watcher = WatchCredentials();
   const int sig = ServeUntilStopSignal(loop, &monitor, signals);
+  watcher.reset();
   GDR_LOG(kInfo) << SignalName(sig) << ": draining (" << service_->inflight_ops()
                  << " ops in flight, up to " << absl::FormatDuration(config_.drain_timeout) << ")";
   if (!Drain()) {

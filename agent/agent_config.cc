@@ -185,8 +185,10 @@ absl::Status FinishTargets(const UpstreamFlags& f, AgentConfig* cfg) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<gdrstore::ClientOptions> FinishUpstream(const UpstreamFlags& f) {
-  gdrstore::ConnectionFlags flags = f;
+absl::StatusOr<gdrstore::ClientOptions> FinishUpstream(const UpstreamFlags& f,
+                                                       gdrstore::ConnectionFlags* kept) {
+  gdrstore::ConnectionFlags& flags = *kept;
+  flags = f;
   absl::StatusOr<uint64_t> slice = ParseSize(f.slice_size);
   if (!slice.ok() || *slice == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -301,7 +303,7 @@ absl::StatusOr<AgentConfig> ParseAgentConfig(int argc, char** argv) {
   }
   cfg.log_level = *level;
   GDR_RETURN_IF_ERROR(FinishTargets(upstream, &cfg));
-  GDR_ASSIGN_OR_RETURN(cfg.upstream, FinishUpstream(upstream));
+  GDR_ASSIGN_OR_RETURN(cfg.upstream, FinishUpstream(upstream, &cfg.upstream_flags));
   return cfg;
 }
 

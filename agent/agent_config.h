@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/base/log.h"
+#include "gdrstore/client_environment.h"
 #include "gdrstore/types.h"
 
 namespace gdr::agent {
@@ -49,6 +50,9 @@ struct AgentConfig {
   // How the agent reaches them (transport, TLS, token, RDMA devices, rpc_timeout: each op's
   // deadline when its caller gave none); daemon_address is set per daemon.
   gdrstore::ClientOptions upstream;
+  // The flags `upstream` was made from: turned into options again (its token file read, its
+  // TLS files checked as they were at start) when one of those files changes.
+  gdrstore::ConnectionFlags upstream_flags;
   // Long-lived Stream calls to each daemon that carry the clients' ops.
   uint32_t upstream_streams = 4;
   // A cluster's ops block until every piece is answered: this many run at once.

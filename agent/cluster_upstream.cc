@@ -185,6 +185,12 @@ void ClusterUpstream::GetInfo(const v1::GetInfoRequest& request,
       }});
 }
 
+absl::Status ClusterUpstream::Reconnect(const gdrstore::ClientOptions&) {
+  return absl::FailedPreconditionError(
+      "a cluster's connections and etcd's TLS are made at start only: restart the agent to "
+      "use new credentials");
+}
+
 std::string ClusterUpstream::Path() const {
   return absl::StrCat("agent -> cluster ", cluster_->source(), " over ",
                       gdrstore::TransportName(options_.client.transport));

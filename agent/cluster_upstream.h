@@ -39,6 +39,8 @@ class ClusterUpstream final : public Upstreams {
                std::chrono::system_clock::time_point deadline, InfoDone done) override;
   std::string Path() const override;
   uint64_t live_registrations() const override { return live_->load(); }
+  // FAILED_PRECONDITION: a cluster's connections are made at start only (restart the agent).
+  absl::Status Reconnect(const gdrstore::ClientOptions& options) override;
 
  private:
   struct Memory;

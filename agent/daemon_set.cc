@@ -28,12 +28,22 @@ std::string DaemonPrefix(const Upstream& u) { return absl::StrCat("daemon ", u.a
 
 }  // namespace
 
+// A region as one Upstream registered it. The Upstream is held so that it stays open while
+// its buffer lives (declared first: it goes after the buffer).
+struct DaemonSet::Registration {
+  std::shared_ptr<Upstream> upstream;
+  std::unique_ptr<gdrstore::Buffer> buffer;
+};
+
 struct DaemonSet::Memory final : UpstreamMemory {
   // Outlives this: MappedRegion drops the registration before the region.
   const handoff::ImportedRegion* region = nullptr;
-  // By daemon index; null until registered there (a daemon found after the region came).
   mutable absl::Mutex mu;
-  mutable std::vector<std::unique_ptr<gdrstore::Buffer>> buffers ABSL_GUARDED_BY(mu);
+  // By daemon index; null until registered there (a daemon found after the region came), and
+  // replaced at the next op once the daemon's Upstream was (Reconnect). Each op holds its own.
+  mutable std::vector<std::shared_ptr<Registration>> regs ABSL_GUARDED_BY(mu);
+  // Replaced ones some op may still run on; dropped once none holds them.
+  mutable std::vector<std::shared_ptr<Registration>> replaced ABSL_GUARDED_BY(mu);
 };
 
 struct DaemonSet::Gathered {
@@ -45,8 +55,12 @@ struct DaemonSet::Gathered {
 
 DaemonSet::DaemonSet(const gdrstore::ClientOptions& options, uint32_t streams,
                      std::optional<Service> service)
-    : options_(options), streams_(streams), service_(std::move(service)) {
-  slots_.resize(kMaxDaemons);
+    : streams_(streams), service_(std::move(service)) {
+  {
+    absl::MutexLock lock(&slots_mu_);
+    options_ = options;
+    slots_.resize(kMaxDaemons);
+  }
   absl::MutexLock lock(&mu_);
   serves_.resize(kMaxDaemons);
   last_error_.resize(kMaxDaemons);
@@ -69,6 +83,7 @@ absl::StatusOr<std::unique_ptr<DaemonSet>> DaemonSet::Connect(
         absl::StrCat(daemons.size(), " daemons named; an agent serves at most ", kMaxDaemons));
   }
   std::unique_ptr<DaemonSet> set(new DaemonSet(options, streams, std::nullopt));
+  absl::MutexLock change(&set->change_mu_);
   for (const std::string& address : daemons) {
     if (absl::Status st = set->Add(address); !st.ok()) return st;
   }
@@ -101,13 +116,61 @@ absl::Status DaemonSet::Add(const std::string& address) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "daemon ", address, " left out: an agent serves at most ", kMaxDaemons, " daemons"));
   }
-  gdrstore::ClientOptions o = options_;
+  gdrstore::ClientOptions o;
+  {
+    absl::ReaderMutexLock lock(&slots_mu_);
+    o = options_;
+  }
   o.daemon_address = address;
   absl::StatusOr<std::unique_ptr<Upstream>> u = Upstream::Connect(o, streams_);
   if (!u.ok()) return u.status();
+  absl::MutexLock lock(&slots_mu_);
   slots_[n] = *std::move(u);
   count_.store(n + 1, std::memory_order_release);
   return absl::OkStatus();
+}
+
+std::shared_ptr<Upstream> DaemonSet::At(size_t i) const {
+  absl::ReaderMutexLock lock(&slots_mu_);
+  return slots_[i];
+}
+
+absl::Status DaemonSet::Reconnect(const gdrstore::ClientOptions& options) {
+  absl::MutexLock change(&change_mu_);
+  // Every daemon, retired ones too (one may come back): connected before any is replaced, so
+  // a file that does not pass leaves all of them as they were.
+  std::vector<std::shared_ptr<Upstream>> fresh;
+  for (size_t i = 0; i < Count(); ++i) {
+    gdrstore::ClientOptions o = options;
+    o.daemon_address = At(i)->address();
+    absl::StatusOr<std::unique_ptr<Upstream>> u = Upstream::Connect(o, streams_);
+    if (!u.ok()) return u.status();
+    fresh.push_back(*std::move(u));
+  }
+  absl::MutexLock lock(&slots_mu_);
+  options_ = options;
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    replaced_.push_back(std::move(slots_[i]));
+    slots_[i] = std::move(fresh[i]);
+  }
+  return absl::OkStatus();
+}
+
+void DaemonSet::Sweep() {
+  std::vector<std::shared_ptr<Upstream>> idle;
+  {
+    absl::MutexLock lock(&slots_mu_);
+    // Held here alone: no op, GetInfo or region has it, and none can take it again (it is in
+    // no slot).
+    for (std::shared_ptr<Upstream>& u : replaced_) {
+      if (u.use_count() == 1) idle.push_back(std::move(u));
+    }
+    std::erase(replaced_, nullptr);
+  }
+  for (const std::shared_ptr<Upstream>& u : idle) {
+    GDR_LOG(kInfo) << "gdragent: the connection to daemon " << u->address()
+                   << " that new credentials replaced is closed";
+  }
 }
 
 void DaemonSet::ResolveLoop() {
@@ -116,6 +179,7 @@ void DaemonSet::ResolveLoop() {
 }
 
 void DaemonSet::Resolve() {
+  absl::MutexLock change(&change_mu_);
   absl::StatusOr<std::vector<SocketAddress>> found = ResolveTcp(service_->host, service_->port);
   if (!found.ok()) {
     // The daemons it had are kept: a name that stops resolving for a while (no pod ready, a
@@ -135,7 +199,7 @@ void DaemonSet::Resolve() {
   bool added = false;
   for (const std::string& address : now) {
     bool known = false;
-    for (size_t i = 0; i < Count(); ++i) known = known || slots_[i]->address() == address;
+    for (size_t i = 0; i < Count(); ++i) known = known || At(i)->address() == address;
     if (known) continue;
     if (absl::Status st = Add(address); !st.ok()) {
       GDR_LOG_EVERY_N_SEC(kWarning, 60) << "gdragent: --daemon-service " << service_->name
@@ -150,11 +214,11 @@ void DaemonSet::Resolve() {
   absl::MutexLock lock(&mu_);
   resolve_error_ = failed;
   for (size_t i = 0; i < Count(); ++i) {
-    const bool gone = now.count(slots_[i]->address()) == 0;
+    const std::string address = At(i)->address();
+    const bool gone = now.count(address) == 0;
     if (gone != retired_[i]) {
       GDR_LOG(kInfo) << "gdragent: --daemon-service " << service_->name << ": daemon "
-                     << slots_[i]->address() << (gone ? " retired (no longer resolved)"
-                                                      : " resolved again");
+                     << address << (gone ? " retired (no longer resolved)" : " resolved again");
       retired_[i] = gone;
       serves_[i].clear();
       learned_ = absl::InfinitePast();  // the next op on an unknown volume asks at once
@@ -182,17 +246,18 @@ absl::StatusOr<std::unique_ptr<UpstreamMemory>> DaemonSet::Register(
     retired = retired_;
   }
   absl::MutexLock lock(&memory->mu);
-  memory->buffers.resize(kMaxDaemons);
+  memory->regs.resize(kMaxDaemons);
   for (size_t i = 0; i < Count(); ++i) {
     if (retired[i]) continue;  // registered at its first op should it come back
-    absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> b = slots_[i]->Register(region);
-    if (!b.ok()) return Prefixed(DaemonPrefix(*slots_[i]), b.status());
-    memory->buffers[i] = *std::move(b);
+    std::shared_ptr<Upstream> u = At(i);
+    absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> b = u->Register(region);
+    if (!b.ok()) return Prefixed(DaemonPrefix(*u), b.status());
+    memory->regs[i] = std::make_shared<Registration>(Registration{u, *std::move(b)});
   }
   return memory;
 }
 
-uint32_t DaemonSet::PickLane() { return Count() == 0 ? 0 : slots_[0]->PickLane(); }
+uint32_t DaemonSet::PickLane() { return Count() == 0 ? 0 : At(0)->PickLane(); }
 
 void DaemonSet::Submit(const ForwardedOp& op, uint32_t lane, Done done) {
   if (!service_ && Count() == 1) {
@@ -252,7 +317,7 @@ void DaemonSet::Route(const ForwardedOp& op, uint32_t lane, Done done, bool may_
     return;
   }
   std::vector<std::string> names;
-  for (size_t i : hits) names.push_back(slots_[i]->address());
+  for (size_t i : hits) names.push_back(At(i)->address());
   done(absl::FailedPreconditionError(absl::StrCat(
       "volume '", op.extent.volume, "' is served by daemons ", absl::StrJoin(names, " and "),
       ": an agent sends a volume to one daemon (name them apart, or join the daemons as a "
@@ -260,29 +325,39 @@ void DaemonSet::Route(const ForwardedOp& op, uint32_t lane, Done done, bool may_
 }
 
 void DaemonSet::Forward(size_t index, const ForwardedOp& op, uint32_t lane, Done done) {
-  Upstream& u = *slots_[index];
-  UpstreamOp up;
-  up.kind = op.kind;
-  up.extent = op.extent;
+  std::shared_ptr<Upstream> u = At(index);
+  std::shared_ptr<Registration> reg;
   {
     const Memory& m = *static_cast<const Memory*>(op.memory);
     absl::MutexLock lock(&m.mu);
-    if (m.buffers[index] == nullptr) {
-      // A daemon found after the region was registered: registered with it now, once.
-      absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> b = u.Register(*m.region);
+    std::shared_ptr<Registration>& slot = m.regs[index];
+    if (slot == nullptr || slot->upstream != u) {
+      // A daemon found after the region was registered, or reconnected since (new
+      // credentials): registered with its Upstream now, once.
+      absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> b = u->Register(*m.region);
       if (!b.ok()) {
-        done(Prefixed(DaemonPrefix(u), b.status()));
+        done(Prefixed(DaemonPrefix(*u), b.status()));
         return;
       }
-      m.buffers[index] = *std::move(b);
+      if (slot != nullptr) m.replaced.push_back(std::move(slot));
+      slot = std::make_shared<Registration>(Registration{u, *std::move(b)});
     }
-    up.buffer = m.buffers[index].get();
+    // No op holds these any more: their buffers have nothing to wait for.
+    std::erase_if(m.replaced,
+                  [](const std::shared_ptr<Registration>& r) { return r.use_count() == 1; });
+    reg = slot;
   }
+  UpstreamOp up;
+  up.kind = op.kind;
+  up.extent = op.extent;
+  up.buffer = reg->buffer.get();
   up.offset = op.offset;
   up.crc32c = op.crc32c;
   up.deadline = op.deadline;
-  u.Submit(up, lane, [&u, done = std::move(done)](absl::StatusOr<gdrstore::OpResult> r) {
-    if (!r.ok()) r = Prefixed(DaemonPrefix(u), r.status());
+  Upstream& to = *u;
+  to.Submit(up, lane, [reg = std::move(reg), u = std::move(u),
+                       done = std::move(done)](absl::StatusOr<gdrstore::OpResult> r) {
+    if (!r.ok()) r = Prefixed(DaemonPrefix(*u), r.status());
     done(std::move(r));
   });
 }
@@ -307,7 +382,9 @@ void DaemonSet::Gather(std::function<void(Upstream&, Upstream::InfoDone)> ask,
     return;
   }
   for (size_t i : asked) {
-    ask(*slots_[i], [g, i](absl::StatusOr<v1::GetInfoResponse> r) {
+    // The callback holds the Upstream: a Reconnect meanwhile does not close it under the call.
+    std::shared_ptr<Upstream> u = At(i);
+    ask(*u, [g, i, u](absl::StatusOr<v1::GetInfoResponse> r) {
       {
         absl::MutexLock lock(&g->mu);
         g->answers[i] = std::move(r);
@@ -350,7 +427,7 @@ std::string DaemonSet::KnownLocked() const {
   std::vector<std::string> parts;
   for (size_t i = 0; i < Count(); ++i) {
     if (retired_[i]) continue;
-    std::string line = absl::StrCat(slots_[i]->address(), " serves ");
+    std::string line = absl::StrCat(At(i)->address(), " serves ");
     absl::StrAppend(&line, serves_[i].empty() ? "nothing known" : NamesInBrief(serves_[i]));
     if (!last_error_[i].empty()) absl::StrAppend(&line, " (unreachable: ", last_error_[i], ")");
     parts.push_back(std::move(line));
@@ -384,7 +461,8 @@ void DaemonSet::JoinPages(const v1::GetInfoRequest& request, Answers answers,
   for (size_t i = 0; i < answers.size(); ++i) {
     if (!answers[i].has_value()) continue;  // retired
     ++asked;
-    const Upstream& u = *slots_[i];
+    const std::shared_ptr<Upstream> up = At(i);
+    const Upstream& u = *up;
     absl::StatusOr<v1::GetInfoResponse>& answer = *answers[i];
     if (!answer.ok()) {
       only = &answer.status();
@@ -432,7 +510,7 @@ void DaemonSet::JoinPages(const v1::GetInfoRequest& request, Answers answers,
     }
     // One daemon: its own error, as it said it; several: each one's.
     done(asked == 1 && !service_
-             ? Prefixed(DaemonPrefix(*slots_[0]), *only)
+             ? Prefixed(DaemonPrefix(*At(0)), *only)
              : absl::UnavailableError(absl::StrCat("no daemon answered: ",
                                                    absl::StrJoin(failures, "; "))));
     return;
@@ -447,7 +525,7 @@ std::string DaemonSet::Path() const {
   std::vector<std::string> paths;
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < Count(); ++i) {
-    if (!retired_[i]) paths.push_back(slots_[i]->Path());
+    if (!retired_[i]) paths.push_back(At(i)->Path());
   }
   if (!service_) return absl::StrJoin(paths, "; ");
   if (paths.empty()) return NoAddressLocked();
@@ -456,7 +534,9 @@ std::string DaemonSet::Path() const {
 
 uint64_t DaemonSet::live_registrations() const {
   uint64_t n = 0;
+  absl::ReaderMutexLock lock(&slots_mu_);
   for (size_t i = 0; i < Count(); ++i) n += slots_[i]->live_registrations();
+  for (const std::shared_ptr<Upstream>& u : replaced_) n += u->live_registrations();
   return n;
 }
 

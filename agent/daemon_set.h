@@ -6,7 +6,9 @@
 // guessed. Given a DNS name instead (--daemon-service: a headless Service's), the daemons are
 // every address it resolves to, resolved again every interval on a thread of its own: a new
 // address is connected and a region registered with it at its first op there; an address
-// gone from the answer is retired (no op or GetInfo goes to it) until it comes back.
+// gone from the answer is retired (no op or GetInfo goes to it) until it comes back. New
+// credentials (Reconnect) replace each daemon's Upstream in its slot: ops route as before, and
+// the replaced one lives on until no op, GetInfo or region registration holds it.
 #pragma once
 
 #include <atomic>
@@ -53,9 +55,12 @@ class DaemonSet final : public Upstreams {
                std::chrono::system_clock::time_point deadline, InfoDone done) override;
   std::string Path() const override;
   uint64_t live_registrations() const override;
+  absl::Status Reconnect(const gdrstore::ClientOptions& options) override;
+  void Sweep() override;
 
  private:
   struct Memory;
+  struct Registration;
   struct Waiting {
     ForwardedOp op;
     uint32_t lane;
@@ -71,13 +76,15 @@ class DaemonSet final : public Upstreams {
 
   DaemonSet(const gdrstore::ClientOptions& options, uint32_t streams,
             std::optional<Service> service);
-  // Connects to `address` and appends it (the resolving thread, or Connect, only).
-  absl::Status Add(const std::string& address);
+  // Connects to `address` and appends it.
+  absl::Status Add(const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(change_mu_);
   // One resolution of the service: new addresses added, those gone retired.
-  void Resolve();
+  void Resolve() ABSL_LOCKS_EXCLUDED(change_mu_);
   void ResolveLoop();
-  // Daemons added so far; slots_[i] for i below it are set and never change.
+  // Daemons added so far; slots_[i] for i below it are set (Reconnect replaces them).
   size_t Count() const { return count_.load(std::memory_order_acquire); }
+  // Daemon `i`'s Upstream now (i below Count()). A holder keeps it open past a Reconnect.
+  std::shared_ptr<Upstream> At(size_t i) const;
   // Sends `op` to daemon `index`.
   void Forward(size_t index, const ForwardedOp& op, uint32_t lane, Done done);
   // Routes `op` by its volume: forwards it, refuses it, or (when `may_refresh` and the volume
@@ -103,12 +110,18 @@ class DaemonSet final : public Upstreams {
 
   // More addresses than this behind one name are left out (and logged).
   static constexpr size_t kMaxDaemons = 256;
-  const gdrstore::ClientOptions options_;
   const uint32_t streams_;
   const std::optional<Service> service_;
-  // kMaxDaemons slots filled in order, published by count_: readers take no lock.
-  std::vector<std::unique_ptr<Upstream>> slots_;
+  // Held while daemons are added (Resolve) or reconnected, so that neither misses the other.
+  absl::Mutex change_mu_;
+  mutable absl::Mutex slots_mu_;
+  gdrstore::ClientOptions options_ ABSL_GUARDED_BY(slots_mu_);
+  // kMaxDaemons slots filled in order, published by count_.
+  std::vector<std::shared_ptr<Upstream>> slots_ ABSL_GUARDED_BY(slots_mu_);
   std::atomic<size_t> count_{0};
+  // Upstreams Reconnect replaced, each closed (Sweep) once it is the last holder: never on a
+  // gRPC thread, where an op's callback may be what let go of it last.
+  std::vector<std::shared_ptr<Upstream>> replaced_ ABSL_GUARDED_BY(slots_mu_);
   absl::Notification stop_;
   std::thread resolver_;
   mutable absl::Mutex mu_;

@@ -71,6 +71,15 @@ class Upstreams {
   virtual std::string Path() const = 0;
   // Registrations live upstream now (each region's until its last op is done).
   virtual uint64_t live_registrations() const = 0;
+  // New credentials (a token, TLS files) toward the daemons: fresh connections with `options`
+  // (daemon_address set per daemon) take every op and GetInfo from now on, the ones replaced
+  // finish what they carry, and each region is registered anew at its next op. All or
+  // nothing: the first connection's error (naming its daemon) leaves the running ones in
+  // place. Not with another Reconnect at once.
+  virtual absl::Status Reconnect(const gdrstore::ClientOptions& options) = 0;
+  // Closes the connections Reconnect replaced that nothing uses any more (no op, GetInfo or
+  // region). Called now and then from one thread: it may wait for a client to close.
+  virtual void Sweep() {}
 };
 
 // `status` with `prefix` before its message, its code and not-admitted mark kept.

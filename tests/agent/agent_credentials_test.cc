@@ -1,0 +1,183 @@
+// The agent's own credentials toward its daemons re-read while it serves: its token file in a
+// Kubernetes Secret volume (swapped through `..data`, no signal) and a real gdrstored whose
+// token file is rotated to accept only the new token. The agent's client keeps its session,
+// channel and registered memory throughout; a bad new Secret is refused with the old token kept.
+// The same for its client certificate toward an mTLS daemon that grants by certificate.
+#include <gmock/gmock.h>
+#include <grpcpp/security/credentials.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <span>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/base/pattern.h"
+#include "tests/agent/agent_harness.h"
+#include "tests/integration/daemon_process.h"
+#include "tests/integration/secret_volume.h"
+#include "tests/integration/test_pki.h"
+
+namespace gdr::agent::test {
+namespace {
+
+constexpr char kOld[] = "gdragent-test-token-old-0123456789";
+constexpr char kNew[] = "gdragent-test-token-new-9876543210";
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+  ::chmod(path.c_str(), 0600);
+}
+
+// A client of the agent with memory registered: what it keeps through every swap.
+struct Session {
+  static constexpr uint64_t kBytes = 64 << 10;
+  AgentClient client;
+  std::unique_ptr<SharedMemory> mem;
+  uint32_t rkey = 0;
+
+  void Open(const AgentProcess& agent) {
+    absl::StatusOr<AgentClient> c = AgentClient::Connect(agent.socket_path(), "credentials");
+    absl::StatusOr<std::unique_ptr<SharedMemory>> m = SharedMemory::Create(1 << 20);
+    ASSERT_TRUE(c.ok() && m.ok()) << c.status() << "; " << m.status();
+    client = *std::move(c);
+    mem = *std::move(m);
+    absl::StatusOr<uint32_t> r = client.Register(*mem);
+    ASSERT_TRUE(r.ok()) << r.status();
+    rkey = *r;
+  }
+  // A get of `volume` at `at`, its bytes checked against the daemon's pattern.
+  bool GetVerified(uint64_t at, const std::string& volume = "vol0") {
+    auto got = client.Get(volume, at, client.Describe(*mem, rkey, 0, kBytes));
+    EXPECT_TRUE(got.ok()) << volume << ": " << got.status();
+    return got.ok() && !PatternMismatch(PatternSeed(volume), at,
+                                        std::span<const std::byte>(mem->data(), kBytes))
+                            .has_value();
+  }
+  absl::StatusCode GetCode(const std::string& volume) {
+    return client.Get(volume, 0, client.Describe(*mem, rkey, 0, kBytes)).status().code();
+  }
+};
+
+TEST(AgentCredentialsTest, TokenSecretSwappedIsUsedForNewOpsAndABadOneIsRefused) {
+  auto dir = integ::TempDir::Create("gdr-agent-cred");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string daemon_tokens = (*dir)->File("daemon.tokens");
+  WriteFile(daemon_tokens, absl::StrCat(kOld, "\n"));
+  auto daemon = integ::DaemonProcess::Start({"--volume", "vol0=16MiB", "--token-file",
+                                             daemon_tokens});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  ASSERT_EQ(::mkdir((*dir)->File("secret").c_str(), 0755), 0);
+  integ::SecretVolume secret((*dir)->File("secret"));
+  secret.Publish(absl::StrCat(kOld, "\n"));
+  auto agent = AgentProcess::Start((*daemon)->address(), {"--token-file", secret.path()});
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  Session c;
+  ASSERT_NO_FATAL_FAILURE(c.Open(**agent));
+  ASSERT_TRUE(c.GetVerified(4096));
+
+  // The daemon takes the new token only (it re-reads its file on its own): the agent, still
+  // presenting the old one, is refused.
+  WriteFile(daemon_tokens, absl::StrCat(kNew, "\n"));
+  ASSERT_TRUE(integ::PollUntil([&] {
+    auto info = c.client.Info();
+    return !info.ok() && info.status().code() == absl::StatusCode::kPermissionDenied;
+  }, absl::Seconds(20))) << (*daemon)->Stderr();
+
+  // The agent's Secret gets the new token: the same client, channel and memory are served again.
+  secret.Publish(absl::StrCat(kNew, "\n"));
+  ASSERT_TRUE(integ::PollUntil([&] { return c.client.Info().ok(); }, absl::Seconds(20)))
+      << (*agent)->Stderr();
+  EXPECT_TRUE(c.GetVerified(1 << 20));
+  EXPECT_THAT((*agent)->Stderr(), ::testing::HasSubstr(secret.path() + " changed"));
+  // The memory moved to the new connection at that op: the old one, holding nothing, closes.
+  EXPECT_TRUE(integ::PollUntil([&] {
+    return absl::StrContains((*agent)->Stderr(), "that new credentials replaced is closed");
+  }, absl::Seconds(20))) << (*agent)->Stderr();
+
+  // A Secret whose token does not pass the checks made at start is refused, saying why; the
+  // agent goes on with the token it has.
+  secret.Publish("short\n");
+  ASSERT_TRUE(integ::PollUntil([&] {
+    return absl::StrContains((*agent)->Stderr(), "credentials not reloaded");
+  }, absl::Seconds(20))) << (*agent)->Stderr();
+  EXPECT_TRUE(c.client.Info().ok());
+  EXPECT_TRUE(c.GetVerified(2 << 20));
+  EXPECT_TRUE((*agent)->Running());
+  EXPECT_FALSE(absl::StrContains((*agent)->Stderr(), kNew)) << "a token was logged";
+  EXPECT_FALSE(absl::StrContains((*agent)->Stderr(), kOld)) << "a token was logged";
+}
+
+// mTLS: the daemon grants each client certificate its own volume (san: lines), so which volume
+// the agent reaches says which certificate it presents.
+TEST(AgentCredentialsTest, CertificateSecretSwappedIsPresentedOnNewConnections) {
+  auto dir = integ::TempDir::Create("gdr-agent-tls");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  // The daemon stages its certificates under $TMPDIR: inside the test's directory.
+  const char* tmpdir = std::getenv("TMPDIR");
+  absl::Cleanup restore = [was = std::string(tmpdir == nullptr ? "" : tmpdir)] {
+    if (was.empty()) {
+      ::unsetenv("TMPDIR");
+    } else {
+      ::setenv("TMPDIR", was.c_str(), 1);
+    }
+  };
+  ::setenv("TMPDIR", (*dir)->path().c_str(), 1);
+  integ::TestPki pki((*dir)->path());
+  auto ca = pki.MakeCa("agent");
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  auto server = pki.Issue(*ca, "server", integ::TestPki::Use::kServer);
+  auto a = pki.Issue(*ca, "client-a", integ::TestPki::Use::kClient, "URI:spiffe://test/a");
+  auto b = pki.Issue(*ca, "client-b", integ::TestPki::Use::kClient, "URI:spiffe://test/b");
+  ASSERT_TRUE(server.ok() && a.ok() && b.ok());
+  const std::string tokens = (*dir)->File("daemon.tokens");
+  WriteFile(tokens, "san:spiffe://test/a get=v1\nsan:spiffe://test/b get=v2\n");
+  grpc::SslCredentialsOptions health;
+  health.pem_root_certs = integ::ReadFileOrEmpty(ca->cert);
+  health.pem_cert_chain = integ::ReadFileOrEmpty(a->cert);
+  health.pem_private_key = integ::ReadFileOrEmpty(a->key);
+  integ::DaemonStart how;
+  how.credentials = grpc::SslCredentials(health);
+  auto daemon = integ::DaemonProcess::Start(
+      {"--volume", "v1=4MiB", "--volume", "v2=4MiB", "--tls-cert", server->cert, "--tls-key",
+       server->key, "--tls-client-ca", ca->cert, "--token-file", tokens},
+      how);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+
+  ASSERT_EQ(::mkdir((*dir)->File("secret").c_str(), 0755), 0);
+  integ::SecretVolume secret((*dir)->File("secret"));
+  auto publish = [&](const integ::CertFiles& cert, const integ::CertFiles& key) {
+    secret.Publish({{"tls.crt", integ::ReadFileOrEmpty(cert.cert)},
+                    {"tls.key", integ::ReadFileOrEmpty(key.key)}});
+  };
+  publish(*a, *a);
+  auto agent = AgentProcess::Start((*daemon)->address(),
+                                   {"--tls-ca", ca->cert, "--tls-cert", secret.path("tls.crt"),
+                                    "--tls-key", secret.path("tls.key")});
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  Session c;
+  ASSERT_NO_FATAL_FAILURE(c.Open(**agent));
+  ASSERT_TRUE(c.GetVerified(0, "v1"));
+  EXPECT_EQ(c.GetCode("v2"), absl::StatusCode::kPermissionDenied);
+
+  publish(*b, *b);
+  ASSERT_TRUE(integ::PollUntil([&] {
+    return c.GetCode("v2") == absl::StatusCode::kOk;
+  }, absl::Seconds(20))) << (*agent)->Stderr();
+  EXPECT_TRUE(c.GetVerified(4096, "v2"));
+  EXPECT_EQ(c.GetCode("v1"), absl::StatusCode::kPermissionDenied);
+
+  // A certificate with another's key is refused by the checks made at start; b stays.
+  publish(*a, *b);
+  ASSERT_TRUE(integ::PollUntil([&] {
+    return absl::StrContains((*agent)->Stderr(), "credentials not reloaded");
+  }, absl::Seconds(20))) << (*agent)->Stderr();
+  EXPECT_TRUE(c.GetVerified(8192, "v2"));
+  EXPECT_TRUE((*agent)->Running());
+}
+
+}  // namespace
+}  // namespace gdr::agent::test
