@@ -7,7 +7,9 @@
 #include <openssl/hmac.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <thread>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "common/base/socket.h"
@@ -53,6 +55,27 @@ TEST(TcpProofTest, SecretsAreFreshAndDigestsDifferPerSecret) {
   EXPECT_NE(*a, *b);
   EXPECT_NE(SecretDigest(*a), SecretDigest(*b));
   EXPECT_EQ(SecretDigest(*a), SecretDigest(std::string(*a)));
+}
+
+// The digest is SHA-256 itself, from threads at once (the algorithm is fetched once and
+// shared): FIPS 180-2's "abc" vector.
+TEST(TcpProofTest, SecretDigestIsSha256FromManyThreads) {
+  const std::string hex = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+  Digest want;
+  for (size_t i = 0; i < want.size(); ++i) {
+    want[i] = static_cast<std::byte>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100; ++i) {
+        if (SecretDigest("abc") != want) wrong.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 struct Pair {

@@ -156,15 +156,15 @@ void TcpInitiator::Plan::AddChunk(const TransferOp& o, size_t link, uint64_t off
   }
 }
 
-absl::Status TcpInitiator::PlanLocked(const TransferOp& op, OpDone& done, Plan& plan) {
+absl::StatusOr<std::string> TcpInitiator::KeyOf(const TransferOp& op) const {
+  if (DestinationOf<TcpDestination>(op) == nullptr) return NotTcp();
   // An address literal is judged here, so a refused target costs no link, thread or socket.
   // (An op that waits for a link is not judged again when it gets one: the rule and the op
   // are what they were.)
   if (absl::StatusOr<IpAddress> ip = IpAddress::Parse(Dest(op).host); ip.ok()) {
     GDR_RETURN_IF_ERROR(rule_->Check(op.caller, Dest(op).Key(), *ip));
   }
-  scheduler_.Place(PoolKey(op), op, done, absl::Now(), plan);
-  return absl::OkStatus();
+  return PoolKey(op);
 }
 
 void TcpInitiator::OnDrained(TcpLink* raw) {
@@ -199,13 +199,15 @@ void TcpInitiator::Finish(Plan& plan) {
 
 absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
   if (DestinationOf<TcpDestination>(op) == nullptr) return NotTcp();
+  const absl::StatusOr<std::string> key = KeyOf(op);
   Plan plan(&ops_in_flight_);
   absl::Status s;
   {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return absl::CancelledError("daemon is shutting down");
     const size_t waiting_before = scheduler_.waiting_destinations();
-    s = PlanLocked(op, done, plan);
+    s = key.status();
+    if (s.ok()) scheduler_.Place(*key, op, done, absl::Now(), plan);
     // Only a destination that started waiting now can change what is due; turns that end and
     // links for destinations that asked for one more are the housekeeper's (a scan of every
     // link on every op would serialise the pool).
@@ -218,14 +220,18 @@ absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
 }
 
 void TcpInitiator::SubmitBatch(std::span<Submission> batch) {
+  std::vector<absl::StatusOr<std::string>> keys;
+  keys.reserve(batch.size());
+  for (const Submission& s : batch) keys.push_back(KeyOf(s.op));
   Plan plan(&ops_in_flight_);
   {
     absl::MutexLock lock(&mu_);
     const size_t waiting_before = scheduler_.waiting_destinations();
-    for (Submission& s : batch) {
-      s.status = shutdown_ ? absl::CancelledError("daemon is shutting down")
-                 : DestinationOf<TcpDestination>(s.op) == nullptr ? NotTcp()
-                                                                  : PlanLocked(s.op, s.done, plan);
+    const absl::Time now = absl::Now();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Submission& s = batch[i];
+      s.status = shutdown_ ? absl::CancelledError("daemon is shutting down") : keys[i].status();
+      if (s.status.ok()) scheduler_.Place(*keys[i], s.op, s.done, now, plan);
     }
     if (scheduler_.waiting_destinations() > waiting_before) scheduler_.Schedule(absl::Now(), plan);
     EnqueueLocked(plan);

@@ -84,11 +84,10 @@ class TcpInitiator final : public Initiator {
     std::vector<std::shared_ptr<TcpLink>> dropped;          // injected faults: fail, then send
   };
   void Housekeeping();
-  // Checks `op`'s target (an address literal) against the rule, then has the scheduler place
-  // it: chunks in `plan`, or a wait for a link. On a non-OK return nothing of `op` is in `plan`
-  // and `done` was not taken.
-  absl::Status PlanLocked(const TransferOp& op, OpDone& done, Plan& plan)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks `op`'s target (an address literal) against the rule and returns the key of its
+  // links in the pool. Needs no lock: the callers run it before taking mu_, since the key's
+  // SHA-256 and the rule cost more than the placement and every client's ops queue on mu_.
+  absl::StatusOr<std::string> KeyOf(const TransferOp& op) const;
   // A retired link finished (or failed) its last chunk: close it, hand its place over.
   void OnDrained(TcpLink* link);
   void EnqueueLocked(Plan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
