@@ -506,6 +506,19 @@ TEST_F(ClusterTlsTest, MembersAndClientsReachAnEtcdThatTakesOnlyMutualTls) {
   ASSERT_TRUE(PutPattern(*c, **buf, "vol0", 4097, kMiB - 3, 7).ok());
   absl::Status got = GetVerified(*c, **buf, "vol0", 4097, kMiB - 3, 7);
   EXPECT_TRUE(got.ok()) << got;
+  // gdrctl takes the daemon's flag names; a file it cannot read is a usage error naming it.
+  std::vector<std::string> argv = {GDR_GDRCTL_BIN, "--cluster", url_, "--cluster-tls-ca", ca_.cert,
+                                   "--cluster-tls-cert", member_.cert, "--cluster-tls-key",
+                                   member_.key, "cluster", "status"};
+  auto status = RunProcess(argv, dir_->path(), "gdrctl-tls", absl::Seconds(60));
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->exit_code, 0) << status->Describe() << status->out;
+  EXPECT_TRUE(absl::StrContains(status->out, "m0")) << status->out;
+  argv[4] = dir_->File("missing-ca.pem");
+  auto missing = RunProcess(argv, dir_->path(), "gdrctl-tls-missing", absl::Seconds(60));
+  ASSERT_TRUE(missing.ok()) << missing.status();
+  EXPECT_EQ(missing->exit_code, 2) << missing->Describe();
+  EXPECT_TRUE(absl::StrContains(missing->err, argv[4])) << missing->Describe();
 
   // Without a certificate etcd closes the handshake: UNAVAILABLE naming the endpoint, as etcd
   // away is. In plaintext it is no etcd at all.
