@@ -8,13 +8,17 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <thread>
+#include <vector>
 #include <fstream>
 #include <span>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/base/pattern.h"
 #include "tests/agent/agent_harness.h"
 #include "tests/integration/daemon_process.h"
@@ -109,6 +113,57 @@ TEST(AgentCredentialsTest, TokenSecretSwappedIsUsedForNewOpsAndABadOneIsRefused)
   EXPECT_TRUE((*agent)->Running());
   EXPECT_FALSE(absl::StrContains((*agent)->Stderr(), kNew)) << "a token was logged";
   EXPECT_FALSE(absl::StrContains((*agent)->Stderr(), kOld)) << "a token was logged";
+}
+
+// A rotation as an operator runs it (the daemon takes both tokens meanwhile), with a client's
+// ops running all through it: none fails. Those sent before the swap finish on the replaced
+// connection, which closes once they have; later ones go over the new one.
+TEST(AgentCredentialsTest, OpsRunningThroughTheSwapAllSucceed) {
+  auto dir = integ::TempDir::Create("gdr-agent-cred");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  const std::string daemon_tokens = (*dir)->File("daemon.tokens");
+  WriteFile(daemon_tokens, absl::StrCat(kOld, "\n", kNew, "\n"));
+  auto daemon = integ::DaemonProcess::Start({"--volume", "vol0=16MiB", "--token-file",
+                                             daemon_tokens});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  ASSERT_EQ(::mkdir((*dir)->File("secret").c_str(), 0755), 0);
+  integ::SecretVolume secret((*dir)->File("secret"));
+  secret.Publish(absl::StrCat(kOld, "\n"));
+  auto agent = AgentProcess::Start((*daemon)->address(), {"--token-file", secret.path()});
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  Session c;
+  ASSERT_NO_FATAL_FAILURE(c.Open(**agent));
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> done{0};
+  absl::Mutex mu;
+  std::vector<std::string> failed;
+  std::thread busy([&] {
+    for (uint64_t at = 0; !stop.load(); at = (at + Session::kBytes) % (8 << 20)) {
+      auto got = c.client.Get("vol0", at, c.client.Describe(*c.mem, c.rkey, 0, Session::kBytes));
+      if (got.ok()) {
+        done.fetch_add(1);
+        continue;
+      }
+      absl::MutexLock lock(&mu);
+      failed.push_back(got.status().ToString());
+    }
+  });
+  absl::Cleanup join = [&] {
+    stop.store(true);
+    busy.join();
+  };
+  ASSERT_TRUE(integ::PollUntil([&] { return done.load() > 0; }, absl::Seconds(20)));
+  secret.Publish(absl::StrCat(kNew, "\n"));
+  ASSERT_TRUE(integ::PollUntil([&] {
+    return absl::StrContains((*agent)->Stderr(), "that new credentials replaced is closed");
+  }, absl::Seconds(20))) << (*agent)->Stderr();
+  const int at_close = done.load();
+  ASSERT_TRUE(integ::PollUntil([&] { return done.load() > at_close; }, absl::Seconds(20)));
+  std::move(join).Invoke();
+  absl::MutexLock lock(&mu);
+  EXPECT_TRUE(failed.empty()) << failed.size() << " ops failed, the first: " << failed.front();
+  EXPECT_THAT((*agent)->Stderr(), ::testing::HasSubstr("credentials reloaded"));
 }
 
 // mTLS: the daemon grants each client certificate its own volume (san: lines), so which volume
