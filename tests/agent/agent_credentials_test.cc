@@ -66,73 +66,78 @@ struct Session {
   }
 };
 
-TEST(AgentCredentialsTest, TokenSecretSwappedIsUsedForNewOpsAndABadOneIsRefused) {
-  auto dir = integ::TempDir::Create("gdr-agent-cred");
-  ASSERT_TRUE(dir.ok()) << dir.status();
-  const std::string daemon_tokens = (*dir)->File("daemon.tokens");
-  WriteFile(daemon_tokens, absl::StrCat(kOld, "\n"));
-  auto daemon = integ::DaemonProcess::Start({"--volume", "vol0=16MiB", "--token-file",
-                                             daemon_tokens});
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
-  ASSERT_EQ(::mkdir((*dir)->File("secret").c_str(), 0755), 0);
-  integ::SecretVolume secret((*dir)->File("secret"));
-  secret.Publish(absl::StrCat(kOld, "\n"));
-  auto agent = AgentProcess::Start((*daemon)->address(), {"--token-file", secret.path()});
-  ASSERT_TRUE(agent.ok()) << agent.status();
-  Session c;
-  ASSERT_NO_FATAL_FAILURE(c.Open(**agent));
-  ASSERT_TRUE(c.GetVerified(4096));
+// A daemon taking the tokens of its file, and an agent whose token file is a Secret volume
+// holding the old token, with one client session.
+class AgentTokenTest : public ::testing::Test {
+ protected:
+  void Start(const std::string& daemon_tokens_text) {
+    auto dir = integ::TempDir::Create("gdr-agent-cred");
+    ASSERT_TRUE(dir.ok()) << dir.status();
+    dir_ = *std::move(dir);
+    daemon_tokens_ = dir_->File("daemon.tokens");
+    WriteFile(daemon_tokens_, daemon_tokens_text);
+    auto d = integ::DaemonProcess::Start({"--volume", "vol0=16MiB", "--token-file",
+                                          daemon_tokens_});
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = *std::move(d);
+    ASSERT_EQ(::mkdir(dir_->File("secret").c_str(), 0755), 0);
+    secret_ = std::make_unique<integ::SecretVolume>(dir_->File("secret"));
+    ASSERT_NO_FATAL_FAILURE(secret_->Publish(absl::StrCat(kOld, "\n")));
+    auto a = AgentProcess::Start(daemon_->address(), {"--token-file", secret_->path()});
+    ASSERT_TRUE(a.ok()) << a.status();
+    agent_ = *std::move(a);
+    ASSERT_NO_FATAL_FAILURE(c_.Open(*agent_));
+  }
+
+  std::unique_ptr<integ::TempDir> dir_;
+  std::string daemon_tokens_;
+  std::unique_ptr<integ::DaemonProcess> daemon_;
+  std::unique_ptr<integ::SecretVolume> secret_;
+  std::unique_ptr<AgentProcess> agent_;
+  Session c_;
+};
+
+TEST_F(AgentTokenTest, TokenSecretSwappedIsUsedForNewOpsAndABadOneIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(Start(absl::StrCat(kOld, "\n")));
+  ASSERT_TRUE(c_.GetVerified(4096));
 
   // The daemon takes the new token only (it re-reads its file on its own): the agent, still
   // presenting the old one, is refused.
-  WriteFile(daemon_tokens, absl::StrCat(kNew, "\n"));
+  WriteFile(daemon_tokens_, absl::StrCat(kNew, "\n"));
   ASSERT_TRUE(integ::PollUntil([&] {
-    auto info = c.client.Info();
+    auto info = c_.client.Info();
     return !info.ok() && info.status().code() == absl::StatusCode::kPermissionDenied;
-  }, absl::Seconds(20))) << (*daemon)->Stderr();
+  }, absl::Seconds(20))) << daemon_->Stderr();
 
   // The agent's Secret gets the new token: the same client, channel and memory are served again.
-  secret.Publish(absl::StrCat(kNew, "\n"));
-  ASSERT_TRUE(integ::PollUntil([&] { return c.client.Info().ok(); }, absl::Seconds(20)))
-      << (*agent)->Stderr();
-  EXPECT_TRUE(c.GetVerified(1 << 20));
-  EXPECT_THAT((*agent)->Stderr(), ::testing::HasSubstr(secret.path() + " changed"));
+  secret_->Publish(absl::StrCat(kNew, "\n"));
+  ASSERT_TRUE(integ::PollUntil([&] { return c_.client.Info().ok(); }, absl::Seconds(20)))
+      << agent_->Stderr();
+  EXPECT_TRUE(c_.GetVerified(1 << 20));
+  EXPECT_THAT(agent_->Stderr(), ::testing::HasSubstr(secret_->path() + " changed"));
   // The memory moved to the new connection at that op: the old one, holding nothing, closes.
   EXPECT_TRUE(integ::PollUntil([&] {
-    return absl::StrContains((*agent)->Stderr(), "that new credentials replaced is closed");
-  }, absl::Seconds(20))) << (*agent)->Stderr();
+    return absl::StrContains(agent_->Stderr(), "that new credentials replaced is closed");
+  }, absl::Seconds(20))) << agent_->Stderr();
 
   // A Secret whose token does not pass the checks made at start is refused, saying why; the
   // agent goes on with the token it has.
-  secret.Publish("short\n");
+  secret_->Publish("short\n");
   ASSERT_TRUE(integ::PollUntil([&] {
-    return absl::StrContains((*agent)->Stderr(), "credentials not reloaded");
-  }, absl::Seconds(20))) << (*agent)->Stderr();
-  EXPECT_TRUE(c.client.Info().ok());
-  EXPECT_TRUE(c.GetVerified(2 << 20));
-  EXPECT_TRUE((*agent)->Running());
-  EXPECT_FALSE(absl::StrContains((*agent)->Stderr(), kNew)) << "a token was logged";
-  EXPECT_FALSE(absl::StrContains((*agent)->Stderr(), kOld)) << "a token was logged";
+    return absl::StrContains(agent_->Stderr(), "credentials not reloaded");
+  }, absl::Seconds(20))) << agent_->Stderr();
+  EXPECT_TRUE(c_.client.Info().ok());
+  EXPECT_TRUE(c_.GetVerified(2 << 20));
+  EXPECT_TRUE(agent_->Running());
+  EXPECT_FALSE(absl::StrContains(agent_->Stderr(), kNew)) << "a token was logged";
+  EXPECT_FALSE(absl::StrContains(agent_->Stderr(), kOld)) << "a token was logged";
 }
 
 // A rotation as an operator runs it (the daemon takes both tokens meanwhile), with a client's
 // ops running all through it: none fails. Those sent before the swap finish on the replaced
 // connection, which closes once they have; later ones go over the new one.
-TEST(AgentCredentialsTest, OpsRunningThroughTheSwapAllSucceed) {
-  auto dir = integ::TempDir::Create("gdr-agent-cred");
-  ASSERT_TRUE(dir.ok()) << dir.status();
-  const std::string daemon_tokens = (*dir)->File("daemon.tokens");
-  WriteFile(daemon_tokens, absl::StrCat(kOld, "\n", kNew, "\n"));
-  auto daemon = integ::DaemonProcess::Start({"--volume", "vol0=16MiB", "--token-file",
-                                             daemon_tokens});
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
-  ASSERT_EQ(::mkdir((*dir)->File("secret").c_str(), 0755), 0);
-  integ::SecretVolume secret((*dir)->File("secret"));
-  secret.Publish(absl::StrCat(kOld, "\n"));
-  auto agent = AgentProcess::Start((*daemon)->address(), {"--token-file", secret.path()});
-  ASSERT_TRUE(agent.ok()) << agent.status();
-  Session c;
-  ASSERT_NO_FATAL_FAILURE(c.Open(**agent));
+TEST_F(AgentTokenTest, OpsRunningThroughTheSwapAllSucceed) {
+  ASSERT_NO_FATAL_FAILURE(Start(absl::StrCat(kOld, "\n", kNew, "\n")));
 
   std::atomic<bool> stop{false};
   std::atomic<int> done{0};
@@ -140,7 +145,9 @@ TEST(AgentCredentialsTest, OpsRunningThroughTheSwapAllSucceed) {
   std::vector<std::string> failed;
   std::thread busy([&] {
     for (uint64_t at = 0; !stop.load(); at = (at + Session::kBytes) % (8 << 20)) {
-      auto got = c.client.Get("vol0", at, c.client.Describe(*c.mem, c.rkey, 0, Session::kBytes));
+      const gdrstore::v1::RemoteBuffer to =
+          c_.client.Describe(*c_.mem, c_.rkey, 0, Session::kBytes);
+      auto got = c_.client.Get("vol0", at, to);
       if (got.ok()) {
         done.fetch_add(1);
         continue;
@@ -154,16 +161,16 @@ TEST(AgentCredentialsTest, OpsRunningThroughTheSwapAllSucceed) {
     busy.join();
   };
   ASSERT_TRUE(integ::PollUntil([&] { return done.load() > 0; }, absl::Seconds(20)));
-  secret.Publish(absl::StrCat(kNew, "\n"));
+  secret_->Publish(absl::StrCat(kNew, "\n"));
   ASSERT_TRUE(integ::PollUntil([&] {
-    return absl::StrContains((*agent)->Stderr(), "that new credentials replaced is closed");
-  }, absl::Seconds(20))) << (*agent)->Stderr();
+    return absl::StrContains(agent_->Stderr(), "that new credentials replaced is closed");
+  }, absl::Seconds(20))) << agent_->Stderr();
   const int at_close = done.load();
   ASSERT_TRUE(integ::PollUntil([&] { return done.load() > at_close; }, absl::Seconds(20)));
   std::move(join).Invoke();
   absl::MutexLock lock(&mu);
   EXPECT_TRUE(failed.empty()) << failed.size() << " ops failed, the first: " << failed.front();
-  EXPECT_THAT((*agent)->Stderr(), ::testing::HasSubstr("credentials reloaded"));
+  EXPECT_THAT(agent_->Stderr(), ::testing::HasSubstr("credentials reloaded"));
 }
 
 // mTLS: the daemon grants each client certificate its own volume (san: lines), so which volume
