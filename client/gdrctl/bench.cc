@@ -49,6 +49,7 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Store& store, gdrstore::OpStream*
   absl::Status first_error;
   std::string path;
   std::vector<uint64_t> latency_ns(o.iterations);
+  std::vector<uint64_t> service_ns(o.iterations);
   const Clock::time_point t0 = Clock::now();
 
   // Submits op `i` into buffer slot `slot`; the completion reuses the slot for the next op.
@@ -58,6 +59,7 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Store& store, gdrstore::OpStream*
     auto done = [&, i, slot, start](absl::StatusOr<gdrstore::OpResult> r) {
       latency_ns[i] =
           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+      if (r.ok()) service_ns[i] = r->service_ns;
       uint64_t next = UINT64_MAX;
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -121,6 +123,9 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Store& store, gdrstore::OpStream*
   double sum = 0;
   for (uint64_t v : sorted) sum += static_cast<double>(v);
   r.mean_us = sum / static_cast<double>(sorted.size()) / 1e3;
+  sorted = std::move(service_ns);
+  std::sort(sorted.begin(), sorted.end());
+  r.service_p50_us = pct(0.50);
   return r;
 }
 

@@ -39,6 +39,9 @@ struct BenchResult {
   double gbps = 0;          // 1e9 bytes per second
   double ops_per_sec = 0;
   double p50_us = 0, p99_us = 0, max_us = 0, mean_us = 0;
+  // p50 of the daemon's own time per op (OpResult::service_ns: admitted -> answered), the part
+  // of p50_us spent in the daemon rather than in RPCs; 0 from a cluster.
+  double service_p50_us = 0;
   std::string path;  // the first op's (OpResult::path); ops on one buffer go one way
 };
 
