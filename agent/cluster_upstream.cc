@@ -5,25 +5,105 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/volume_page.h"
+#include "common/base/log.h"
 #include "common/base/thread_name.h"
 
 namespace gdr::agent {
 
 namespace v1 = gdrstore::v1;
 
+// A region as one ClusterClient registered it, the client held open while its buffer lives
+// (declared first: it goes after the buffer).
+struct ClusterUpstream::Registration {
+  std::shared_ptr<gdrstore::ClusterClient> cluster;
+  std::unique_ptr<gdrstore::ClusterBuffer> buffer;
+
+  static absl::StatusOr<std::shared_ptr<Registration>> Make(
+      std::shared_ptr<gdrstore::ClusterClient> cluster, const handoff::ImportedRegion& region) {
+    absl::StatusOr<std::unique_ptr<gdrstore::ClusterBuffer>> b =
+        region.gpu() ? cluster->RegisterGpuMemory(region.device_ptr(), region.size())
+                     : cluster->RegisterHostMemory(region.host(), region.size());
+    if (!b.ok()) return b.status();
+    return std::make_shared<Registration>(Registration{std::move(cluster), *std::move(b)});
+  }
+};
+
 struct ClusterUpstream::Memory final : UpstreamMemory {
-  Memory(std::unique_ptr<gdrstore::ClusterBuffer> b, std::shared_ptr<std::atomic<uint64_t>> n)
-      : buffer(std::move(b)), live(std::move(n)) {
+  Memory(const handoff::ImportedRegion* r, std::shared_ptr<Registration> first,
+         std::shared_ptr<std::atomic<uint64_t>> n)
+      : region(r), live(std::move(n)), reg(std::move(first)) {
     live->fetch_add(1);
   }
   ~Memory() override { live->fetch_sub(1); }
-  std::unique_ptr<gdrstore::ClusterBuffer> buffer;
+
+  // The registration with `cluster`: the one made before, or (a Reconnect since) a new one.
+  // Each op holds its own until it is answered.
+  absl::StatusOr<std::shared_ptr<Registration>> With(
+      const std::shared_ptr<gdrstore::ClusterClient>& cluster) const {
+    absl::MutexLock lock(&mu);
+    if (reg->cluster != cluster) {
+      absl::StatusOr<std::shared_ptr<Registration>> r = Registration::Make(cluster, *region);
+      if (!r.ok()) return r.status();
+      replaced.push_back(std::move(reg));
+      reg = *std::move(r);
+    }
+    // No op holds these any more: their buffers have nothing to wait for.
+    std::erase_if(replaced,
+                  [](const std::shared_ptr<Registration>& r) { return r.use_count() == 1; });
+    return reg;
+  }
+
+  // Outlives this: MappedRegion drops the registration before the region.
+  const handoff::ImportedRegion* region;
   std::shared_ptr<std::atomic<uint64_t>> live;
+  mutable absl::Mutex mu;
+  mutable std::shared_ptr<Registration> reg ABSL_GUARDED_BY(mu);
+  mutable std::vector<std::shared_ptr<Registration>> replaced ABSL_GUARDED_BY(mu);
 };
 
 ClusterUpstream::ClusterUpstream(std::unique_ptr<gdrstore::ClusterClient> cluster,
-                                 gdrstore::ClusterOptions options)
-    : cluster_(std::move(cluster)), options_(std::move(options)) {}
+                                 gdrstore::ClusterOptions options) {
+  absl::MutexLock lock(&cluster_mu_);
+  cluster_ = std::move(cluster);
+  options_ = std::move(options);
+}
+
+std::shared_ptr<gdrstore::ClusterClient> ClusterUpstream::Current() const {
+  absl::ReaderMutexLock lock(&cluster_mu_);
+  return cluster_;
+}
+
+absl::Status ClusterUpstream::Reconnect(const gdrstore::ClientOptions& options) {
+  gdrstore::ClusterOptions o;
+  {
+    absl::ReaderMutexLock lock(&cluster_mu_);
+    o = options_;
+  }
+  o.client = options;
+  absl::StatusOr<std::unique_ptr<gdrstore::ClusterClient>> c = gdrstore::ClusterClient::Open(o);
+  if (!c.ok()) return Prefixed(Prefix(), c.status());
+  absl::MutexLock lock(&cluster_mu_);
+  replaced_.push_back(std::move(cluster_));
+  cluster_ = *std::move(c);
+  options_ = std::move(o);
+  return absl::OkStatus();
+}
+
+void ClusterUpstream::Sweep() {
+  std::vector<std::shared_ptr<gdrstore::ClusterClient>> idle;
+  {
+    absl::MutexLock lock(&cluster_mu_);
+    // Held here alone: no op or region has it, and none can take it again.
+    for (std::shared_ptr<gdrstore::ClusterClient>& c : replaced_) {
+      if (c.use_count() == 1) idle.push_back(std::move(c));
+    }
+    std::erase(replaced_, nullptr);
+  }
+  for (const std::shared_ptr<gdrstore::ClusterClient>& c : idle) {
+    GDR_LOG(kInfo) << "gdragent: the connections to cluster " << c->source()
+                   << " that new credentials replaced are closed";
+  }
+}
 
 absl::StatusOr<std::unique_ptr<ClusterUpstream>> ClusterUpstream::Open(
     const gdrstore::ClusterOptions& options, uint32_t workers) {
@@ -51,11 +131,13 @@ ClusterUpstream::~ClusterUpstream() {
   }
   for (Task& t : left) t.abandon();
   for (std::thread& t : workers_) t.join();
+  absl::MutexLock lock(&cluster_mu_);
   cluster_.reset();
+  replaced_.clear();
 }
 
 std::string ClusterUpstream::Prefix() const {
-  return absl::StrCat("cluster ", cluster_->source(), ": ");
+  return absl::StrCat("cluster ", Current()->source(), ": ");
 }
 
 void ClusterUpstream::Post(Task task) {
@@ -89,11 +171,9 @@ void ClusterUpstream::Work() {
 
 absl::StatusOr<std::unique_ptr<UpstreamMemory>> ClusterUpstream::Register(
     const handoff::ImportedRegion& region) {
-  absl::StatusOr<std::unique_ptr<gdrstore::ClusterBuffer>> b =
-      region.gpu() ? cluster_->RegisterGpuMemory(region.device_ptr(), region.size())
-                   : cluster_->RegisterHostMemory(region.host(), region.size());
-  if (!b.ok()) return Prefixed(Prefix(), b.status());
-  return std::unique_ptr<UpstreamMemory>(new Memory(*std::move(b), live_));
+  absl::StatusOr<std::shared_ptr<Registration>> r = Registration::Make(Current(), region);
+  if (!r.ok()) return Prefixed(Prefix(), r.status());
+  return std::unique_ptr<UpstreamMemory>(new Memory(&region, *std::move(r), live_));
 }
 
 void ClusterUpstream::Submit(const ForwardedOp& op, uint32_t lane, Done done) {
@@ -112,6 +192,7 @@ void ClusterUpstream::Submit(const ForwardedOp& op, uint32_t lane, Done done) {
   }
   auto deadline = op.deadline;
   if (deadline == std::chrono::system_clock::time_point::max()) {
+    absl::ReaderMutexLock lock(&cluster_mu_);
     deadline = std::chrono::system_clock::now() + options_.client.rpc_timeout;
   }
   auto shared = std::make_shared<Done>(std::move(done));
@@ -123,16 +204,23 @@ void ClusterUpstream::Submit(const ForwardedOp& op, uint32_t lane, Done done) {
                                            "deadline; not sent")));
           return;
         }
-        const gdrstore::ClusterBuffer& buffer = *static_cast<const Memory*>(op.memory)->buffer;
+        absl::StatusOr<std::shared_ptr<Registration>> reg =
+            static_cast<const Memory*>(op.memory)->With(Current());
+        if (!reg.ok()) {
+          (*shared)(Prefixed(Prefix(), reg.status()));
+          return;
+        }
+        gdrstore::ClusterClient& cluster = *(*reg)->cluster;
+        const gdrstore::ClusterBuffer& buffer = *(*reg)->buffer;
         const auto start = std::chrono::steady_clock::now();
         // kWrite: the store's bytes into the client's memory (a get); kRead: a put. The op's
         // deadline bounds the cluster op too, failovers included, not a fresh rpc_timeout.
         const gdrstore::OpOptions options{.deadline = deadline};
         const absl::Status st =
             op.kind == gdrstore::OpKind::kWrite
-                ? cluster_->Get(op.extent.volume, op.extent.offset, op.extent.length, buffer,
+                ? cluster.Get(op.extent.volume, op.extent.offset, op.extent.length, buffer,
                                 op.offset, options)
-                : cluster_->Put(op.extent.volume, op.extent.offset, op.extent.length, buffer,
+                : cluster.Put(op.extent.volume, op.extent.offset, op.extent.length, buffer,
                                 op.offset, options);
         if (!st.ok()) {
           (*shared)(Prefixed(Prefix(), st));
@@ -142,7 +230,7 @@ void ClusterUpstream::Submit(const ForwardedOp& op, uint32_t lane, Done done) {
                             std::chrono::steady_clock::now() - start)
                             .count();
         (*shared)(gdrstore::OpResult{op.extent.length, static_cast<uint64_t>(ns), false,
-                                     std::nullopt, cluster_->PathOf(buffer)});
+                                     std::nullopt, cluster.PathOf(buffer)});
       },
       [this, shared] {
         (*shared)(Prefixed(Prefix(), absl::UnavailableError("the agent is stopping")));
@@ -161,7 +249,8 @@ void ClusterUpstream::GetInfo(const v1::GetInfoRequest& request,
         }
         UpstreamInfo out;
         std::vector<v1::VolumeInfo> volumes;
-        for (const v1::ClusterVolume& v : cluster_->Volumes()) {
+        const std::shared_ptr<gdrstore::ClusterClient> cluster = Current();
+        for (const v1::ClusterVolume& v : cluster->Volumes()) {
           v1::VolumeInfo& info = volumes.emplace_back();
           info.set_name(v.name());
           info.set_size(v.size());
@@ -170,7 +259,7 @@ void ClusterUpstream::GetInfo(const v1::GetInfoRequest& request,
         }
         FillVolumePage(std::move(volumes), request, "", &out.info);
         std::vector<std::string> members;
-        for (const gdrstore::ClusterMemberStatus& m : cluster_->Members()) {
+        for (const gdrstore::ClusterMemberStatus& m : cluster->Members()) {
           members.push_back(absl::StrCat(
               m.entry.id(), " at ", m.entry.address(),
               m.healthy ? " (healthy)" : absl::StrCat(" (", m.error.empty() ? "absent" : m.error,
@@ -185,13 +274,8 @@ void ClusterUpstream::GetInfo(const v1::GetInfoRequest& request,
       }});
 }
 
-absl::Status ClusterUpstream::Reconnect(const gdrstore::ClientOptions&) {
-  return absl::FailedPreconditionError(
-      "a cluster's connections and etcd's TLS are made at start only: restart the agent to "
-      "use new credentials");
-}
-
 std::string ClusterUpstream::Path() const {
+  absl::ReaderMutexLock lock(&cluster_mu_);
   return absl::StrCat("agent -> cluster ", cluster_->source(), " over ",
                       gdrstore::TransportName(options_.client.transport));
 }

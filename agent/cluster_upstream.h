@@ -4,6 +4,9 @@
 // runs them and no gRPC thread waits; an op a worker takes after its deadline is answered
 // DEADLINE_EXCEEDED without being sent. Each region is registered with the cluster's one
 // transport at REGISTER, through its first member (a gdrstore::Buffer; a member must answer).
+// New credentials (Reconnect: the members' token and TLS, etcd's TLS) open a new
+// ClusterClient that takes every later op; ops running finish on the old one, which closes
+// (Sweep) once no op or region holds it; each region is registered anew at its next op.
 #pragma once
 
 #include <atomic>
@@ -39,11 +42,14 @@ class ClusterUpstream final : public Upstreams {
                std::chrono::system_clock::time_point deadline, InfoDone done) override;
   std::string Path() const override;
   uint64_t live_registrations() const override { return live_->load(); }
-  // FAILED_PRECONDITION: a cluster's connections are made at start only (restart the agent).
+  // The cluster opened again with `options` as its members' ClientOptions (etcd's TLS files
+  // read again too); ClusterClient::Open's error keeps the running one.
   absl::Status Reconnect(const gdrstore::ClientOptions& options) override;
+  void Sweep() override;
 
  private:
   struct Memory;
+  struct Registration;
   struct Task {
     std::function<void()> run;      // on a worker
     std::function<void()> abandon;  // never run: the agent is stopping
@@ -52,10 +58,15 @@ class ClusterUpstream final : public Upstreams {
                   gdrstore::ClusterOptions options);
   void Post(Task task);
   void Work();
+  // The cluster client ops go to now; a holder keeps it open past a Reconnect.
+  std::shared_ptr<gdrstore::ClusterClient> Current() const;
   std::string Prefix() const;
 
-  std::unique_ptr<gdrstore::ClusterClient> cluster_;
-  const gdrstore::ClusterOptions options_;
+  mutable absl::Mutex cluster_mu_;
+  std::shared_ptr<gdrstore::ClusterClient> cluster_ ABSL_GUARDED_BY(cluster_mu_);
+  gdrstore::ClusterOptions options_ ABSL_GUARDED_BY(cluster_mu_);
+  // Replaced by Reconnect, each closed by Sweep once it is the last holder.
+  std::vector<std::shared_ptr<gdrstore::ClusterClient>> replaced_ ABSL_GUARDED_BY(cluster_mu_);
   // Shared with the regions, which may outlive a Submit's caller but not the cluster client.
   std::shared_ptr<std::atomic<uint64_t>> live_ = std::make_shared<std::atomic<uint64_t>>(0);
   absl::Mutex mu_;

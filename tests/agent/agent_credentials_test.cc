@@ -67,10 +67,11 @@ struct Session {
 };
 
 // A daemon taking the tokens of its file, and an agent whose token file is a Secret volume
-// holding the old token, with one client session.
+// holding the old token, with one client session. `cluster`: the agent reaches the daemon as
+// the one member of a members file's cluster (--cluster-file) instead of by --daemon.
 class AgentTokenTest : public ::testing::Test {
  protected:
-  void Start(const std::string& daemon_tokens_text) {
+  void Start(const std::string& daemon_tokens_text, bool cluster = false) {
     auto dir = integ::TempDir::Create("gdr-agent-cred");
     ASSERT_TRUE(dir.ok()) << dir.status();
     dir_ = *std::move(dir);
@@ -83,7 +84,15 @@ class AgentTokenTest : public ::testing::Test {
     ASSERT_EQ(::mkdir(dir_->File("secret").c_str(), 0755), 0);
     secret_ = std::make_unique<integ::SecretVolume>(dir_->File("secret"));
     ASSERT_NO_FATAL_FAILURE(secret_->Publish(absl::StrCat(kOld, "\n")));
-    auto a = AgentProcess::Start(daemon_->address(), {"--token-file", secret_->path()});
+    std::vector<std::string> args = {"--token-file", secret_->path()};
+    if (cluster) {
+      std::ofstream(dir_->File("cluster.json"))
+          << R"({"members": [{"id": "m0", "address": ")" << daemon_->address()
+          << R"("}], "volumes": [{"name": "vol0", "stripe_unit": "65536", "members": ["m0"], )"
+          << R"("replicas": 1, "epoch": "1", "size": "16777216"}]})";
+      args.insert(args.end(), {"--cluster-file", dir_->File("cluster.json")});
+    }
+    auto a = AgentProcess::Start(cluster ? "" : daemon_->address(), args);
     ASSERT_TRUE(a.ok()) << a.status();
     agent_ = *std::move(a);
     ASSERT_NO_FATAL_FAILURE(c_.Open(*agent_));
@@ -171,6 +180,20 @@ TEST_F(AgentTokenTest, OpsRunningThroughTheSwapAllSucceed) {
   absl::MutexLock lock(&mu);
   EXPECT_TRUE(failed.empty()) << failed.size() << " ops failed, the first: " << failed.front();
   EXPECT_THAT(agent_->Stderr(), ::testing::HasSubstr("credentials reloaded"));
+}
+
+TEST_F(AgentTokenTest, AClusterAgentTakesTheNewTokenToo) {
+  ASSERT_NO_FATAL_FAILURE(Start(absl::StrCat(kOld, "\n"), /*cluster=*/true));
+  ASSERT_EQ(c_.GetCode("vol0"), absl::StatusCode::kOk);
+  WriteFile(daemon_tokens_, absl::StrCat(kNew, "\n"));
+  ASSERT_TRUE(integ::PollUntil([&] { return c_.GetCode("vol0") != absl::StatusCode::kOk; },
+                               absl::Seconds(20))) << daemon_->Stderr();
+  secret_->Publish(absl::StrCat(kNew, "\n"));
+  ASSERT_TRUE(integ::PollUntil([&] { return c_.GetCode("vol0") == absl::StatusCode::kOk; },
+                               absl::Seconds(20))) << agent_->Stderr();
+  EXPECT_TRUE(integ::PollUntil([&] {
+    return absl::StrContains(agent_->Stderr(), "that new credentials replaced are closed");
+  }, absl::Seconds(20))) << agent_->Stderr();
 }
 
 // mTLS: the daemon grants each client certificate its own volume (san: lines), so which volume
