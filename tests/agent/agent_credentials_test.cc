@@ -1,8 +1,9 @@
 // The agent's own credentials toward its daemons re-read while it serves: its token file in a
 // Kubernetes Secret volume (swapped through `..data`, no signal) and a real gdrstored whose
 // token file is rotated to accept only the new token. The agent's client keeps its session,
-// channel and registered memory throughout; a bad new Secret is refused with the old token kept.
-// The same for its client certificate toward an mTLS daemon that grants by certificate.
+// channel and registered memory throughout, and ops running through the swap all succeed; a bad
+// new Secret is refused with the old token kept. The same for an agent on a members-file
+// cluster, and for its client certificate toward an mTLS daemon that grants by certificate.
 #include <gmock/gmock.h>
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
@@ -10,10 +11,10 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <thread>
-#include <vector>
 #include <fstream>
 #include <span>
+#include <thread>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
