@@ -47,10 +47,16 @@ struct ClusterUpstream::Memory final : UpstreamMemory {
       replaced.push_back(std::move(reg));
       reg = *std::move(r);
     }
-    // No op holds these any more: their buffers have nothing to wait for.
-    std::erase_if(replaced,
-                  [](const std::shared_ptr<Registration>& r) { return r.use_count() == 1; });
+    DropUnheld(&replaced);
     return reg;
+  }
+
+  // An op's hold on `*reg` ends: a replaced registration goes with its last op, not left for
+  // a later op of the region to find.
+  void Release(std::shared_ptr<Registration>* reg) const {
+    absl::MutexLock lock(&mu);
+    reg->reset();
+    DropUnheld(&replaced);
   }
 
   // Outlives this: MappedRegion drops the registration before the region.
@@ -204,14 +210,15 @@ void ClusterUpstream::Submit(const ForwardedOp& op, uint32_t lane, Done done) {
                                            "deadline; not sent")));
           return;
         }
-        absl::StatusOr<std::shared_ptr<Registration>> reg =
-            static_cast<const Memory*>(op.memory)->With(Current());
-        if (!reg.ok()) {
-          (*shared)(Prefixed(Prefix(), reg.status()));
+        const Memory& memory = *static_cast<const Memory*>(op.memory);
+        absl::StatusOr<std::shared_ptr<Registration>> with = memory.With(Current());
+        if (!with.ok()) {
+          (*shared)(Prefixed(Prefix(), with.status()));
           return;
         }
-        gdrstore::ClusterClient& cluster = *(*reg)->cluster;
-        const gdrstore::ClusterBuffer& buffer = *(*reg)->buffer;
+        std::shared_ptr<Registration> reg = *std::move(with);
+        gdrstore::ClusterClient& cluster = *reg->cluster;
+        const gdrstore::ClusterBuffer& buffer = *reg->buffer;
         const auto start = std::chrono::steady_clock::now();
         // kWrite: the store's bytes into the client's memory (a get); kRead: a put. The op's
         // deadline bounds the cluster op too, failovers included, not a fresh rpc_timeout.
@@ -219,9 +226,11 @@ void ClusterUpstream::Submit(const ForwardedOp& op, uint32_t lane, Done done) {
         const absl::Status st =
             op.kind == gdrstore::OpKind::kWrite
                 ? cluster.Get(op.extent.volume, op.extent.offset, op.extent.length, buffer,
-                                op.offset, options)
+                              op.offset, options)
                 : cluster.Put(op.extent.volume, op.extent.offset, op.extent.length, buffer,
-                                op.offset, options);
+                              op.offset, options);
+        const std::string path = st.ok() ? cluster.PathOf(buffer) : "";
+        memory.Release(&reg);  // before answering: the memory may go once the op is answered
         if (!st.ok()) {
           (*shared)(Prefixed(Prefix(), st));
           return;
@@ -230,7 +239,7 @@ void ClusterUpstream::Submit(const ForwardedOp& op, uint32_t lane, Done done) {
                             std::chrono::steady_clock::now() - start)
                             .count();
         (*shared)(gdrstore::OpResult{op.extent.length, static_cast<uint64_t>(ns), false,
-                                     std::nullopt, cluster.PathOf(buffer)});
+                                     std::nullopt, path});
       },
       [this, shared] {
         (*shared)(Prefixed(Prefix(), absl::UnavailableError("the agent is stopping")));

@@ -44,6 +44,14 @@ struct DaemonSet::Memory final : UpstreamMemory {
   mutable std::vector<std::shared_ptr<Registration>> regs ABSL_GUARDED_BY(mu);
   // Replaced ones some op may still run on; dropped once none holds them.
   mutable std::vector<std::shared_ptr<Registration>> replaced ABSL_GUARDED_BY(mu);
+
+  // An op's hold on `*reg` ends: a replaced registration goes with its last op (from the op's
+  // callback, which a buffer allows), not left for a later op of the region to find.
+  void Release(std::shared_ptr<Registration>* reg) const {
+    absl::MutexLock lock(&mu);
+    reg->reset();
+    DropUnheld(&replaced);
+  }
 };
 
 struct DaemonSet::Gathered {
@@ -342,9 +350,7 @@ void DaemonSet::Forward(size_t index, const ForwardedOp& op, uint32_t lane, Done
       if (slot != nullptr) m.replaced.push_back(std::move(slot));
       slot = std::make_shared<Registration>(Registration{u, *std::move(b)});
     }
-    // No op holds these any more: their buffers have nothing to wait for.
-    std::erase_if(m.replaced,
-                  [](const std::shared_ptr<Registration>& r) { return r.use_count() == 1; });
+    DropUnheld(&m.replaced);
     reg = slot;
   }
   UpstreamOp up;
@@ -355,9 +361,11 @@ void DaemonSet::Forward(size_t index, const ForwardedOp& op, uint32_t lane, Done
   up.crc32c = op.crc32c;
   up.deadline = op.deadline;
   Upstream& to = *u;
-  to.Submit(up, lane, [reg = std::move(reg), u = std::move(u),
-                       done = std::move(done)](absl::StatusOr<gdrstore::OpResult> r) {
+  const Memory* m = static_cast<const Memory*>(op.memory);  // lives until `done` has run
+  to.Submit(up, lane, [m, reg = std::move(reg), u = std::move(u),
+                       done = std::move(done)](absl::StatusOr<gdrstore::OpResult> r) mutable {
     if (!r.ok()) r = Prefixed(DaemonPrefix(*u), r.status());
+    m->Release(&reg);
     done(std::move(r));
   });
 }

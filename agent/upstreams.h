@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -81,6 +82,14 @@ class Upstreams {
   // region). Called now and then from one thread: it may wait for a client to close.
   virtual void Sweep() {}
 };
+
+// Drops the registrations of one region that a Reconnect replaced and that no op holds any
+// more (`replaced` holds the only reference): their buffers have nothing left to wait for.
+template <typename Registration>
+void DropUnheld(std::vector<std::shared_ptr<Registration>>* replaced) {
+  std::erase_if(*replaced,
+                [](const std::shared_ptr<Registration>& r) { return r.use_count() == 1; });
+}
 
 // `status` with `prefix` before its message, its code and not-admitted mark kept.
 inline absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {
