@@ -161,7 +161,9 @@ class TcpLink {
   uint64_t pending_payload_ ABSL_GUARDED_BY(mu_) = 0;
   static constexpr size_t kMaxBatch = 32;
   // Payloads up to this go out from the enqueuing thread; larger ones from the sender thread.
-  static constexpr uint64_t kInlinePayload = 64 << 10;
+  // A Stream's batch of 32 4 KiB ops (128 KiB) fits: waking the sender for it was one more
+  // thread hop in the stream's loop (docs/benchmarks.md, issue 45).
+  static constexpr uint64_t kInlinePayload = 128 << 10;
   static constexpr int kMaxBurst = 64;  // responses completed before deferred work runs
   std::array<std::array<std::byte, tcpwire::kHeaderSize>, kMaxBatch> send_headers_;
   std::array<struct iovec, 2 * kMaxBatch> send_iov_;
