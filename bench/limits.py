@@ -246,7 +246,9 @@ def report(out: str) -> int:
             before = len(rows)
             fn(out, rows)
             parts[name] = {"state": "ok", "rows": len(rows) - before}
-        except (ValueError, KeyError, TypeError, ZeroDivisionError, StopIteration) as e:
+        except ValueError as e:  # what a part's output lacks, said by its parser
+            parts[name] = {"state": "fail", "why": str(e)}
+        except (KeyError, TypeError, ZeroDivisionError, StopIteration) as e:
             parts[name] = {"state": "fail", "why": f"its output did not parse: {e!r}"}
     print(f"{'target':<52} {'unit':>5} {'product':>9} {'baseline':>9} {'ratio':>6} "
           f"{'aim':>7}  met")

@@ -17,8 +17,8 @@
 # usage: bench/limits.sh [--quick] [--carry DIR | --build DIR] [--out DIR] [--budget S]
 #   --carry DIR  binaries as scripts/gpu-carry.sh packs them (DIR/bin, DIR/lib); default: the
 #                build tree --build (default ./build)
-#   --out DIR    each part's raw JSON and logs, the table (limits.txt) and limits.json
-#                (default out/limits-DATE)
+#   --out DIR    each part's raw JSON and logs, the run's lines (run.txt), the table
+#                (limits.txt) and limits.json (default out/limits-DATE)
 #   --quick      small counts (a 2-core machine: checks the script, measures nothing)
 # Environment: PYTHON (default python3; torch with CUDA for parts 1 and 5).
 set -uo pipefail
@@ -46,6 +46,7 @@ else
     CARRY=$(cd "$CARRY" && pwd) || exit 2
     export LD_LIBRARY_PATH=$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     GDRSTORED=$CARRY/bin/gdrstored GDRCTL=$CARRY/bin/gdrctl BENCH=$CARRY/bin/gdr_bench
+    export GDRSTORE_LIBRARY=$CARRY/lib/libgdrclient.so.1
   else
     BUILD=$(cd "$BUILD" && pwd) || exit 2
     GDRSTORED=$BUILD/daemon/gdrstored GDRCTL=$BUILD/client/gdrctl BENCH=$BUILD/bench/gdr_bench
@@ -56,6 +57,7 @@ else
   done
   OUT=${OUT:-$SRC/out/limits-$(date -u +%Y%m%dT%H%M%S)}
   mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
+  exec > >(tee "$OUT/run.txt")  # the whole run's lines, kept beside its JSON
   export QUICK GDRSTORED GDRCTL BENCH OUT SRC
   export PY=${PYTHON:-python3}
   export PYTHONPATH=$SRC/python${PYTHONPATH:+:$PYTHONPATH}
