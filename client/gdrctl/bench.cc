@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "client/src/stream_batch.h"
 
 namespace gdrctl {
 
@@ -15,7 +16,12 @@ using Clock = std::chrono::steady_clock;
 
 absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOptions& o) {
   if (o.unary) return RunBench(client, nullptr, o);
+  // The setting is read as the stream opens: put back at once, the rest of the process keeps
+  // its own.
+  const size_t batch = gdr::StreamBatch();
+  if (absl::Status s = gdr::SetStreamBatch(o.stream_batch); !s.ok()) return s;
   auto stream = client.OpenStream();
+  (void)gdr::SetStreamBatch(batch);
   if (!stream.ok()) return stream.status();
   absl::StatusOr<BenchResult> r = RunBench(client, stream->get(), o);
   absl::Status closed = (*stream)->Close();
@@ -50,6 +56,7 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Store& store, gdrstore::OpStream*
   std::string path;
   std::vector<uint64_t> latency_ns(o.iterations);
   std::vector<uint64_t> service_ns(o.iterations);
+  const gdr::StreamWrites writes_before = gdr::StreamWritesSoFar();
   const Clock::time_point t0 = Clock::now();
 
   // Submits op `i` into buffer slot `slot`; the completion reuses the slot for the next op.
@@ -111,6 +118,9 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Store& store, gdrstore::OpStream*
   r.gbps = static_cast<double>(r.bytes) / seconds / 1e9;
   r.ops_per_sec = static_cast<double>(r.ops) / seconds;
   r.path = path;
+  if (stream != nullptr) {
+    r.stream_messages = gdr::StreamWritesSoFar().messages - writes_before.messages;
+  }
   std::vector<uint64_t> sorted = latency_ns;
   std::sort(sorted.begin(), sorted.end());
   auto pct = [&](double p) {
@@ -131,22 +141,27 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Store& store, gdrstore::OpStream*
 
 gdr::json::Json BenchResultJson(const BenchOptions& o, const BenchResult& r) {
   using gdr::json::Fixed;
-  return {{"op", o.kind == OpKind::kWrite ? "write" : "read"},
-          {"transport", o.transport},
-          {"rpc", o.unary ? "unary" : "stream"},
-          {"size", o.size},
-          {"qd", o.qd},
-          {"ops", r.ops},
-          {"bytes", r.bytes},
-          {"seconds", Fixed(r.seconds, 6)},
-          {"gbps", Fixed(r.gbps, 4)},
-          {"ops_per_sec", Fixed(r.ops_per_sec, 1)},
-          {"lat_us",
-           {{"p50", Fixed(r.p50_us, 1)},
-            {"p99", Fixed(r.p99_us, 1)},
-            {"max", Fixed(r.max_us, 1)},
-            {"mean", Fixed(r.mean_us, 1)}}},
-          {"path", r.path}};
+  gdr::json::Json doc = {{"op", o.kind == OpKind::kWrite ? "write" : "read"},
+                         {"transport", o.transport},
+                         {"rpc", o.unary ? "unary" : "stream"},
+                         {"size", o.size},
+                         {"qd", o.qd},
+                         {"ops", r.ops},
+                         {"bytes", r.bytes},
+                         {"seconds", Fixed(r.seconds, 6)},
+                         {"gbps", Fixed(r.gbps, 4)},
+                         {"ops_per_sec", Fixed(r.ops_per_sec, 1)},
+                         {"lat_us",
+                          {{"p50", Fixed(r.p50_us, 1)},
+                           {"p99", Fixed(r.p99_us, 1)},
+                           {"max", Fixed(r.max_us, 1)},
+                           {"mean", Fixed(r.mean_us, 1)}}},
+                         {"path", r.path}};
+  if (!o.unary) {
+    doc["stream_batch"] = o.stream_batch;
+    doc["stream_messages"] = r.stream_messages;
+  }
+  return doc;
 }
 
 }  // namespace gdrctl

@@ -23,6 +23,9 @@ struct BenchOptions {
   uint64_t iterations = 1000;
   uint32_t qd = 1;
   bool unary = false;  // a daemon's: one unary RPC per op instead of its Stream RPC
+  // The Stream's ops per request message at most (gdr::SetStreamBatch; issue 45's split of
+  // the resubmitted batch); 0: no cap of its own, the default. Read by RunBench(Client&, ...).
+  uint32_t stream_batch = 0;
   std::string transport = "tcp";  // the client's transport, for the JSON line
   // Registered memory for the ops (slot i at i*size; needs min(qd, iterations)*size bytes).
   // Null: RunBench allocates a fresh buffer, so first touches of its pages are timed too.
@@ -43,6 +46,9 @@ struct BenchResult {
   // of p50_us spent in the daemon rather than in RPCs; 0 from a cluster.
   double service_p50_us = 0;
   std::string path;  // the first op's (OpResult::path); ops on one buffer go one way
+  // Request messages the Stream wrote during the loop (all of this process's Streams); 0 for
+  // unary calls.
+  uint64_t stream_messages = 0;
 };
 
 // Runs the loop on `store` (a daemon's Client or a cluster), each op its SubmitAsync, or on
@@ -50,12 +56,13 @@ struct BenchResult {
 // stops it and is returned; options.unary is not read.
 absl::StatusOr<BenchResult> RunBench(gdrstore::Store& store, gdrstore::OpStream* stream,
                                      const BenchOptions& options);
-// On one daemon: over a Stream opened on `client` and closed at the end, or unary RPCs with
-// options.unary.
+// On one daemon: over a Stream opened on `client` (with options.stream_batch) and closed at
+// the end, or unary RPCs with options.unary.
 absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOptions& options);
 
 // The JSON object of `gdrctl bench --json`: op, transport, rpc, size, qd, ops, bytes, seconds,
-// gbps, ops_per_sec, lat_us {p50, p99, max, mean} and path.
+// gbps, ops_per_sec, lat_us {p50, p99, max, mean} and path; over a Stream also stream_batch and
+// stream_messages.
 gdr::json::Json BenchResultJson(const BenchOptions& o, const BenchResult& r);
 
 }  // namespace gdrctl

@@ -1,3 +1,4 @@
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -11,25 +12,55 @@
 #include "client/src/client_calls.h"
 #include "client/src/deadline_timer.h"
 #include "client/src/op_request.h"
+#include "client/src/stream_batch.h"
 #include "common/grpc/grpc_status.h"
 #include "common/wire/stream_limits.h"
 #include "common/grpc/write_queue.h"
 #include "client/src/daemon_rpc.h"
 #include "gdrstore/client.h"
 
+namespace gdr {
+namespace {
+
+std::atomic<size_t> stream_batch{0};
+std::atomic<uint64_t> stream_messages{0};
+std::atomic<uint64_t> stream_ops{0};
+
+}  // namespace
+
+absl::Status SetStreamBatch(size_t ops) {
+  if (ops > static_cast<size_t>(kMaxOpsPerMessage)) {
+    return absl::InvalidArgumentError(absl::StrCat("stream batch of ", ops,
+                                                   " ops: at most ", kMaxOpsPerMessage,
+                                                   " ops fit one message (0: no cap)"));
+  }
+  stream_batch.store(ops, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+size_t StreamBatch() { return stream_batch.load(std::memory_order_relaxed); }
+
+StreamWrites StreamWritesSoFar() {
+  return {stream_messages.load(std::memory_order_relaxed),
+          stream_ops.load(std::memory_order_relaxed)};
+}
+
+}  // namespace gdr
+
 namespace gdrstore {
 
 // Client side of one Stream call. Submitted ops queue while a write is outstanding and go out
-// together in the next StreamRequest; answers arrive batched too. Ops that answer callbacks
-// submit while a response is being delivered also wait, and leave in one message once every
-// answer of it has been handed out. One write outstanding at a time (a WriteQueue under mu_);
+// together in the next StreamRequest; answers arrive batched too. Ops that answer callbacks submit
+// while a response is being delivered also wait, and leave in one message once every answer of it
+// has been handed out (with a gdr::SetStreamBatch cap, each complete group of that many leaves at
+// once, and no message carries more). One write outstanding at a time (a WriteQueue under mu_);
 // callbacks run outside the lock. Submit and Close start operations from the caller's thread,
 // outside gRPC's reactions, which is only safe while the call cannot finish under them: a hold
-// keeps it open until the client has sent its last message (Close) or the read side has ended
-// (the daemon finished the call, e.g. refused it), and nothing is started after the hold is
-// gone. Every op has a deadline: one not answered by then fails DEADLINE_EXCEEDED on the
-// client's timer thread (and is dropped if it was not sent yet), so a hung daemon holds no
-// caller past its timeout; Close then cancels the call instead of waiting for it.
+// keeps it open until the client has sent its last message (Close) or the read side has ended (the
+// daemon finished the call, e.g. refused it), and nothing is started after the hold is gone. Every
+// op has a deadline: one not answered by then fails DEADLINE_EXCEEDED on the client's timer thread
+// (and is dropped if it was not sent yet), so a hung daemon holds no caller past its timeout; Close
+// then cancels the call instead of waiting for it.
 //
 // The stream may outlive its Client. Every use of the Client goes through a ClientCalls::Use,
 // and the Client, as it goes, cancels the call, waits for the uses to end and takes back its
@@ -45,6 +76,7 @@ class OpStream::Reactor final
         calls_(std::move(calls)),
         window_(std::move(window)),
         rpc_timeout_(client->rpc_timeout()),
+        batch_(gdr::StreamBatch()),
         writes_([this](std::deque<v1::StreamOp>& unsent) { return StartWriteLocked(unsent); },
                 [this](bool all_written) { EndWritesLocked(all_written); }),
         timer_(std::move(timer)) {
@@ -132,6 +164,8 @@ class OpStream::Reactor final
         // op stays pending and OnDone answers it.
         if (delivering_ && delivering_thread_ == std::this_thread::get_id()) {
           writes_.Enqueue(std::move(op));
+          // A whole group (gdr::SetStreamBatch) leaves before the answer's other callbacks.
+          if (batch_ != 0 && writes_.queued() >= batch_) writes_.Flush();
         } else {
           writes_.Push(std::move(op));
         }
@@ -263,11 +297,14 @@ class OpStream::Reactor final
   // whose deadline failed them before they left are not sent: the caller has its answer.
   size_t StartWriteLocked(std::deque<v1::StreamOp>& unsent) {
     out_.Clear();
-    const size_t n = std::min<size_t>(unsent.size(), gdr::kMaxOpsPerMessage);
+    const size_t n = std::min<size_t>(unsent.size(),
+                                      batch_ != 0 ? batch_ : gdr::kMaxOpsPerMessage);
     out_.mutable_ops()->Reserve(static_cast<int>(n));
     for (size_t i = 0; i < n; ++i) {
       if (pending_.contains(unsent[i].id())) *out_.add_ops() = std::move(unsent[i]);
     }
+    gdr::stream_messages.fetch_add(1, std::memory_order_relaxed);
+    gdr::stream_ops.fetch_add(static_cast<uint64_t>(out_.ops_size()), std::memory_order_relaxed);
     StartWrite(&out_);
     return n;
   }
@@ -324,6 +361,7 @@ class OpStream::Reactor final
   const std::shared_ptr<gdr::ClientCalls> calls_;
   const std::shared_ptr<gdr::AdmissionWindow> window_;  // null with fail_when_full
   const std::chrono::milliseconds rpc_timeout_;
+  const size_t batch_;  // gdr::SetStreamBatch's cap on ops per message; 0: none of its own
   gdr::AdmissionWindow::Scope scope_;  // this stream's ops in the client's window
   grpc::ClientContext ctx_;
   v1::StreamResponse response_;

@@ -225,6 +225,41 @@ TEST_F(GdrctlTest, BadSizeOrOffsetNamesTheFlag) {
   }
 }
 
+// --stream-batch N (issue 45's split of a Stream's batch) caps each request message of the
+// Stream at N ops: the JSON carries the setting and the messages the stream wrote. Bad values,
+// and the flag with --unary (no Stream), are usage errors naming it.
+TEST_F(GdrctlTest, BenchStreamBatchCapsOpsPerMessage) {
+  constexpr int kOps = 256;
+  for (int batch : {1, 8}) {
+    ProcessResult r = Gdrctl({"--json", "bench", "--volume", "vol0", "-n", absl::StrCat(kOps),
+                              "--qd", "32", "--stream-batch", absl::StrCat(batch)});
+    ASSERT_EQ(r.exit_code, 0) << batch << ": " << r.Describe();
+    google::protobuf::Struct doc;
+    auto parsed = google::protobuf::util::JsonStringToMessage(r.out, &doc);
+    ASSERT_TRUE(parsed.ok()) << parsed.ToString() << "\n" << r.out;
+    const auto& f = doc.fields();
+    ASSERT_TRUE(f.contains("stream_batch") && f.contains("stream_messages")) << r.out;
+    EXPECT_EQ(f.at("stream_batch").number_value(), batch) << r.out;
+    const double messages = f.at("stream_messages").number_value();
+    if (batch == 1) {
+      EXPECT_EQ(messages, kOps) << r.out;  // one op a message, whatever queued behind a write
+    } else {
+      EXPECT_GE(messages, kOps / batch) << r.out;
+    }
+  }
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--stream-batch", "-1"}, {"--stream-batch", "1025"},
+        {"--stream-batch", "eight"}, {"--unary", "--stream-batch", "8"}}) {
+    std::vector<std::string> args = {"bench", "--volume", "vol0", "-n", "8"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    ProcessResult r = Gdrctl(args);
+    const std::string what = absl::StrJoin(bad, " ");
+    EXPECT_EQ(r.exit_code, 2) << what << ": " << r.Describe();
+    EXPECT_TRUE(IsOneLine(r.err)) << what << ": stderr [" << r.err << "]";
+    EXPECT_TRUE(absl::StrContains(r.err, "--stream-batch")) << what << ": " << r.err;
+  }
+}
+
 // -a takes HOST, HOST:PORT and [V6]:PORT; a port given twice must agree, a malformed one is a
 // usage error naming the forms (it once became "HOST:PORT:PORT" and a DNS failure).
 TEST_F(GdrctlTest, AddressFlagTakesHostPort) {

@@ -22,6 +22,7 @@
 #include "client/gdrctl/size_flag.h"
 #include "common/base/json.h"
 #include "common/base/units.h"
+#include "common/wire/stream_limits.h"
 #include "gdrstore/cluster.h"
 #include "gdrstore/store.h"
 
@@ -36,7 +37,15 @@ class BenchCommand final : public Command {
     AddSizeOption(bench, "-s,--size", &o_.size, "bytes per op (e.g. 4KiB, 16MiB)");
     bench->add_option("-t,--type", type_, "write|read (or 0|1)")->capture_default_str();
     bench->add_option("--qd", o_.qd, "ops in flight")->capture_default_str();
-    bench->add_flag("--unary", o_.unary, "one unary RPC per op instead of the Stream RPC");
+    CLI::Option* unary =
+        bench->add_flag("--unary", o_.unary, "one unary RPC per op instead of the Stream RPC");
+    bench
+        ->add_option("--stream-batch", o_.stream_batch,
+                     "at most this many ops per Stream request message, a group leaving as soon "
+                     "as it is complete (0: no cap, the default)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, gdr::kMaxOpsPerMessage))
+        ->excludes(unary);
     bench->add_option("--volume", o_.volume, "volume name")->capture_default_str();
     AddSizeOption(bench, "-o,--offset", &o_.offset, "first offset (e.g. 512MiB)");
     span_opt_ = AddSizeOption(bench, "--span", &span_,
