@@ -36,6 +36,7 @@
 #include "common/cuda/gpu.h"
 #include "common/base/status_macros.h"
 #include "common/base/units.h"
+#include "common/wire/stream_limits.h"
 #include "gdrstore/client.h"
 
 #ifndef GDR_BENCH_DAEMON_PATH
@@ -66,6 +67,9 @@ struct Settings {
   uint64_t lat_ops = 2000;        // 4 KiB unary ops / pings per latency measurement
   uint64_t rate_ops = 20000;      // 4 KiB ops per ops/s measurement
   uint32_t rate_qd = 32;
+  // Info lines beside the rate line: its Stream with at most N ops per request message
+  // (gdrctl::BenchOptions::stream_batch), one line per N.
+  std::vector<uint32_t> stream_batches;
   int64_t ready_timeout_ms = 20000;
   std::vector<std::string> only;  // of {bw, lat, rate, gpu, reg, scale}; empty = all but scale
   std::string gpu;                // GPU for the gpu group (PCI address or ordinal); empty = none
@@ -281,7 +285,8 @@ class Bench {
 
   absl::StatusOr<gdrctl::BenchResult> Ops(gdrstore::OpKind kind, uint64_t size, uint64_t offset,
                                           uint64_t iterations, uint32_t qd, bool unary,
-                                          const gdrstore::Buffer* buffer) {
+                                          const gdrstore::Buffer* buffer,
+                                          uint32_t stream_batch = 0) {
     gdrctl::BenchOptions o;
     o.kind = kind;
     o.volume = "vol0";
@@ -292,6 +297,7 @@ class Bench {
     o.qd = qd;
     o.unary = unary;
     o.buffer = buffer;
+    o.stream_batch = stream_batch;
     return gdrctl::RunBench(client_, o);
   }
 
@@ -405,6 +411,16 @@ class Bench {
     row.baseline = absl::StrCat("4KiB Write unary qd", s_.rate_qd);
     row.aim = ">= 3.0";
     row.aim_ratio = 3.0;
+    // The same Stream split into messages of at most N ops, against the same unary calls:
+    // its ratio reads against the rate line's aim.
+    std::vector<Row> split(s_.stream_batches.size());
+    for (size_t i = 0; i < split.size(); ++i) {
+      split[i].name = absl::StrCat(row.name, " batch", s_.stream_batches[i]);
+      split[i].unit = row.unit;
+      split[i].baseline = row.baseline;
+      split[i].aim = "info";
+      split[i].informational = true;
+    }
     Progress(row.name);
     for (int r = -s_.warmup; r < s_.repeats; ++r) {
       GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult unary,
@@ -413,11 +429,23 @@ class Bench {
       GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult stream,
                            Ops(gdrstore::OpKind::kWrite, 4096, 0, s_.rate_ops, s_.rate_qd, false,
                                buffer.get()));
+      std::vector<double> split_ops;
+      for (uint32_t batch : s_.stream_batches) {
+        GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult b,
+                             Ops(gdrstore::OpKind::kWrite, 4096, 0, s_.rate_ops, s_.rate_qd,
+                                 false, buffer.get(), batch));
+        split_ops.push_back(b.ops_per_sec);
+      }
       if (r < 0) continue;
       row.base.push_back(unary.ops_per_sec);
       row.product.push_back(stream.ops_per_sec);
+      for (size_t i = 0; i < split.size(); ++i) {
+        split[i].base.push_back(unary.ops_per_sec);
+        split[i].product.push_back(split_ops[i]);
+      }
     }
     rows->push_back(std::move(row));
+    for (Row& r : split) rows->push_back(std::move(r));
     return absl::OkStatus();
   }
 
@@ -458,6 +486,10 @@ int Main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(uint64_t{100}, uint64_t{1} << 24));
   app.add_option("--rate-qd", s.rate_qd, "queue depth of the ops/s line")
       ->capture_default_str()->check(CLI::Range(1u, 1024u));
+  app.add_option("--stream-batch", s.stream_batches,
+                 "also the rate line's Stream with at most N ops per request message, an info "
+                 "line per N (repeatable; the rate line itself is the default, no cap)")
+      ->check(CLI::Range(1, gdr::kMaxOpsPerMessage));
   app.add_option("--ready-timeout-ms", s.ready_timeout_ms, "how long to wait for the daemon")
       ->capture_default_str();
   app.add_option("--only", s.only,

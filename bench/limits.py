@@ -16,6 +16,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import re
 import statistics
 import sys
 import time
@@ -166,13 +167,20 @@ def _part2(out: str, rows: List[Dict[str, Any]]) -> None:
     # By unit and words, not the whole name: the latency group's names may grow qualifiers.
     lat = next((r for n, r in got.items() if r["unit"] == "us" and "unary qd1 p50" in n
                 and "daemon" not in n), None)
-    rate = next((r for n, r in got.items() if r["unit"] == "ops/s" and "stream qd32" in n), None)
+    rate = next((r for n, r in got.items() if r["unit"] == "ops/s" and "stream qd32" in n
+                 and "batch" not in n), None)
     if lat is None or rate is None:
         raise ValueError(f"gdr_bench printed no unary p50 or stream qd32 line: {sorted(got)}")
     rows.append(_row("2 4 KiB unary p50 vs empty RPC (Ping) p50", lat["product"],
                      lat["baseline"], "<= 1.3", "us", lat["name"]))
     rows.append(_row("2 4 KiB Stream qd 32 vs unary qd 32", rate["product"], rate["baseline"],
                      ">= 3", "ops/s", rate["name"]))
+    # The same Stream at most N ops a message (gdr_bench --stream-batch): info beside the target.
+    split = {int(m.group(1)): r for n, r in got.items()
+             if (m := re.search(r"stream qd32 batch(\d+)$", n)) and r["unit"] == "ops/s"}
+    for ops, r in sorted(split.items()):
+        rows.append(_info(f"2 (info) the same, at most {ops} ops a message", r["product"],
+                          r["baseline"], "ops/s", r["name"]))
 
 
 def _part3(out: str, rows: List[Dict[str, Any]]) -> None:
