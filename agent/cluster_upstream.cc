@@ -30,21 +30,24 @@ struct ClusterUpstream::Registration {
 
 struct ClusterUpstream::Memory final : UpstreamMemory {
   Memory(const handoff::ImportedRegion* r, std::shared_ptr<Registration> first,
-         std::shared_ptr<std::atomic<uint64_t>> n)
-      : region(r), live(std::move(n)), reg(std::move(first)) {
+         std::shared_ptr<std::atomic<uint64_t>> n, std::shared_ptr<LiveMemories<Memory>> all)
+      : region(r), live(std::move(n)), memories(std::move(all)), reg(std::move(first)) {
     live->fetch_add(1);
   }
-  ~Memory() override { live->fetch_sub(1); }
+  ~Memory() override {
+    memories->Remove(this);
+    live->fetch_sub(1);
+  }
 
-  // The registration with `cluster`: the one made before, or (a Reconnect since) a new one.
-  // Each op holds its own until it is answered.
+  // The registration with `cluster`: the one made before, or (a Reconnect since: Sweep may
+  // have dropped it) a new one. Each op holds its own until it is answered.
   absl::StatusOr<std::shared_ptr<Registration>> With(
       const std::shared_ptr<gdrstore::ClusterClient>& cluster) const {
     absl::MutexLock lock(&mu);
-    if (reg->cluster != cluster) {
+    if (reg == nullptr || reg->cluster != cluster) {
       absl::StatusOr<std::shared_ptr<Registration>> r = Registration::Make(cluster, *region);
       if (!r.ok()) return r.status();
-      replaced.push_back(std::move(reg));
+      if (reg != nullptr) replaced.push_back(std::move(reg));
       reg = *std::move(r);
     }
     DropUnheld(&replaced);
@@ -59,10 +62,23 @@ struct ClusterUpstream::Memory final : UpstreamMemory {
     DropUnheld(&replaced);
   }
 
+  // Sweep: a registration with another client than `current` leaves (TakeReplaced); those no
+  // op holds move to `*idle`.
+  void TakeReplaced(const std::shared_ptr<gdrstore::ClusterClient>& current,
+                    std::vector<std::shared_ptr<Registration>>* idle) const {
+    absl::MutexLock lock(&mu);
+    agent::TakeReplaced(
+        std::span(&reg, 1),
+        [&current](size_t, const Registration& r) { return r.cluster != current; }, &replaced,
+        idle);
+  }
+
   // Outlives this: MappedRegion drops the registration before the region.
   const handoff::ImportedRegion* region;
   std::shared_ptr<std::atomic<uint64_t>> live;
+  const std::shared_ptr<LiveMemories<Memory>> memories;
   mutable absl::Mutex mu;
+  // Null once Sweep dropped it (registered anew at the next op).
   mutable std::shared_ptr<Registration> reg ABSL_GUARDED_BY(mu);
   mutable std::vector<std::shared_ptr<Registration>> replaced ABSL_GUARDED_BY(mu);
 };
@@ -96,6 +112,19 @@ absl::Status ClusterUpstream::Reconnect(const gdrstore::ClientOptions& options) 
 }
 
 void ClusterUpstream::Sweep() {
+  std::shared_ptr<gdrstore::ClusterClient> current;
+  {
+    absl::ReaderMutexLock lock(&cluster_mu_);
+    if (!replaced_.empty()) current = cluster_;
+  }
+  if (current != nullptr) {
+    memories_->ForEach([&current](const Memory& m) {
+      std::vector<std::shared_ptr<Registration>> idle;
+      m.TakeReplaced(current, &idle);
+      // Dropped here, outside the region's lock and while the region is still mapped.
+    });
+    current.reset();
+  }
   std::vector<std::shared_ptr<gdrstore::ClusterClient>> idle;
   {
     absl::MutexLock lock(&cluster_mu_);
@@ -179,7 +208,9 @@ absl::StatusOr<std::unique_ptr<UpstreamMemory>> ClusterUpstream::Register(
     const handoff::ImportedRegion& region) {
   absl::StatusOr<std::shared_ptr<Registration>> r = Registration::Make(Current(), region);
   if (!r.ok()) return Prefixed(Prefix(), r.status());
-  return std::unique_ptr<UpstreamMemory>(new Memory(&region, *std::move(r), live_));
+  auto memory = std::make_unique<Memory>(&region, *std::move(r), live_, memories_);
+  memories_->Add(memory.get());
+  return memory;
 }
 
 void ClusterUpstream::Submit(const ForwardedOp& op, uint32_t lane, Done done) {

@@ -6,7 +6,8 @@
 // transport at REGISTER, through its first member (a gdrstore::Buffer; a member must answer).
 // New credentials (Reconnect: the members' token and TLS, etcd's TLS) open a new
 // ClusterClient that takes every later op; ops running finish on the old one, which closes
-// (Sweep) once no op or region holds it; each region is registered anew at its next op.
+// (Sweep) once no op holds it (Sweep drops an idle region's registration on it first); each
+// region is registered anew at its next op.
 #pragma once
 
 #include <atomic>
@@ -69,6 +70,9 @@ class ClusterUpstream final : public Upstreams {
   std::vector<std::shared_ptr<gdrstore::ClusterClient>> replaced_ ABSL_GUARDED_BY(cluster_mu_);
   // Shared with the regions, which may outlive a Submit's caller but not the cluster client.
   std::shared_ptr<std::atomic<uint64_t>> live_ = std::make_shared<std::atomic<uint64_t>>(0);
+  // Every region registered, for Sweep to move the idle ones off replaced clients.
+  const std::shared_ptr<LiveMemories<Memory>> memories_ =
+      std::make_shared<LiveMemories<Memory>>();
   absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

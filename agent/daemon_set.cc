@@ -36,8 +36,13 @@ struct DaemonSet::Registration {
 };
 
 struct DaemonSet::Memory final : UpstreamMemory {
+  Memory(const handoff::ImportedRegion* r, std::shared_ptr<LiveMemories<Memory>> l)
+      : region(r), live(std::move(l)) {}
+  ~Memory() override { live->Remove(this); }
+
   // Outlives this: MappedRegion drops the registration before the region.
-  const handoff::ImportedRegion* region = nullptr;
+  const handoff::ImportedRegion* const region;
+  const std::shared_ptr<LiveMemories<Memory>> live;
   mutable absl::Mutex mu;
   // By daemon index; null until registered there (a daemon found after the region came), and
   // replaced at the next op once the daemon's Upstream was (Reconnect). Each op holds its own.
@@ -52,6 +57,17 @@ struct DaemonSet::Memory final : UpstreamMemory {
     reg->reset();
     DropUnheld(&replaced);
   }
+
+  // Sweep: the registrations with an Upstream no longer in its daemon's slot (`current`, by
+  // index) leave (TakeReplaced); those no op holds move to `*idle`.
+  void TakeReplaced(const std::vector<std::shared_ptr<Upstream>>& current,
+                    std::vector<std::shared_ptr<Registration>>* idle) const {
+    absl::MutexLock lock(&mu);
+    agent::TakeReplaced(
+        std::span(regs.data(), current.size()),
+        [&current](size_t i, const Registration& r) { return r.upstream != current[i]; },
+        &replaced, idle);
+  }
 };
 
 struct DaemonSet::Gathered {
@@ -63,7 +79,9 @@ struct DaemonSet::Gathered {
 
 DaemonSet::DaemonSet(const gdrstore::ClientOptions& options, uint32_t streams,
                      std::optional<Service> service)
-    : streams_(streams), service_(std::move(service)) {
+    : streams_(streams),
+      service_(std::move(service)),
+      memories_(std::make_shared<LiveMemories<Memory>>()) {
   {
     absl::MutexLock lock(&slots_mu_);
     options_ = options;
@@ -165,6 +183,20 @@ absl::Status DaemonSet::Reconnect(const gdrstore::ClientOptions& options) {
 }
 
 void DaemonSet::Sweep() {
+  std::vector<std::shared_ptr<Upstream>> current;
+  {
+    absl::ReaderMutexLock lock(&slots_mu_);
+    if (!replaced_.empty()) current.assign(slots_.begin(), slots_.begin() + Count());
+  }
+  if (!current.empty()) {
+    memories_->ForEach([&current](const Memory& m) {
+      std::vector<std::shared_ptr<Registration>> idle;
+      m.TakeReplaced(current, &idle);
+      // Dropped here, outside the region's lock (its ops go on) and while the region is still
+      // mapped (a region going waits for ForEach).
+    });
+    current.clear();
+  }
   std::vector<std::shared_ptr<Upstream>> idle;
   {
     absl::MutexLock lock(&slots_mu_);
@@ -246,22 +278,24 @@ std::string DaemonSet::NoAddressLocked() const {
 
 absl::StatusOr<std::unique_ptr<UpstreamMemory>> DaemonSet::Register(
     const handoff::ImportedRegion& region) {
-  auto memory = std::make_unique<Memory>();
-  memory->region = &region;
+  auto memory = std::make_unique<Memory>(&region, memories_);
   std::vector<bool> retired;
   {
     absl::MutexLock lock(&mu_);
     retired = retired_;
   }
-  absl::MutexLock lock(&memory->mu);
-  memory->regs.resize(kMaxDaemons);
-  for (size_t i = 0; i < Count(); ++i) {
-    if (retired[i]) continue;  // registered at its first op should it come back
-    std::shared_ptr<Upstream> u = At(i);
-    absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> b = u->Register(region);
-    if (!b.ok()) return Prefixed(DaemonPrefix(*u), b.status());
-    memory->regs[i] = std::make_shared<Registration>(Registration{u, *std::move(b)});
+  {
+    absl::MutexLock lock(&memory->mu);
+    memory->regs.resize(kMaxDaemons);
+    for (size_t i = 0; i < Count(); ++i) {
+      if (retired[i]) continue;  // registered at its first op should it come back
+      std::shared_ptr<Upstream> u = At(i);
+      absl::StatusOr<std::unique_ptr<gdrstore::Buffer>> b = u->Register(region);
+      if (!b.ok()) return Prefixed(DaemonPrefix(*u), b.status());
+      memory->regs[i] = std::make_shared<Registration>(Registration{u, *std::move(b)});
+    }
   }
+  memories_->Add(memory.get());  // not under the region's lock: Sweep takes the two the other way
   return memory;
 }
 

@@ -8,7 +8,8 @@
 // address is connected and a region registered with it at its first op there; an address
 // gone from the answer is retired (no op or GetInfo goes to it) until it comes back. New
 // credentials (Reconnect) replace each daemon's Upstream in its slot: ops route as before, and
-// the replaced one lives on until no op, GetInfo or region registration holds it.
+// the replaced one lives on until no op or GetInfo holds it (a region's registration on it is
+// dropped by Sweep once no op holds it, and made again on the new one at the region's next op).
 #pragma once
 
 #include <atomic>
@@ -122,6 +123,8 @@ class DaemonSet final : public Upstreams {
   // Upstreams Reconnect replaced, each closed (Sweep) once it is the last holder: never on a
   // gRPC thread, where an op's callback may be what let go of it last.
   std::vector<std::shared_ptr<Upstream>> replaced_ ABSL_GUARDED_BY(slots_mu_);
+  // Every region registered, for Sweep to move the idle ones off replaced Upstreams.
+  const std::shared_ptr<LiveMemories<Memory>> memories_;
   absl::Notification stop_;
   std::thread resolver_;
   mutable absl::Mutex mu_;

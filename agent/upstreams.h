@@ -8,12 +8,16 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "common/grpc/grpc_status.h"
 #include "common/handoff/imported_region.h"
 #include "gdrstore/client.h"
@@ -78,8 +82,10 @@ class Upstreams {
   // nothing: the first connection's error (naming its daemon) leaves the running ones in
   // place. Not with another Reconnect at once.
   virtual absl::Status Reconnect(const gdrstore::ClientOptions& options) = 0;
-  // Closes the connections Reconnect replaced that nothing uses any more (no op, GetInfo or
-  // region). Called now and then from one thread: it may wait for a client to close.
+  // Drops the registrations on replaced connections that no op holds (an idle region is
+  // registered anew at its next op), then closes the connections Reconnect replaced that
+  // nothing uses any more (no op or GetInfo). Called now and then from one thread: it may wait
+  // for a client to close.
   virtual void Sweep() {}
 };
 
@@ -90,6 +96,52 @@ void DropUnheld(std::vector<std::shared_ptr<Registration>>* replaced) {
   std::erase_if(*replaced,
                 [](const std::shared_ptr<Registration>& r) { return r.use_count() == 1; });
 }
+
+// Sweep's part in one region (its lock held): each of `regs` whose connection Reconnect
+// replaced (`stale(index, registration)`) leaves its place, to be registered anew at the
+// region's next op; of those and the ones replaced before, the ones no op holds move to
+// `*idle`, to be dropped by the caller outside the region's lock, and the others go with their
+// last op (Release). Without this a region left idle held a replaced connection open, one more
+// at every rotation.
+template <typename Registration, typename Stale>
+void TakeReplaced(std::span<std::shared_ptr<Registration>> regs, const Stale& stale,
+                  std::vector<std::shared_ptr<Registration>>* replaced,
+                  std::vector<std::shared_ptr<Registration>>* idle) {
+  for (size_t i = 0; i < regs.size(); ++i) {
+    if (regs[i] != nullptr && stale(i, *regs[i])) replaced->push_back(std::move(regs[i]));
+  }
+  for (std::shared_ptr<Registration>& r : *replaced) {
+    if (r.use_count() == 1) idle->push_back(std::move(r));
+  }
+  std::erase(*replaced, nullptr);
+}
+
+// The regions an Upstreams has registered, for its Sweep to reach those no op touches. Each
+// region adds itself once registered (holding none of its own locks) and removes itself as it
+// goes; shared, so either may go first. Thread-safe.
+template <typename Memory>
+class LiveMemories {
+ public:
+  void Add(const Memory* m) {
+    absl::MutexLock lock(&mu_);
+    live_.insert(m);
+  }
+  // Waits for a ForEach under way: a region is not dropped while `f` runs on it.
+  void Remove(const Memory* m) {
+    absl::MutexLock lock(&mu_);
+    live_.erase(m);
+  }
+  // `f` on every region, under the registry's lock (which `f` must not take).
+  template <typename F>
+  void ForEach(const F& f) {
+    absl::MutexLock lock(&mu_);
+    for (const Memory* m : live_) f(*m);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::unordered_set<const Memory*> live_ ABSL_GUARDED_BY(mu_);
+};
 
 // `status` with `prefix` before its message, its code and not-admitted mark kept.
 inline absl::Status Prefixed(absl::string_view prefix, const absl::Status& status) {

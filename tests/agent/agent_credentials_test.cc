@@ -2,8 +2,10 @@
 // Kubernetes Secret volume (swapped through `..data`, no signal) and a real gdrstored whose
 // token file is rotated to accept only the new token. The agent's client keeps its session,
 // channel and registered memory throughout, and ops running through the swap all succeed; a bad
-// new Secret is refused with the old token kept. The same for an agent on a members-file
-// cluster, and for its client certificate toward an mTLS daemon that grants by certificate.
+// new Secret is refused with the old token kept; a region left idle does not keep the replaced
+// connection open. The same for an agent on a members-file cluster, for its client certificate
+// toward an mTLS daemon that grants by certificate, and for an etcd cluster agent's certificate
+// toward an etcd that comes to trust only a new CA.
 #include <gmock/gmock.h>
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
@@ -21,7 +23,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/base/pattern.h"
+#include "gdrstore/cluster.h"
 #include "tests/agent/agent_harness.h"
+#include "tests/common/etcd_server.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/secret_volume.h"
 #include "tests/integration/test_pki.h"
@@ -67,6 +71,16 @@ struct Session {
   }
 };
 
+// After a Secret that must be refused: the agent says so and goes on serving `volume` with the
+// credentials it had.
+void ExpectNotReloaded(AgentProcess& agent, Session& c, const std::string& volume) {
+  ASSERT_TRUE(integ::PollUntil([&] {
+    return absl::StrContains(agent.Stderr(), "credentials not reloaded");
+  }, absl::Seconds(20))) << agent.Stderr();
+  EXPECT_TRUE(c.GetVerified(8192, volume));
+  EXPECT_TRUE(agent.Running());
+}
+
 // A daemon taking the tokens of its file, and an agent whose token file is a Secret volume
 // holding the old token, with one client session. `cluster`: the agent reaches the daemon as
 // the one member of a members file's cluster (--cluster-file) instead of by --daemon.
@@ -97,6 +111,21 @@ class AgentTokenTest : public ::testing::Test {
     ASSERT_TRUE(a.ok()) << a.status();
     agent_ = *std::move(a);
     ASSERT_NO_FATAL_FAILURE(c_.Open(*agent_));
+  }
+
+  // A rotation (the daemon taking both tokens) with the session's region left idle from before
+  // the swap until the replaced connection is logged `closed`: nothing but the agent's own
+  // housekeeping lets the region's registration on it go. Its next op then registers anew.
+  void RotateWithTheRegionIdle(bool cluster, const std::string& closed) {
+    ASSERT_NO_FATAL_FAILURE(Start(absl::StrCat(kOld, "\n", kNew, "\n"), cluster));
+    ASSERT_TRUE(c_.GetVerified(4096));
+    secret_->Publish(absl::StrCat(kNew, "\n"));
+    ASSERT_TRUE(integ::PollUntil([&] { return absl::StrContains(agent_->Stderr(), closed); },
+                                 absl::Seconds(20)))
+        << agent_->Stderr();
+    EXPECT_THAT(agent_->Stderr(), ::testing::HasSubstr("credentials reloaded"));
+    EXPECT_TRUE(c_.GetVerified(1 << 20));
+    EXPECT_TRUE(c_.GetVerified(4096));
   }
 
   std::unique_ptr<integ::TempDir> dir_;
@@ -197,6 +226,14 @@ TEST_F(AgentTokenTest, AClusterAgentTakesTheNewTokenToo) {
   }, absl::Seconds(20))) << agent_->Stderr();
 }
 
+TEST_F(AgentTokenTest, AnIdleRegionDoesNotKeepTheReplacedConnectionOpen) {
+  RotateWithTheRegionIdle(false, "that new credentials replaced is closed");
+}
+
+TEST_F(AgentTokenTest, AnIdleRegionDoesNotKeepTheReplacedClusterOpen) {
+  RotateWithTheRegionIdle(true, "that new credentials replaced are closed");
+}
+
 // mTLS: the daemon grants each client certificate its own volume (san: lines), so which volume
 // the agent reaches says which certificate it presents.
 TEST(AgentCredentialsTest, CertificateSecretSwappedIsPresentedOnNewConnections) {
@@ -258,11 +295,93 @@ TEST(AgentCredentialsTest, CertificateSecretSwappedIsPresentedOnNewConnections) 
 
   // A certificate with another's key is refused by the checks made at start; b stays.
   publish(*a, *b);
-  ASSERT_TRUE(integ::PollUntil([&] {
-    return absl::StrContains((*agent)->Stderr(), "credentials not reloaded");
-  }, absl::Seconds(20))) << (*agent)->Stderr();
-  EXPECT_TRUE(c.GetVerified(8192, "v2"));
-  EXPECT_TRUE((*agent)->Running());
+  ExpectNotReloaded(**agent, c, "v2");
+}
+
+// etcd requiring client certificates, restarted to trust only a new CA (its server certificate
+// stays): the agent's old certificate is refused from then on, so a volume laid out after the
+// restart is found through the agent only once the agent presents the new certificate from its
+// swapped Secret. The daemon's own certificate is of the new CA throughout.
+TEST(AgentCredentialsTest, EtcdClientCertificateSecretSwappedFollowsEtcdsNewCa) {
+  if (absl::Status st = integ::EtcdServer::Available(); !st.ok()) GTEST_SKIP() << st.message();
+  auto dir = integ::TempDir::Create("gdr-agent-etcd-tls");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  integ::TestPki pki((*dir)->path());
+  auto old_ca = pki.MakeCa("etcd-old");
+  auto new_ca = pki.MakeCa("etcd-new");
+  ASSERT_TRUE(old_ca.ok() && new_ca.ok()) << old_ca.status() << new_ca.status();
+  auto server = pki.Issue(*old_ca, "etcd-server", integ::TestPki::Use::kServer);
+  auto member = pki.Issue(*new_ca, "member", integ::TestPki::Use::kClient, "DNS:gdrstored");
+  auto agent_old = pki.Issue(*old_ca, "agent-old", integ::TestPki::Use::kClient, "DNS:agent");
+  auto agent_new = pki.Issue(*new_ca, "agent-new", integ::TestPki::Use::kClient, "DNS:agent");
+  ASSERT_TRUE(server.ok() && member.ok() && agent_old.ok() && agent_new.ok());
+  const std::string both = (*dir)->File("both-cas.pem");
+  WriteFile(both, integ::ReadFileOrEmpty(old_ca->cert) + integ::ReadFileOrEmpty(new_ca->cert));
+  integ::EtcdTls tls{*server, both, old_ca->cert, *member};
+  auto etcd = integ::EtcdServer::Create(absl::Seconds(30), tls);
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  const std::string url = (*etcd)->url("gdr-agent-tls");
+  auto daemon = integ::DaemonProcess::Start(
+      {"--cluster", url, "--cluster-id", "m0", "--cluster-ttl", "3", "--cluster-tls-ca",
+       old_ca->cert, "--cluster-tls-cert", member->cert, "--cluster-tls-key", member->key,
+       "--volume", "vol0=4MiB", "--volume", "vol1=4MiB"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  gdrstore::ClusterOptions admin_options;
+  admin_options.etcd_url = url;
+  admin_options.etcd_tls_ca = old_ca->cert;
+  admin_options.etcd_tls_cert = member->cert;
+  admin_options.etcd_tls_key = member->key;
+  // A layout naming m0 once its registration is in etcd.
+  auto lay_out = [&](const std::string& volume) {
+    absl::Status last;
+    const bool made = integ::PollUntil([&] {
+      auto admin = gdrstore::ClusterClient::Open(admin_options);
+      last = admin.ok() ? (*admin)->CreateVolume(volume, 64 << 10, 1, {"m0"}).status()
+                        : admin.status();
+      return last.ok();
+    }, absl::Seconds(20), absl::Milliseconds(200));
+    EXPECT_TRUE(made) << volume << ": " << last << "; daemon: " << (*daemon)->Stderr();
+    return made;
+  };
+  ASSERT_TRUE(lay_out("vol0"));
+
+  ASSERT_EQ(::mkdir((*dir)->File("secret").c_str(), 0755), 0);
+  integ::SecretVolume secret((*dir)->File("secret"));
+  auto publish = [&](const integ::CertFiles& cert, const integ::CertFiles& key) {
+    secret.Publish({{"ca.crt", integ::ReadFileOrEmpty(old_ca->cert)},
+                    {"tls.crt", integ::ReadFileOrEmpty(cert.cert)},
+                    {"tls.key", integ::ReadFileOrEmpty(key.key)}});
+  };
+  publish(*agent_old, *agent_old);
+  auto agent = AgentProcess::Start(
+      "", {"--cluster", url, "--cluster-tls-ca", secret.path("ca.crt"), "--cluster-tls-cert",
+           secret.path("tls.crt"), "--cluster-tls-key", secret.path("tls.key")});
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  Session c;
+  ASSERT_NO_FATAL_FAILURE(c.Open(**agent));
+  ASSERT_TRUE(c.GetVerified(4096));
+
+  // etcd now trusts the new CA only: the agent's etcd connection is refused, so vol1, laid out
+  // after, is unknown to it; its ops on vol0 go on (they go to the member itself).
+  ASSERT_TRUE((*etcd)->Stop().ok());
+  tls.trusted_ca = new_ca->cert;
+  (*etcd)->set_tls(tls);
+  ASSERT_TRUE((*etcd)->Start().ok()) << (*etcd)->Log();
+  ASSERT_TRUE(lay_out("vol1"));
+  EXPECT_EQ(c.GetCode("vol1"), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(c.GetVerified(8192));
+
+  publish(*agent_new, *agent_new);
+  ASSERT_TRUE(integ::PollUntil([&] { return c.GetCode("vol1") == absl::StatusCode::kOk; },
+                               absl::Seconds(20)))
+      << (*agent)->Stderr();
+  EXPECT_TRUE(c.GetVerified(4096, "vol1"));
+  EXPECT_TRUE(c.GetVerified(12288));
+
+  // The old certificate again (files that pass, a certificate etcd refuses): not reloaded, the
+  // running connection kept, vol1 still served.
+  publish(*agent_old, *agent_old);
+  ExpectNotReloaded(**agent, c, "vol1");
 }
 
 }  // namespace

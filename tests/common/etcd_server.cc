@@ -52,7 +52,8 @@ absl::Status EtcdServer::Available() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Create(absl::Duration ready_timeout) {
+absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Create(absl::Duration ready_timeout,
+                                                               std::optional<EtcdTls> tls) {
   if (absl::Status s = Available(); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<TempDir>> dir = TempDir::Create("gdr-etcd");
   if (!dir.ok()) return dir.status();
@@ -64,7 +65,7 @@ absl::StatusOr<std::unique_ptr<EtcdServer>> EtcdServer::Create(absl::Duration re
   client->Release();
   peer->Release();
   std::unique_ptr<EtcdServer> server(
-      new EtcdServer(*std::move(dir), client->port(), peer->port(), ready_timeout));
+      new EtcdServer(*std::move(dir), client->port(), peer->port(), ready_timeout, std::move(tls)));
   if (absl::Status s = server->Start(); !s.ok()) return s;
   return server;
 }
@@ -79,13 +80,14 @@ EtcdServer::~EtcdServer() {
 absl::Status EtcdServer::Start() {
   if (Running()) return absl::FailedPreconditionError("etcd is already running");
   ++runs_;
-  const std::string client_url = absl::StrCat("http://127.0.0.1:", client_port_);
+  const std::string client_url =
+      absl::StrCat(tls_ ? "https" : "http", "://127.0.0.1:", client_port_);
   const std::string peer_url = absl::StrCat("http://127.0.0.1:", peer_port_);
   const std::string name = "gdr-test";
   // A data dir that already holds the member makes etcd ignore the --initial-* flags: a
   // restart comes back as the same member with the same keys, leases and revisions.
   // clang-format off: flag and value pairs
-  const std::vector<std::string> argv = {
+  std::vector<std::string> argv = {
       kBinary,
       "--name", name,
       "--data-dir", dir_->File("data"),
@@ -99,6 +101,10 @@ absl::Status EtcdServer::Start() {
       "--logger", "zap",
       "--log-outputs", "stderr"};
   // clang-format on
+  if (tls_) {
+    argv.insert(argv.end(), {"--cert-file=" + tls_->server.cert, "--key-file=" + tls_->server.key,
+                             "--trusted-ca-file=" + tls_->trusted_ca, "--client-cert-auth"});
+  }
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =
       ChildProcess::Spawn(argv, dir_->File(absl::StrCat("etcd-", runs_, ".out")),
                           dir_->File(absl::StrCat("etcd-", runs_, ".log")));
@@ -113,7 +119,15 @@ absl::Status EtcdServer::WaitReady() {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel = grpc::CreateCustomChannel(endpoint(), grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (tls_) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ReadFileOrEmpty(tls_->server_ca);
+    ssl.pem_cert_chain = ReadFileOrEmpty(tls_->client.cert);
+    ssl.pem_private_key = ReadFileOrEmpty(tls_->client.key);
+    credentials = grpc::SslCredentials(ssl);
+  }
+  auto channel = grpc::CreateCustomChannel(endpoint(), credentials, args);
   auto kv = etcdserverpb::KV::NewStub(channel);
   grpc::Status last;
   bool exited = false;
