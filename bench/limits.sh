@@ -16,11 +16,13 @@
 # the whole run stays within --budget seconds (default 480).
 #
 # usage: bench/limits.sh [--quick] [--carry DIR | --build DIR] [--out DIR] [--budget S]
+#                        [--parts LIST]
 #   --carry DIR  binaries as scripts/gpu-carry.sh packs them (DIR/bin, DIR/lib); default: the
 #                build tree --build (default ./build)
 #   --out DIR    each part's raw JSON and logs, the run's lines (run.txt), the table
 #                (limits.txt) and limits.json (default out/limits-DATE)
 #   --quick      small counts (a 2-core machine: checks the script, measures nothing)
+#   --parts LIST only these parts, e.g. 1,4 (default: all; the others are listed as skipped)
 # Environment: PYTHON (default python3; torch with CUDA for parts 1 and 5).
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,7 +31,7 @@ if [[ ${1:-} == --part ]]; then
   PART=$2
 else
   PART=
-  QUICK=0 CARRY='' BUILD=$SRC/build OUT='' BUDGET=480
+  QUICK=0 CARRY='' BUILD=$SRC/build OUT='' BUDGET=480 PARTS=1,2,3,4,5
   while (($#)); do
     case $1 in
       --quick) QUICK=1 ;;
@@ -37,12 +39,15 @@ else
       --build) BUILD=${2:?--build needs a directory}; shift ;;
       --out) OUT=${2:?--out needs a directory}; shift ;;
       --budget) BUDGET=${2:?--budget needs seconds}; shift ;;
+      --parts) PARTS=${2:?--parts needs a list}; shift ;;
       -h|--help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
       *) echo "limits.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
   done
   [[ $BUDGET =~ ^[0-9]+$ ]] || { echo "limits.sh: --budget '$BUDGET' is not seconds" >&2; exit 2; }
+  [[ $PARTS =~ ^[1-5](,[1-5])*$ ]] ||
+    { echo "limits.sh: --parts '$PARTS' is not a list of parts 1-5 (e.g. 1,4)" >&2; exit 2; }
   if [[ -n $CARRY ]]; then
     CARRY=$(cd "$CARRY" && pwd) || exit 2
     export LD_LIBRARY_PATH=$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -213,6 +218,12 @@ for p in "${PLAN[@]}"; do
   left=$((BUDGET - (SECONDS - t0)))
   ((limit > left)) && limit=$left
   rm -f "$OUT/part$n".{skip,status}
+  if [[ ,$PARTS, != *,$n,* ]]; then
+    echo "not asked for (--parts $PARTS)" >"$OUT/part$n.skip"
+    echo skipped >"$OUT/part$n.status"
+    echo "part $n: SKIP: not asked for"
+    continue
+  fi
   if ((limit < 10)); then
     echo "no time left in the --budget" >"$OUT/part$n.skip"
     echo "part $n: SKIP: no time left"
@@ -229,7 +240,7 @@ for p in "${PLAN[@]}"; do
   elif ((rc == 124 || rc == 137)); then
     echo "timed out after $limit s (log: part$n.log)" >"$OUT/part$n.status"
   else
-    echo "exit $rc: $(grep -v '^\s*$' "$OUT/part$n.log" | tail -1)" >"$OUT/part$n.status"
+    echo "exit $rc: $(grep -v '^\s' "$OUT/part$n.log" | grep -v '^$' | tail -1)" >"$OUT/part$n.status"
   fi
   echo "part $n: $(cat "$OUT/part$n.status"), $((SECONDS - s)) s"
 done

@@ -76,6 +76,33 @@ absl::StatusOr<std::vector<GpuInfo>> ListGpus() {
   return gpus;
 }
 
+absl::StatusOr<RetainedContexts> RetainContexts() {
+  absl::StatusOr<const CudaApi*> loaded = Api();
+  if (!loaded.ok()) return loaded.status();
+  const CudaApi& api = **loaded;
+  int count = 0;
+  GDR_CU_RETURN_IF_ERROR(api, cuDeviceGetCount(&count));
+  RetainedContexts out;
+  for (int i = 0; i < count; ++i) {
+    CUdevice dev = 0;
+    int mode = CU_COMPUTEMODE_DEFAULT;
+    if (api.cuDeviceGet(&dev, i) == CUDA_SUCCESS &&
+        api.cuDeviceGetAttribute(&mode, CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, dev) == CUDA_SUCCESS &&
+        mode != CU_COMPUTEMODE_DEFAULT) {
+      out.left.push_back(absl::StrCat("GPU ", i, ": compute mode ", mode,
+                                      " is not the default (shared), so its context waits "
+                                      "for its first use"));
+      continue;
+    }
+    if (absl::Status s = UseDevice(api, i); !s.ok()) {
+      out.left.push_back(absl::StrCat("GPU ", i, ": ", s.message()));
+      continue;
+    }
+    out.ordinals.push_back(i);
+  }
+  return out;
+}
+
 absl::StatusOr<GpuInfo> FindGpu(absl::string_view spec) {
   GDR_RETURN_IF_ERROR(ValidateGpuSpec(spec));
   absl::StatusOr<std::vector<GpuInfo>> gpus = ListGpus();

@@ -37,6 +37,22 @@ absl::Status DriverStatus();
 // CUDA support in this build); an empty list is never returned (no GPU is an error too).
 absl::StatusOr<std::vector<GpuInfo>> ListGpus();
 
+// What RetainContexts did: the GPUs whose primary context this process now holds, and a line
+// for each one it left to its first use (why).
+struct RetainedContexts {
+  std::vector<int> ordinals;
+  std::vector<std::string> left;
+};
+
+// Makes every GPU's primary context now, once per process (never released). Why: host memory
+// page-locked portable is mapped into every context that exists, and a context made later maps
+// all of it at once (about 17 ms per GiB locked on an H200 host, bench/context_cost.py), so a
+// process that page-locks GiBs and later imports memory from another GPU makes its contexts
+// first. A GPU not in the default compute mode is left alone (a context here would take an
+// exclusive GPU from its users), as is one whose context fails. FAILED_PRECONDITION without
+// a driver.
+absl::StatusOr<RetainedContexts> RetainContexts();
+
 // Resolves `spec` (see gpu_select.h) against the GPUs the driver sees.
 absl::StatusOr<GpuInfo> FindGpu(absl::string_view spec);
 

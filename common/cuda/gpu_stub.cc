@@ -20,6 +20,7 @@ absl::Status NoCuda() {
 bool BuiltWithCuda() { return false; }
 absl::Status DriverStatus() { return NoCuda(); }
 absl::StatusOr<std::vector<GpuInfo>> ListGpus() { return NoCuda(); }
+absl::StatusOr<RetainedContexts> RetainContexts() { return NoCuda(); }
 absl::StatusOr<GpuInfo> FindGpu(absl::string_view spec) {
   GDR_RETURN_IF_ERROR(ValidateGpuSpec(spec));
   return absl::FailedPreconditionError(absl::StrCat("GPU '", spec, "': ", NoCuda().message()));

@@ -43,7 +43,10 @@ absl::StatusOr<std::unique_ptr<StagingPipe>> StagingPipe::Create(int ordinal, si
     GDR_CU_RETURN_IF_ERROR(api, cuMemHostAlloc(&p, slot_bytes, CU_MEMHOSTALLOC_PORTABLE));
     s.host = static_cast<std::byte*>(p);
     GDR_CU_RETURN_IF_ERROR(api, cuEventCreate(&s.start, CU_EVENT_DEFAULT));
-    GDR_CU_RETURN_IF_ERROR(api, cuEventCreate(&s.end, CU_EVENT_DEFAULT));
+    // A thread waiting on a copy sleeps (BLOCKING_SYNC) rather than spinning as the context's
+    // default does: a client's link threads (16 a process, several processes a GPU) would
+    // otherwise spin against the threads receiving the next payloads.
+    GDR_CU_RETURN_IF_ERROR(api, cuEventCreate(&s.end, CU_EVENT_BLOCKING_SYNC));
   }
   return pipe;
 }

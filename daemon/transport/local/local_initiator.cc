@@ -68,6 +68,7 @@ struct LocalInitiator::OpState {
   StorePin* pin = nullptr;               // null for a volume without one
   std::shared_ptr<const handoff::ImportedRegion> region;
   uint64_t region_offset = 0;  // of the op's first byte in the region
+  int lane = -1;                // the region's GPU ordinal; -1 for host memory (CopyLanes)
   OpDone done;
   std::atomic<uint32_t> remaining{0};
   std::atomic<bool> started{false};
@@ -128,6 +129,22 @@ absl::StatusOr<std::unique_ptr<LocalInitiator>> LocalInitiator::Create(LocalOpti
       std::clamp<uint64_t>(options.split_bytes / 4, uint64_t{1} << 20, uint64_t{16} << 20);
   for (uint32_t i = 0; i < options.copy_threads; ++i) {
     self->bounce_.push_back(std::make_unique<BounceBuffer>(slot_bytes, 2));
+  }
+  // Every GPU's context before the first page-lock: a context made later maps all the memory
+  // locked by then, seconds for the GiBs of a checkpoint's volumes, inside a client's first
+  // REGISTER on that GPU (which timed out on a 4-GPU host). Only with the real locks: injected
+  // ones lock nothing.
+  if (!lock && cuda::DriverStatus().ok()) {
+    const absl::Time t0 = absl::Now();
+    absl::StatusOr<cuda::RetainedContexts> held = cuda::RetainContexts();
+    if (!held.ok()) {
+      GDR_LOG(kWarning) << "local: GPU contexts are made at each GPU's first use: "
+                        << held.status().message();
+    } else {
+      GDR_LOG(kInfo) << "local: contexts on " << held->ordinals.size() << " GPU(s) in "
+                     << absl::FormatDuration(absl::Now() - t0);
+      for (const std::string& why : held->left) GDR_LOG(kWarning) << "local: " << why;
+    }
   }
   self->budget_ = std::make_shared<LockBudget>(LockBudgetBytes(options));
   PageLockOptions lo;
@@ -237,6 +254,7 @@ absl::Status LocalInitiator::Prepare(const TransferOp& op, OpDone& done,
     state->pin = static_cast<StorePin*>(state->volume->AttachmentOf(this));
   }
   state->region_offset = op.remote_address - (*region)->address();
+  if ((*region)->gpu()) state->lane = (*region)->gpu_ordinal();
   state->region = *std::move(region);
   state->done = std::move(done);
   if (op.length == 0) {  // ValidateOp refuses these; an op without bytes is one empty piece
@@ -307,8 +325,10 @@ void LocalInitiator::Run(size_t index) {
       absl::MutexLock lock(&mu_);
       while (!shutdown_ && queue_.empty()) work_.Wait(&mu_);
       if (queue_.empty()) return;  // shut down, nothing left
-      piece = std::move(queue_.front());
-      queue_.pop_front();
+      const size_t at = lanes_.Pick(queue_, [](const Piece& p) { return p.op->lane; });
+      piece = std::move(queue_[at]);
+      queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(at));
+      lanes_.Begin(piece.op->lane);
     }
     if (!piece.op->started.exchange(true)) waiting_.fetch_sub(1);
     // A GPU op never waits for a page lock: the pieces of its volume it touches are queued
@@ -329,6 +349,10 @@ void LocalInitiator::Run(size_t index) {
     busy_since_[index].store(0);
     busy_.fetch_sub(1);
     if (gpu) locker_->CopyEnds();
+    {
+      absl::MutexLock lock(&mu_);
+      lanes_.End(piece.op->lane);
+    }
     Finish(piece, s);
   }
 }

@@ -24,6 +24,7 @@
 #include "common/handoff/handoff_server.h"
 #include "daemon/store/store.h"
 #include "daemon/transport/initiator.h"
+#include "daemon/transport/local/copy_lanes.h"
 #include "daemon/transport/local/gpu_copy.h"
 #include "daemon/transport/local/local_destination.h"
 #include "daemon/transport/local/local_options.h"
@@ -123,6 +124,7 @@ class LocalInitiator final : public Initiator {
   absl::CondVar work_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Piece> queue_ ABSL_GUARDED_BY(mu_);
+  CopyLanes lanes_ ABSL_GUARDED_BY(mu_);  // which piece a free copy thread takes
   std::vector<std::thread> threads_;
   std::vector<std::unique_ptr<BounceBuffer>> bounce_;  // one per copy thread
   // Per copy thread: when its current copy began (ns since the epoch), 0 while idle.
