@@ -59,6 +59,9 @@ struct Outcome {
   uint64_t bytes = 0, ops = 0;
   double seconds = 0, gbps = 0, ops_per_sec = 0;
   uint32_t streams = 0;  // raw TCP streams at the same parallelism: BaselineStreams of the links
+  // Summed over the clients: GPU time of their targets' staging copies, their link threads'
+  // time blocked on those copies, and links x each client's own op-loop time.
+  double gpu_copy_s = 0, gpu_wait_s = 0, link_s = 0;
 };
 
 Outcome Aggregate(const std::vector<ClientReport>& reports) {
@@ -79,6 +82,9 @@ Outcome Aggregate(const std::vector<ClientReport>& reports) {
     o.bytes += r.bytes;
     o.ops += r.ops;
     links.push_back(r.links);
+    o.gpu_copy_s += static_cast<double>(r.gpu_copy_ns) / 1e9;
+    o.gpu_wait_s += static_cast<double>(r.gpu_wait_ns) / 1e9;
+    o.link_s += static_cast<double>(r.links) * static_cast<double>(r.end_ns - r.start_ns) / 1e9;
     first = std::min(first, r.start_ns);
     last = std::max(last, r.end_ns);
   }
@@ -130,6 +136,10 @@ struct GpuLine {
   std::string skipped;  // why it did not run; empty when it ran
   std::string gpu;      // "0 0000:b7:00.0 NVIDIA H100 ..."
   std::vector<double> gpu_gbps, host_gbps;
+  // Per repeat, the GPU line's profile: the targets' staging copies' GPU time over the run's
+  // window (above 1: copies of several links overlapped), and the share of the link threads'
+  // time they spent blocked on those copies.
+  std::vector<double> copy_busy, wait_share;
 };
 
 struct Aim {
@@ -251,6 +261,8 @@ class ScaleRun {
                            Clients(kGpuClients, OpKind::kWrite, s_.size, s_.ops, s_.qd, gpu->pci));
       gpu_.host_gbps.push_back(host.gbps);
       gpu_.gpu_gbps.push_back(dev.gbps);
+      gpu_.copy_busy.push_back(Ratio(dev.gpu_copy_s, dev.seconds));
+      gpu_.wait_share.push_back(Ratio(dev.gpu_wait_s, dev.link_s));
     }
     return absl::OkStatus();
   }
@@ -472,6 +484,10 @@ std::string ScaleRun::Table() const {
                             "%.3f GB/s\n",
                             gpu_.gpu, kGpuClients, gdr::FormatSize(s_.size), s_.qd,
                             Median(gpu_.gpu_gbps), Median(gpu_.host_gbps));
+      absl::StrAppendFormat(&t,
+                            "  staging copies' GPU time / window %.2f; link threads blocked on "
+                            "them %.1f %% of their time\n",
+                            Median(gpu_.copy_busy), 100 * Median(gpu_.wait_share));
     }
   }
   const std::vector<Aim> aims = Aims();
@@ -559,7 +575,9 @@ std::string ScaleRun::Json() const {
            {"host_gbps", Fixed(Median(gpu_.host_gbps), 4)},
            {"ratio", Fixed(Ratio(Median(gpu_.gpu_gbps), Median(gpu_.host_gbps)), 4)},
            {"gbps_samples", JsonNumbers(gpu_.gpu_gbps)},
-           {"host_samples", JsonNumbers(gpu_.host_gbps)}};
+           {"host_samples", JsonNumbers(gpu_.host_gbps)},
+           {"copy_busy", Fixed(Median(gpu_.copy_busy), 4)},
+           {"wait_share", Fixed(Median(gpu_.wait_share), 4)}};
   }
   for (const Aim& a : Aims()) {
     aims.push_back({{"name", a.name},

@@ -100,7 +100,7 @@ std::string FormatReport(const ClientReport& r) {
       return absl::StrCat("ready ", r.index, " ", r.pid, "\n");
     case ClientReport::Kind::kDone:
       return absl::StrCat("done ", r.index, " ", r.pid, " ", r.bytes, " ", r.ops, " ", r.start_ns,
-                          " ", r.end_ns, " ", r.links, "\n");
+                          " ", r.end_ns, " ", r.links, " ", r.gpu_copy_ns, " ", r.gpu_wait_ns, "\n");
     case ClientReport::Kind::kFailed: {
       std::string msg = r.message.substr(0, kMaxMessage);
       for (char& c : msg)
@@ -132,10 +132,11 @@ absl::StatusOr<ClientReport> ParseReport(absl::string_view line) {
     return r;
   }
   std::vector<absl::string_view> n = absl::StrSplit(line, ' ');
-  if (f[0] == "done" && n.size() == 8) {
+  if (f[0] == "done" && n.size() == 10) {
     if (!absl::SimpleAtoi(n[3], &r.bytes) || !absl::SimpleAtoi(n[4], &r.ops) ||
         !absl::SimpleAtoi(n[5], &r.start_ns) || !absl::SimpleAtoi(n[6], &r.end_ns) ||
-        !absl::SimpleAtoi(n[7], &r.links)) {
+        !absl::SimpleAtoi(n[7], &r.links) || !absl::SimpleAtoi(n[8], &r.gpu_copy_ns) ||
+        !absl::SimpleAtoi(n[9], &r.gpu_wait_ns)) {
       return bad();
     }
     r.kind = ClientReport::Kind::kDone;
@@ -199,9 +200,11 @@ int RunScaleClient(int argc, char** argv) {
   b.iterations = a.ops;
   b.qd = a.qd;
   b.buffer = buffer->get();
+  const gdrstore::TargetStats before = (*client)->transport_info().target;
   const int64_t start = MonotonicNs();
   absl::StatusOr<gdrctl::BenchResult> r = gdrctl::RunBench(**client, b);
   const int64_t end = MonotonicNs();
+  const gdrstore::TargetStats after = (*client)->transport_info().target;
   if (!r.ok()) return ReportFailure(a.index, r.status());
   // Read at once: links past the client's share close a few seconds after they go idle.
   const uint32_t links = (*client)->transport_info().target.links;
@@ -214,6 +217,8 @@ int RunScaleClient(int argc, char** argv) {
   done.start_ns = start;
   done.end_ns = end;
   done.links = links;
+  done.gpu_copy_ns = after.gpu_copy_ns - before.gpu_copy_ns;
+  done.gpu_wait_ns = after.gpu_wait_ns - before.gpu_wait_ns;
   Report(done);
   return 0;
 }

@@ -53,11 +53,15 @@ struct ClientReport {
   uint64_t bytes = 0, ops = 0;
   int64_t start_ns = 0, end_ns = 0;  // CLOCK_MONOTONIC around the op loop
   uint32_t links = 0;  // the daemon's tcp links to this client when its ops had finished
+  // Its target's staging copies into / out of GPU memory during the op loop: their GPU time,
+  // and the time its link threads were blocked on them (TargetStats).
+  uint64_t gpu_copy_ns = 0, gpu_wait_ns = 0;
   // kFailed: the status code's name (e.g. RESOURCE_EXHAUSTED) and its message
   std::string code, message;
 };
 
-// "ready I PID\n", "done I PID BYTES OPS START END LINKS\n", "failed I PID CODE MESSAGE\n".
+// "ready I PID\n", "done I PID BYTES OPS START END LINKS COPY_NS WAIT_NS\n",
+// "failed I PID CODE MESSAGE\n".
 std::string FormatReport(const ClientReport& r);
 // One line without its newline. INVALID_ARGUMENT when it is none of the three forms.
 absl::StatusOr<ClientReport> ParseReport(absl::string_view line);

@@ -35,6 +35,9 @@ absl::StatusOr<std::shared_ptr<TcpTarget>> TcpTarget::Start(const std::string& b
   t->listen_fd_ = std::move(*fd);
   t->max_connections_ = max_connections;
   t->staging_ = staging;
+  t->pipes_ = std::make_unique<StagingPool<cuda::StagingPipe>>([staging](int ordinal) {
+    return cuda::StagingPipe::Create(ordinal, staging.slot_bytes, staging.slots);
+  });
   std::random_device rd;
   t->rng_.seed((uint64_t{rd()} << 32) ^ rd());
   t->acceptor_ = std::thread([raw = t.get()] {
@@ -67,13 +70,22 @@ void TcpTarget::Stop() {
 }
 
 void TcpTarget::Register(const std::shared_ptr<Region>& region) {
-  absl::MutexLock lock(&regions_mu_);
+  absl::ReleasableMutexLock lock(&regions_mu_);
   uint32_t rkey = 0;
   do {
     rkey = static_cast<uint32_t>(rng_());
   } while (rkey == 0 || regions_.contains(rkey));
   region->rkey = rkey;
   regions_.emplace(rkey, region);
+  lock.Release();
+  if (region->gpu != nullptr) {
+    if (absl::Status s = pipes_->Prewarm(region->gpu->ordinal(), staging_.prewarm); !s.ok()) {
+      GDR_LOG_EVERY_N_SEC(kWarning, 10) << "tcp target: staging for GPU "
+                                        << region->gpu->ordinal()
+                                        << " is made at the first write instead: "
+                                        << s.message();
+    }
+  }
 }
 
 void TcpTarget::Deregister(uint32_t rkey) {
@@ -224,9 +236,9 @@ void TcpTarget::Serve(Connection* conn) {
   auto pipe_for = [&](int ordinal) -> absl::StatusOr<cuda::StagingPipe*> {
     auto it = pipes.find(ordinal);
     if (it != pipes.end()) return it->second.get();
-    absl::StatusOr<std::unique_ptr<cuda::StagingPipe>> p =
-        cuda::StagingPipe::Create(ordinal, staging_.slot_bytes, staging_.slots);
+    absl::StatusOr<std::unique_ptr<cuda::StagingPipe>> p = pipes_->Take(ordinal);
     if (!p.ok()) return p.status();
+    accounted[ordinal] = (*p)->stats();  // a pooled pipe's earlier links were counted then
     return pipes.emplace(ordinal, std::move(*p)).first->second.get();
   };
   // Waits for every device copy of this link; false when one failed.
@@ -370,7 +382,11 @@ void TcpTarget::Serve(Connection* conn) {
       if (!WriteFullV(fd, iov, cnt).ok()) break;
     }
   }
-  sync_gpu();  // no copy may outlive the link's staging memory or its regions
+  // No copy may outlive the link's staging memory or its regions; pipes whose copies all
+  // succeeded go back to the pool for the next link.
+  if (sync_gpu()) {
+    for (auto& [ordinal, p] : pipes) pipes_->Give(std::move(p));
+  }
   ::shutdown(fd, SHUT_RDWR);
 }
 

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "client/src/transport/region.h"
+#include "client/src/transport/tcp/staging_pool.h"
 #include "common/cuda/gpu.h"
 #include "common/cuda/staging_pipe.h"
 #include "common/base/socket.h"
@@ -38,6 +39,9 @@ struct TcpTargetStats {
 struct GpuStagingOptions {
   size_t slot_bytes = 1 << 20;
   int slots = 4;
+  // Pipes made for a GPU when memory on it is first registered (the daemon's default
+  // --tcp-max-links-per-target); links past them make their own.
+  size_t prewarm = 16;
 };
 
 class TcpTarget {
@@ -53,7 +57,8 @@ class TcpTarget {
   // Closes the listener and every connection, joins all threads. Idempotent.
   void Stop();
 
-  // Registers `region` under a fresh random nonzero rkey (written into region->rkey).
+  // Registers `region` under a fresh random nonzero rkey (written into region->rkey). The
+  // first GPU region of a GPU makes that GPU's staging pipes here (logged when it cannot).
   void Register(const std::shared_ptr<Region>& region);
   void Deregister(uint32_t rkey);
 
@@ -91,6 +96,7 @@ class TcpTarget {
   std::string secret_;
   uint32_t max_connections_ = 0;
   GpuStagingOptions staging_;
+  std::unique_ptr<StagingPool<cuda::StagingPipe>> pipes_;
   std::thread acceptor_;
 
   mutable absl::Mutex regions_mu_;
