@@ -56,7 +56,7 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Store& store, gdrstore::OpStream*
   std::string path;
   std::vector<uint64_t> latency_ns(o.iterations);
   std::vector<uint64_t> service_ns(o.iterations);
-  const gdr::StreamWrites writes_before = gdr::StreamWritesSoFar();
+  const uint64_t messages_before = gdr::StreamMessagesSoFar();
   const Clock::time_point t0 = Clock::now();
 
   // Submits op `i` into buffer slot `slot`; the completion reuses the slot for the next op.
@@ -119,7 +119,7 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Store& store, gdrstore::OpStream*
   r.ops_per_sec = static_cast<double>(r.ops) / seconds;
   r.path = path;
   if (stream != nullptr) {
-    r.stream_messages = gdr::StreamWritesSoFar().messages - writes_before.messages;
+    r.stream_messages = gdr::StreamMessagesSoFar() - messages_before;
   }
   std::vector<uint64_t> sorted = latency_ns;
   std::sort(sorted.begin(), sorted.end());

@@ -24,7 +24,6 @@ namespace {
 
 std::atomic<size_t> stream_batch{0};
 std::atomic<uint64_t> stream_messages{0};
-std::atomic<uint64_t> stream_ops{0};
 
 }  // namespace
 
@@ -40,10 +39,7 @@ absl::Status SetStreamBatch(size_t ops) {
 
 size_t StreamBatch() { return stream_batch.load(std::memory_order_relaxed); }
 
-StreamWrites StreamWritesSoFar() {
-  return {stream_messages.load(std::memory_order_relaxed),
-          stream_ops.load(std::memory_order_relaxed)};
-}
+uint64_t StreamMessagesSoFar() { return stream_messages.load(std::memory_order_relaxed); }
 
 }  // namespace gdr
 
@@ -304,7 +300,6 @@ class OpStream::Reactor final
       if (pending_.contains(unsent[i].id())) *out_.add_ops() = std::move(unsent[i]);
     }
     gdr::stream_messages.fetch_add(1, std::memory_order_relaxed);
-    gdr::stream_ops.fetch_add(static_cast<uint64_t>(out_.ops_size()), std::memory_order_relaxed);
     StartWrite(&out_);
     return n;
   }

@@ -18,11 +18,7 @@ namespace gdr {
 absl::Status SetStreamBatch(size_t ops);
 size_t StreamBatch();
 
-// StreamRequest messages every Stream of this process has written, and the ops in them.
-struct StreamWrites {
-  uint64_t messages = 0;
-  uint64_t ops = 0;
-};
-StreamWrites StreamWritesSoFar();
+// StreamRequest messages every Stream of this process has written.
+uint64_t StreamMessagesSoFar();
 
 }  // namespace gdr
