@@ -204,10 +204,10 @@ int RunScaleClient(int argc, char** argv) {
   const int64_t start = MonotonicNs();
   absl::StatusOr<gdrctl::BenchResult> r = gdrctl::RunBench(**client, b);
   const int64_t end = MonotonicNs();
+  // Read at once: links past the client's share close a few seconds after they go idle.
   const gdrstore::TargetStats after = (*client)->transport_info().target;
   if (!r.ok()) return ReportFailure(a.index, r.status());
-  // Read at once: links past the client's share close a few seconds after they go idle.
-  const uint32_t links = (*client)->transport_info().target.links;
+  const uint32_t links = after.links;
   ClientReport done;
   done.kind = ClientReport::Kind::kDone;
   done.index = a.index;
