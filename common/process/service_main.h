@@ -3,6 +3,7 @@
 // served until it returns the process's exit code.
 #pragma once
 
+#include <openssl/crypto.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -39,6 +40,13 @@ int RunService(const char* name, int argc, char** argv, Parse parse, Start start
   // Debian's Abseil is built with Mutex deadlock detection, which records every lock in a
   // global graph: worth having in the tests, measurable per op on the data path.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // OpenSSL's own exit handler frees its per-thread state keys while gRPC's detached event
+  // engine threads (which run TLS handshakes: etcd, upstream daemons) may still be ending:
+  // their per-thread error queues and random contexts are then never freed (LeakSanitizer
+  // reported 984 bytes in 3 such objects once in CI; grpc/grpc#38539). Without the handler,
+  // what is left at exit stays reachable from OpenSSL's globals, as any process's memory is
+  // given back at exit. First OpenSSL call of the process, so the option takes.
+  OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
   const sigset_t signals = BlockServiceSignals();
   auto fatal = [name](const absl::Status& status) {
     std::fprintf(stderr, "%s: %s\n", name, std::string(status.message()).c_str());
