@@ -71,6 +71,7 @@ absl::StatusOr<const CudaApi*> Load() {
   GDR_CUDA_RESOLVE(cuEventDestroy)
   GDR_CUDA_RESOLVE(cuEventRecord)
   GDR_CUDA_RESOLVE(cuEventSynchronize)
+  GDR_CUDA_RESOLVE(cuEventQuery)
   GDR_CUDA_RESOLVE(cuEventElapsedTime)
   GDR_CUDA_RESOLVE(cuPointerSetAttribute)
   GDR_CUDA_RESOLVE(cuPointerGetAttribute)

@@ -47,6 +47,7 @@ struct CudaApi {
   GDR_CUDA_FN(cuEventDestroy)
   GDR_CUDA_FN(cuEventRecord)
   GDR_CUDA_FN(cuEventSynchronize)
+  GDR_CUDA_FN(cuEventQuery)
   GDR_CUDA_FN(cuEventElapsedTime)
   GDR_CUDA_FN(cuPointerSetAttribute)
   GDR_CUDA_FN(cuPointerGetAttribute)

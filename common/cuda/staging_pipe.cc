@@ -16,7 +16,8 @@ struct StagingPipe::Slot {
   CUevent start = nullptr;
   CUevent end = nullptr;
   size_t len = 0;
-  bool busy = false;
+  bool busy = false;   // a copy was issued and not yet waited for
+  uint64_t dptr = 0;   // where a held slot's bytes go (ToDevice)
 };
 
 StagingPipe::StagingPipe(int ordinal, size_t slot_bytes)
@@ -34,6 +35,7 @@ absl::StatusOr<std::unique_ptr<StagingPipe>> StagingPipe::Create(int ordinal, si
   std::unique_ptr<StagingPipe> pipe(new StagingPipe(ordinal, slot_bytes));
   pipe->slots_ = std::make_unique<Slot[]>(static_cast<size_t>(slots));
   pipe->nslots_ = slots;
+  pipe->lag_ = slots / 2;
   CUstream stream = nullptr;
   GDR_CU_RETURN_IF_ERROR(api, cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   pipe->stream_ = stream;
@@ -66,12 +68,30 @@ StagingPipe::~StagingPipe() {
   if (stream_ != nullptr) api.cuStreamDestroy(static_cast<CUstream>(stream_));
 }
 
+absl::Status StagingPipe::IssueHeld(int keep) {
+  absl::Status first;
+  while (held_ > keep) {
+    Slot& slot = slots_[(next_ - held_ + nslots_) % nslots_];
+    --held_;
+    absl::Status s = Issue(slot, true, slot.dptr, slot.len);
+    if (first.ok() && !s.ok()) first = s;
+  }
+  return first;
+}
+
 absl::Status StagingPipe::Reclaim(Slot& slot) {
   if (!slot.busy) return absl::OkStatus();
   const CudaApi& api = **Api();  // a pipe exists only when the driver loaded
   slot.busy = false;
   const auto t0 = std::chrono::steady_clock::now();
-  const CUresult r = api.cuEventSynchronize(slot.end);
+  // A copy that is nearly done is polled for, briefly, before the thread sleeps on it: the
+  // sleeping wait's wake-up (the driver's interrupt, then the thread) can take longer than a
+  // 1 MiB copy's tail, and each link waits on its last copy before it acks.
+  CUresult r;
+  while ((r = api.cuEventQuery(slot.end)) == CUDA_ERROR_NOT_READY &&
+         std::chrono::steady_clock::now() - t0 < kPollBeforeSleep) {
+  }
+  if (r == CUDA_ERROR_NOT_READY) r = api.cuEventSynchronize(slot.end);
   stats_.wait_ns += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count());
@@ -101,13 +121,14 @@ absl::Status StagingPipe::Issue(Slot& slot, bool to_device, uint64_t dptr, size_
 }
 
 bool StagingPipe::busy() const {
+  if (held_ > 0) return true;
   for (int i = 0; i < nslots_; ++i)
     if (slots_[i].busy) return true;
   return false;
 }
 
 absl::Status StagingPipe::Sync() {
-  absl::Status first;
+  absl::Status first = IssueHeld(0);
   // Oldest first, so the wait is attributed to the copy that was actually behind.
   for (int k = 0; k < nslots_; ++k) {
     absl::Status s = Reclaim(slots_[(next_ + k) % nslots_]);
@@ -123,15 +144,26 @@ StagingPipe::Result StagingPipe::ToDevice(uint64_t dptr, size_t length,
   res.gpu = UseDevice(api, ordinal_);
   size_t done = 0;
   while (done < length) {
+    // The ring is full of held slots only when lag_ is the whole ring (it never is).
+    if (held_ == nslots_) {
+      if (absl::Status s = IssueHeld(held_ - 1); !s.ok() && res.gpu.ok()) res.gpu = s;
+    }
     Slot& slot = slots_[next_];
-    next_ = (next_ + 1) % nslots_;
     if (absl::Status s = Reclaim(slot); !s.ok() && res.gpu.ok()) res.gpu = s;
     const size_t n = std::min(slot_bytes_, length - done);
     res.io = fill(slot.host, n);
     if (!res.io.ok()) return res;
     // After a GPU failure the rest of the payload is still read (and dropped) so the stream
     // stays framed; nothing more is copied.
-    if (res.gpu.ok()) res.gpu = Issue(slot, true, dptr + done, n);
+    if (res.gpu.ok()) {
+      // Held, not copied yet: the copy of a slot starts once lag_ newer slots were filled
+      // (see lag_), or at Sync().
+      next_ = (next_ + 1) % nslots_;
+      slot.dptr = dptr + done;
+      slot.len = n;
+      ++held_;
+      res.gpu = IssueHeld(lag_);
+    }
     done += n;
   }
   return res;

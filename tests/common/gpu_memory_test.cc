@@ -184,9 +184,49 @@ TEST(StagingPipe, BadDevicePointerIsAGpuErrorAndTheStreamIsStillConsumed) {
         return absl::OkStatus();
       });
   EXPECT_TRUE(r.io.ok());
-  EXPECT_FALSE(r.gpu.ok());
+  // The refusal shows in the transfer's result or, for a copy the pipe still held, in Sync().
+  const absl::Status synced = (*pipe)->Sync();
+  EXPECT_FALSE(r.gpu.ok() && synced.ok()) << "a copy to 0x10 went unreported";
   EXPECT_EQ(fed, size_t{256 << 10});
-  (void)(*pipe)->Sync();
+}
+
+// Writes of one slot each, as a link's 1 MiB chunks come: the pipe holds the newest slots'
+// copies back (half its ring), so what Sync() returns after must be every byte of every write,
+// and a read after writes (FromDevice syncs first) must see them.
+TEST(StagingPipe, HeldCopiesLandBySyncAndBeforeARead) {
+  REQUIRE_GPU();
+  constexpr size_t kSlot = 64 << 10;
+  constexpr int kWrites = 11;  // not a multiple of the ring
+  auto m = DeviceMemory::Create(0, kSlot * kWrites);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto pipe = StagingPipe::Create(0, kSlot, 4);
+  ASSERT_TRUE(pipe.ok()) << pipe.status();
+  std::vector<std::byte> src(kSlot * kWrites);
+  PatternFill(PatternSeed("held", 2), 0, src);
+  for (int w = 0; w < kWrites; ++w) {
+    StagingPipe::Result r =
+        (*pipe)->ToDevice((*m)->ptr() + w * kSlot, kSlot, [&](std::byte* dst, size_t k) {
+          std::memcpy(dst, src.data() + w * kSlot, k);
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(r.io.ok() && r.gpu.ok()) << r.io << r.gpu;
+    if (w == 0) {
+      EXPECT_TRUE((*pipe)->busy()) << "a held write must count as busy";
+    }
+  }
+  std::vector<std::byte> drained;
+  StagingPipe::Result r = (*pipe)->FromDevice(
+      (*m)->ptr(), src.size(), [] { return absl::OkStatus(); },
+      [&](const std::byte* p, size_t k) {
+        drained.insert(drained.end(), p, p + k);
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(r.io.ok() && r.gpu.ok()) << r.io << r.gpu;
+  ASSERT_EQ(drained.size(), src.size());
+  EXPECT_EQ(std::memcmp(src.data(), drained.data(), src.size()), 0);
+  EXPECT_EQ((*pipe)->stats().bytes_to_device, src.size());
+  ASSERT_TRUE((*pipe)->Sync().ok());
+  EXPECT_FALSE((*pipe)->busy());
 }
 
 }  // namespace

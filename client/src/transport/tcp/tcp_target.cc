@@ -1,5 +1,6 @@
 #include "client/src/transport/tcp/tcp_target.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -218,6 +219,7 @@ void TcpTarget::Serve(Connection* conn) {
   BufferedReader reader(fd);
   std::vector<std::array<std::byte, wire::kHeaderSize>> acks;
   std::vector<bool> ack_on_gpu;  // parallel to acks
+  size_t gpu_acks = 0;           // of them, GPU writes
   acks.reserve(64);
   std::map<int, std::unique_ptr<cuda::StagingPipe>> pipes;
   std::map<int, cuda::StagingStats> accounted;
@@ -275,7 +277,18 @@ void TcpTarget::Serve(Connection* conn) {
     absl::Status s = WriteFullV(fd, iov.data(), static_cast<int>(iov.size()));
     acks.clear();
     ack_on_gpu.clear();
+    gpu_acks = 0;
     return s;
+  };
+  // Whether the acks wait for the next request: always when one is already buffered; after a
+  // GPU write also when the socket holds more, so the next payload is received while this
+  // one's copy runs (acking now would first wait for the copy). Up to twice the ring's slots,
+  // so a steady stream still gets its acks every few copies.
+  auto hold_acks = [&]() {
+    if (reader.HasBuffered()) return true;
+    if (gpu_acks == 0 || gpu_acks >= 2 * static_cast<size_t>(staging_.slots)) return false;
+    struct pollfd p = {fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
   };
   for (;;) {
     std::array<std::byte, wire::kHeaderSize> raw;
@@ -330,7 +343,8 @@ void TcpTarget::Serve(Connection* conn) {
       }
       wire::Encode(resp, acks.emplace_back());
       ack_on_gpu.push_back(pipe != nullptr);
-      if (acks.size() >= 64 || !reader.HasBuffered()) {
+      if (pipe != nullptr) ++gpu_acks;
+      if (acks.size() >= 64 || !hold_acks()) {
         if (!flush_acks().ok()) break;
       }
     } else {
