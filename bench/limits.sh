@@ -16,13 +16,16 @@
 # the whole run stays within --budget seconds (default 480).
 #
 # usage: bench/limits.sh [--quick] [--carry DIR | --build DIR] [--out DIR] [--budget S]
-#                        [--parts LIST]
+#                        [--parts LIST] [--daemon-flag F ...]
 #   --carry DIR  binaries as scripts/gpu-carry.sh packs them (DIR/bin, DIR/lib); default: the
 #                build tree --build (default ./build)
 #   --out DIR    each part's raw JSON and logs, the run's lines (run.txt), the table
 #                (limits.txt) and limits.json (default out/limits-DATE)
 #   --quick      small counts (a 2-core machine: checks the script, measures nothing)
 #   --parts LIST only these parts, e.g. 1,4 (default: all; the others are listed as skipped)
+#   --daemon-flag F  an extra flag for every gdrstored the run starts (repeatable; one word
+#                each, e.g. --daemon-flag=--local-copy-threads=16): a knob measured against
+#                the defaults, with the same script
 # Environment: PYTHON (default python3; torch with CUDA for parts 1 and 5).
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +34,7 @@ if [[ ${1:-} == --part ]]; then
   PART=$2
 else
   PART=
-  QUICK=0 CARRY='' BUILD=$SRC/build OUT='' BUDGET=480 PARTS=1,2,3,4,5
+  QUICK=0 CARRY='' BUILD=$SRC/build OUT='' BUDGET=480 PARTS=1,2,3,4,5 DAEMON_FLAGS=''
   while (($#)); do
     case $1 in
       --quick) QUICK=1 ;;
@@ -40,6 +43,8 @@ else
       --out) OUT=${2:?--out needs a directory}; shift ;;
       --budget) BUDGET=${2:?--budget needs seconds}; shift ;;
       --parts) PARTS=${2:?--parts needs a list}; shift ;;
+      --daemon-flag) DAEMON_FLAGS+=" ${2:?--daemon-flag needs a flag}"; shift ;;
+      --daemon-flag=*) DAEMON_FLAGS+=" ${1#--daemon-flag=}" ;;
       -h|--help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
       *) echo "limits.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -64,7 +69,7 @@ else
   OUT=${OUT:-$SRC/out/limits-$(date -u +%Y%m%dT%H%M%S)}
   mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
   exec > >(tee "$OUT/run.txt")  # the whole run's lines, kept beside its JSON
-  export QUICK GDRSTORED GDRCTL BENCH OUT SRC
+  export QUICK GDRSTORED GDRCTL BENCH OUT SRC DAEMON_FLAGS
   export PY=${PYTHON:-python3}
   export PYTHONPATH=$SRC/python${PYTHONPATH:+:$PYTHONPATH}
 fi
@@ -75,13 +80,19 @@ skip() { echo "$*" >"$OUT/part$PART.skip"; echo "part $PART: SKIP: $*"; exit 0; 
 need_gpu() { [[ -n $GPU_PCIS ]] || skip "no GPU: $GPU_WHY"; }
 need_torch() { [[ -z $TORCH_WHY ]] || skip "$TORCH_WHY"; }
 
+# --daemon-flag's words: as given to start_daemon, and as gdr_bench passes them on.
+read -ra EXTRA <<<"${DAEMON_FLAGS:-}"
+BENCH_EXTRA=()
+for f in ${EXTRA[@]+"${EXTRA[@]}"}; do BENCH_EXTRA+=("--daemon-flag=$f"); done
+
 DPID=
 start_daemon() { # extra gdrstored flags...; sets ADDR and SOCK
   local w=$OUT/part$PART-daemon
   rm -rf "$w" && mkdir -p "$w"
   SOCK=$w/local.sock
   "$GDRSTORED" --listen 127.0.0.1:0 --port-file "$w/port" --local-socket "$SOCK" \
-    --max-op-size 256MiB --log-level warning "$@" >"$OUT/part$PART-daemon.log" 2>&1 &
+    --max-op-size 256MiB --log-level warning ${EXTRA[@]+"${EXTRA[@]}"} "$@" \
+    >"$OUT/part$PART-daemon.log" 2>&1 &
   DPID=$!
   for _ in $(seq 600); do # start-up poll, 30 s at most
     [[ -s $w/port ]] && "$GDRCTL" -p "$(cat "$w/port")" info >/dev/null 2>&1 && break
@@ -102,7 +113,7 @@ part2() { # gdr_bench's latency and rate groups (one daemon, its defaults)
   ((QUICK)) && q=(--repeats 1 --warmup 0 --lat-ops 200 --rate-ops 2000)
   # Beside the rate line (the target's), its Stream split into smaller messages (issue 45:
   # whether overlapping parts of the batch beats one message per batch where cores are idle).
-  "$BENCH" --daemon "$GDRSTORED" --only lat rate --stream-batch 8 --stream-batch 16 --json \
+  "$BENCH" --daemon "$GDRSTORED" ${BENCH_EXTRA[@]+"${BENCH_EXTRA[@]}"} --only lat rate --stream-batch 8 --stream-batch 16 --json \
     "${q[@]}" >"$OUT/part2-lat-rate.json"
 }
 
@@ -111,7 +122,7 @@ part3() { # the scale group's small-op lines at 8 and 16 clients
   # not this target. Each small-op line is fresh client processes after a warm-up run.
   local q=(--scale-size 4MiB --scale-ops 8)
   ((QUICK)) && q=(--scale-size 1MiB --scale-ops 2 --scale-small-ops 500 --repeats 1 --warmup 0)
-  "$BENCH" --daemon "$GDRSTORED" --only scale --scale-clients 8,16 --scale-many '' "${q[@]}" \
+  "$BENCH" --daemon "$GDRSTORED" ${BENCH_EXTRA[@]+"${BENCH_EXTRA[@]}"} --only scale --scale-clients 8,16 --scale-many '' "${q[@]}" \
     --scale-plot "$OUT/part3-plot.png" --json >"$OUT/part3-scale.json"
 }
 
@@ -119,7 +130,7 @@ part4() { # the scale group's GPU line alone: 8 clients into GPU memory vs 8 int
   need_gpu
   local q=()
   ((QUICK)) && q=(--scale-ops 8 --repeats 1)
-  "$BENCH" --daemon "$GDRSTORED" --only scale --scale-clients '' --scale-many '' \
+  "$BENCH" --daemon "$GDRSTORED" ${BENCH_EXTRA[@]+"${BENCH_EXTRA[@]}"} --only scale --scale-clients '' --scale-many '' \
     --gpu "${GPU_PCIS%%,*}" "${q[@]}" --scale-plot "$OUT/part4-plot.png" --json \
     >"$OUT/part4-scale-gpu.json"
 }
@@ -198,6 +209,7 @@ export GPU_ORDS GPU_PCIS GPU_WHY TORCH_WHY
 
 echo "limits.sh: $(date -u +%FT%TZ), $(nproc) CPUs, quick=$QUICK, out $OUT"
 echo "binaries: $GDRSTORED (and gdrctl, gdr_bench beside it)"
+[[ -n ${DAEMON_FLAGS// /} ]] && echo "gdrstored flags added by --daemon-flag:$DAEMON_FLAGS"
 if [[ -n $GPU_PCIS ]]; then
   echo "GPUs: the host has $HOST_GPUS; parts 1, 4, 5 use ${GPU_PCIS//,/ } (ordinals $GPU_ORDS)"
   awk '/^CUDA devices:$/ { f = 1; next } f && $1 ~ /^[0-9]+$/ && $2 ~ /:/' <<<"$topo"
