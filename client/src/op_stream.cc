@@ -12,6 +12,7 @@
 #include "client/src/client_calls.h"
 #include "client/src/deadline_timer.h"
 #include "client/src/op_request.h"
+#include "client/src/inline_answer.h"
 #include "client/src/stream_batch.h"
 #include "common/grpc/grpc_status.h"
 #include "common/wire/stream_limits.h"
@@ -152,7 +153,8 @@ class OpStream::Reactor final
       } else {
         const uint64_t id = next_id_++;
         op.set_id(id);
-        pending_.emplace(id, Pending{std::move(done), deadline});
+        pending_.emplace(id, Pending{std::move(done), deadline, &buffer, buffer_offset,
+                                     extent.length, kind == OpKind::kWrite});
         if (deadline < armed_at_) ArmLocked(deadline);
         // Submitted from an answer's callback: OnReadDone writes once all have run. (Not a
         // CompletionBatch: that would let another stream's burst run this one's flush, after
@@ -221,7 +223,7 @@ class OpStream::Reactor final
       ReleaseHoldLocked();
       return;
     }
-    std::vector<std::pair<OpCallback, const v1::StreamResult*>> ready;
+    std::vector<std::pair<Pending, const v1::StreamResult*>> ready;
     ready.reserve(static_cast<size_t>(response_.results_size()));
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -229,17 +231,26 @@ class OpStream::Reactor final
         // Not ours, or answered after its deadline failed it: ignore rather than misattribute.
         auto it = pending_.find(r.id());
         if (it == pending_.end()) continue;
-        ready.emplace_back(std::move(it->second.done), &r);
+        ready.emplace_back(std::move(it->second), &r);
         pending_.erase(it);
       }
       if (pending_.empty()) cv_.notify_all();
       delivering_ = true;
       delivering_thread_ = std::this_thread::get_id();
     }
-    for (auto& [cb, r] : ready) {
+    for (auto& [p, r] : ready) {
+      OpCallback& cb = p.done;
       if (r->code() == 0) {
         OpResult result{r->bytes(), r->service_ns(), r->synced(), std::nullopt, r->path()};
         if (r->has_crc32c()) result.crc32c = r->crc32c();
+        if (!r->data().empty()) {
+          if (absl::Status s =
+                  gdr::TakeInlineAnswer(*p.buffer, p.offset, p.length, p.write, r->data());
+              !s.ok()) {
+            cb(s);
+            continue;
+          }
+        }
         cb(std::move(result));
       } else {
         absl::Status st(static_cast<absl::StatusCode>(r->code()), r->message());
@@ -350,6 +361,11 @@ class OpStream::Reactor final
   struct Pending {
     OpCallback done;
     absl::Time deadline;
+    // Where an inline answer's bytes go (TakeInlineAnswer); the buffer outlives the op.
+    const Buffer* buffer = nullptr;
+    size_t offset = 0;
+    uint64_t length = 0;
+    bool write = false;
   };
 
   Client* const client_;  // used only inside a ClientCalls::Use

@@ -144,6 +144,7 @@ void StreamReactor::PushLocked(uint64_t id, StreamAnswer answer) {
   r.set_synced(answer.synced);
   if (answer.crc32c) r.set_crc32c(*answer.crc32c);
   r.set_path(std::move(answer.path));  // a client puts its own hop before it
+  if (!answer.data.empty()) r.set_data(std::move(answer.data));
   writes_.Enqueue(std::move(r));
   if (writes_.writing() || flush_deferred_) return;  // the answer rides the next message
   if (batch_answers_ && CompletionBatch::Defer(this, [this] {
@@ -160,9 +161,15 @@ void StreamReactor::PushLocked(uint64_t id, StreamAnswer answer) {
 
 size_t StreamReactor::StartWriteLocked(std::deque<v1::StreamResult>& unsent) {
   out_.Clear();
-  const size_t n = std::min<size_t>(unsent.size(), kMaxOpsPerMessage);
-  out_.mutable_results()->Reserve(static_cast<int>(n));
-  for (size_t i = 0; i < n; ++i) *out_.add_results() = std::move(unsent[i]);
+  const size_t most = std::min<size_t>(unsent.size(), kMaxOpsPerMessage);
+  out_.mutable_results()->Reserve(static_cast<int>(most));
+  // Answers carrying inline bytes fill a message by bytes too (at least one answer a message).
+  size_t n = 0, inline_bytes = 0;
+  while (n < most &&
+         (n == 0 || inline_bytes + unsent[n].data().size() <= kMaxInlineBytesPerMessage)) {
+    inline_bytes += unsent[n].data().size();
+    *out_.add_results() = std::move(unsent[n++]);
+  }
   StartWrite(&out_);
   return n;
 }

@@ -48,6 +48,7 @@ struct StreamAnswer {
   bool synced = false;
   std::optional<uint32_t> crc32c;
   std::string path;  // the hops the op took (the agent's; empty from the daemon)
+  std::string data;  // a Write answered inline (StreamResult.data); empty otherwise
 };
 
 class StreamReactor;

@@ -122,6 +122,7 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
   app.set_config("--config", "", "config file (TOML/INI: key = value, keys as the long flags)");
   std::vector<std::string> volumes, volume_dirs;
   std::string max_op = "256MiB", chunk = "1MiB", max_bytes = "4GiB", log_level = "info";
+  std::string tcp_inline = "16KiB";
   int64_t connect_ms = 3000, op_timeout_ms = 30000, idle_s = 60, drain_ms = 10000;
   int64_t turn_ms = 200, handover_ms = 2000, tcp_spin_us = 0;
   app.add_option("--listen", cfg.listen, "gRPC listen address HOST:PORT (port 0 = ephemeral)")
@@ -184,6 +185,10 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
                  "a link waiting for answers polls its socket this long before sleeping "
                  "(lower small-op latency for a core spinning; 0 = off)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{10000}));
+  app.add_option("--tcp-inline-max", tcp_inline,
+                 "a tcp Write of at most this size, to a client that takes answers inline, "
+                 "gets its bytes in the answer instead of over a link (0 = never; at most 64KiB)")
+      ->capture_default_str();
   std::vector<std::string> target_allow;
   app.add_option("--tcp-target-allow", target_allow,
                  "CIDR a request's tcp target may be in besides the caller's own address, "
@@ -289,6 +294,12 @@ absl::StatusOr<DaemonConfig> ParseDaemonConfig(int argc, char** argv) {
     return absl::InvalidArgumentError("--chunk-size must be between 4KiB and 64MiB");
   }
   cfg.limits.chunk_bytes = cfg.tcp.chunk_bytes;
+  GDR_ASSIGN_OR_RETURN(const uint64_t inline_max, SizeFlag("tcp-inline-max", tcp_inline));
+  if (inline_max > TcpInitiatorOptions::kMaxInline) {
+    return absl::InvalidArgumentError(absl::StrCat("--tcp-inline-max must be at most 64KiB, not ",
+                                                   tcp_inline));
+  }
+  cfg.tcp.inline_max = static_cast<uint32_t>(inline_max);
   cfg.limits.max_links = cfg.tcp.max_links;
   GDR_RETURN_IF_ERROR(SetMaxLinksPerTarget(max_per_target->count() != 0, &cfg.tcp));
   cfg.tcp.link.connect_timeout = absl::Milliseconds(connect_ms);

@@ -163,6 +163,7 @@ ReloadPlan PlanReload(const DaemonConfig& current, const DaemonConfig& next) {
   Compare("cluster-advertise", current.cluster.advertise, next.cluster.advertise,
           &plan.needs_restart);
   CompareSize("chunk-size", current.tcp.chunk_bytes, next.tcp.chunk_bytes, &plan.needs_restart);
+  CompareSize("tcp-inline-max", current.tcp.inline_max, next.tcp.inline_max, &plan.needs_restart);
   Compare("tcp-max-links", current.tcp.max_links, next.tcp.max_links, &plan.needs_restart);
   Compare("tcp-links-per-target", current.tcp.links_per_target, next.tcp.links_per_target,
           &plan.needs_restart);

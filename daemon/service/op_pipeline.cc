@@ -101,8 +101,11 @@ void OpPipeline::Finish(OpContext* ctx) const {
   if (!ctx->status.ok() && !absl::IsCancelled(ctx->status)) {
     GDR_LOG_EVERY_N_SEC(kWarning, 5) << "op failed: " << ctx->status;
   }
-  OpAnswer answer{std::move(ctx->status), ns, std::nullopt};
-  if (answer.status.ok()) answer.crc32c = ctx->crc32c;
+  OpAnswer answer{std::move(ctx->status), ns, std::nullopt, {}};
+  if (answer.status.ok()) {
+    answer.crc32c = ctx->crc32c;
+    answer.data = std::move(ctx->inline_answer.bytes);
+  }
   ctx->done_(std::move(answer));
 }
 

@@ -51,6 +51,7 @@ struct OpAnswer {
   absl::Status status;
   uint64_t service_ns = 0;         // the daemon-side service time
   std::optional<uint32_t> crc32c;  // the crc stage's, only with an OK status
+  std::string data;                // a Write answered inline, only with an OK status
 };
 
 // One op, from the handler to its answer. Each stage keeps what it needs of the op in its own
@@ -95,6 +96,8 @@ class OpContext {
   absl::Status status;
   // What a stage adds to the answer (OpAnswer): the crc stage's checksum.
   std::optional<uint32_t> crc32c;
+  // A Write's bytes when its transport answered it inline (TransferOp::inline_answer).
+  InlineAnswer inline_answer;
 
   // The state in slot `slot`, made (value-initialized) on first use and destroyed with the op.
   // Every use of a slot must name the same S: the pipeline gives each stage its own slot.

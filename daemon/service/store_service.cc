@@ -86,6 +86,13 @@ absl::StatusOr<PreparedOp> StoreService::Prepare(Direction direction, const v1::
   // media are all measured from this one instant (a stall measured from an earlier reading
   // once let the daemon answer, and report, less than the stall's delay).
   ctx->start_ns = absl::GetCurrentTimeNanos();
+  // A Write's transport may answer it inline (tcp, TcpEndpoint.inline_max): set before the
+  // stages see the op, so the fault stage's corrupt byte follows the op's bytes there.
+  if (direction == Direction::kStoreToClient) {
+    ctx->inline_answer.address = op.remote_address;
+    ctx->inline_answer.length = op.length;
+    op.inline_answer = &ctx->inline_answer;
+  }
   GDR_RETURN_IF_ERROR(pipeline_.Start(ctx, op));
   // From here the op is the pipeline's: its transfer's end walks the stages and answers it.
   OpContext* started = ctx.release();
@@ -164,6 +171,7 @@ grpc::ServerUnaryReactor* StoreService::UnaryOp(grpc::CallbackServerContext* ctx
                   response->set_service_ns(a.service_ns);
                   response->set_synced(synced);
                   if (a.crc32c.has_value()) response->set_crc32c(*a.crc32c);
+                  if (!a.data.empty()) response->set_data(std::move(a.data));
                 }
                 reactor->Finish(ToGrpcStatus(a.status));
               });

@@ -79,6 +79,7 @@ class StoreService::StreamCall final : public StreamHandler {
           a.service_ns = answer.service_ns;
           a.synced = synced && ok;
           a.crc32c = answer.crc32c;
+          a.data = std::move(answer.data);
           reactor->Finished(id, std::move(a));
         });
     if (!prepared.ok()) {

@@ -40,6 +40,16 @@ class Destination {
   virtual TransportKind transport() const = 0;
 };
 
+// A Write's bytes carried in its answer instead of moved by the transport (tcp's inline
+// answers, TcpEndpoint.inline_max): the op's client memory (`length` bytes at `address`) as the
+// answer will carry it. The op's context owns it; the service reads `bytes` once the op is done.
+// Only an op of exactly that memory may fill it; later ops may only write into what it holds.
+struct InlineAnswer {
+  uint64_t address = 0;
+  uint64_t length = 0;
+  std::string bytes;
+};
+
 struct TransferOp {
   // Which initiator moves the op's bytes (the endpoint kind of its RemoteBuffer).
   TransportKind transport = TransportKind::kTcp;
@@ -63,6 +73,10 @@ struct TransferOp {
   // Who the op is counted under in the per-client statistics (a credential's label or the
   // caller's address); the transports do not look at it.
   std::string client;
+  // Writes only: where a transport that answers small Writes inline puts the bytes instead of
+  // moving them (an op that later writes more into the same client memory, the corrupt-byte
+  // fault, lands there too when the first went inline). Null: never inline.
+  InlineAnswer* inline_answer = nullptr;
 };
 
 // `op`'s destination as the transport's own type D (which names its D::kTransport), or null

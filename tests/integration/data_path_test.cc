@@ -2,6 +2,7 @@
 // Sizes are log-uniform from 1 B to 64 MiB (both ends included exactly), volume offsets and
 // buffer offsets unaligned. Every Write is checked byte for byte against the pattern model;
 // every Read stores a salted pattern that a Write back then proves landed.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "common/base/pattern.h"
 #include "gdrstore/client.h"
+#include "gdrstore/v1/gdrstore.grpc.pb.h"
 #include "tests/integration/daemon_process.h"
 #include "tests/integration/verified_ops.h"
 
@@ -147,6 +149,105 @@ TEST_F(DataPathTest, StreamedWritesInFlightAreVerified) {
     }
   }
   EXPECT_TRUE((*stream)->Close().ok());
+}
+
+// tcp's inline answers (TcpEndpoint.inline_max, the daemon's --tcp-inline-max, 16 KiB by
+// default): small unary Writes come back verified with no daemon link ever connected to this
+// client's target; a larger Write opens one, as do small Writes on a Stream (the library offers
+// inline answers on unary calls only); and a client that takes none (ClientOptions::
+// tcp_inline_max 0) gets even a 4 KiB unary Write over a link.
+TEST_F(DataPathTest, SmallWritesAreAnsweredInlineAndTheRestOverLinks) {
+  auto buf = client_->AllocateBuffer(2 * kMiB);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  SaltMap salts(kVolumeSize);
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 40; ++i) {
+    const uint64_t len = 1 + rng() % (16 << 10);
+    const gdrstore::Extent e{"vol0", rng() % (kVolumeSize - len), len};
+    ASSERT_TRUE(VerifiedWrite(*client_, **buf, kGuardBytes + rng() % 4096, e, salts).ok());
+  }
+  EXPECT_EQ(client_->transport_info().target.links, 0u) << "a small Write went over a link";
+  auto stream = client_->OpenStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::vector<std::future<absl::StatusOr<gdrstore::OpResult>>> futures;
+  for (int i = 0; i < 64; ++i) {
+    const gdrstore::Extent e{"vol0", uint64_t(i) * 12345, 4096};
+    auto p = std::make_shared<std::promise<absl::StatusOr<gdrstore::OpResult>>>();
+    futures.push_back(p->get_future());
+    (*stream)->Submit(gdrstore::OpKind::kWrite, e, **buf, size_t(i) * 8192,
+                      [p](absl::StatusOr<gdrstore::OpResult> r) { p->set_value(std::move(r)); });
+  }
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_EQ(futures[i].wait_for(std::chrono::seconds(60)), std::future_status::ready);
+    auto r = futures[i].get();
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::span<const std::byte> got((*buf)->data() + size_t(i) * 8192, 4096);
+    ASSERT_EQ(PatternMismatch(PatternSeed("vol0"), uint64_t(i) * 12345, got), std::nullopt)
+        << "stream op " << i;
+  }
+  EXPECT_TRUE((*stream)->Close().ok());
+  EXPECT_GE(client_->transport_info().target.links, 1u) << "the Stream's Writes took no link";
+  ASSERT_TRUE(VerifiedWrite(*client_, **buf, kGuardBytes, {"vol0", 4096, kMiB}, salts).ok());
+
+  gdrstore::ClientOptions o;
+  o.daemon_address = daemon_->address();
+  o.tcp_inline_max = 0;
+  auto plain = gdrstore::Client::Connect(o);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto pbuf = (*plain)->AllocateBuffer(64 << 10);
+  ASSERT_TRUE(pbuf.ok()) << pbuf.status();
+  ASSERT_TRUE(VerifiedWrite(**plain, **pbuf, kGuardBytes, {"vol0", 99, 4096}, salts).ok());
+  EXPECT_GE((*plain)->transport_info().target.links, 1u);
+}
+
+// The daemon's side of inline answers on a Stream, for any client that offers them: a raw
+// Stream of 100 16 KiB Writes in one message, whose endpoint offers inline answers and names a
+// port nobody listens on, is answered with every op's bytes (the target is never contacted),
+// in more than one answer message (at most 1 MiB of inline bytes a message).
+TEST_F(DataPathTest, ADaemonAnswersStreamWritesInlineToAClientThatOffers) {
+  auto channel = grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials());
+  auto stub = gdrstore::v1::GdrStore::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto rw = stub->Stream(&ctx);
+  constexpr int kOps = 100;
+  constexpr uint64_t kLen = 16 << 10;
+  gdrstore::v1::StreamRequest req;
+  for (int i = 0; i < kOps; ++i) {
+    gdrstore::v1::StreamOp* op = req.add_ops();
+    op->set_id(1000 + i);
+    gdrstore::v1::WriteRequest* w = op->mutable_write();
+    w->mutable_extent()->set_volume("vol0");
+    w->mutable_extent()->set_offset(uint64_t(i) * 77777);
+    w->mutable_extent()->set_length(kLen);
+    w->mutable_buffer()->set_address(0x10000 + uint64_t(i) * kLen);
+    w->mutable_buffer()->set_length(kLen);
+    w->mutable_buffer()->set_rkey(7);
+    gdrstore::v1::TcpEndpoint* tcp = w->mutable_buffer()->mutable_tcp();
+    tcp->set_host("127.0.0.1");
+    tcp->set_port(9);  // discard: nothing listens, and nothing needs to
+    tcp->set_secret(std::string(32, 's'));
+    tcp->set_inline_max(64 << 10);
+  }
+  ASSERT_TRUE(rw->Write(req));
+  ASSERT_TRUE(rw->WritesDone());
+  int answered = 0, messages = 0;
+  gdrstore::v1::StreamResponse resp;
+  while (rw->Read(&resp)) {
+    ++messages;
+    for (const gdrstore::v1::StreamResult& r : resp.results()) {
+      ASSERT_EQ(r.code(), 0) << r.message();
+      const uint64_t i = r.id() - 1000;
+      ASSERT_LT(i, uint64_t{kOps});
+      ASSERT_EQ(r.data().size(), kLen) << "op " << i;
+      std::span<const std::byte> got(reinterpret_cast<const std::byte*>(r.data().data()), kLen);
+      ASSERT_EQ(PatternMismatch(PatternSeed("vol0"), i * 77777, got), std::nullopt) << "op " << i;
+      ++answered;
+    }
+  }
+  EXPECT_TRUE(rw->Finish().ok());
+  EXPECT_EQ(answered, kOps);
+  EXPECT_GE(messages, 2) << "1.6 MiB of inline bytes in one answer message";
 }
 
 }  // namespace

@@ -66,6 +66,11 @@ struct ClientOptions {
   // Pinned staging ring per daemon link for GPU buffers on the tcp transport.
   size_t gpu_staging_slot_bytes = 1 << 20;
   int gpu_staging_slots = 4;
+  // tcp: the largest unary Write whose bytes this process takes in the daemon's answer instead
+  // of through its target (the daemon's --tcp-inline-max bounds it too); a small op then needs
+  // no link round trip. Ops on an OpStream, and descriptors (Describe), never ask for them.
+  // 0: every Write over a link.
+  uint32_t tcp_inline_max = 64 << 10;
   // rc: the RDMA device by a local IP address on it (instead of rdma_device). GID index -1:
   // the port's RoCE v2 IPv4-mapped entry.
   std::string rdma_address;

@@ -33,6 +33,10 @@ class ClientTransport {
   virtual absl::Status CanServeGpuMemory() const { return absl::OkStatus(); }
   // Fills the endpoint (the oneof) of a descriptor for this process's memory.
   virtual void DescribeEndpoint(gdrstore::v1::RemoteBuffer* buffer) const = 0;
+  // The largest Write this process's own unary calls take answered inline (tcp:
+  // TcpEndpoint.inline_max); 0: none. Never in a descriptor (DescribeEndpoint): whoever sends
+  // the request gets the bytes, so only the memory's owner may ask for them.
+  virtual uint32_t inline_max() const { return 0; }
   // Ends what the transport holds open (tcp: the target's links; rc: the Connect call).
   // Ops still running fail. Idempotent.
   virtual void Close() = 0;

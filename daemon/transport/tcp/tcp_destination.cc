@@ -28,8 +28,10 @@ absl::StatusOr<std::shared_ptr<const TcpDestination>> ParseTcpDestination(
         " bytes, not ", tcp.secret().size(),
         " (the target proves it holds it before any byte moves)"));
   }
-  return std::make_shared<const TcpDestination>(tcp.host(), static_cast<uint16_t>(tcp.port()),
-                                                tcp.secret());
+  auto dest = std::make_shared<TcpDestination>(tcp.host(), static_cast<uint16_t>(tcp.port()),
+                                               tcp.secret());
+  dest->inline_max = tcp.inline_max();  // any value: the daemon's own limit bounds it
+  return dest;
 }
 
 }  // namespace gdr

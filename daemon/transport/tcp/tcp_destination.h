@@ -28,6 +28,8 @@ class TcpDestination final : public Destination {
   // TcpEndpoint.secret: what the target must prove it holds before a byte moves. Never logged
   // and never compared directly (the tcp pool compares digests); Key() leaves it out.
   std::string secret;
+  // TcpEndpoint.inline_max: the largest Write the client takes in the answer (0: none).
+  uint32_t inline_max = 0;
   std::string Key() const;  // "host:port", bracketed for IPv6
 };
 

@@ -1,6 +1,7 @@
 #include "daemon/transport/tcp/tcp_initiator.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/log.h"
@@ -9,6 +10,7 @@
 #include "common/wire/tcp_proof.h"
 #include "common/base/thread_name.h"
 #include "common/base/units.h"
+#include "daemon/store/mapping_guard.h"
 
 namespace gdr {
 namespace {
@@ -131,7 +133,11 @@ std::string TcpInitiator::Describe() const {
                       " while the pool has room; beyond that, turns of ",
                       absl::FormatDuration(options_.turn), "), chunks of ",
                       FormatSize(options_.chunk_bytes), "; ", rule_->Describe(),
-                      ", each proving the caller's secret");
+                      ", each proving the caller's secret; ",
+                      options_.inline_max == 0
+                          ? std::string("no Write answered inline")
+                          : absl::StrCat("Writes up to ", FormatSize(options_.inline_max),
+                                         " answered inline to clients that take it"));
 }
 
 void TcpInitiator::Plan::BeginOp(const TransferOp& o, OpDone& done, uint32_t n) {
@@ -197,8 +203,44 @@ void TcpInitiator::Finish(Plan& plan) {
   for (auto& [done, status] : plan.failed) done(std::move(status));
 }
 
+bool TcpInitiator::TryInline(const TransferOp& op, OpDone& done) const {
+  InlineAnswer* const answer = op.inline_answer;
+  if (answer == nullptr || op.direction != Direction::kStoreToClient ||
+      op.inject != InjectedFault::kNone) {
+    return false;
+  }
+  uint64_t at = 0;
+  if (answer->bytes.empty()) {
+    const uint64_t limit = std::min(options_.inline_max, Dest(op).inline_max);
+    if (op.length > limit || op.remote_address != answer->address ||
+        op.length != answer->length) {
+      return false;
+    }
+  } else {
+    // Only into bytes the answer already carries: they reach the client together.
+    if (op.remote_address < answer->address) return false;
+    at = op.remote_address - answer->address;
+    if (at > answer->bytes.size() || op.length > answer->bytes.size() - at) return false;
+  }
+  if (absl::StatusOr<IpAddress> ip = IpAddress::Parse(Dest(op).host);
+      ip.ok() && !rule_->Check(op.caller, Dest(op).Key(), *ip).ok()) {
+    return false;
+  }
+  if (answer->bytes.empty()) answer->bytes.resize(op.length);
+  absl::Status s;
+  // Out of the volume's mapping, guarded as every copy out of a file volume is.
+  if (std::optional<const void*> fault = RunGuarded(
+          [&] { std::memcpy(answer->bytes.data() + at, op.local, op.length); })) {
+    s = MappingFaultStatus(*fault);
+  }
+  OpDone d = std::move(done);
+  d(std::move(s));
+  return true;
+}
+
 absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
   if (DestinationOf<TcpDestination>(op) == nullptr) return NotTcp();
+  if (TryInline(op, done)) return absl::OkStatus();
   const absl::StatusOr<std::string> key = KeyOf(op);
   Plan plan(&ops_in_flight_);
   absl::Status s;
@@ -222,13 +264,25 @@ absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
 void TcpInitiator::SubmitBatch(std::span<Submission> batch) {
   std::vector<absl::StatusOr<std::string>> keys;
   keys.reserve(batch.size());
-  for (const Submission& s : batch) keys.push_back(KeyOf(s.op));
+  // Ops answered inline are done here and take no part in the placement below.
+  std::vector<bool> inline_done(batch.size(), false);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Submission& s = batch[i];
+    if (DestinationOf<TcpDestination>(s.op) != nullptr && TryInline(s.op, s.done)) {
+      inline_done[i] = true;
+      s.status = absl::OkStatus();
+      keys.push_back(std::string());
+      continue;
+    }
+    keys.push_back(KeyOf(s.op));
+  }
   Plan plan(&ops_in_flight_);
   {
     absl::MutexLock lock(&mu_);
     const size_t waiting_before = scheduler_.waiting_destinations();
     const absl::Time now = absl::Now();
     for (size_t i = 0; i < batch.size(); ++i) {
+      if (inline_done[i]) continue;
       Submission& s = batch[i];
       s.status = shutdown_ ? absl::CancelledError("daemon is shutting down") : keys[i].status();
       if (s.status.ok()) scheduler_.Place(*keys[i], s.op, s.done, now, plan);

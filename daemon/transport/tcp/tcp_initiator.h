@@ -84,6 +84,12 @@ class TcpInitiator final : public Initiator {
     std::vector<std::shared_ptr<TcpLink>> dropped;          // injected faults: fail, then send
   };
   void Housekeeping();
+  // A Write the client takes inline (TcpEndpoint.inline_max, within options_.inline_max), and
+  // an op writing into client memory whose bytes already went into the same answer (the
+  // corrupt-byte fault): its bytes are copied into op.inline_answer and `done` runs before this
+  // returns; no link is involved. False: the op goes over a link as ever (so do an op carrying
+  // an injected fault and one to a target the rule refuses, which fail the way they always do).
+  bool TryInline(const TransferOp& op, OpDone& done) const;
   // Checks `op`'s target (an address literal) against the rule and returns the key of its
   // links in the pool. Needs no lock: the callers run it before taking mu_, since the key's
   // SHA-256 and the rule cost more than the placement and every client's ops queue on mu_.

@@ -31,6 +31,12 @@ struct TcpInitiatorOptions {
   // waiting for a turn, when another client needs a link (>= links_per_target).
   uint32_t max_links_per_target = 16;
   uint64_t chunk_bytes = 1 << 20;   // split size; <= tcpwire::kMaxPayload
+  // A Write of at most this many bytes, to a client that takes answers inline
+  // (TcpEndpoint.inline_max), is answered with its bytes instead of over a link: a 4 KiB op
+  // otherwise pays the link's round trip (two thread wake-ups) on top of its RPC
+  // (docs/benchmarks.md, issue 45). 0: never.
+  uint32_t inline_max = 16 << 10;
+  static constexpr uint32_t kMaxInline = 64 << 10;
   absl::Duration op_timeout = absl::Seconds(30);     // no response for this long: link fails
   absl::Duration idle_timeout = absl::Seconds(60);   // idle links are closed after this
   // A destination's links past its share are closed sooner once idle (no more than

@@ -74,6 +74,7 @@ TEST(DaemonConfigTest, Defaults) {
   EXPECT_EQ(cfg->tcp.turn, absl::Milliseconds(200));
   EXPECT_EQ(cfg->tcp.handover_timeout, absl::Seconds(2));
   EXPECT_EQ(cfg->tcp.link.poll_spin, absl::ZeroDuration());
+  EXPECT_EQ(cfg->tcp.inline_max, 16u << 10);
   EXPECT_EQ(cfg->drain_timeout, absl::Seconds(10));
   EXPECT_EQ(cfg->log_level, LogLevel::kInfo);
 }
@@ -86,7 +87,8 @@ TEST(DaemonConfigTest, EveryFlagParses) {
       "1GiB", "--tcp-max-links", "5", "--tcp-links-per-target", "3",
       "--tcp-max-links-per-target", "4", "--tcp-connect-timeout-ms", "1500", "--op-timeout-ms", "2500", "--tcp-idle-timeout-s",
       "7", "--tcp-link-turn-ms", "40", "--tcp-handover-timeout-ms", "900",
-      "--tcp-poll-spin-us", "25", "--drain-timeout-ms", "0", "--log-level", "debug"});
+      "--tcp-poll-spin-us", "25", "--tcp-inline-max", "4KiB", "--drain-timeout-ms", "0",
+      "--log-level", "debug"});
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   EXPECT_EQ(cfg->listen, "127.0.0.1:0");
   EXPECT_EQ(cfg->port_file, "/run/gdr.port");
@@ -111,6 +113,7 @@ TEST(DaemonConfigTest, EveryFlagParses) {
   EXPECT_EQ(cfg->tcp.turn, absl::Milliseconds(40));
   EXPECT_EQ(cfg->tcp.handover_timeout, absl::Milliseconds(900));
   EXPECT_EQ(cfg->tcp.link.poll_spin, absl::Microseconds(25));
+  EXPECT_EQ(cfg->tcp.inline_max, 4096u);
   EXPECT_EQ(cfg->drain_timeout, absl::ZeroDuration());
   EXPECT_EQ(cfg->log_level, LogLevel::kDebug);
 }
@@ -219,6 +222,8 @@ TEST(DaemonConfigTest, OutOfRangeNumbersNameTheFlag) {
   ExpectInvalidNaming({"--tcp-link-turn-ms", "0"}, "--tcp-link-turn-ms");
   ExpectInvalidNaming({"--tcp-handover-timeout-ms", "0"}, "--tcp-handover-timeout-ms");
   ExpectInvalidNaming({"--tcp-poll-spin-us", "10001"}, "--tcp-poll-spin-us");
+  ExpectInvalidNaming({"--tcp-inline-max", "65537"}, "--tcp-inline-max");
+  ExpectInvalidNaming({"--tcp-inline-max", "some"}, "--tcp-inline-max");
   ExpectInvalidNaming({"--drain-timeout-ms", "-1"}, "--drain-timeout-ms");
   ExpectInvalidNaming({"--max-inflight-ops", "many"}, "--max-inflight-ops");
 }

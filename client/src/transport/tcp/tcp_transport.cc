@@ -27,8 +27,8 @@ absl::StatusOr<std::shared_ptr<TcpTransport>> TcpTransport::Open(
       TcpTarget::Start(options->target_host, options->target_port,
                        options->max_target_connections, staging);
   if (!target.ok()) return target.status();
-  return std::shared_ptr<TcpTransport>(
-      new TcpTransport(std::move(*target), options->target_host, staging));
+  return std::shared_ptr<TcpTransport>(new TcpTransport(
+      std::move(*target), options->target_host, staging, options->tcp_inline_max));
 }
 
 TcpTransport::~TcpTransport() { Close(); }

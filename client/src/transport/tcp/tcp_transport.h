@@ -25,6 +25,7 @@ class TcpTransport final : public ClientTransport {
   // GPU memory is staged through pinned slots: INVALID_ARGUMENT for a ring that cannot work.
   absl::Status CanServeGpuMemory() const override;
   void DescribeEndpoint(gdrstore::v1::RemoteBuffer* buffer) const override;
+  uint32_t inline_max() const override { return inline_max_; }
   // Stops the target: the daemon's links see EOF.
   void Close() override;
   // tcp, "tcp target HOST:PORT", the target's address and counters.
@@ -33,14 +34,17 @@ class TcpTransport final : public ClientTransport {
   // Every daemon reaches the one target (Attach's default: nullptr).
 
  private:
-  TcpTransport(std::shared_ptr<TcpTarget> target, std::string host, GpuStagingOptions staging)
-      : target_(std::move(target)), host_(std::move(host)), staging_(staging) {}
+  TcpTransport(std::shared_ptr<TcpTarget> target, std::string host, GpuStagingOptions staging,
+               uint32_t inline_max)
+      : target_(std::move(target)), host_(std::move(host)), staging_(staging),
+        inline_max_(inline_max) {}
 
   // Shared with every Buffer registered here, so a Buffer that outlives the Client still
   // deregisters from a live target.
   std::shared_ptr<TcpTarget> target_;
   std::string host_;
   GpuStagingOptions staging_;
+  uint32_t inline_max_;  // ClientOptions::tcp_inline_max
 };
 
 }  // namespace gdr
