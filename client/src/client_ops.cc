@@ -75,9 +75,11 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
   // every op's completion and bytes would run on the daemon's one reader thread of the stream
   // and through its HTTP/2 window, measured 44.5k -> 32-34k 4 KiB ops/s at qd 32
   // (docs/benchmarks.md, issue 45).
+  bool asked_inline = false;
   if (s.ok() && kind == OpKind::kWrite && call->write.buffer().has_tcp()) {
     if (const uint32_t most = transport_->inline_max(); most != 0) {
       call->write.mutable_buffer()->mutable_tcp()->set_inline_max(most);
+      asked_inline = true;
     }
   }
   const std::shared_ptr<grpc::ClientContext> ctx(call, &call->ctx);
@@ -92,14 +94,14 @@ void Client::SubmitOne(OpKind kind, const Extent& extent, const Buffer& buffer,
   if (deadline != std::chrono::system_clock::time_point::max()) call->ctx.set_deadline(deadline);
   // The buffer outlives the call: its destructor waits for the ops submitted on it.
   auto on_done = [call, calls = calls_, &buffer, buffer_offset, length = extent.length,
-                  write = kind == OpKind::kWrite](grpc::Status st) {
+                  asked_inline](grpc::Status st) {
     absl::StatusOr<OpResult> result;
     if (st.ok()) {
       result = OpResult{call->response.bytes(), call->response.service_ns(),
                         call->response.synced(), std::nullopt, call->response.path()};
       if (call->response.has_crc32c()) result->crc32c = call->response.crc32c();
       if (!call->response.data().empty()) {
-        if (absl::Status s = gdr::TakeInlineAnswer(buffer, buffer_offset, length, write,
+        if (absl::Status s = gdr::TakeInlineAnswer(buffer, buffer_offset, length, asked_inline,
                                                    call->response.data());
             !s.ok()) {
           result = s;

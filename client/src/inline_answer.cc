@@ -4,12 +4,14 @@
 
 namespace gdr {
 
+absl::Status UnaskedInlineAnswer(size_t bytes) {
+  return absl::DataLossError(absl::StrCat("the daemon answered with ", bytes,
+                                          " inline bytes an op that did not ask for them"));
+}
+
 absl::Status TakeInlineAnswer(const gdrstore::Buffer& buffer, size_t offset, uint64_t length,
-                              bool write, const std::string& data) {
-  if (!write) {
-    return absl::DataLossError(absl::StrCat("the daemon answered a Read with ", data.size(),
-                                            " inline bytes; only Writes are answered inline"));
-  }
+                              bool asked, const std::string& data) {
+  if (!asked) return UnaskedInlineAnswer(data.size());
   if (data.size() != length) {
     return absl::DataLossError(absl::StrCat("the daemon answered a ", length, "-byte Write with ",
                                             data.size(), " inline bytes"));

@@ -153,8 +153,7 @@ class OpStream::Reactor final
       } else {
         const uint64_t id = next_id_++;
         op.set_id(id);
-        pending_.emplace(id, Pending{std::move(done), deadline, &buffer, buffer_offset,
-                                     extent.length, kind == OpKind::kWrite});
+        pending_.emplace(id, Pending{std::move(done), deadline});
         if (deadline < armed_at_) ArmLocked(deadline);
         // Submitted from an answer's callback: OnReadDone writes once all have run. (Not a
         // CompletionBatch: that would let another stream's burst run this one's flush, after
@@ -223,7 +222,7 @@ class OpStream::Reactor final
       ReleaseHoldLocked();
       return;
     }
-    std::vector<std::pair<Pending, const v1::StreamResult*>> ready;
+    std::vector<std::pair<OpCallback, const v1::StreamResult*>> ready;
     ready.reserve(static_cast<size_t>(response_.results_size()));
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -231,26 +230,22 @@ class OpStream::Reactor final
         // Not ours, or answered after its deadline failed it: ignore rather than misattribute.
         auto it = pending_.find(r.id());
         if (it == pending_.end()) continue;
-        ready.emplace_back(std::move(it->second), &r);
+        ready.emplace_back(std::move(it->second.done), &r);
         pending_.erase(it);
       }
       if (pending_.empty()) cv_.notify_all();
       delivering_ = true;
       delivering_thread_ = std::this_thread::get_id();
     }
-    for (auto& [p, r] : ready) {
-      OpCallback& cb = p.done;
+    for (auto& [cb, r] : ready) {
       if (r->code() == 0) {
+        // A Stream's ops never ask for inline answers (client_ops.cc says why).
+        if (!r->data().empty()) {
+          cb(gdr::UnaskedInlineAnswer(r->data().size()));
+          continue;
+        }
         OpResult result{r->bytes(), r->service_ns(), r->synced(), std::nullopt, r->path()};
         if (r->has_crc32c()) result.crc32c = r->crc32c();
-        if (!r->data().empty()) {
-          if (absl::Status s =
-                  gdr::TakeInlineAnswer(*p.buffer, p.offset, p.length, p.write, r->data());
-              !s.ok()) {
-            cb(s);
-            continue;
-          }
-        }
         cb(std::move(result));
       } else {
         absl::Status st(static_cast<absl::StatusCode>(r->code()), r->message());
@@ -361,11 +356,6 @@ class OpStream::Reactor final
   struct Pending {
     OpCallback done;
     absl::Time deadline;
-    // Where an inline answer's bytes go (TakeInlineAnswer); the buffer outlives the op.
-    const Buffer* buffer = nullptr;
-    size_t offset = 0;
-    uint64_t length = 0;
-    bool write = false;
   };
 
   Client* const client_;  // used only inside a ClientCalls::Use

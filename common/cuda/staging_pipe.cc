@@ -144,10 +144,6 @@ StagingPipe::Result StagingPipe::ToDevice(uint64_t dptr, size_t length,
   res.gpu = UseDevice(api, ordinal_);
   size_t done = 0;
   while (done < length) {
-    // The ring is full of held slots only when lag_ is the whole ring (it never is).
-    if (held_ == nslots_) {
-      if (absl::Status s = IssueHeld(held_ - 1); !s.ok() && res.gpu.ok()) res.gpu = s;
-    }
     Slot& slot = slots_[next_];
     if (absl::Status s = Reclaim(slot); !s.ok() && res.gpu.ok()) res.gpu = s;
     const size_t n = std::min(slot_bytes_, length - done);

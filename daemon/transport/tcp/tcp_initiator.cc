@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/log.h"
@@ -162,14 +163,19 @@ void TcpInitiator::Plan::AddChunk(const TransferOp& o, size_t link, uint64_t off
   }
 }
 
+absl::Status TcpInitiator::CheckLiteralTarget(const TransferOp& op) const {
+  if (absl::StatusOr<IpAddress> ip = IpAddress::Parse(Dest(op).host); ip.ok()) {
+    return rule_->Check(op.caller, Dest(op).Key(), *ip);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> TcpInitiator::KeyOf(const TransferOp& op) const {
   if (DestinationOf<TcpDestination>(op) == nullptr) return NotTcp();
   // An address literal is judged here, so a refused target costs no link, thread or socket.
   // (An op that waits for a link is not judged again when it gets one: the rule and the op
   // are what they were.)
-  if (absl::StatusOr<IpAddress> ip = IpAddress::Parse(Dest(op).host); ip.ok()) {
-    GDR_RETURN_IF_ERROR(rule_->Check(op.caller, Dest(op).Key(), *ip));
-  }
+  GDR_RETURN_IF_ERROR(CheckLiteralTarget(op));
   return PoolKey(op);
 }
 
@@ -222,10 +228,7 @@ bool TcpInitiator::TryInline(const TransferOp& op, OpDone& done) const {
     at = op.remote_address - answer->address;
     if (at > answer->bytes.size() || op.length > answer->bytes.size() - at) return false;
   }
-  if (absl::StatusOr<IpAddress> ip = IpAddress::Parse(Dest(op).host);
-      ip.ok() && !rule_->Check(op.caller, Dest(op).Key(), *ip).ok()) {
-    return false;
-  }
+  if (!CheckLiteralTarget(op).ok()) return false;
   if (answer->bytes.empty()) answer->bytes.resize(op.length);
   absl::Status s;
   // Out of the volume's mapping, guarded as every copy out of a file volume is.
@@ -262,19 +265,17 @@ absl::Status TcpInitiator::Submit(const TransferOp& op, OpDone done) {
 }
 
 void TcpInitiator::SubmitBatch(std::span<Submission> batch) {
-  std::vector<absl::StatusOr<std::string>> keys;
+  // Per op, its pool key; none for an op answered inline here, which takes no part in the
+  // placement below.
+  std::vector<std::optional<absl::StatusOr<std::string>>> keys;
   keys.reserve(batch.size());
-  // Ops answered inline are done here and take no part in the placement below.
-  std::vector<bool> inline_done(batch.size(), false);
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Submission& s = batch[i];
+  for (Submission& s : batch) {
     if (DestinationOf<TcpDestination>(s.op) != nullptr && TryInline(s.op, s.done)) {
-      inline_done[i] = true;
       s.status = absl::OkStatus();
-      keys.push_back(std::string());
-      continue;
+      keys.emplace_back();
+    } else {
+      keys.emplace_back(KeyOf(s.op));
     }
-    keys.push_back(KeyOf(s.op));
   }
   Plan plan(&ops_in_flight_);
   {
@@ -282,10 +283,11 @@ void TcpInitiator::SubmitBatch(std::span<Submission> batch) {
     const size_t waiting_before = scheduler_.waiting_destinations();
     const absl::Time now = absl::Now();
     for (size_t i = 0; i < batch.size(); ++i) {
-      if (inline_done[i]) continue;
+      if (!keys[i].has_value()) continue;
+      const absl::StatusOr<std::string>& key = *keys[i];
       Submission& s = batch[i];
-      s.status = shutdown_ ? absl::CancelledError("daemon is shutting down") : keys[i].status();
-      if (s.status.ok()) scheduler_.Place(*keys[i], s.op, s.done, now, plan);
+      s.status = shutdown_ ? absl::CancelledError("daemon is shutting down") : key.status();
+      if (s.status.ok()) scheduler_.Place(*key, s.op, s.done, now, plan);
     }
     if (scheduler_.waiting_destinations() > waiting_before) scheduler_.Schedule(absl::Now(), plan);
     EnqueueLocked(plan);

@@ -90,6 +90,9 @@ class TcpInitiator final : public Initiator {
   // returns; no link is involved. False: the op goes over a link as ever (so do an op carrying
   // an injected fault and one to a target the rule refuses, which fail the way they always do).
   bool TryInline(const TransferOp& op, OpDone& done) const;
+  // The rule's verdict on `op`'s target when it is an address literal (a host name is judged
+  // once resolved, on the link); OK otherwise.
+  absl::Status CheckLiteralTarget(const TransferOp& op) const;
   // Checks `op`'s target (an address literal) against the rule and returns the key of its
   // links in the pool. Needs no lock: the callers run it before taking mu_, since the key's
   // SHA-256 and the rule cost more than the placement and every client's ops queue on mu_.

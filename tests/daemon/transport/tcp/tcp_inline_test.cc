@@ -10,9 +10,13 @@
 namespace gdr::tcp_initiator_test {
 namespace {
 
+constexpr uint32_t kDaemonLimit = 16 << 10;  // the daemon's --tcp-inline-max in these tests
+constexpr uint32_t kOffer = 64 << 10;        // what the client library asks for
+
 // The endpoint a client that takes answers of up to `offer` bytes inline describes.
-std::shared_ptr<const TcpDestination> InlineDest(uint16_t port, uint32_t offer) {
-  auto dest = std::make_shared<TcpDestination>("127.0.0.1", port, SecretOf(port));
+std::shared_ptr<const TcpDestination> InlineDest(uint16_t port, uint32_t offer,
+                                                 const std::string& host = "127.0.0.1") {
+  auto dest = std::make_shared<TcpDestination>(host, port, SecretOf(port));
   dest->inline_max = offer;
   return dest;
 }
@@ -28,20 +32,27 @@ TransferOp InlineOp(Direction d, std::byte* local, uint64_t length, uint64_t rem
   return op;
 }
 
-TEST_F(TcpInitiatorTest, ASmallWriteIsAnsweredInlineWithoutALink) {
-  TcpInitiatorOptions o;
-  o.inline_max = 16 << 10;
-  StartInitiator(o);
+class TcpInlineTest : public TcpInitiatorTest {
+ protected:
+  void StartInline(uint32_t limit = kDaemonLimit) {
+    TcpInitiatorOptions o;
+    o.inline_max = limit;
+    StartInitiator(o);
+  }
+};
+
+TEST_F(TcpInlineTest, ASmallWriteIsAnsweredInlineWithoutALink) {
+  StartInline();
   ClientMemory client(*target_, 64 << 10, 1);
   StoreMemory store(64 << 10, 2);
-  for (uint64_t len : {uint64_t{1}, uint64_t{4096}, uint64_t{16 << 10}}) {
+  for (uint64_t len : {uint64_t{1}, uint64_t{4096}, uint64_t{kDaemonLimit}}) {
     SCOPED_TRACE(testing::Message() << "length " << len);
     InlineAnswer answer;
     OpWaiter w;
     ASSERT_TRUE(initiator_
                     ->Submit(InlineOp(Direction::kStoreToClient, store.at(5), len,
                                       client.address(0), client.rkey(), target_->port(),
-                                      64 << 10, &answer),
+                                      kOffer, &answer),
                              w.Callback())
                     .ok());
     EXPECT_EQ(w.calls(), 1) << "an inline answer is done before Submit returns";
@@ -58,10 +69,8 @@ TEST_F(TcpInitiatorTest, ASmallWriteIsAnsweredInlineWithoutALink) {
   EXPECT_EQ(target_->stats().accepted, 0u);
 }
 
-TEST_F(TcpInitiatorTest, WhatIsNotInlineGoesOverALinkAsBefore) {
-  TcpInitiatorOptions o;
-  o.inline_max = 16 << 10;
-  StartInitiator(o);
+TEST_F(TcpInlineTest, WhatIsNotInlineGoesOverALinkAsBefore) {
+  StartInline();
   ClientMemory client(*target_, 256 << 10, 3);
   StoreMemory store(256 << 10, 4);
   struct Case {
@@ -69,14 +78,12 @@ TEST_F(TcpInitiatorTest, WhatIsNotInlineGoesOverALinkAsBefore) {
     Direction d;
     uint64_t length;
     uint32_t offer;
-    InjectedFault inject;
   };
   const Case cases[] = {
-      {"past the daemon's limit", Direction::kStoreToClient, (16 << 10) + 1, 64 << 10,
-       InjectedFault::kNone},
-      {"past the client's offer", Direction::kStoreToClient, 4097, 4096, InjectedFault::kNone},
-      {"a client that offers none", Direction::kStoreToClient, 100, 0, InjectedFault::kNone},
-      {"a Read", Direction::kClientToStore, 100, 64 << 10, InjectedFault::kNone},
+      {"past the daemon's limit", Direction::kStoreToClient, kDaemonLimit + 1, kOffer},
+      {"past the client's offer", Direction::kStoreToClient, 4097, 4096},
+      {"a client that offers none", Direction::kStoreToClient, 100, 0},
+      {"a Read", Direction::kClientToStore, 100, kOffer},
   };
   uint64_t at = 0;
   for (const Case& c : cases) {
@@ -84,7 +91,6 @@ TEST_F(TcpInitiatorTest, WhatIsNotInlineGoesOverALinkAsBefore) {
     InlineAnswer answer;
     TransferOp op = InlineOp(c.d, store.at(at), c.length, client.address(at), client.rkey(),
                              target_->port(), c.offer, &answer);
-    op.inject = c.inject;
     ASSERT_TRUE(Run(op).ok());
     EXPECT_TRUE(answer.bytes.empty());
     if (c.d == Direction::kStoreToClient) {
@@ -96,38 +102,50 @@ TEST_F(TcpInitiatorTest, WhatIsNotInlineGoesOverALinkAsBefore) {
   // An injected fault breaks the link the op went on, as it always has: it is never inline.
   InlineAnswer answer;
   TransferOp op = InlineOp(Direction::kStoreToClient, store.at(0), 100, client.address(0),
-                           client.rkey(), target_->port(), 64 << 10, &answer);
+                           client.rkey(), target_->port(), kOffer, &answer);
   op.inject = InjectedFault::kBreakPath;
   EXPECT_EQ(Run(op).code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(answer.bytes.empty());
+  // A target the rule refuses (not the caller's address) is refused as ever, bytes or not.
+  InlineAnswer refused;
+  op = InlineOp(Direction::kStoreToClient, store.at(0), 100, client.address(0), client.rkey(),
+                target_->port(), kOffer, &refused);
+  op.destination = InlineDest(target_->port(), kOffer, "127.0.0.2");
+  EXPECT_EQ(Run(op).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(refused.bytes.empty());
+  // An op with no answer to fill goes over a link.
+  InlineAnswer unused;
+  op = InlineOp(Direction::kStoreToClient, store.at(64 << 10), 100, client.address(64 << 10),
+                client.rkey(), target_->port(), kOffer, &unused);
+  op.inline_answer = nullptr;
+  ASSERT_TRUE(Run(op).ok());
+  EXPECT_TRUE(unused.bytes.empty());
+  EXPECT_EQ(PatternMismatch(store.seed(), 64 << 10, client.span(64 << 10, 100)), std::nullopt);
   // With the daemon's limit at 0 nothing is inline.
-  o.inline_max = 0;
-  StartInitiator(o);
+  StartInline(0);
   InlineAnswer none;
   ASSERT_TRUE(Run(InlineOp(Direction::kStoreToClient, store.at(0), 100, client.address(0),
-                           client.rkey(), target_->port(), 64 << 10, &none))
+                           client.rkey(), target_->port(), kOffer, &none))
                   .ok());
   EXPECT_TRUE(none.bytes.empty());
 }
 
 // The corrupt-byte fault's second op (one byte into the op's memory) follows the op: into the
 // answer when the op went inline, over a link when it did not; never an answer of its own.
-TEST_F(TcpInitiatorTest, ALaterOpIntoTheSameMemoryFollowsTheOpsPath) {
-  TcpInitiatorOptions o;
-  o.inline_max = 16 << 10;
-  StartInitiator(o);
+TEST_F(TcpInlineTest, ALaterOpIntoTheSameMemoryFollowsTheOpsPath) {
+  StartInline();
   ClientMemory client(*target_, 64 << 10, 5);
   StoreMemory store(64 << 10, 6);
   InlineAnswer answer;
   ASSERT_TRUE(Run(InlineOp(Direction::kStoreToClient, store.at(0), 4096, client.address(100),
-                           client.rkey(), target_->port(), 64 << 10, &answer))
+                           client.rkey(), target_->port(), kOffer, &answer))
                   .ok());
   ASSERT_EQ(answer.bytes.size(), 4096u);
   const std::byte flipped = ~static_cast<std::byte>(answer.bytes[17]);
   std::byte one[1] = {flipped};
   TransferOp byte_op = MakeOp(Direction::kStoreToClient, one, 1, client.address(117),
                               client.rkey(), target_->port());
-  byte_op.destination = InlineDest(target_->port(), 64 << 10);
+  byte_op.destination = InlineDest(target_->port(), kOffer);
   byte_op.inline_answer = &answer;
   ASSERT_TRUE(Run(byte_op).ok());
   EXPECT_EQ(static_cast<std::byte>(answer.bytes[17]), flipped);
