@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_join.h"
 #include "common/base/units.h"
+#include "gdrstore/types.h"
 #include "common/wire/stream_limits.h"
 
 namespace gdrbench {
@@ -42,6 +43,10 @@ std::optional<int> ParseFlags(int argc, char** argv, Settings* s) {
                  "also the rate line's Stream with at most N ops per request message, an info "
                  "line per N (repeatable; the rate line itself is the default, no cap)")
       ->check(CLI::Range(1, gdr::kMaxOpsPerMessage));
+  app.add_option("--stream-calls", s->stream_calls,
+                 "also the rate line's Stream spread over N calls, an info line per N "
+                 "(repeatable; the rate line itself is the client's default, 4)")
+      ->check(CLI::Range(1u, gdrstore::kMaxStreamCalls));
   app.add_option("--ready-timeout-ms", s->ready_timeout_ms, "how long to wait for the daemon")
       ->capture_default_str();
   app.add_option("--only", s->only,

@@ -31,6 +31,9 @@ struct Settings {
   // Info lines beside the rate line: its Stream with at most N ops per request message
   // (gdrctl::BenchOptions::stream_batch), one line per N.
   std::vector<uint32_t> stream_batches;
+  // Info lines beside the rate line: its Stream over N calls (gdrctl::BenchOptions::
+  // stream_calls; the rate line itself is the client's default), one line per N.
+  std::vector<uint32_t> stream_calls;
   int64_t ready_timeout_ms = 20000;
   std::vector<std::string> only;  // of {bw, lat, rate, gpu, reg, scale}; empty = all but scale
   std::string gpu;                // GPU for the gpu group (PCI address or ordinal); empty = none

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "bench/bare_grpc.h"
 #include "bench/bench_flags.h"
 #include "bench/bench_report.h"
 #include "bench/daemon_process.h"
@@ -254,7 +255,8 @@ class Bench {
   absl::StatusOr<gdrctl::BenchResult> Ops(gdrstore::OpKind kind, uint64_t size, uint64_t offset,
                                           uint64_t iterations, uint32_t qd, bool unary,
                                           const gdrstore::Buffer* buffer,
-                                          uint32_t stream_batch = 0) {
+                                          uint32_t stream_batch = 0,
+                                          uint32_t stream_calls = 0) {
     gdrctl::BenchOptions o;
     o.kind = kind;
     o.volume = "vol0";
@@ -266,6 +268,7 @@ class Bench {
     o.unary = unary;
     o.buffer = buffer;
     o.stream_batch = stream_batch;
+    o.stream_calls = stream_calls;
     return gdrctl::RunBench(client_, o);
   }
 
@@ -351,8 +354,20 @@ class Bench {
     daemon.aim = "info";
     daemon.informational = true;
     daemon.higher_is_better = false;
+    // The floor: gRPC's own round trip here, a minimal server in this process (no daemon).
+    Row floor;
+    floor.name = "Ping RPC p50";
+    floor.unit = "us";
+    floor.baseline = "bare gRPC Ping p50 (in-process server)";
+    floor.aim = "info";
+    floor.informational = true;
+    floor.higher_is_better = false;
+    GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdrbench::BareGrpcServer> bare,
+                         gdrbench::BareGrpcServer::Start());
     Progress(row.name);
     for (int r = -s_.warmup; r < s_.repeats; ++r) {
+      GDR_ASSIGN_OR_RETURN(std::vector<uint64_t> bare_ping,
+                           gdrbench::BarePingLoop(bare->address(), s_.lat_ops));
       GDR_ASSIGN_OR_RETURN(std::vector<uint64_t> ping, PingLoop(client_, s_.lat_ops));
       GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult res,
                            Ops(gdrstore::OpKind::kWrite, 4096, 0, s_.lat_ops, 1, true,
@@ -362,9 +377,12 @@ class Bench {
       row.product.push_back(res.p50_us);
       daemon.base.push_back(res.p50_us);
       daemon.product.push_back(res.service_p50_us);
+      floor.product.push_back(Percentile(ping, 0.5));
+      floor.base.push_back(Percentile(bare_ping, 0.5));
     }
     rows->push_back(std::move(row));
     rows->push_back(std::move(daemon));
+    rows->push_back(std::move(floor));
     return absl::OkStatus();
   }
 
@@ -389,6 +407,15 @@ class Bench {
       split[i].aim = "info";
       split[i].informational = true;
     }
+    // The same Stream over N calls (the rate line's is the client's default).
+    for (uint32_t n : s_.stream_calls) {
+      Row& spread = split.emplace_back();
+      spread.name = absl::StrCat(row.name, " calls", n);
+      spread.unit = row.unit;
+      spread.baseline = row.baseline;
+      spread.aim = "info";
+      spread.informational = true;
+    }
     Progress(row.name);
     for (int r = -s_.warmup; r < s_.repeats; ++r) {
       GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult unary,
@@ -402,6 +429,12 @@ class Bench {
         GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult b,
                              Ops(gdrstore::OpKind::kWrite, 4096, 0, s_.rate_ops, s_.rate_qd,
                                  false, buffer.get(), batch));
+        split_ops.push_back(b.ops_per_sec);
+      }
+      for (uint32_t n : s_.stream_calls) {
+        GDR_ASSIGN_OR_RETURN(gdrctl::BenchResult b,
+                             Ops(gdrstore::OpKind::kWrite, 4096, 0, s_.rate_ops, s_.rate_qd,
+                                 false, buffer.get(), 0, n));
         split_ops.push_back(b.ops_per_sec);
       }
       if (r < 0) continue;

@@ -175,12 +175,23 @@ def _part2(out: str, rows: List[Dict[str, Any]]) -> None:
                      lat["baseline"], "<= 1.3", "us", lat["name"]))
     rows.append(_row("2 4 KiB Stream qd 32 vs unary qd 32", rate["product"], rate["baseline"],
                      ">= 3", "ops/s", rate["name"]))
+    # gRPC's own round trip on this host (a bare in-process server): the floor under both.
+    floor = next((r for n, r in got.items() if r["unit"] == "us" and n.startswith("Ping RPC")),
+                 None)
+    if floor is not None:
+        rows.append(_info("2 (info) Ping p50 vs a bare gRPC server's Ping p50", floor["product"],
+                          floor["baseline"], "us", floor["baseline_name"]))
     # The same Stream at most N ops a message (gdr_bench --stream-batch): info beside the target.
     split = {int(m.group(1)): r for n, r in got.items()
              if (m := re.search(r"stream qd32 batch(\d+)$", n)) and r["unit"] == "ops/s"}
     for ops, r in sorted(split.items()):
         rows.append(_info(f"2 (info) the same, at most {ops} ops a message", r["product"],
                           r["baseline"], "ops/s", r["name"]))
+    calls = {int(m.group(1)): r for n, r in got.items()
+             if (m := re.search(r"stream qd32 calls(\d+)$", n)) and r["unit"] == "ops/s"}
+    for n, r in sorted(calls.items()):
+        rows.append(_info(f"2 (info) the same Stream over {n} call{'s' if n > 1 else ''}",
+                          r["product"], r["baseline"], "ops/s", r["name"]))
 
 
 def _part3(out: str, rows: List[Dict[str, Any]]) -> None:
@@ -218,6 +229,15 @@ def _part5(out: str, rows: List[Dict[str, Any]]) -> None:
         if qd == 1:
             rows.append(_row("5 local 64 MiB gets to GPU qd 1 vs pinned copy", gbps,
                              cp["h2d"]["gbps"], ">= 0.9", "GB/s", note))
+            # Where a qd-1 op's time goes: the client's p50 against the daemon's own time
+            # (admitted -> answered, the copy inside) and against one pinned copy's time.
+            lat = [r["lat_us"]["p50"] for r in runs if "service_us" in r]
+            svc = [r["service_us"]["p50"] for r in runs if "service_us" in r]
+            if lat:
+                copy_us = 64 * 2**20 / (cp["h2d"]["gbps"] * 1e9) * 1e6
+                rows.append(_info("5 (info) qd 1 op p50 vs the daemon's time p50",
+                                  statistics.median(lat), statistics.median(svc), "us",
+                                  f"a pinned 64 MiB copy: {copy_us:.0f} us"))
         else:  # what more in flight gives, beside the target (the 0.94x)
             rows.append(_info("5 (info) the same at qd 2", gbps, cp["h2d"]["gbps"], "GB/s",
                               note))

@@ -112,8 +112,10 @@ part2() { # gdr_bench's latency and rate groups (one daemon, its defaults)
   local q=()
   ((QUICK)) && q=(--repeats 1 --warmup 0 --lat-ops 200 --rate-ops 2000)
   # Beside the rate line (the target's), its Stream split into smaller messages (issue 45:
-  # whether overlapping parts of the batch beats one message per batch where cores are idle).
-  "$BENCH" --daemon "$GDRSTORED" ${BENCH_EXTRA[@]+"${BENCH_EXTRA[@]}"} --only lat rate --stream-batch 8 --stream-batch 16 --json \
+  # whether overlapping parts of the batch beats one message per batch where cores are idle),
+  # and the same Stream over 1 call (as before the client spread a Stream over 4) and over 8.
+  "$BENCH" --daemon "$GDRSTORED" ${BENCH_EXTRA[@]+"${BENCH_EXTRA[@]}"} --only lat rate --stream-batch 8 --stream-batch 16 \
+    --stream-calls 1 --stream-calls 8 --json \
     "${q[@]}" >"$OUT/part2-lat-rate.json"
 }
 

@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "client/src/stream_batch.h"
+#include "client/src/stream_messages.h"
 
 namespace gdrctl {
 
@@ -16,12 +16,10 @@ using Clock = std::chrono::steady_clock;
 
 absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOptions& o) {
   if (o.unary) return RunBench(client, nullptr, o);
-  // The setting is read as the stream opens: put back at once, the rest of the process keeps
-  // its own.
-  const size_t batch = gdr::StreamBatch();
-  if (absl::Status s = gdr::SetStreamBatch(o.stream_batch); !s.ok()) return s;
-  auto stream = client.OpenStream();
-  (void)gdr::SetStreamBatch(batch);
+  gdrstore::StreamOptions so;
+  so.calls = o.stream_calls;
+  so.max_ops_per_message = o.stream_batch;
+  auto stream = client.OpenStream(so);
   if (!stream.ok()) return stream.status();
   absl::StatusOr<BenchResult> r = RunBench(client, stream->get(), o);
   absl::Status closed = (*stream)->Close();
@@ -159,6 +157,7 @@ gdr::json::Json BenchResultJson(const BenchOptions& o, const BenchResult& r) {
                          {"path", r.path}};
   if (!o.unary) {
     doc["stream_batch"] = o.stream_batch;
+    doc["stream_calls"] = o.stream_calls;
     doc["stream_messages"] = r.stream_messages;
   }
   return doc;

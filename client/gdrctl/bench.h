@@ -23,9 +23,13 @@ struct BenchOptions {
   uint64_t iterations = 1000;
   uint32_t qd = 1;
   bool unary = false;  // a daemon's: one unary RPC per op instead of its Stream RPC
-  // The Stream's ops per request message at most (gdr::SetStreamBatch; issue 45's split of
-  // the resubmitted batch); 0: no cap of its own, the default. Read by RunBench(Client&, ...).
+  // The Stream's ops per request message at most (StreamOptions::max_ops_per_message; issue
+  // 45's split of the resubmitted batch); 0: no cap of its own, the default. Read by
+  // RunBench(Client&, ...).
   uint32_t stream_batch = 0;
+  // The Stream's calls (StreamOptions::calls); 0: the Client's (ClientOptions::stream_calls).
+  // Read by RunBench(Client&, ...).
+  uint32_t stream_calls = 0;
   std::string transport = "tcp";  // the client's transport, for the JSON line
   // Registered memory for the ops (slot i at i*size; needs min(qd, iterations)*size bytes).
   // Null: RunBench allocates a fresh buffer, so first touches of its pages are timed too.
@@ -61,8 +65,8 @@ absl::StatusOr<BenchResult> RunBench(gdrstore::Store& store, gdrstore::OpStream*
 absl::StatusOr<BenchResult> RunBench(gdrstore::Client& client, const BenchOptions& options);
 
 // The JSON object of `gdrctl bench --json`: op, transport, rpc, size, qd, ops, bytes, seconds,
-// gbps, ops_per_sec, lat_us {p50, p99, max, mean} and path; over a Stream also stream_batch and
-// stream_messages.
+// gbps, ops_per_sec, lat_us {p50, p99, max, mean} and path; over a Stream also stream_batch,
+// stream_calls and stream_messages.
 gdr::json::Json BenchResultJson(const BenchOptions& o, const BenchResult& r);
 
 }  // namespace gdrctl

@@ -125,6 +125,11 @@ Client::WindowStats Client::window_stats() const {
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  if (options.stream_calls == 0 || options.stream_calls > kMaxStreamCalls) {
+    return absl::InvalidArgumentError(absl::StrCat("ClientOptions::stream_calls of ",
+                                                   options.stream_calls, ": 1 to ",
+                                                   kMaxStreamCalls, " calls a Stream"));
+  }
   if (!options.agent.empty()) {
     // Through the node agent: its socket carries the memory and the calls; it reaches the
     // daemons its own way.

@@ -2,7 +2,9 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -13,7 +15,7 @@
 #include "client/src/deadline_timer.h"
 #include "client/src/op_request.h"
 #include "client/src/inline_answer.h"
-#include "client/src/stream_batch.h"
+#include "client/src/stream_messages.h"
 #include "common/grpc/grpc_status.h"
 #include "common/wire/stream_limits.h"
 #include "common/grpc/write_queue.h"
@@ -23,22 +25,9 @@
 namespace gdr {
 namespace {
 
-std::atomic<size_t> stream_batch{0};
 std::atomic<uint64_t> stream_messages{0};
 
 }  // namespace
-
-absl::Status SetStreamBatch(size_t ops) {
-  if (ops > static_cast<size_t>(kMaxOpsPerMessage)) {
-    return absl::InvalidArgumentError(absl::StrCat("stream batch of ", ops,
-                                                   " ops: at most ", kMaxOpsPerMessage,
-                                                   " ops fit one message (0: no cap)"));
-  }
-  stream_batch.store(ops, std::memory_order_relaxed);
-  return absl::OkStatus();
-}
-
-size_t StreamBatch() { return stream_batch.load(std::memory_order_relaxed); }
 
 uint64_t StreamMessagesSoFar() { return stream_messages.load(std::memory_order_relaxed); }
 
@@ -46,11 +35,12 @@ uint64_t StreamMessagesSoFar() { return stream_messages.load(std::memory_order_r
 
 namespace gdrstore {
 
-// Client side of one Stream call. Submitted ops queue while a write is outstanding and go out
-// together in the next StreamRequest; answers arrive batched too. Ops that answer callbacks submit
-// while a response is being delivered also wait, and leave in one message once every answer of it
-// has been handed out (with a gdr::SetStreamBatch cap, each complete group of that many leaves at
-// once, and no message carries more). One write outstanding at a time (a WriteQueue under mu_);
+// Client side of one Stream call (an OpStream has StreamOptions::calls of them). Submitted ops
+// queue while a write is outstanding and go out together in the next StreamRequest; answers
+// arrive batched too. Ops that answer callbacks submit while a response is being delivered also
+// wait, and leave in one message once every answer of it has been handed out (with
+// StreamOptions::max_ops_per_message, each complete group of that many leaves at once, and no
+// message carries more). One write outstanding at a time (a WriteQueue under mu_);
 // callbacks run outside the lock. Submit and Close start operations from the caller's thread,
 // outside gRPC's reactions, which is only safe while the call cannot finish under them: a hold
 // keeps it open until the client has sent its last message (Close) or the read side has ended (the
@@ -68,12 +58,13 @@ class OpStream::Reactor final
       public gdr::ClientCalls::Stream {
  public:
   Reactor(Client* client, std::shared_ptr<gdr::ClientCalls> calls,
-          std::shared_ptr<gdr::AdmissionWindow> window, std::shared_ptr<gdr::DeadlineTimer> timer)
+          std::shared_ptr<gdr::AdmissionWindow> window, std::shared_ptr<gdr::DeadlineTimer> timer,
+          size_t batch)
       : client_(client),
         calls_(std::move(calls)),
         window_(std::move(window)),
         rpc_timeout_(client->rpc_timeout()),
-        batch_(gdr::StreamBatch()),
+        batch_(batch),
         writes_([this](std::deque<v1::StreamOp>& unsent) { return StartWriteLocked(unsent); },
                 [this](bool all_written) { EndWritesLocked(all_written); }),
         timer_(std::move(timer)) {
@@ -161,7 +152,7 @@ class OpStream::Reactor final
         // op stays pending and OnDone answers it.
         if (delivering_ && delivering_thread_ == std::this_thread::get_id()) {
           writes_.Enqueue(std::move(op));
-          // A whole group (gdr::SetStreamBatch) leaves before the answer's other callbacks.
+          // A whole group (StreamOptions::max_ops_per_message) leaves before the answer's other callbacks.
           if (batch_ != 0 && writes_.queued() >= batch_) writes_.Flush();
         } else {
           writes_.Push(std::move(op));
@@ -177,26 +168,35 @@ class OpStream::Reactor final
   gdr::ClientCalls& calls() const { return *calls_; }
   gdr::AdmissionWindow::Scope* scope() { return &scope_; }
 
-  absl::Status Close() {
-    // Ops still waiting in the client's window for room are sent (or fail at their deadline)
-    // before the write side ends; once the Client has gone, the window has failed them. Either
-    // way, when this returns the window no longer reaches this stream (its scope).
+  // Close in three steps, so that an OpStream's calls close side by side and the daemon gets
+  // one rpc_timeout to end them all (OpStream::Close).
+  // 1. Half-closes once every op waiting in the client's window for room is sent (or failed at
+  //    its deadline; once the Client has gone, the window has failed them). Either way, the
+  //    window no longer reaches this stream (its scope) after this.
+  void BeginClose() {
     if (window_ != nullptr) window_->AwaitIdle(&scope_);
-    std::unique_lock<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     writes_.EndWhenDrained();
-    // Every op is answered or past its deadline in bounded time; then the daemon ends the call.
-    // One that does not within the timeout (or after ops went unanswered: it is hung) has the
-    // call cancelled, which ends it at once.
+  }
+
+  // 2. Every op is answered or past its deadline in bounded time.
+  void AwaitAnswered() {
+    std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return done_ || pending_.empty(); });
+  }
+
+  // 3. The daemon ends the call. One that has not by `end_by` (or after ops went unanswered:
+  //    it is hung) has the call cancelled, which ends it at once. The call's final status.
+  absl::Status EndBy(std::optional<std::chrono::steady_clock::time_point> end_by) {
+    std::unique_lock<std::mutex> lock(mu_);
     if (!done_) {
       bool ended = false;
       if (!expired_any_) {
-        const std::chrono::milliseconds timeout = rpc_timeout_;
-        if (timeout.count() == 0) {
+        if (!end_by) {
           cv_.wait(lock, [this] { return done_; });
           ended = true;
         } else {
-          ended = cv_.wait_for(lock, timeout, [this] { return done_; });
+          ended = cv_.wait_until(lock, *end_by, [this] { return done_; });
         }
       }
       if (!ended) {
@@ -205,6 +205,19 @@ class OpStream::Reactor final
       }
     }
     return status_;
+  }
+
+  // When the daemon must have ended the calls once their ops are answered; none without an
+  // rpc_timeout.
+  std::optional<std::chrono::steady_clock::time_point> EndDeadline() const {
+    if (rpc_timeout_.count() == 0) return std::nullopt;
+    return std::chrono::steady_clock::now() + rpc_timeout_;
+  }
+
+  absl::Status Close() {
+    BeginClose();
+    AwaitAnswered();
+    return EndBy(EndDeadline());
   }
 
   void OnWriteDone(bool ok) override {
@@ -362,7 +375,7 @@ class OpStream::Reactor final
   const std::shared_ptr<gdr::ClientCalls> calls_;
   const std::shared_ptr<gdr::AdmissionWindow> window_;  // null with fail_when_full
   const std::chrono::milliseconds rpc_timeout_;
-  const size_t batch_;  // gdr::SetStreamBatch's cap on ops per message; 0: none of its own
+  const size_t batch_;  // StreamOptions::max_ops_per_message; 0: none of its own
   gdr::AdmissionWindow::Scope scope_;  // this stream's ops in the client's window
   grpc::ClientContext ctx_;
   v1::StreamResponse response_;
@@ -389,16 +402,20 @@ class OpStream::Reactor final
 };
 
 struct OpStream::Hold {
-  std::shared_ptr<Reactor> reactor;
+  std::vector<std::shared_ptr<Reactor>> calls;  // never empty
+  std::atomic<size_t> next{0};                  // the call the next op goes on, modulo
 };
 
 OpStream::OpStream(std::unique_ptr<Hold> hold) : hold_(std::move(hold)) {}
-OpStream::~OpStream() { (void)hold_->reactor->Close(); }
+OpStream::~OpStream() { (void)Close(); }
 
 void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
                       size_t buffer_offset, OpCallback done, const OpOptions& options) {
   if (!gdr::ClientAccess::ApplyOptions(options, &kind, done)) return;
-  const std::shared_ptr<Reactor>& reactor = hold_->reactor;
+  // Round robin: ops resubmitted from one call's answers spread over all of them, so every
+  // call's message loop runs beside the others'.
+  const std::shared_ptr<Reactor>& reactor =
+      hold_->calls[hold_->next.fetch_add(1, std::memory_order_relaxed) % hold_->calls.size()];
   gdr::ClientCalls::Use use(reactor->calls());
   if (!use) {
     done(Reactor::ClientGone());
@@ -436,18 +453,47 @@ void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
       });
 }
 
-absl::Status OpStream::Close() { return hold_->reactor->Close(); }
+absl::Status OpStream::Close() {
+  const std::vector<std::shared_ptr<Reactor>>& calls = hold_->calls;
+  for (const auto& call : calls) call->BeginClose();
+  for (const auto& call : calls) call->AwaitAnswered();
+  const auto end_by = calls.front()->EndDeadline();
+  absl::Status first;
+  for (const auto& call : calls) {
+    absl::Status s = call->EndBy(end_by);
+    if (first.ok()) first = std::move(s);
+  }
+  return first;
+}
 
-absl::StatusOr<std::unique_ptr<OpStream>> Client::OpenStream() {
-  auto reactor = std::make_shared<OpStream::Reactor>(this, calls_, window_, timer_);
-  if (!calls_->AddStream(reactor)) {
-    // Only while the Client is being destroyed (a use of it racing its destructor).
-    reactor->CancelForClientClose();
-    (void)reactor->Close();
-    return absl::FailedPreconditionError("the Client is closed");
+absl::StatusOr<std::unique_ptr<OpStream>> Client::OpenStream(const StreamOptions& options) {
+  const uint32_t calls = options.calls != 0 ? options.calls : options_.stream_calls;
+  if (calls == 0 || calls > kMaxStreamCalls) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.calls != 0 ? "StreamOptions::calls" : "ClientOptions::stream_calls", " of ",
+        calls, ": a Stream spreads its ops over 1 to ", kMaxStreamCalls, " calls"));
+  }
+  if (options.max_ops_per_message > static_cast<uint32_t>(gdr::kMaxOpsPerMessage)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("StreamOptions::max_ops_per_message of ", options.max_ops_per_message,
+                     ": at most ", gdr::kMaxOpsPerMessage, " ops fit one message (0: that many)"));
   }
   auto hold = std::make_unique<OpStream::Hold>();
-  hold->reactor = std::move(reactor);
+  for (uint32_t i = 0; i < calls; ++i) {
+    auto reactor = std::make_shared<OpStream::Reactor>(this, calls_, window_, timer_,
+                                                       options.max_ops_per_message);
+    if (!calls_->AddStream(reactor)) {
+      // Only while the Client is being destroyed (a use of it racing its destructor).
+      reactor->CancelForClientClose();
+      (void)reactor->Close();
+      for (const auto& opened : hold->calls) {
+        opened->CancelForClientClose();
+        (void)opened->Close();
+      }
+      return absl::FailedPreconditionError("the Client is closed");
+    }
+    hold->calls.push_back(std::move(reactor));
+  }
   return std::unique_ptr<OpStream>(new OpStream(std::move(hold)));
 }
 

@@ -3,6 +3,7 @@
 // buffer offsets unaligned. Every Write is checked byte for byte against the pattern model;
 // every Read stores a salted pattern that a Write back then proves landed.
 #include <grpcpp/grpcpp.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -248,6 +249,73 @@ TEST_F(DataPathTest, ADaemonAnswersStreamWritesInlineToAClientThatOffers) {
   EXPECT_TRUE(rw->Finish().ok());
   EXPECT_EQ(answered, kOps);
   EXPECT_GE(messages, 2) << "1.6 MiB of inline bytes in one answer message";
+}
+
+// An OpStream spreads its ops over several Stream calls (ClientOptions::stream_calls, 4 by
+// default; StreamOptions::calls for one stream): the daemon sees that many Stream calls open,
+// every op is answered and verified whichever call it went on, and the calls end with Close.
+// Out-of-range counts are refused naming the option.
+TEST_F(DataPathTest, AStreamSpreadsItsOpsOverItsCalls) {
+  constexpr size_t kOp = 64 << 10;
+  constexpr int kOps = 64;
+  auto buf = client_->AllocateBuffer(kOps * kOp);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  auto open_streams = [&]() -> int64_t {
+    auto st = client_->GetStats();
+    return st.ok() ? st->admission().open_streams() : -1;
+  };
+  // Waits (10 s at most) until the daemon counts `want` Stream calls open.
+  auto await_open = [&](int64_t want) {
+    const absl::Time end = absl::Now() + absl::Seconds(10);
+    while (open_streams() != want && absl::Now() < end) absl::SleepFor(absl::Milliseconds(20));
+    return open_streams();
+  };
+  for (const uint32_t calls : {0u, 1u, 3u}) {  // 0: the client's default, 4
+    SCOPED_TRACE(absl::StrCat("StreamOptions::calls ", calls));
+    gdrstore::StreamOptions so;
+    so.calls = calls;
+    auto stream = client_->OpenStream(so);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    std::vector<std::future<absl::StatusOr<gdrstore::OpResult>>> futures;
+    for (int i = 0; i < kOps; ++i) {
+      std::memset((*buf)->data() + i * kOp, 0, kOp);
+      auto p = std::make_shared<std::promise<absl::StatusOr<gdrstore::OpResult>>>();
+      futures.push_back(p->get_future());
+      (*stream)->Submit(gdrstore::OpKind::kWrite, {"vol0", i * 3 * kOp + calls, kOp}, **buf,
+                        i * kOp,
+                        [p](absl::StatusOr<gdrstore::OpResult> r) { p->set_value(std::move(r)); });
+    }
+    for (int i = 0; i < kOps; ++i) {
+      ASSERT_EQ(futures[i].wait_for(std::chrono::seconds(60)), std::future_status::ready);
+      auto r = futures[i].get();
+      ASSERT_TRUE(r.ok()) << "op " << i << ": " << r.status();
+      std::span<const std::byte> got((*buf)->data() + i * kOp, kOp);
+      auto bad = PatternMismatch(PatternSeed("vol0"), i * 3 * kOp + calls, got);
+      ASSERT_FALSE(bad.has_value()) << "op " << i << " mismatch at " << *bad;
+    }
+    EXPECT_EQ(await_open(calls == 0 ? 4 : calls), calls == 0 ? 4 : calls);
+    EXPECT_TRUE((*stream)->Close().ok());
+    EXPECT_EQ(await_open(0), 0);
+  }
+  gdrstore::StreamOptions too_many;
+  too_many.calls = gdrstore::kMaxStreamCalls + 1;
+  auto refused = client_->OpenStream(too_many);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.status().message()), ::testing::HasSubstr("StreamOptions::calls"));
+  gdrstore::StreamOptions big_batch;
+  big_batch.max_ops_per_message = 1025;
+  refused = client_->OpenStream(big_batch);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("StreamOptions::max_ops_per_message"));
+  gdrstore::ClientOptions none;
+  none.daemon_address = daemon_->address();
+  none.stream_calls = 0;
+  auto c = gdrstore::Client::Connect(none);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(c.status().message()), ::testing::HasSubstr("ClientOptions::stream_calls"));
 }
 
 }  // namespace

@@ -360,10 +360,11 @@ def test_shapes_from_an_interface_are_checked_before_any_size_is_computed():
 
 
 def test_a_stream_holds_what_the_daemon_would_refuse_unless_told_to_fail():
-    # Two ops in flight per stream, each held 1 s by the volume's latency: eight submitted at
-    # once are more than the daemon admits. By default the library holds the rest until
-    # answers free room; fail_when_full=True asks for the refusal instead.
-    d = Daemon("--volume", "slow=8MiB,latency_us=1000000", "--max-inflight-per-stream", "2")
+    # One op in flight per Stream call, each held 1 s by the volume's latency: eight submitted
+    # at once, spread over the stream's 4 calls, are more than the daemon admits. By default
+    # the library holds the rest until answers free room; fail_when_full=True asks for the
+    # refusal instead.
+    d = Daemon("--volume", "slow=8MiB,latency_us=1000000", "--max-inflight-per-stream", "1")
     try:
         a = np.zeros(8 * 4096, dtype=np.uint8)
         with gdrstore.Client(d.address) as c:

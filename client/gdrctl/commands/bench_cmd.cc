@@ -46,6 +46,12 @@ class BenchCommand final : public Command {
         ->capture_default_str()
         ->check(CLI::Range(0, gdr::kMaxOpsPerMessage))
         ->excludes(unary);
+    bench
+        ->add_option("--stream-calls", o_.stream_calls,
+                     "Stream RPCs the ops are spread over (0: the client's, 4)")
+        ->capture_default_str()
+        ->check(CLI::Range(0u, gdrstore::kMaxStreamCalls))
+        ->excludes(unary);
     bench->add_option("--volume", o_.volume, "volume name")->capture_default_str();
     AddSizeOption(bench, "-o,--offset", &o_.offset, "first offset (e.g. 512MiB)");
     span_opt_ = AddSizeOption(bench, "--span", &span_,

@@ -102,8 +102,10 @@ class Buffer {
   std::string rdma_device_;
 };
 
-// Many ops over one Stream RPC. Submit is thread-safe and never blocks; callbacks run on gRPC
-// threads (or the client's timer thread, for a deadline), once per op, in completion order.
+// Many ops over Stream RPCs: StreamOptions::calls of them (ClientOptions::stream_calls, 4), each
+// op on the next in turn, whole (its pieces, when split, all on one). Submit is thread-safe and
+// never blocks; callbacks run on gRPC threads (or the client's timer thread, for a deadline),
+// once per op, in completion order.
 // Any number of ops may be submitted: those the daemon would not admit yet wait in the client
 // (ClientOptions::fail_when_full). Each op has a deadline, OpOptions::deadline, else
 // ClientOptions::rpc_timeout from its Submit: one not answered by then fails DEADLINE_EXCEEDED
@@ -111,8 +113,9 @@ class Buffer {
 // other ops go on.
 //
 // An OpStream may outlive its Client (closed or destroyed in either order): destroying the
-// Client cancels the call (ops in flight fail CANCELLED, naming the Client's close); Submit
-// then fails FAILED_PRECONDITION, and Close returns the call's final status.
+// Client cancels the calls (ops in flight fail CANCELLED, naming the Client's close); Submit
+// then fails FAILED_PRECONDITION, and Close returns the calls' final status (the first error of
+// them, in the order they were opened).
 class OpStream {
  public:
   ~OpStream();  // Close()
@@ -120,22 +123,22 @@ class OpStream {
   OpStream& operator=(const OpStream&) = delete;
 
   // INVALID_ARGUMENT (via callback) when [buffer_offset, +extent.length) is outside `buffer`
-  // or `options` do not fit the op (OpOptions); after the stream has failed, the call's error
+  // or `options` do not fit the op (OpOptions); after the op's call has failed, its error
   // (e.g. PERMISSION_DENIED when the daemon refused the token); FAILED_PRECONDITION after Close
   // or a clean end, or once the Client is gone.
   void Submit(OpKind kind, const Extent& extent, const Buffer& buffer, size_t buffer_offset,
               OpCallback done, const OpOptions& options = {});
   // Half-closes, waits until every submitted op has been answered or has failed at its
-  // deadline, and for the daemon to end the call (cancelling it when the daemon does not within
-  // rpc_timeout, or once an op went unanswered); the call's final status. Again after that
-  // (or after the Client is gone): the same status, at once.
+  // deadline, and for the daemon to end each call (cancelling one the daemon does not end within
+  // rpc_timeout, or once an op went unanswered on it); the first call's error, else OK. Again
+  // after that (or after the Client is gone): the same status, at once.
   absl::Status Close();
 
  private:
   friend class Client;
-  class Reactor;  // the Stream call (op_stream.cc)
-  // The OpStream's share of its Reactor, which the Client's list of calls reaches too, so that
-  // a Client destroyed first ends the call (client_calls.h).
+  class Reactor;  // one Stream call (op_stream.cc)
+  // The OpStream's share of its Reactors, which the Client's list of calls reaches too, so that
+  // a Client destroyed first ends the calls (client_calls.h).
   struct Hold;
   explicit OpStream(std::unique_ptr<Hold> hold);
   std::unique_ptr<Hold> hold_;
@@ -234,7 +237,8 @@ class Client : public Store {
   std::string ConnectedTo() const override;
   absl::StatusOr<Client*> RegisteringClient() override { return this; }
 
-  absl::StatusOr<std::unique_ptr<OpStream>> OpenStream();
+  // INVALID_ARGUMENT for options out of range (StreamOptions), naming the field.
+  absl::StatusOr<std::unique_ptr<OpStream>> OpenStream(const StreamOptions& options = {});
   // The daemon's GetInfo (gdragent's, through the agent) with every volume the caller may see,
   // in name order: the pages (gdrstore.proto GetInfoRequest) asked for in turn and joined, the
   // other fields as the first page had them. `timeout` bounds all the pages together.

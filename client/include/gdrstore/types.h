@@ -71,6 +71,10 @@ struct ClientOptions {
   // no link round trip. Ops on an OpStream, and descriptors (Describe), never ask for them.
   // 0: every Write over a link.
   uint32_t tcp_inline_max = 64 << 10;
+  // Stream RPCs an OpStream spreads its ops over (StreamOptions::calls when set), 1..64: one
+  // call's ops go one message at a time each way, which bounded a lone Stream's small ops
+  // (4 KiB at qd 32: 1.4x unary calls over one, 3.2x over four; docs/benchmarks.md).
+  uint32_t stream_calls = 4;
   // rc: the RDMA device by a local IP address on it (instead of rdma_device). GID index -1:
   // the port's RoCE v2 IPv4-mapped entry.
   std::string rdma_address;
@@ -179,6 +183,18 @@ struct TransportInfo {
 };
 
 // A range of the daemon's store.
+// StreamOptions::calls and ClientOptions::stream_calls at most.
+inline constexpr uint32_t kMaxStreamCalls = 64;
+
+// Client::OpenStream's choices for one OpStream.
+struct StreamOptions {
+  // Stream RPCs its ops are spread over, round robin, 1..64; 0: ClientOptions::stream_calls.
+  uint32_t calls = 0;
+  // At most this many ops in one request message, a group leaving as soon as it is complete
+  // (whether smaller overlapping messages beat one per batch); 0: the wire's limit.
+  uint32_t max_ops_per_message = 0;
+};
+
 struct Extent {
   std::string volume;
   uint64_t offset = 0;
