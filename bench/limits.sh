@@ -221,7 +221,7 @@ fi
 
 # part, timeout (s), estimate on the GPU host: cheap parts first, so the checkpoint part (the
 # longest) cannot starve them; the table lists them by target.
-PLAN=("2 60 ~25 s: lat 2000 ops x 2 x 6, rate 20000 ops x 4 x 6 (batch 0, 8, 16)"
+PLAN=("2 60 ~25 s: lat 2000 ops x 2 x 6, rate 20000 ops x 6 x 6 (batch 0, 8, 16; calls 1, 8)"
       "3 120 ~30 s: 8 and 16 clients, 20000 4 KiB ops each, 3 runs + 1 warm-up"
       "4 60 ~25 s: 8 clients x 128 x 16 MiB into host then GPU memory, 3 runs"
       "5 60 ~20 s: 6 gdrctl runs of 128 x 64 MiB, torch copies"
