@@ -76,6 +76,10 @@ std::optional<int> ParseFlags(int argc, char** argv, Settings* s) {
       ->capture_default_str()->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
   app.add_option("--scale-qd", sc.qd, "scale: bulk ops in flight per client")
       ->capture_default_str()->check(CLI::Range(1u, 64u));
+  app.add_option("--scale-stream-calls", sc.stream_calls,
+                 "scale: each client's Stream calls (StreamOptions::calls; 0: the client's, 4)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, gdrstore::kMaxStreamCalls));
   app.add_option("--scale-small-ops", sc.small_ops, "scale: 4 KiB ops per client (qd 32)")
       ->capture_default_str()->check(CLI::Range(uint64_t{32}, uint64_t{1} << 26));
   app.add_option("--scale-many", scale_many,

@@ -287,6 +287,7 @@ class ScaleRun {
       a.offset = uint64_t{i} * qd * size;
       a.gpu = gpu;
       a.gpu_slot = s_.gpu_slot;
+      a.stream_calls = s_.stream_calls;
     }
     absl::StatusOr<std::vector<ClientReport>> reports =
         ClientFleet::Run(s_.self, args, log_, FleetLimits{});
@@ -588,6 +589,7 @@ std::string ScaleRun::Json() const {
   const Doc settings = {{"size", s_.size},           {"qd", s_.qd},
                         {"ops", s_.ops},             {"small_size", kSmallSize},
                         {"small_qd", kSmallQd},      {"small_ops", s_.small_ops},
+                        {"stream_calls", s_.stream_calls},
                         {"many_size", kManySize},    {"many_qd", kManyQd},
                         {"many_ops", s_.many_ops},   {"many_base", kManyBase},
                         {"repeats", s_.repeats},     {"warmup", s_.warmup},

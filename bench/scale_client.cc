@@ -56,7 +56,8 @@ std::vector<std::string> ScaleClientArgs::ToFlags() const {
       absl::StrCat("--ops=", ops),
       absl::StrCat("--qd=", qd),
       absl::StrCat("--offset=", offset),
-      absl::StrCat("--gpu-slot=", gpu_slot)};
+      absl::StrCat("--gpu-slot=", gpu_slot),
+      absl::StrCat("--stream-calls=", stream_calls)};
   if (!gpu.empty()) f.push_back(absl::StrCat("--gpu=", gpu));
   return f;
 }
@@ -90,6 +91,10 @@ absl::StatusOr<ScaleClientArgs> ScaleClientArgs::FromFlags(const std::vector<std
   if (!ParseNumber(kv, "qd", &a.qd) || a.qd == 0) return bad("qd");
   if (!ParseNumber(kv, "offset", &a.offset)) return bad("offset");
   if (!ParseNumber(kv, "gpu-slot", &a.gpu_slot) || a.gpu_slot == 0) return bad("gpu-slot");
+  if (!ParseNumber(kv, "stream-calls", &a.stream_calls) ||
+      a.stream_calls > gdrstore::kMaxStreamCalls) {
+    return bad("stream-calls");
+  }
   a.gpu = kv["gpu"];
   return a;
 }
@@ -199,6 +204,7 @@ int RunScaleClient(int argc, char** argv) {
   b.span = bytes;  // each slot its own extent, inside this client's own range
   b.iterations = a.ops;
   b.qd = a.qd;
+  b.stream_calls = a.stream_calls;
   b.buffer = buffer->get();
   const gdrstore::TargetStats before = (*client)->transport_info().target;
   const int64_t start = MonotonicNs();

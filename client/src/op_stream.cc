@@ -27,6 +27,11 @@ namespace {
 
 std::atomic<uint64_t> stream_messages{0};
 
+// The Stream call whose answers this thread is handing out (OnReadDone), else null: an op
+// submitted from an answer's callback goes on the call that answered, where it leaves in one
+// message with the others that answer's callbacks submit (OpStream::Submit).
+thread_local const void* delivering_call = nullptr;
+
 }  // namespace
 
 uint64_t StreamMessagesSoFar() { return stream_messages.load(std::memory_order_relaxed); }
@@ -250,6 +255,8 @@ class OpStream::Reactor final
       delivering_ = true;
       delivering_thread_ = std::this_thread::get_id();
     }
+    const void* const outer_call = gdr::delivering_call;
+    gdr::delivering_call = this;
     for (auto& [cb, r] : ready) {
       if (r->code() == 0) {
         // A Stream's ops never ask for inline answers (client_ops.cc says why).
@@ -265,6 +272,7 @@ class OpStream::Reactor final
         cb(r->not_admitted() ? gdr::MarkNotAdmitted(std::move(st)) : std::move(st));
       }
     }
+    gdr::delivering_call = outer_call;
     {
       std::lock_guard<std::mutex> lock(mu_);
       delivering_ = false;
@@ -412,10 +420,21 @@ OpStream::~OpStream() { (void)Close(); }
 void OpStream::Submit(OpKind kind, const Extent& extent, const Buffer& buffer,
                       size_t buffer_offset, OpCallback done, const OpOptions& options) {
   if (!gdr::ClientAccess::ApplyOptions(options, &kind, done)) return;
-  // Round robin: ops resubmitted from one call's answers spread over all of them, so every
-  // call's message loop runs beside the others'.
-  const std::shared_ptr<Reactor>& reactor =
-      hold_->calls[hold_->next.fetch_add(1, std::memory_order_relaxed) % hold_->calls.size()];
+  // An op submitted from one of this stream's answers goes on the call that answered, with the
+  // others its callbacks submit (round robin there scattered a closed loop's batch over calls
+  // that were not delivering, in many small messages); any other op on the next call in turn,
+  // so that the calls' message loops run side by side.
+  const std::shared_ptr<Reactor>* chosen = nullptr;
+  if (gdr::delivering_call != nullptr) {
+    for (const std::shared_ptr<Reactor>& call : hold_->calls) {
+      if (call.get() == gdr::delivering_call) chosen = &call;
+    }
+  }
+  if (chosen == nullptr) {
+    chosen =
+        &hold_->calls[hold_->next.fetch_add(1, std::memory_order_relaxed) % hold_->calls.size()];
+  }
+  const std::shared_ptr<Reactor>& reactor = *chosen;
   gdr::ClientCalls::Use use(reactor->calls());
   if (!use) {
     done(Reactor::ClientGone());
