@@ -73,7 +73,10 @@ struct ClientOptions {
   uint32_t tcp_inline_max = 64 << 10;
   // Stream RPCs an OpStream spreads its ops over (StreamOptions::calls when set), 1..64: one
   // call's ops go one message at a time each way, which bounded a lone Stream's small ops
-  // (4 KiB at qd 32: 1.4x unary calls over one, 3.2x over four; docs/benchmarks.md).
+  // (4 KiB at qd 32 on a 16-core host: 1.5x unary calls over one call, 3.3x over four). More
+  // calls mean smaller messages, which cost CPU where it is short: 8 and 16 such clients on
+  // the daemon's own 16 cores got about 0.75x and 0.62x the ops/s of one call each; 1 there.
+  // docs/benchmarks.md, issue 45.
   uint32_t stream_calls = 4;
   // rc: the RDMA device by a local IP address on it (instead of rdma_device). GID index -1:
   // the port's RoCE v2 IPv4-mapped entry.
