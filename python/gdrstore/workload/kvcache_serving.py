@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from ..errors import DataLoss, ResourceExhausted
+from ..errors import DataLoss, DeadlineExceeded, ResourceExhausted
 from .cleanup import closing
 from .stats import percentile
 
@@ -73,6 +73,10 @@ class _Entry:
     tier: str                   # "cpu" or "storage"
     slots: List[int]
     pins: int = 0               # reads or writes in flight: never evicted while pinned
+    # Its bytes are in place. An entry is listed as soon as its slots are taken, and another
+    # worker may serve the conversation's next turn while this one still writes it: a read
+    # waits for this, or it would read the slots' previous occupant.
+    written: bool = False
 
 
 @dataclass
@@ -240,6 +244,9 @@ class Client:
             if e is not None:
                 try:
                     self._write(e, at)
+                    with self.cond:
+                        e.written = True
+                        self.cond.notify_all()
                 finally:
                     self._unpin(e)
         finally:
@@ -349,10 +356,20 @@ class Client:
     def _read(self, key, at: int) -> bool:
         """Reads the entry of `key` into the accelerator's memory; False when none is cached."""
         with self.cond:
-            e = self.entries.get(key)
-            if e is None:
-                self.log.misses += 1
-                return False
+            end = time.monotonic() + self.timeout
+            while True:
+                e = self.entries.get(key)
+                if e is None:
+                    self.log.misses += 1
+                    return False
+                if e.written:
+                    break
+                # Still being written by the worker that placed it (pinned, so not evicted
+                # meanwhile; looked up again once written, as it may go after that).
+                if not self.cond.wait(max(0.0, end - time.monotonic())):
+                    raise DeadlineExceeded(
+                        f"{self.volume}: entry {e.id} was not written within {self.timeout:g} s "
+                        "of a read waiting for it")
             self.log.hits += 1
             e.pins += 1
             (self.cpu if e.tier == "cpu" else self.storage).lru.move_to_end(key)
