@@ -120,6 +120,10 @@ void AddUpstreamFlags(CLI::App& app, UpstreamFlags* f) {
   app.add_flag("--fail-when-full", f->fail_when_full,
                "an op a daemon would not admit yet fails at once with RESOURCE_EXHAUSTED instead "
                "of waiting for room within its deadline");
+  app.add_option("--stream-calls", f->stream_calls,
+                 "gRPC calls each upstream Stream spreads its ops over (0: the library's, 4)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, gdrstore::kMaxStreamCalls));
 }
 
 absl::Status FinishTargets(const UpstreamFlags& f, AgentConfig* cfg) {

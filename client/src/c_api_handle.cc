@@ -103,6 +103,10 @@ absl::Status FromFLAG(const char*, uint32_t v, bool* out) {
   *out = v != 0;
   return absl::OkStatus();
 }
+absl::Status FromCOUNT(const char*, uint32_t v, uint32_t* out) {
+  if (v != 0) *out = v;  // its range is Client::Connect's to check, naming the member
+  return absl::OkStatus();
+}
 
 // The layout of the first release (ABI 1) with the fields appended since, as callers were
 // built against it: the list in connection_options.h may only grow at its end.
@@ -113,6 +117,7 @@ struct ReleasedClientOptions {
   const char *tls_ca, *tls_cert, *tls_key, *tls_server_name;
   uint32_t crc32c, fail_when_full;
   const char *agent, *local_socket, *require;
+  uint32_t stream_calls;
 };
 #define GDR_SAME_OFFSET(field)                                              \
   static_assert(offsetof(gdrstore_client_options, field) ==                 \
@@ -133,6 +138,7 @@ GDR_SAME_OFFSET(fail_when_full);
 GDR_SAME_OFFSET(agent);
 GDR_SAME_OFFSET(local_socket);
 GDR_SAME_OFFSET(require);
+GDR_SAME_OFFSET(stream_calls);
 #undef GDR_SAME_OFFSET
 
 absl::Status NotLive(const void* handle, const char* what) {

@@ -125,6 +125,7 @@ absl::StatusOr<ClientOptions> ClientOptionsFromFlags(const ConnectionFlags& f,
   o.slice_bytes = f.slice_bytes;
   o.crc32c = f.crc32c;
   o.fail_when_full = f.fail_when_full;
+  if (f.stream_calls != 0) o.stream_calls = f.stream_calls;
   return o;
 }
 

@@ -37,6 +37,7 @@ class ClientOptions(ctypes.Structure):
         ("agent", ctypes.c_char_p),
         ("local_socket", ctypes.c_char_p),
         ("require", ctypes.c_char_p),
+        ("stream_calls", ctypes.c_uint32),
     ]
 
 
@@ -362,6 +363,8 @@ def millis(name, seconds, ctype=ctypes.c_uint32, minimum=1):
 # and the fields that hold a path (str, bytes or os.PathLike).
 _KEYWORD_OF = {"daemon_address": "address", "rpc_timeout_ms": "timeout"}
 _PATHS = ("token_file", "agent", "local_socket")
+# The uint32 fields that are numbers, not flags (0: the library's default).
+_COUNTS = ("stream_calls",)
 
 
 def client_options(**given):
@@ -377,6 +380,8 @@ def client_options(**given):
         value = given.pop(name, None)
         if field == "rpc_timeout_ms":
             set_field(opts, field, 0 if value is None else millis(name, value), name)
+        elif field in _COUNTS:
+            set_field(opts, field, 0 if value is None else value, name)
         elif ctype is ctypes.c_uint32:  # a flag
             setattr(opts, field, 1 if value else 0)
         else:

@@ -66,6 +66,9 @@ class Client(Store):
     "agent"; docs/python.md "Paths"): a transport, agent or GPU registration that rules one out
     raises gdrstore.FailedPrecondition naming why. get/put return the bytes moved as a `Moved`
     (an int) whose `path` names the way they went.
+    stream_calls: gRPC calls each Stream spreads its ops over, 1..64 (None: the library's, 4);
+    one call bounds a lone Stream's small ops, more cost CPU where many processes share a
+    host's cores (there, 1). Out of range raises gdrstore.InvalidArgument naming it.
 
     Integers (offsets, lengths) are checked against what the C ABI carries: out of range raises
     gdrstore.ArgumentOutOfRange (an InvalidArgument and an OverflowError) naming the argument;
@@ -80,13 +83,13 @@ class Client(Store):
                  tls_key: Optional[str] = None, tls_server_name: Optional[str] = None,
                  crc32c: bool = False, fail_when_full: bool = False,
                  agent: Optional[str] = None, local_socket: Optional[str] = None,
-                 require: Optional[str] = None):
+                 require: Optional[str] = None, stream_calls: Optional[int] = None):
         opts, self._keep = client_options(
             address=address, transport=transport, token=token, token_file=token_file,
             rdma_device=rdma_device, timeout=timeout, tls_ca=tls_ca, tls_cert=tls_cert,
             tls_key=tls_key, tls_server_name=tls_server_name, crc32c=crc32c,
             fail_when_full=fail_when_full, agent=agent, local_socket=local_socket,
-            require=require)
+            require=require, stream_calls=stream_calls)
         self._start(open_handle(lib.gdrstore_client_open, opts))
 
     _kind = "Client"

@@ -32,8 +32,8 @@ class Cluster(Store):
     Every member is reached as Client reaches a daemon: transport ("tcp", "rc", "dc", "auto"),
     token / token_file, rdma_device, timeout (seconds per op, None: none), tls_ca / tls_cert /
     tls_key / tls_server_name. member_retry: seconds a member that failed is passed over.
-    etcd_timeout: seconds per etcd call. crc32c, fail_when_full and require as for Client, for
-    each member. etcd_tls_ca / etcd_tls_cert / etcd_tls_key: TLS to etcd (PEM files, gdrctl's
+    etcd_timeout: seconds per etcd call. crc32c, fail_when_full, require and stream_calls as for
+    Client, for each member. etcd_tls_ca / etcd_tls_cert / etcd_tls_key: TLS to etcd (PEM files, gdrctl's
     --cluster-tls-ca/cert/key), the client certificate and key both or neither. A URL or file
     that does not parse, or an etcd TLS file that cannot be read or holds no PEM, raises
     gdrstore.InvalidArgument naming it; etcd not answering or refusing the handshake,
@@ -58,7 +58,8 @@ class Cluster(Store):
                  fail_when_full: bool = False, require: Optional[str] = None,
                  etcd_tls_ca: Optional[Union[str, os.PathLike]] = None,
                  etcd_tls_cert: Optional[Union[str, os.PathLike]] = None,
-                 etcd_tls_key: Optional[Union[str, os.PathLike]] = None):
+                 etcd_tls_key: Optional[Union[str, os.PathLike]] = None,
+                 stream_calls: Optional[int] = None):
         if not has_cluster():
             raise errors.Unimplemented("this libgdrclient has no cluster functions "
                                        "(gdrstore_cluster_open); install a newer one")
@@ -69,7 +70,7 @@ class Cluster(Store):
             transport=transport, token=token, token_file=token_file, rdma_device=rdma_device,
             timeout=timeout, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
             tls_server_name=tls_server_name, crc32c=crc32c, fail_when_full=fail_when_full,
-            require=require)
+            require=require, stream_calls=stream_calls)
         opts = ClusterOptions()
         lib.gdrstore_cluster_options_init(ctypes.byref(opts))
         source = [checked_str("etcd", etcd),

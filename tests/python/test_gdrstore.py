@@ -4,6 +4,7 @@ gRPC codes as exception classes; the registration cache; stream futures; a daemo
 CUDA tensors and CuPy arrays are exercised by tests/gpu/run-gpu-tests.sh on a GPU host."""
 
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -383,3 +384,25 @@ def test_a_stream_holds_what_the_daemon_would_refuse_unless_told_to_fail():
         assert all(e is None or isinstance(e, gdrstore.ResourceExhausted) for e in errors)
     finally:
         d.stop()
+
+
+def test_a_stream_spreads_its_ops_over_the_calls_asked_for(daemon):
+    # stream_calls reaches the library through the C struct: the daemon counts that many Stream
+    # calls open while the stream is (4 when left out), and every op's bytes arrive.
+    a = np.zeros(8 * 4096, dtype=np.uint8)
+    for calls, want in ((None, 4), (1, 1), (3, 3)):
+        with gdrstore.Client(daemon.address, stream_calls=calls) as c:
+            c.register(a)
+            with c.stream() as s:
+                fs = [s.get("vol0", i * 4096, into=a[i * 4096:(i + 1) * 4096]) for i in range(8)]
+                assert [f.result(timeout=60) for f in fs] == [4096] * 8
+                deadline = time.monotonic() + 10
+                while (c.stats().get("admission", {}).get("open_streams", 0) != want
+                       and time.monotonic() < deadline):
+                    time.sleep(0.02)
+                assert c.stats()["admission"].get("open_streams", 0) == want, calls
+            gdrstore.verify(a, "vol0", 0)
+    with pytest.raises(gdrstore.InvalidArgument, match="stream_calls"):
+        gdrstore.Client(daemon.address, stream_calls=65)
+    with pytest.raises(gdrstore.ArgumentOutOfRange, match="stream_calls"):
+        gdrstore.Client(daemon.address, stream_calls=-1)

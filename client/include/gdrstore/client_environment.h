@@ -52,6 +52,7 @@ struct ConnectionFlags {
   std::string tls_ca, tls_cert, tls_key, tls_server_name;  // --tls-ca ...
   bool crc32c = false;          // --crc
   bool fail_when_full = false;  // --fail-when-full
+  uint32_t stream_calls = 0;    // --stream-calls (gdragent); 0: ClientOptions' default
 };
 
 // Whether flags left empty are filled from the environment (a command a person runs) or not (a

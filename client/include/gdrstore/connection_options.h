@@ -11,7 +11,8 @@
  *   c_type    its C type
  *   from_c    how the library turns a set field into gdrstore::ClientOptions::member:
  *             TEXT (a string copied), TRANSPORT (a transport's name, parsed), TOKEN_FILE (the
- *             file's first token read), MILLIS (milliseconds), FLAG (nonzero: true)
+ *             file's first token read), MILLIS (milliseconds), FLAG (nonzero: true), COUNT
+ *             (a number as it is; 0: the member's default)
  *   member    the gdrstore::ClientOptions member it sets
  *   gdrctl, gdragent, workload: the flag each command line takes it as; "" where that one has
  *             none, for the reason the entry's comment gives
@@ -70,7 +71,13 @@
     "--local-socket", "local_socket", 0)                                                       \
   /* Terms every op's path must meet instead of falling back ("local", "rc,dma-buf", "agent"; \
    * ClientOptions::require). NULL: any path */                                                \
-  X(require, const char*, TEXT, require, "--require", "--require", "--require", "require", 1)
+  X(require, const char*, TEXT, require, "--require", "--require", "--require", "require", 1)    \
+  /* Stream RPCs each Stream spreads its ops over, 1..64 (gdrstore::StreamOptions); 0: the    \
+   * library's, 4. One call's messages go one at a time, which bounds a lone Stream's small    \
+   * ops; more calls cost CPU, so a process among many on a host short of cores may want 1    \
+   * (docs/benchmarks.md). gdrctl takes it per run: `gdrctl bench --stream-calls`. */          \
+  X(stream_calls, uint32_t, COUNT, stream_calls, "", "--stream-calls", "--stream-calls",        \
+    "stream_calls", 1)
 
 /* The options of gdrstore::ClientOptions the C ABI does not carry, which both command lines
  * take (gdrstore::ConnectionFlags; tests/python/test_connection_options.py reads their --help):

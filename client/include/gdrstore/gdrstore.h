@@ -91,7 +91,7 @@ typedef struct gdrstore_client_options {
   /* The fields of gdrstore/connection_options.h's list, in its order, each documented there:
    * daemon_address, transport, token, token_file, rdma_device, rpc_timeout_ms, then those
    * appended later (tls_ca, tls_cert, tls_key, tls_server_name, crc32c, fail_when_full, agent,
-   * local_socket, require, ...). The library reads each only when struct_size covers it, so
+   * local_socket, require, stream_calls, ...). The library reads each only when struct_size covers it, so
    * callers built against an older header keep working (and get the defaults). */
 #define GDRSTORE_CLIENT_OPTIONS_FIELD(field, c_type, ...) c_type field;
   GDRSTORE_CONNECTION_OPTIONS(GDRSTORE_CLIENT_OPTIONS_FIELD)

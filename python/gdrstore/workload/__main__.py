@@ -52,6 +52,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="an op the daemon would not admit yet fails (RESOURCE_EXHAUSTED) "
                         "instead of waiting for room")
     g.add_argument("--timeout", type=float, default=120.0, help="seconds per op")
+    g.add_argument("--stream-calls", type=int,
+                   help="gRPC calls each Stream spreads its ops over, 1..64 (default: the "
+                        "library's, 4; 1 where many processes share a host's cores)")
     r = p.add_argument_group("run")
     r.add_argument("--ranks", type=int, help="simulated accelerators, one process each")
     r.add_argument("--gpu", nargs="?", const="all",
@@ -156,7 +159,8 @@ def _target(a) -> Target:
                   local_socket=a.local_socket, require=a.require, token_file=a.token_file,
                   tls_ca=a.tls_ca, tls_cert=a.tls_cert, tls_key=a.tls_key,
                   tls_server_name=a.tls_server_name, crc32c=a.crc, timeout=a.timeout,
-                  rdma_device=a.rdma_device, fail_when_full=a.fail_when_full)
+                  rdma_device=a.rdma_device, fail_when_full=a.fail_when_full,
+                  stream_calls=a.stream_calls)
 
 
 def execute(a) -> dict:

@@ -34,6 +34,7 @@ class Target:
     timeout: float = 120.0              # seconds per op
     rdma_device: Optional[str] = None   # rc/dc: the RDMA device
     fail_when_full: bool = False        # an op the daemon would not admit yet fails at once
+    stream_calls: Optional[int] = None  # gRPC calls each Stream spreads its ops over (1..64)
     cluster: Optional[str] = None       # etcd://HOST:PORT/PREFIX: a cluster instead of daemons
 
     def check(self) -> None:
@@ -61,6 +62,8 @@ class Target:
                                   "auto")
         if not 0 < self.timeout <= 86400:
             raise InvalidArgument(f"--timeout {self.timeout} s is outside (0, 86400]")
+        if self.stream_calls is not None and not 1 <= self.stream_calls <= 64:
+            raise InvalidArgument(f"--stream-calls {self.stream_calls} is outside 1..64")
 
     def options(self) -> Dict[str, Any]:
         """The keyword arguments every store of the target is opened with (those left at
@@ -69,7 +72,8 @@ class Target:
                      tls_ca=self.tls_ca, tls_cert=self.tls_cert, tls_key=self.tls_key,
                      tls_server_name=self.tls_server_name, crc32c=self.crc32c or None,
                      local_socket=self.local_socket, require=self.require,
-                     rdma_device=self.rdma_device, fail_when_full=self.fail_when_full or None)
+                     rdma_device=self.rdma_device, fail_when_full=self.fail_when_full or None,
+                     stream_calls=self.stream_calls)
         return {k: v for k, v in given.items() if v is not None}
 
     def open(self, url: Optional[str] = None) -> Store:
