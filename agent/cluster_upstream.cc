@@ -28,7 +28,7 @@ struct ClusterUpstream::Registration {
   }
 };
 
-struct ClusterUpstream::Memory final : UpstreamMemory {
+struct ClusterUpstream::Memory final : UpstreamMemory, ReplacedRegistrations<Registration> {
   Memory(const handoff::ImportedRegion* r, std::shared_ptr<Registration> first,
          std::shared_ptr<std::atomic<uint64_t>> n, std::shared_ptr<LiveMemories<Memory>> all)
       : region(r), live(std::move(n)), memories(std::move(all)), reg(std::move(first)) {
@@ -54,14 +54,6 @@ struct ClusterUpstream::Memory final : UpstreamMemory {
     return reg;
   }
 
-  // An op's hold on `*reg` ends: a replaced registration goes with its last op, not left for
-  // a later op of the region to find.
-  void Release(std::shared_ptr<Registration>* reg) const {
-    absl::MutexLock lock(&mu);
-    reg->reset();
-    DropUnheld(&replaced);
-  }
-
   // Sweep: a registration with another client than `current` leaves (TakeReplaced); those no
   // op holds move to `*idle`.
   void TakeReplaced(const std::shared_ptr<gdrstore::ClusterClient>& current,
@@ -77,10 +69,8 @@ struct ClusterUpstream::Memory final : UpstreamMemory {
   const handoff::ImportedRegion* region;
   std::shared_ptr<std::atomic<uint64_t>> live;
   const std::shared_ptr<LiveMemories<Memory>> memories;
-  mutable absl::Mutex mu;
   // Null once Sweep dropped it (registered anew at the next op).
   mutable std::shared_ptr<Registration> reg ABSL_GUARDED_BY(mu);
-  mutable std::vector<std::shared_ptr<Registration>> replaced ABSL_GUARDED_BY(mu);
 };
 
 ClusterUpstream::ClusterUpstream(std::unique_ptr<gdrstore::ClusterClient> cluster,

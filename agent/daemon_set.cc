@@ -35,7 +35,7 @@ struct DaemonSet::Registration {
   std::unique_ptr<gdrstore::Buffer> buffer;
 };
 
-struct DaemonSet::Memory final : UpstreamMemory {
+struct DaemonSet::Memory final : UpstreamMemory, ReplacedRegistrations<Registration> {
   Memory(const handoff::ImportedRegion* r, std::shared_ptr<LiveMemories<Memory>> l)
       : region(r), live(std::move(l)) {}
   ~Memory() override { live->Remove(this); }
@@ -43,20 +43,9 @@ struct DaemonSet::Memory final : UpstreamMemory {
   // Outlives this: MappedRegion drops the registration before the region.
   const handoff::ImportedRegion* const region;
   const std::shared_ptr<LiveMemories<Memory>> live;
-  mutable absl::Mutex mu;
   // By daemon index; null until registered there (a daemon found after the region came), and
   // replaced at the next op once the daemon's Upstream was (Reconnect). Each op holds its own.
   mutable std::vector<std::shared_ptr<Registration>> regs ABSL_GUARDED_BY(mu);
-  // Replaced ones some op may still run on; dropped once none holds them.
-  mutable std::vector<std::shared_ptr<Registration>> replaced ABSL_GUARDED_BY(mu);
-
-  // An op's hold on `*reg` ends: a replaced registration goes with its last op (from the op's
-  // callback, which a buffer allows), not left for a later op of the region to find.
-  void Release(std::shared_ptr<Registration>* reg) const {
-    absl::MutexLock lock(&mu);
-    reg->reset();
-    DropUnheld(&replaced);
-  }
 
   // Sweep: the registrations with an Upstream no longer in its daemon's slot (`current`, by
   // index) leave (TakeReplaced); those no op holds move to `*idle`.

@@ -97,6 +97,23 @@ void DropUnheld(std::vector<std::shared_ptr<Registration>>* replaced) {
                 [](const std::shared_ptr<Registration>& r) { return r.use_count() == 1; });
 }
 
+// What every Upstreams' region keeps of its registrations that a Reconnect replaced, under the
+// region's lock (`mu`, which guards the region's own registrations too).
+template <typename Registration>
+struct ReplacedRegistrations {
+  // An op's hold on `*reg` ends: a replaced registration goes with its last op (from the op's
+  // callback, which a buffer allows), not left for a later op of the region to find.
+  void Release(std::shared_ptr<Registration>* reg) const {
+    absl::MutexLock lock(&mu);
+    reg->reset();
+    DropUnheld(&replaced);
+  }
+
+  mutable absl::Mutex mu;
+  // Replaced ones some op may still run on; dropped once none holds them.
+  mutable std::vector<std::shared_ptr<Registration>> replaced ABSL_GUARDED_BY(mu);
+};
+
 // Sweep's part in one region (its lock held): each of `regs` whose connection Reconnect
 // replaced (`stale(index, registration)`) leaves its place, to be registered anew at the
 // region's next op; of those and the ones replaced before, the ones no op holds move to
