@@ -3,11 +3,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "bench/chained_calls.h"
+#include "common/grpc/grpc_status.h"
 #include "gdrstore/v1/gdrstore.grpc.pb.h"
 
 namespace gdrbench {
@@ -44,45 +45,26 @@ absl::StatusOr<std::unique_ptr<BareGrpcServer>> BareGrpcServer::Start() {
 }
 
 absl::StatusOr<std::vector<uint64_t>> BarePingLoop(const std::string& address, uint64_t ops) {
-  using Clock = std::chrono::steady_clock;
   std::unique_ptr<v1::GdrStore::Stub> stub =
       v1::GdrStore::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  std::vector<uint64_t> latency_ns;
-  latency_ns.reserve(ops);
   struct Call {
     grpc::ClientContext ctx;
     v1::PingRequest request;
     v1::PingResponse response;
   };
-  std::mutex mu;
-  std::condition_variable cv;
-  bool finished = false;
-  grpc::Status error;
-  std::function<void()> issue = [&] {
-    auto call = std::make_shared<Call>();
-    call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    const Clock::time_point start = Clock::now();
-    stub->async()->Ping(&call->ctx, &call->request, &call->response,
-                        [&, call, start](grpc::Status st) {
-                          latency_ns.push_back(static_cast<uint64_t>(
-                              std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  Clock::now() - start).count()));
-                          if (st.ok() && latency_ns.size() < ops) {
-                            issue();
-                            return;
-                          }
-                          std::lock_guard<std::mutex> lock(mu);
-                          if (!st.ok()) error = st;
-                          finished = true;
-                          cv.notify_all();
-                        });
-  };
-  issue();
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return finished; });
-  if (!error.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("bare gRPC Ping to ", address, ": ", error.error_message()));
+  absl::StatusOr<std::vector<uint64_t>> latency_ns =
+      ChainedCalls(ops, [&](std::function<void(absl::Status)> done) {
+        auto call = std::make_shared<Call>();
+        call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        stub->async()->Ping(&call->ctx, &call->request, &call->response,
+                            [call, done = std::move(done)](grpc::Status st) {
+                              done(gdr::FromGrpcStatus(st));
+                            });
+      });
+  if (!latency_ns.ok()) {
+    return absl::Status(latency_ns.status().code(),
+                        absl::StrCat("bare gRPC Ping to ", address, ": ",
+                                     latency_ns.status().message()));
   }
   return latency_ns;
 }

@@ -11,8 +11,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_join.h"
 #include "common/base/units.h"
-#include "gdrstore/types.h"
 #include "common/wire/stream_limits.h"
+#include "gdrstore/types.h"
 
 namespace gdrbench {
 

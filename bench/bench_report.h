@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/report_text.h"
@@ -28,6 +29,19 @@ struct Row {
   }
   const char* verdict() const { return informational ? "-" : (met() ? "yes" : "NO"); }
 };
+
+// A line with no aim of its own, printed beside the ones that have one.
+inline Row InfoRow(std::string name, std::string unit, std::string baseline,
+                   bool higher_is_better = true) {
+  Row r;
+  r.name = std::move(name);
+  r.unit = std::move(unit);
+  r.baseline = std::move(baseline);
+  r.aim = "info";
+  r.informational = true;
+  r.higher_is_better = higher_is_better;
+  return r;
+}
 
 // The table: the medians, ratio and verdict per row, then every sample.
 void PrintTable(const std::vector<Row>& rows, int repeats, int warmup,

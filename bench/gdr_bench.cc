@@ -7,11 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -23,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/bare_grpc.h"
+#include "bench/chained_calls.h"
 #include "bench/bench_flags.h"
 #include "bench/bench_report.h"
 #include "bench/daemon_process.h"
@@ -62,32 +61,9 @@ double Percentile(std::vector<uint64_t> ns, double p) {
 // `ops` empty Ping RPCs back to back over the callback API, the next issued from the previous
 // one's completion, exactly as RunBench chains unary ops at qd 1. Returns per-call latency, ns.
 absl::StatusOr<std::vector<uint64_t>> PingLoop(gdrstore::Client& client, uint64_t ops) {
-  std::vector<uint64_t> latency_ns;
-  latency_ns.reserve(ops);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool finished = false;
-  absl::Status error;
-  std::function<void()> issue = [&] {
-    const Clock::time_point start = Clock::now();
-    client.Ping([&, start](absl::Status st) {
-      latency_ns.push_back(static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()));
-      if (st.ok() && latency_ns.size() < ops) {
-        issue();
-        return;
-      }
-      std::lock_guard<std::mutex> lock(mu);
-      if (!st.ok()) error = st;
-      finished = true;
-      cv.notify_all();
-    });
-  };
-  issue();
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return finished; });
-  if (!error.ok()) return error;
-  return latency_ns;
+  // The library's Ping carries a 10 s deadline.
+  return gdrbench::ChainedCalls(
+      ops, [&](std::function<void(absl::Status)> done) { client.Ping(std::move(done)); });
 }
 
 // ---- the run ----
@@ -183,12 +159,8 @@ class Bench {
       std::fprintf(stderr, "  GPU %d %s %s\n", gpu.ordinal, gpu.pci.c_str(), gpu.name.c_str());
     }
     {
-      Row row;
-      row.name = absl::StrCat("pinned cuMemcpyHtoD ", size);
-      row.unit = "GB/s";
-      row.baseline = absl::StrCat("pageable cuMemcpyHtoD ", size);
-      row.aim = "info";
-      row.informational = true;
+      Row row = gdrbench::InfoRow(absl::StrCat("pinned cuMemcpyHtoD ", size), "GB/s",
+                                  absl::StrCat("pageable cuMemcpyHtoD ", size));
       Progress(row.name);
       for (int r = -s_.warmup; r < s_.repeats; ++r) {
         GDR_ASSIGN_OR_RETURN(double pin, h2d(pinned->data()));
@@ -200,12 +172,9 @@ class Bench {
       rows->push_back(std::move(row));
     }
     for (uint32_t qd : s_.bw_qds) {
-      Row vs_pinned, vs_host, share;
-      vs_pinned.name = absl::StrCat("tcp Write ", size, " into GPU qd", qd);
-      vs_pinned.unit = "GB/s";
-      vs_pinned.baseline = absl::StrCat("pinned cuMemcpyHtoD ", size);
-      vs_pinned.aim = "info";
-      vs_pinned.informational = true;
+      Row vs_pinned = gdrbench::InfoRow(absl::StrCat("tcp Write ", size, " into GPU qd", qd),
+                                        "GB/s", absl::StrCat("pinned cuMemcpyHtoD ", size));
+      Row vs_host, share;
       vs_host.name = vs_pinned.name;
       vs_host.unit = "GB/s";
       vs_host.baseline = absl::StrCat("tcp Write ", size, " into host qd", qd);
@@ -289,16 +258,12 @@ class Bench {
     for (gdrstore::OpKind kind : {gdrstore::OpKind::kWrite, gdrstore::OpKind::kRead}) {
       const char* verb = kind == gdrstore::OpKind::kWrite ? "Write" : "Read";
       for (uint32_t qd : s_.bw_qds) {
-        Row row, one;
+        Row row;
         row.name = absl::StrCat("tcp ", verb, " ", size, " stream qd", qd);
         row.unit = "GB/s";
         row.aim = ">= 0.85";
         row.aim_ratio = 0.85;
-        one.name = row.name;
-        one.unit = "GB/s";
-        one.baseline = "raw loopback TCP, 1 stream only";
-        one.aim = "info";
-        one.informational = true;
+        Row one = gdrbench::InfoRow(row.name, "GB/s", "raw loopback TCP, 1 stream only");
         std::vector<uint32_t> links;  // the client's, after each measured repeat
         Progress(row.name);
         for (int r = -s_.warmup; r < s_.repeats; ++r) {
@@ -347,21 +312,11 @@ class Bench {
     row.aim = "<= 1.5";
     row.aim_ratio = 1.5;
     row.higher_is_better = false;
-    Row daemon;
-    daemon.name = "4KiB Write unary qd1, daemon's time p50";
-    daemon.unit = "us";
-    daemon.baseline = "4KiB Write unary qd1 p50";
-    daemon.aim = "info";
-    daemon.informational = true;
-    daemon.higher_is_better = false;
+    Row daemon = gdrbench::InfoRow("4KiB Write unary qd1, daemon's time p50", "us",
+                                   "4KiB Write unary qd1 p50", false);
     // The floor: gRPC's own round trip here, a minimal server in this process (no daemon).
-    Row floor;
-    floor.name = "Ping RPC p50";
-    floor.unit = "us";
-    floor.baseline = "bare gRPC Ping p50 (in-process server)";
-    floor.aim = "info";
-    floor.informational = true;
-    floor.higher_is_better = false;
+    Row floor = gdrbench::InfoRow("Ping RPC p50", "us", "bare gRPC Ping p50 (in-process server)",
+                                  false);
     GDR_ASSIGN_OR_RETURN(std::unique_ptr<gdrbench::BareGrpcServer> bare,
                          gdrbench::BareGrpcServer::Start());
     Progress(row.name);
@@ -397,24 +352,17 @@ class Bench {
     row.baseline = absl::StrCat("4KiB Write unary qd", s_.rate_qd);
     row.aim = ">= 3.0";
     row.aim_ratio = 3.0;
-    // The same Stream split into messages of at most N ops, against the same unary calls:
-    // its ratio reads against the rate line's aim.
-    std::vector<Row> split(s_.stream_batches.size());
-    for (size_t i = 0; i < split.size(); ++i) {
-      split[i].name = absl::StrCat(row.name, " batch", s_.stream_batches[i]);
-      split[i].unit = row.unit;
-      split[i].baseline = row.baseline;
-      split[i].aim = "info";
-      split[i].informational = true;
+    // The same Stream split into messages of at most N ops, then over N calls (the rate
+    // line's is the client's default), against the same unary calls: their ratios read
+    // against the rate line's aim.
+    std::vector<Row> split;
+    for (uint32_t n : s_.stream_batches) {
+      split.push_back(gdrbench::InfoRow(absl::StrCat(row.name, " batch", n), row.unit,
+                                        row.baseline));
     }
-    // The same Stream over N calls (the rate line's is the client's default).
     for (uint32_t n : s_.stream_calls) {
-      Row& spread = split.emplace_back();
-      spread.name = absl::StrCat(row.name, " calls", n);
-      spread.unit = row.unit;
-      spread.baseline = row.baseline;
-      spread.aim = "info";
-      spread.informational = true;
+      split.push_back(gdrbench::InfoRow(absl::StrCat(row.name, " calls", n), row.unit,
+                                        row.baseline));
     }
     Progress(row.name);
     for (int r = -s_.warmup; r < s_.repeats; ++r) {

@@ -157,7 +157,8 @@ class OpStream::Reactor final
         // op stays pending and OnDone answers it.
         if (delivering_ && delivering_thread_ == std::this_thread::get_id()) {
           writes_.Enqueue(std::move(op));
-          // A whole group (StreamOptions::max_ops_per_message) leaves before the answer's other callbacks.
+          // A whole group (StreamOptions::max_ops_per_message) leaves before the answer's
+          // other callbacks.
           if (batch_ != 0 && writes_.queued() >= batch_) writes_.Flush();
         } else {
           writes_.Push(std::move(op));
@@ -486,12 +487,13 @@ absl::Status OpStream::Close() {
 }
 
 absl::StatusOr<std::unique_ptr<OpStream>> Client::OpenStream(const StreamOptions& options) {
-  const uint32_t calls = options.calls != 0 ? options.calls : options_.stream_calls;
-  if (calls == 0 || calls > kMaxStreamCalls) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        options.calls != 0 ? "StreamOptions::calls" : "ClientOptions::stream_calls", " of ",
-        calls, ": a Stream spreads its ops over 1 to ", kMaxStreamCalls, " calls"));
+  // ClientOptions::stream_calls was checked by Connect.
+  if (options.calls > kMaxStreamCalls) {
+    return absl::InvalidArgumentError(absl::StrCat("StreamOptions::calls of ", options.calls,
+                                                   ": a Stream spreads its ops over 1 to ",
+                                                   kMaxStreamCalls, " calls"));
   }
+  const uint32_t calls = options.calls != 0 ? options.calls : options_.stream_calls;
   if (options.max_ops_per_message > static_cast<uint32_t>(gdr::kMaxOpsPerMessage)) {
     return absl::InvalidArgumentError(
         absl::StrCat("StreamOptions::max_ops_per_message of ", options.max_ops_per_message,
