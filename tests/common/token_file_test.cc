@@ -3,10 +3,14 @@
 // quoting a token), the client's first-token rule, and the comparison.
 #include "common/wire/token_file.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -187,7 +191,8 @@ TEST(TokenFileTest, RepeatsAcrossLinesAreRefusedNamingBothLines) {
 }
 
 TEST(TokenFileTest, ReadsAFileAndNamesAMissingOne) {
-  const std::string path = ::testing::TempDir() + "/token_file_test.tokens";
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/token_file_test.tokens.", ::getpid());
   std::ofstream(path, std::ios::trunc) << "a-token-of-enough-length get=v1\n";
   absl::StatusOr<std::vector<Credential>> t = ReadTokenFile(path);
   ASSERT_TRUE(t.ok()) << t.status();
@@ -196,10 +201,12 @@ TEST(TokenFileTest, ReadsAFileAndNamesAMissingOne) {
   t = ReadTokenFile(path + ".absent");
   EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(t.status().message(), HasSubstr(".absent"));
+  std::remove(path.c_str());
 }
 
 TEST(TokenFileTest, AClientPresentsTheFirstTokenWithoutItsGrants) {
-  const std::string path = ::testing::TempDir() + "/token_file_test.client";
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/token_file_test.client.", ::getpid());
   std::ofstream(path, std::ios::trunc)
       << "# mine\nsan:me.example.org get=*\nfirst-token-0123456789 name=me get=v1 put=v1\n"
          "second-token-0123456789\n";
@@ -221,6 +228,7 @@ TEST(TokenFileTest, AClientPresentsTheFirstTokenWithoutItsGrants) {
   token = ReadClientToken(path);
   EXPECT_EQ(token.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(token.status().message(), HasSubstr(":1: get= names no volume"));
+  std::remove(path.c_str());
 }
 
 // The example shipped in deploy/ parses, with the grants its comments promise.

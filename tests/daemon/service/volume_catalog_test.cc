@@ -3,12 +3,16 @@
 // counters, media model, the cluster-entry hook) and deleted by it like any other.
 #include "daemon/service/volume_catalog.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -37,8 +41,9 @@ class VolumeCatalogTest : public ::testing::Test {
       prepared_.push_back(v.name());
       return absl::OkStatus();
     });
-    // No memory to spare as far as the room check can tell.
-    meminfo_ = ::testing::TempDir() + "/volume_catalog_test_meminfo";
+    // No memory to spare as far as the room check can tell. One file per test process: ctest
+    // runs this fixture's tests at once, and a shared file is truncated under another's read.
+    meminfo_ = absl::StrCat(::testing::TempDir(), "/volume_catalog_test_meminfo.", ::getpid());
     std::ofstream(meminfo_) << "MemTotal: 1024 kB\nMemAvailable: 0 kB\n";
     VolumeCatalogOptions o;
     o.meminfo = meminfo_;
@@ -54,6 +59,7 @@ class VolumeCatalogTest : public ::testing::Test {
   void TearDown() override {
     catalog_.reset();
     store_->RemovePreparer(preparer_);
+    std::remove(meminfo_.c_str());
   }
 
   static VolumeSpec Spec(const std::string& text) {
