@@ -18,8 +18,34 @@ import time
 
 import torch
 
+_KERNEL_SRC = r"""
+extern "C" __global__ void copy_mapped(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                       unsigned long long n16) {
+  // Four 16-byte loads in flight a thread before any store: reads of host memory are long.
+  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    uint4 a = src[i], b = src[i + stride], c = src[i + 2 * stride], d = src[i + 3 * stride];
+    dst[i] = a; dst[i + stride] = b; dst[i + 2 * stride] = c; dst[i + 3 * stride] = d;
+  }
+  for (; i < n16; i += stride) dst[i] = src[i];
+}
+"""
+_kernel = None
 
-def probe(mode, mib, copies, device):
+
+def kernel_copy(dst, src, n, stream, blocks):
+    """dst (device tensor) <- src (pinned tensor) by the mapped-read kernel on `stream`."""
+    global _kernel
+    import cupy
+    if _kernel is None:
+        _kernel = cupy.RawKernel(_KERNEL_SRC, "copy_mapped")
+    with cupy.cuda.ExternalStream(stream.cuda_stream):
+        _kernel((blocks,), (256,), (cupy.uint64(src.data_ptr()), cupy.uint64(dst.data_ptr()),
+                                    cupy.uint64(n // 16)))
+
+
+def probe(mode, mib, copies, device, engine="ce", blocks=0):
     n = mib << 20
     slots = [torch.empty(n, dtype=torch.uint8, pin_memory=True) for _ in range(4)]
     views = [memoryview(s.numpy()) for s in slots]
@@ -55,7 +81,10 @@ def probe(mode, mib, copies, device):
         t0 = time.perf_counter()
         with torch.cuda.stream(stream):
             starts[i].record(stream)
-            dst[(i % 16) * n:(i % 16 + 1) * n].copy_(slots[k], non_blocking=True)
+            if engine == "kernel":
+                kernel_copy(dst[(i % 16) * n:], slots[k], n, stream, blocks)
+            else:
+                dst[(i % 16) * n:(i % 16 + 1) * n].copy_(slots[k], non_blocking=True)
             ends[i].record(stream)
         ends[i].synchronize()
         walls.append(time.perf_counter() - t0)
@@ -64,7 +93,11 @@ def probe(mode, mib, copies, device):
     gpu = [starts[i].elapsed_time(ends[i]) * 1000 for i in range(10, copies)]
     wall = [w * 1e6 for w in walls[10:]]
     med_gpu = statistics.median(gpu)
-    print(f"{mode:5s} {mib:2d} MiB: GPU time p50 {med_gpu:7.1f} us ({mib * (1 << 20) / med_gpu / 1e3:5.1f} GB/s),"
+    if engine == "kernel":
+        ok = torch.equal(dst[((copies - 1) % 16) * n:((copies - 1) % 16 + 1) * n].cpu(),
+                         slots[(copies - 1) % 4])
+        assert ok, "the kernel's copy differs from its source"
+    print(f"{engine:6s} {mode:5s} {mib:2d} MiB: GPU time p50 {med_gpu:7.1f} us ({mib * (1 << 20) / med_gpu / 1e3:5.1f} GB/s),"
           f" wall p50 {statistics.median(wall):7.1f} us, p90 GPU {sorted(gpu)[int(len(gpu) * .9)]:7.1f} us",
           flush=True)
 
@@ -135,12 +168,22 @@ def main():
     ap.add_argument("--copies", type=int, default=300)
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--lag", action="store_true", help="also the lagged and threaded runs")
+    ap.add_argument("--engines", default="ce", help="ce, kernel or both (ce,kernel)")
+    ap.add_argument("--blocks", default="0",
+                    help="the kernel's blocks of 256 threads, comma list; 0: 4 per SM")
     a = ap.parse_args()
     dev = torch.device("cuda", a.device)
     torch.cuda.init()
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
     for mib in (int(s) for s in a.sizes.split(",")):
         for mode in ("idle", "cpu", "recv", "idle"):
-            probe(mode, mib, a.copies, dev)
+            for engine in a.engines.split(","):
+                if engine == "kernel":
+                    for b in (int(x) or 4 * sms for x in a.blocks.split(",")):
+                        print(f"  kernel blocks {b}", end=": ", flush=True)
+                        probe(mode, mib, a.copies, dev, engine, b)
+                else:
+                    probe(mode, mib, a.copies, dev, engine)
     if a.lag:
         for threads in (1, 4, 8):
             for lag in (0, 1, 2, 3, 4):

@@ -33,6 +33,9 @@ inline constexpr uint8_t kVersion = 2;
 inline constexpr size_t kHeaderSize = 32;
 // Hard ceiling of one frame's payload, whatever the configuration says.
 inline constexpr uint32_t kMaxPayload = 64u << 20;
+// Bounds of the piece size a client may ask for (TcpEndpoint.chunk_bytes): its GPU staging slot.
+inline constexpr uint32_t kMinAskedChunk = 64u << 10;
+inline constexpr uint32_t kMaxAskedChunk = 16u << 20;
 
 enum class Opcode : uint8_t {
   kWriteReq = 1,   // initiator -> target: place payload at address

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/host_port.h"
+#include "common/wire/tcp_frame.h"
 #include "common/wire/tcp_proof.h"
 
 namespace gdr {
@@ -28,9 +29,16 @@ absl::StatusOr<std::shared_ptr<const TcpDestination>> ParseTcpDestination(
         " bytes, not ", tcp.secret().size(),
         " (the target proves it holds it before any byte moves)"));
   }
+  if (tcp.chunk_bytes() != 0 &&
+      (tcp.chunk_bytes() < tcpwire::kMinAskedChunk || tcp.chunk_bytes() > tcpwire::kMaxAskedChunk)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffer.tcp.chunk_bytes ", tcp.chunk_bytes(), " is not 0 or in ", tcpwire::kMinAskedChunk,
+        "..", tcpwire::kMaxAskedChunk));
+  }
   auto dest = std::make_shared<TcpDestination>(tcp.host(), static_cast<uint16_t>(tcp.port()),
                                                tcp.secret());
   dest->inline_max = tcp.inline_max();  // any value: the daemon's own limit bounds it
+  dest->chunk_bytes = tcp.chunk_bytes();
   return dest;
 }
 

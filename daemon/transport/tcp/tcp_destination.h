@@ -30,11 +30,13 @@ class TcpDestination final : public Destination {
   std::string secret;
   // TcpEndpoint.inline_max: the largest Write the client takes in the answer (0: none).
   uint32_t inline_max = 0;
+  // TcpEndpoint.chunk_bytes: the piece size the target asked for (0: the daemon's own).
+  uint32_t chunk_bytes = 0;
   std::string Key() const;  // "host:port", bracketed for IPv6
 };
 
 // Checks buffer.tcp (host 1..255 bytes without NUL, port 1..65535, secret within the wire's
-// bounds) and copies it. INVALID_ARGUMENT naming the field; the secret is never quoted.
+// bounds, chunk_bytes 0 or within tcpwire's asked-chunk bounds) and copies it. INVALID_ARGUMENT naming the field; the secret is never quoted.
 absl::StatusOr<std::shared_ptr<const TcpDestination>> ParseTcpDestination(
     const gdrstore::v1::RemoteBuffer& buffer);
 

@@ -48,7 +48,9 @@ absl::StatusOr<std::unique_ptr<TcpInitiator>> TcpInitiator::Create(TcpInitiatorO
     return absl::InvalidArgumentError(absl::StrCat("chunk size ", options.chunk_bytes,
                                                    " must be in 4096..", tcpwire::kMaxPayload));
   }
-  options.link.max_chunk_bytes = static_cast<uint32_t>(options.chunk_bytes);
+  // A Read's answer may be as long as the largest chunk a client can ask for.
+  options.link.max_chunk_bytes =
+      static_cast<uint32_t>(std::max<uint64_t>(options.chunk_bytes, tcpwire::kMaxAskedChunk));
   return std::unique_ptr<TcpInitiator>(new TcpInitiator(options));
 }
 
@@ -60,7 +62,13 @@ TcpInitiator::TcpInitiator(TcpInitiatorOptions options)
           [this](const TransferOp& op) {
             return std::make_shared<TcpLink>(Dest(op), op.caller, rule_, options_.link);
           },
-          [this](TcpLink* link) { OnDrained(link); }) {
+          [this](TcpLink* link) { OnDrained(link); },
+          // A client that stages each piece through a slot (GPU memory) names its slot size:
+          // a full slot a copy (docs/benchmarks.md, issue 45).
+          [this](const TransferOp& op) -> uint64_t {
+            const uint32_t asked = Dest(op).chunk_bytes;
+            return asked != 0 ? asked : options_.chunk_bytes;
+          }) {
   housekeeping_ns_.store(absl::GetCurrentTimeNanos());
   housekeeper_ = std::thread([this] {
     SetThreadName("gdr-tcp-house");
@@ -133,7 +141,9 @@ std::string TcpInitiator::Describe() const {
                       options_.max_links_per_target,
                       " while the pool has room; beyond that, turns of ",
                       absl::FormatDuration(options_.turn), "), chunks of ",
-                      FormatSize(options_.chunk_bytes), "; ", rule_->Describe(),
+                      FormatSize(options_.chunk_bytes), " (or the size a client asks for, ",
+                      FormatSize(tcpwire::kMinAskedChunk), "..",
+                      FormatSize(tcpwire::kMaxAskedChunk), "); ", rule_->Describe(),
                       ", each proving the caller's secret; ",
                       options_.inline_max == 0
                           ? std::string("no Write answered inline")

@@ -8,7 +8,8 @@
 //  - Links are pooled per destination key (TcpInitiator: host:port, caller class, secret
 //    digest), `max_links` in all. A destination's share is `links_per_target`; it may hold up
 //    to `max_links_per_target` while the pool has room. Links past the share are "above share".
-//  - An op is cut into `chunk_bytes` chunks. Each goes to the first of its destination's links
+//  - An op is cut into chunks of its own size (`ChunkFor`: what its client asked for, else
+//    `chunk_bytes`). Each goes to the first of its destination's links
 //    with less than a chunk outstanding (so small ops keep to one link however many bulk ones
 //    opened); when every link carries a full chunk, to a new link while the destination has
 //    fewer than `max_links_per_target`, the pool has room and nobody waits, else to the least
@@ -73,6 +74,8 @@ class TcpLinkScheduler {
   // A retired link finished (or failed) its last chunk; runs on the thread that completed it,
   // without the caller's lock: it should take the lock and call Drained.
   using OnDrained = std::function<void(Link* link)>;
+  // The size `op` is cut into; null: options.chunk_bytes for every op.
+  using ChunkOf = std::function<uint64_t(const TransferOp& op)>;
 
   // What one call (a Submit, a batch, a housekeeping round, a drain) planned: the links it put
   // chunks on, with the bytes it put on each. The same call never closes or retires a link it
@@ -104,8 +107,10 @@ class TcpLinkScheduler {
     std::vector<uint64_t> bytes_;  // per link
   };
 
-  TcpLinkScheduler(const TcpInitiatorOptions& options, OpenLink open, OnDrained on_drained)
-      : options_(options), open_(std::move(open)), on_drained_(std::move(on_drained)) {}
+  TcpLinkScheduler(const TcpInitiatorOptions& options, OpenLink open, OnDrained on_drained,
+                   ChunkOf chunk_of = nullptr)
+      : options_(options), open_(std::move(open)), on_drained_(std::move(on_drained)),
+        chunk_of_(std::move(chunk_of)) {}
 
   // Places `op`, whose links are pooled under `key`: its chunks over the key's links in `plan`,
   // or, when the destination gets no link now, in the wait queue. Takes `done` either way.
@@ -200,12 +205,16 @@ class TcpLinkScheduler {
       if (plan.links_[i] == l) return l->outstanding_bytes() + plan.bytes_[i];
     return l->outstanding_bytes();
   }
-  // A growing destination still has links, fewer than the cap, each carrying a full chunk.
-  bool StillGrowing(const std::string& key, const Plan& plan) const {
-    auto it = links_.find(key);
+  uint64_t ChunkFor(const TransferOp& op) const {
+    return chunk_of_ ? chunk_of_(op) : options_.chunk_bytes;
+  }
+  // A growing destination still has links, fewer than the cap, each carrying a full chunk of
+  // the op that asked.
+  bool StillGrowing(const Grower& g, const Plan& plan) const {
+    auto it = links_.find(g.key);
     if (it == links_.end() || it->second.size() >= cap()) return false;
     for (const LinkPtr& l : it->second)
-      if (l->dead() || Load(l, plan) < options_.chunk_bytes) return false;
+      if (l->dead() || Load(l, plan) < ChunkFor(g.op)) return false;
     return true;
   }
   // The link to retire for a destination waiting for one.
@@ -215,7 +224,7 @@ class TcpLinkScheduler {
   // The growing destination with fewest links (the first to ask among equals): the next to get
   // one, as PickForGrower retires for it. Drops those no longer growing; end() when none is.
   typename std::deque<Grower>::iterator NextGrower(const Plan& plan) {
-    std::erase_if(growing_, [&](const Grower& g) { return !StillGrowing(g.key, plan); });
+    std::erase_if(growing_, [&](const Grower& g) { return !StillGrowing(g, plan); });
     return std::min_element(growing_.begin(), growing_.end(),
                             [this](const Grower& a, const Grower& b) {
                               return links_of(a.key) < links_of(b.key);
@@ -238,6 +247,7 @@ class TcpLinkScheduler {
   const TcpInitiatorOptions options_;
   const OpenLink open_;
   const OnDrained on_drained_;
+  const ChunkOf chunk_of_;
   std::map<std::string, std::vector<LinkPtr>> links_;
   // Links retired from their destination, draining; still counted in total_links_.
   std::vector<LinkPtr> retiring_;
@@ -284,7 +294,7 @@ void TcpLinkScheduler<Link>::Place(const std::string& key, const TransferOp& op,
 template <class Link>
 void TcpLinkScheduler<Link>::PlaceChunks(const std::string& key, const TransferOp& op,
                                          OpDone& done, Plan& plan) {
-  const uint64_t chunk = options_.chunk_bytes;
+  const uint64_t chunk = ChunkFor(op);
   const uint64_t nchunks = (op.length + chunk - 1) / chunk;
   // This destination's links as indices into `plan`, with their load (enqueued + planned).
   std::vector<size_t> mine;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "common/wire/tcp_frame.h"
 #include "daemon/store/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -249,6 +250,25 @@ TEST_F(ValidateOpTest, BadTcpPort) {
     absl::StatusOr<TransferOp> op = Validate();
     ASSERT_TRUE(op.ok()) << port << ": " << op.status();
     EXPECT_EQ(Tcp(*op).port, port);
+  }
+}
+
+// The piece size a client asks for is 0 (the daemon's own) or within the wire's bounds, and
+// reaches the transport; anything else is refused naming the field.
+TEST_F(ValidateOpTest, TcpChunkBytesIsZeroOrWithinTheAskedBounds) {
+  for (uint32_t n : {0u, tcpwire::kMinAskedChunk, 4u << 20, tcpwire::kMaxAskedChunk}) {
+    buffer_.mutable_tcp()->set_chunk_bytes(n);
+    absl::StatusOr<TransferOp> op = Validate();
+    ASSERT_TRUE(op.ok()) << n << ": " << op.status();
+    EXPECT_EQ(Tcp(*op).chunk_bytes, n);
+  }
+  for (uint32_t n : {1u, 4096u, tcpwire::kMinAskedChunk - 1, tcpwire::kMaxAskedChunk + 1,
+                     UINT32_MAX}) {
+    buffer_.mutable_tcp()->set_chunk_bytes(n);
+    absl::StatusOr<TransferOp> op = Validate();
+    EXPECT_EQ(op.status().code(), absl::StatusCode::kInvalidArgument) << n;
+    EXPECT_NE(op.status().message().find("buffer.tcp.chunk_bytes"), absl::string_view::npos)
+        << op.status();
   }
 }
 

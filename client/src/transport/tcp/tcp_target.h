@@ -37,7 +37,7 @@ struct TcpTargetStats {
 
 // Pinned staging ring of each daemon link that touches GPU memory (per link and GPU).
 struct GpuStagingOptions {
-  size_t slot_bytes = 1 << 20;
+  size_t slot_bytes = 4 << 20;  // ClientOptions::gpu_staging_slot_bytes
   int slots = 4;
   // Pipes made for a GPU when memory on it is first registered (the daemon's default
   // --tcp-max-links-per-target); links past them make their own.

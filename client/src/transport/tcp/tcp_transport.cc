@@ -4,6 +4,7 @@
 #include "client/src/transport/op_path.h"
 #include "common/base/host_port.h"
 #include "common/base/socket.h"
+#include "common/wire/tcp_frame.h"
 
 namespace gdr {
 
@@ -52,6 +53,18 @@ void TcpTransport::DescribeEndpoint(v1::RemoteBuffer* buffer) const {
   buffer->mutable_tcp()->set_host(host_);
   buffer->mutable_tcp()->set_port(target_->port());
   buffer->mutable_tcp()->set_secret(target_->secret());
+}
+
+void TcpTransport::DescribeEndpoint(const Region& region, int rail,
+                                    v1::RemoteBuffer* buffer) const {
+  ClientTransport::DescribeEndpoint(region, rail, buffer);
+  if (region.gpu == nullptr) return;
+  // Within what a daemon takes; a slot outside it leaves the daemon's own size (the ring
+  // copies a chunk of any size, a slot at a time).
+  if (staging_.slot_bytes >= tcpwire::kMinAskedChunk &&
+      staging_.slot_bytes <= tcpwire::kMaxAskedChunk) {
+    buffer->mutable_tcp()->set_chunk_bytes(static_cast<uint32_t>(staging_.slot_bytes));
+  }
 }
 
 void TcpTransport::Close() { target_->Stop(); }

@@ -25,6 +25,10 @@ class TcpTransport final : public ClientTransport {
   // GPU memory is staged through pinned slots: INVALID_ARGUMENT for a ring that cannot work.
   absl::Status CanServeGpuMemory() const override;
   void DescribeEndpoint(gdrstore::v1::RemoteBuffer* buffer) const override;
+  // GPU memory also asks for pieces of its staging slot's size (TcpEndpoint.chunk_bytes), so
+  // each staging copy is one full slot.
+  void DescribeEndpoint(const Region& region, int rail,
+                        gdrstore::v1::RemoteBuffer* buffer) const override;
   uint32_t inline_max() const override { return inline_max_; }
   // Stops the target: the daemon's links see EOF.
   void Close() override;

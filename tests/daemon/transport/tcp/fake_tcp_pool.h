@@ -101,7 +101,7 @@ inline TransferOp Op(const std::string& dest, uint64_t length) {
 // The scheduler with the initiator's calling pattern around it.
 class PoolDriver {
  public:
-  explicit PoolDriver(TcpInitiatorOptions o)
+  explicit PoolDriver(TcpInitiatorOptions o, Scheduler::ChunkOf chunk_of = nullptr)
       : options(o),
         scheduler(
             o,
@@ -110,7 +110,7 @@ class PoolDriver {
               opened.push_back(link);
               return link;
             },
-            [this](FakeLink* link) { drained.push_back(link); }) {}
+            [this](FakeLink* link) { drained.push_back(link); }, std::move(chunk_of)) {}
 
   // Submit / SubmitBatch: place, schedule if a destination started waiting, enqueue.
   RecordingPlan Submit(const std::vector<std::pair<std::string, uint64_t>>& ops) {

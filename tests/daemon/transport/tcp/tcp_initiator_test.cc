@@ -4,6 +4,8 @@
 // batches, turns between more clients than links, shutdown. Which link each chunk takes, and
 // when links open, wait, retire or are handed over, is tcp_link_scheduler_test's.
 #include <atomic>
+#include <cstring>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -504,6 +506,77 @@ TEST_F(TcpInitiatorTest, ResponsesThatArriveTogetherCompleteAsOneBurst) {
   absl::MutexLock lock(&seen.mu);
   EXPECT_EQ(seen.outside_batch, 0);
   EXPECT_EQ(seen.completed_at_flush, std::vector<int>{kOps});
+}
+
+// A client that names its piece size (TcpEndpoint.chunk_bytes: its GPU staging slot) gets its
+// bytes cut into exactly those pieces, smaller or larger than the daemon's chunk, both ways (a
+// Read's answer of 2 MiB passes the link's frame check); one that names none gets the daemon's.
+// A hand-made target on one link records each request and answers Reads from a pattern.
+TEST_F(TcpInitiatorTest, AnOpIsCutIntoThePiecesItsClientAskedFor) {
+  uint16_t port = 0;
+  absl::StatusOr<ScopedFd> listener = ListenTcp("127.0.0.1", 0, 4, &port);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const std::string secret(32, 'c');
+  RememberSecret(port, secret);
+  StoreMemory source(4 << 20, 7);  // the client memory Reads take, at remote address 0
+  absl::Mutex mu;
+  std::vector<std::pair<tcpwire::Opcode, uint32_t>> seen;
+  std::thread answerer([&] {
+    ScopedFd fd(::accept4(listener->get(), nullptr, nullptr, SOCK_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
+    ASSERT_TRUE(tcpwire::AnswerChallenge(fd.get(), secret, absl::Now() + absl::Seconds(30)).ok());
+    std::vector<std::byte> payload;
+    std::array<std::byte, tcpwire::kHeaderSize> raw;
+    while (ReadFull(fd.get(), raw.data(), raw.size()).ok()) {  // until the initiator closes
+      absl::StatusOr<tcpwire::Header> h = tcpwire::Decode(raw, tcpwire::kMaxPayload);
+      ASSERT_TRUE(h.ok()) << h.status();
+      {
+        absl::MutexLock lock(&mu);
+        seen.emplace_back(h->opcode, h->length);
+      }
+      const bool write = h->opcode == tcpwire::Opcode::kWriteReq;
+      if (write) {
+        payload.resize(h->length);
+        ASSERT_TRUE(ReadFull(fd.get(), payload.data(), h->length).ok());
+      }
+      h->opcode = write ? tcpwire::Opcode::kWriteAck : tcpwire::Opcode::kReadData;
+      tcpwire::Encode(*h, raw);
+      ASSERT_TRUE(WriteFull(fd.get(), raw.data(), raw.size()).ok());
+      if (!write) ASSERT_TRUE(WriteFull(fd.get(), source.at(h->address), h->length).ok());
+    }
+  });
+  TcpInitiatorOptions o;
+  o.links_per_target = 1;
+  o.max_links_per_target = 1;  // one link: the target sees every request in order
+  StartInitiator(o);
+  auto asking = [](TransferOp op, uint32_t chunk) {
+    auto d = std::make_shared<TcpDestination>(*DestinationOf<TcpDestination>(op));
+    d->chunk_bytes = chunk;
+    op.destination = std::move(d);
+    return op;
+  };
+  using tcpwire::Opcode;
+  using Seen = std::vector<std::pair<Opcode, uint32_t>>;
+  auto take = [&] {
+    absl::MutexLock lock(&mu);
+    return std::exchange(seen, {});
+  };
+  StoreMemory store(4 << 20, 1);
+  ASSERT_TRUE(
+      Run(asking(MakeOp(Direction::kStoreToClient, store.at(0), 768 << 10, 0, 7, port), 256 << 10))
+          .ok());
+  EXPECT_EQ(take(), (Seen{{Opcode::kWriteReq, 256 << 10},
+                          {Opcode::kWriteReq, 256 << 10},
+                          {Opcode::kWriteReq, 256 << 10}}));
+  absl::Status read =
+      Run(asking(MakeOp(Direction::kClientToStore, store.at(0), 3 << 20, 0, 7, port), 2 << 20));
+  ASSERT_TRUE(read.ok()) << read;
+  EXPECT_EQ(take(), (Seen{{Opcode::kReadReq, 2 << 20}, {Opcode::kReadReq, 1 << 20}}));
+  EXPECT_EQ(std::memcmp(store.at(0), source.at(0), 3 << 20), 0);
+  ASSERT_TRUE(Run(MakeOp(Direction::kStoreToClient, store.at(0), 1536 << 10, 0, 7, port)).ok());
+  EXPECT_EQ(take(), (Seen{{Opcode::kWriteReq, 1 << 20}, {Opcode::kWriteReq, 512 << 10}}));
+  initiator_.reset();  // closes the link: the answerer sees EOF
+  answerer.join();
 }
 
 }  // namespace

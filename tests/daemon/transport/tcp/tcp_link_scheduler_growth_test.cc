@@ -38,6 +38,29 @@ TEST(TcpLinkGrowthTest, ALoneDestinationGrowsToItsCapUnderBulkAndNoFurther) {
   EXPECT_EQ(one.scheduler.links(), 16u);
 }
 
+// An op is cut into the size its client asked for (ChunkOf), and links count as full at that
+// size: a destination asking for 4 MiB pieces puts a 16 MiB op on four links, not sixteen, and
+// grows no further while each of its links carries one such piece; another keeps the default.
+TEST(TcpLinkGrowthTest, AnOpIsCutIntoThePiecesItsClientAskedFor) {
+  PoolDriver pool(Options(kMiB, 2, 64), [](const TransferOp& op) -> uint64_t {
+    return op.volume == "gpu" ? 4 * kMiB : kMiB;
+  });
+  RecordingPlan gpu = pool.Submit("gpu", 16 * kMiB + 5);
+  ASSERT_EQ(gpu.placed.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(gpu.placed[i].offset, i * 4 * kMiB);
+    EXPECT_EQ(gpu.placed[i].length, 4 * kMiB);
+  }
+  EXPECT_EQ(gpu.placed[4].length, 5u);
+  EXPECT_EQ(pool.scheduler.links_of("gpu"), 5u);
+  EXPECT_EQ(gpu.begun, (std::vector<std::pair<std::string, uint32_t>>{{"gpu", 5}}));
+
+  RecordingPlan host = pool.Submit("host", 16 * kMiB);
+  EXPECT_EQ(host.placed.size(), 16u);
+  EXPECT_EQ(LinksOf(host).size(), 16u);
+  for (const Placed& p : host.placed) EXPECT_EQ(p.length, kMiB);
+}
+
 // Small ops never fill a link's chunk, so they keep to one link, before and after bulk opened
 // the destination's whole cap.
 TEST(TcpLinkGrowthTest, SmallOpsStayOnOneLinkWhateverTheCap) {
