@@ -65,9 +65,10 @@ struct ClientOptions {
   std::string sysfs_root = "/sys";
   // Pinned staging ring per daemon link for GPU buffers on the tcp transport. The daemon is
   // asked to cut GPU buffers' bytes into pieces of one slot (when 64 KiB..16 MiB): a 4 MiB
-  // copy of a slot just received runs at about 1.3x the rate of four 1 MiB ones (8 clients into
-  // one GPU, docs/benchmarks.md, issue 45). The cost: slots x slot bytes of pinned memory per
-  // link per GPU, 16 links made when memory on a GPU is first registered (256 MiB at 4 MiB).
+  // copy of a slot just received runs at 31 GB/s where 1 MiB ones run at 17, and 8 clients into
+  // one GPU got 1.06x (1 x H200) to 1.27x (4 x H200) the GB/s of 1 MiB slots (docs/
+  // benchmarks.md, issue 45). The cost: slots x slot bytes of pinned memory per link per GPU,
+  // 16 links' worth made when memory on a GPU is first registered (256 MiB at 4 MiB).
   size_t gpu_staging_slot_bytes = 4 << 20;
   int gpu_staging_slots = 4;
   // tcp: the largest unary Write whose bytes this process takes in the daemon's answer instead
