@@ -8,8 +8,7 @@
 //  - Links are pooled per destination key (TcpInitiator: host:port, caller class, secret
 //    digest), `max_links` in all. A destination's share is `links_per_target`; it may hold up
 //    to `max_links_per_target` while the pool has room. Links past the share are "above share".
-//  - An op is cut into chunks of its own size (`ChunkFor`: what its client asked for, else
-//    `chunk_bytes`). Each goes to the first of its destination's links
+//  - An op is cut into ChunkOf's chunks. Each goes to the first of its destination's links
 //    with less than a chunk outstanding (so small ops keep to one link however many bulk ones
 //    opened); when every link carries a full chunk, to a new link while the destination has
 //    fewer than `max_links_per_target`, the pool has room and nobody waits, else to the least
@@ -44,6 +43,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -74,7 +74,7 @@ class TcpLinkScheduler {
   // A retired link finished (or failed) its last chunk; runs on the thread that completed it,
   // without the caller's lock: it should take the lock and call Drained.
   using OnDrained = std::function<void(Link* link)>;
-  // The size `op` is cut into; null: options.chunk_bytes for every op.
+  // The size `op` is cut into (what its client asked for); null: chunk_bytes for every op.
   using ChunkOf = std::function<uint64_t(const TransferOp& op)>;
 
   // What one call (a Submit, a batch, a housekeeping round, a drain) planned: the links it put
@@ -110,7 +110,8 @@ class TcpLinkScheduler {
   TcpLinkScheduler(const TcpInitiatorOptions& options, OpenLink open, OnDrained on_drained,
                    ChunkOf chunk_of = nullptr)
       : options_(options), open_(std::move(open)), on_drained_(std::move(on_drained)),
-        chunk_of_(std::move(chunk_of)) {}
+        chunk_of_(chunk_of ? std::move(chunk_of)
+                           : [c = options.chunk_bytes](const TransferOp&) { return c; }) {}
 
   // Places `op`, whose links are pooled under `key`: its chunks over the key's links in `plan`,
   // or, when the destination gets no link now, in the wait queue. Takes `done` either way.
@@ -137,11 +138,7 @@ class TcpLinkScheduler {
   std::vector<LinkPtr> Overdue(absl::Time now) const;
   // Links out of the pool, still referenced here so the caller can drop them outside its lock
   // (a TcpLink joins its threads when destroyed).
-  std::vector<LinkPtr> TakeClosed() {
-    std::vector<LinkPtr> closed;
-    closed.swap(closed_);
-    return closed;
-  }
+  std::vector<LinkPtr> TakeClosed() { return std::exchange(closed_, {}); }
   // Empties the pool for shutdown: every link (pooled, retiring, closed) and every waiting op.
   void TakeAll(std::vector<LinkPtr>& links, std::vector<TcpWaiter>& waiters);
 
@@ -168,8 +165,7 @@ class TcpLinkScheduler {
   // Destinations that asked for one more link (none left stale by Schedule).
   size_t growing() const { return growing_.size(); }
   // Waiting or growing: while nonzero, Schedule may have work (the initiator schedules on a
-  // Submit when a destination starts waiting, and on every housekeeping round while this is
-  // nonzero).
+  // Submit when a destination starts waiting, and on every housekeeping round while nonzero).
   size_t wanting() const { return wait_order_.size() + growing_.size(); }
   uint64_t waiting_ops() const { return waiting_ops_; }
   // Links closed so that a waiting destination could have one.
@@ -205,16 +201,12 @@ class TcpLinkScheduler {
       if (plan.links_[i] == l) return l->outstanding_bytes() + plan.bytes_[i];
     return l->outstanding_bytes();
   }
-  uint64_t ChunkFor(const TransferOp& op) const {
-    return chunk_of_ ? chunk_of_(op) : options_.chunk_bytes;
-  }
-  // A growing destination still has links, fewer than the cap, each carrying a full chunk of
-  // the op that asked.
+  // A growing destination still has links, fewer than the cap, each carrying a full chunk.
   bool StillGrowing(const Grower& g, const Plan& plan) const {
     auto it = links_.find(g.key);
     if (it == links_.end() || it->second.size() >= cap()) return false;
     for (const LinkPtr& l : it->second)
-      if (l->dead() || Load(l, plan) < ChunkFor(g.op)) return false;
+      if (l->dead() || Load(l, plan) < chunk_of_(g.op)) return false;
     return true;
   }
   // The link to retire for a destination waiting for one.
@@ -294,7 +286,7 @@ void TcpLinkScheduler<Link>::Place(const std::string& key, const TransferOp& op,
 template <class Link>
 void TcpLinkScheduler<Link>::PlaceChunks(const std::string& key, const TransferOp& op,
                                          OpDone& done, Plan& plan) {
-  const uint64_t chunk = ChunkFor(op);
+  const uint64_t chunk = chunk_of_(op);
   const uint64_t nchunks = (op.length + chunk - 1) / chunk;
   // This destination's links as indices into `plan`, with their load (enqueued + planned).
   std::vector<size_t> mine;
