@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "bench/scale.h"
+#include "common/base/units.h"
+#include "gdrstore/types.h"
 
 #ifndef GDR_BENCH_DAEMON_PATH
 #define GDR_BENCH_DAEMON_PATH "gdrstored"
@@ -38,9 +40,10 @@ struct Settings {
   std::vector<std::string> only;  // of {bw, lat, rate, gpu, reg, scale}; empty = all but scale
   std::string gpu;                // GPU for the gpu group (PCI address or ordinal); empty = none
   uint64_t gpu_copies = 16;       // cuMemcpyHtoD of bw_size per baseline sample
-  std::string gpu_slot_text = "4MiB";  // the client's staging slot size (ClientOptions' default)
+  // The client's staging slot size; ClientOptions' default.
+  std::string gpu_slot_text = gdr::FormatSize(gdrstore::kGpuStagingSlotBytes);
   bool json = false;
-  uint64_t gpu_slot = 4 << 20;  // gpu_slot_text, parsed
+  uint64_t gpu_slot = gdrstore::kGpuStagingSlotBytes;  // gpu_slot_text, parsed
   bool want_scale = false;      // --only scale
   ScaleSettings scale;          // the scale group's, when want_scale
   bool Wants(const std::string& group) const {

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "gdrstore/types.h"
 
 namespace gdrbench {
 
@@ -28,7 +29,7 @@ struct ScaleSettings {
   std::vector<uint32_t> many;             // client counts against the pool; empty: none
   uint64_t many_ops = 256;                // 64 KiB ops per client at qd 4
   std::string gpu;                        // GPU of the 8-client GPU line; empty: none
-  uint64_t gpu_slot = 4 << 20;
+  uint64_t gpu_slot = gdrstore::kGpuStagingSlotBytes;
   uint32_t stream_calls = 0;              // each client's Stream calls; 0: the client's default
   int repeats = 3;
   int warmup = 1;

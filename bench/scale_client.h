@@ -35,7 +35,7 @@ struct ScaleClientArgs {
   uint32_t qd = 1;
   uint64_t offset = 0;
   std::string gpu;               // empty: host memory; else AllocateGpuBuffer's name for a GPU
-  uint64_t gpu_slot = 4 << 20;   // the tcp target's staging slot for GPU buffers
+  uint64_t gpu_slot = gdrstore::kGpuStagingSlotBytes;  // the tcp target's staging slot for GPU buffers
   uint32_t stream_calls = 0;     // the Stream's calls (StreamOptions::calls); 0: the default
 
   // The flags after kScaleClientFlag, each "--key=value".

@@ -36,6 +36,9 @@ inline constexpr uint32_t kMaxPayload = 64u << 20;
 // Bounds of the piece size a client may ask for (TcpEndpoint.chunk_bytes): its GPU staging slot.
 inline constexpr uint32_t kMinAskedChunk = 64u << 10;
 inline constexpr uint32_t kMaxAskedChunk = 16u << 20;
+inline constexpr bool IsAskableChunk(uint64_t bytes) {
+  return bytes >= kMinAskedChunk && bytes <= kMaxAskedChunk;
+}
 
 enum class Opcode : uint8_t {
   kWriteReq = 1,   // initiator -> target: place payload at address

@@ -31,6 +31,9 @@ const char* TransportName(Transport t);
 // The inverse of TransportName; nullopt for any other name.
 std::optional<Transport> ParseTransport(const std::string& name);
 
+// ClientOptions::gpu_staging_slot_bytes unless set.
+inline constexpr size_t kGpuStagingSlotBytes = size_t{4} << 20;
+
 struct ClientOptions {
   Transport transport = Transport::kTcp;
   // gdrstored's gRPC address, HOST:PORT.
@@ -69,7 +72,7 @@ struct ClientOptions {
   // one GPU got 1.06x (1 x H200) to 1.27x (4 x H200) the GB/s of 1 MiB slots (docs/
   // benchmarks.md, issue 45). The cost: slots x slot bytes of pinned memory per link per GPU,
   // 16 links' worth made when memory on a GPU is first registered (256 MiB at 4 MiB).
-  size_t gpu_staging_slot_bytes = 4 << 20;
+  size_t gpu_staging_slot_bytes = kGpuStagingSlotBytes;
   int gpu_staging_slots = 4;
   // tcp: the largest unary Write whose bytes this process takes in the daemon's answer instead
   // of through its target (the daemon's --tcp-inline-max bounds it too); a small op then needs
@@ -190,7 +193,6 @@ struct TransportInfo {
   bool through_agent = false;
 };
 
-// A range of the daemon's store.
 // StreamOptions::calls and ClientOptions::stream_calls at most.
 inline constexpr uint32_t kMaxStreamCalls = 64;
 
@@ -203,6 +205,7 @@ struct StreamOptions {
   uint32_t max_ops_per_message = 0;
 };
 
+// A range of the daemon's store.
 struct Extent {
   std::string volume;
   uint64_t offset = 0;

@@ -29,8 +29,7 @@ absl::StatusOr<std::shared_ptr<const TcpDestination>> ParseTcpDestination(
         " bytes, not ", tcp.secret().size(),
         " (the target proves it holds it before any byte moves)"));
   }
-  if (tcp.chunk_bytes() != 0 &&
-      (tcp.chunk_bytes() < tcpwire::kMinAskedChunk || tcp.chunk_bytes() > tcpwire::kMaxAskedChunk)) {
+  if (tcp.chunk_bytes() != 0 && !tcpwire::IsAskableChunk(tcp.chunk_bytes())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "buffer.tcp.chunk_bytes ", tcp.chunk_bytes(), " is not 0 or in ", tcpwire::kMinAskedChunk,
         "..", tcpwire::kMaxAskedChunk));

@@ -36,7 +36,8 @@ class TcpDestination final : public Destination {
 };
 
 // Checks buffer.tcp (host 1..255 bytes without NUL, port 1..65535, secret within the wire's
-// bounds, chunk_bytes 0 or within tcpwire's asked-chunk bounds) and copies it. INVALID_ARGUMENT naming the field; the secret is never quoted.
+// bounds, chunk_bytes 0 or askable) and copies it. INVALID_ARGUMENT naming the field; the
+// secret is never quoted.
 absl::StatusOr<std::shared_ptr<const TcpDestination>> ParseTcpDestination(
     const gdrstore::v1::RemoteBuffer& buffer);
 

@@ -205,8 +205,9 @@ class TcpLinkScheduler {
   bool StillGrowing(const Grower& g, const Plan& plan) const {
     auto it = links_.find(g.key);
     if (it == links_.end() || it->second.size() >= cap()) return false;
+    const uint64_t chunk = chunk_of_(g.op);
     for (const LinkPtr& l : it->second)
-      if (l->dead() || Load(l, plan) < chunk_of_(g.op)) return false;
+      if (l->dead() || Load(l, plan) < chunk) return false;
     return true;
   }
   // The link to retire for a destination waiting for one.

@@ -24,6 +24,7 @@
 #include "common/cuda/staging_pipe.h"
 #include "common/base/socket.h"
 #include "common/wire/tcp_frame.h"
+#include "gdrstore/types.h"
 
 namespace gdr {
 
@@ -37,7 +38,7 @@ struct TcpTargetStats {
 
 // Pinned staging ring of each daemon link that touches GPU memory (per link and GPU).
 struct GpuStagingOptions {
-  size_t slot_bytes = 4 << 20;  // ClientOptions::gpu_staging_slot_bytes
+  size_t slot_bytes = gdrstore::kGpuStagingSlotBytes;
   int slots = 4;
   // Pipes made for a GPU when memory on it is first registered (the daemon's default
   // --tcp-max-links-per-target); links past them make their own.

@@ -61,8 +61,7 @@ void TcpTransport::DescribeEndpoint(const Region& region, int rail,
   if (region.gpu == nullptr) return;
   // Within what a daemon takes; a slot outside it leaves the daemon's own size (the ring
   // copies a chunk of any size, a slot at a time).
-  if (staging_.slot_bytes >= tcpwire::kMinAskedChunk &&
-      staging_.slot_bytes <= tcpwire::kMaxAskedChunk) {
+  if (tcpwire::IsAskableChunk(staging_.slot_bytes)) {
     buffer->mutable_tcp()->set_chunk_bytes(static_cast<uint32_t>(staging_.slot_bytes));
   }
 }

@@ -542,7 +542,9 @@ TEST_F(TcpInitiatorTest, AnOpIsCutIntoThePiecesItsClientAskedFor) {
       h->opcode = write ? tcpwire::Opcode::kWriteAck : tcpwire::Opcode::kReadData;
       tcpwire::Encode(*h, raw);
       ASSERT_TRUE(WriteFull(fd.get(), raw.data(), raw.size()).ok());
-      if (!write) ASSERT_TRUE(WriteFull(fd.get(), source.at(h->address), h->length).ok());
+      if (!write) {
+        ASSERT_TRUE(WriteFull(fd.get(), source.at(h->address), h->length).ok());
+      }
     }
   });
   TcpInitiatorOptions o;
